@@ -1,0 +1,173 @@
+"""Proximal Policy Optimization (PPO), clipped objective, continuous actions.
+
+Paper: J. Schulman et al., "Proximal Policy Optimization Algorithms", arXiv:1707.06347
+(2017). Defaults follow CleanRL's ``ppo_continuous_action.py`` for MuJoCo: 2048 steps
+per rollout, 32 minibatches, 10 epochs, clip 0.2, GAE lambda 0.95, lr 3e-4 annealed
+linearly to 0, 64x64 tanh networks with orthogonal init, state-independent log-std,
+observation and reward normalisation (env wrappers, statistics saved in checkpoints).
+
+Departures from the paper:
+* Value loss is clipped (CleanRL default), advantages are normalised per minibatch,
+  global gradient norm clipped at 0.5, separate actor and critic networks.
+* Truncated episodes bootstrap from V(final observation) instead of being treated as
+  terminal (rlcore.buffers.compute_gae).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlcore.nets import MLP, GaussianActor, orthogonal_init
+from rlcore.types import RolloutBatch
+from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyper-parameters (CleanRL MuJoCo defaults)."""
+
+    lr: float = 3e-4  # Adam learning rate (actor and critic)
+    anneal_lr: bool = True  # decay the learning rate linearly to 0 over the run
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE lambda
+    num_minibatches: int = 32  # minibatches per epoch
+    update_epochs: int = 10  # passes over each rollout
+    clip_coef: float = 0.2  # policy ratio clip
+    clip_value_loss: bool = True  # clip the value update around the old value
+    ent_coef: float = 0.0  # entropy bonus
+    vf_coef: float = 0.5  # value loss weight
+    max_grad_norm: float = 0.5  # global gradient norm clip
+    norm_adv: bool = True  # standardise advantages per minibatch
+    target_kl: float | None = None  # stop the epochs early above this approx. KL
+    hidden: tuple[int, ...] = (64, 64)  # hidden widths of actor and critic
+    activation: str = "tanh"  # hidden activation
+    init_log_std: float = 0.0  # initial policy log-std
+    fused_optimizer: bool = False  # fused Adam (CleanRL uses the default Adam)
+    # env-side recipe settings (applied by rlcore.train when building the envs)
+    normalize_obs: bool = True  # running observation standardisation (clip 10)
+    normalize_reward: bool = True  # scale rewards by the std of discounted returns (clip 10)
+    # loop settings
+    rollout_steps: int = 2048  # env steps per sub-env between updates
+    total_steps: int = 1_000_000  # default training length in env steps
+
+
+class PPO:
+    """PPO agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: PPOConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = config = config or PPOConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.actor = GaussianActor(
+            obs_dim, action_dim, config.hidden, config.activation, config.init_log_std
+        ).to(self.device)
+        self.critic = MLP(obs_dim, 1, config.hidden, config.activation).to(self.device)
+        orthogonal_init(self.critic)
+        orthogonal_init(self.critic[-1], gain=1.0)
+        self.parameters = [*self.actor.parameters(), *self.critic.parameters()]
+        self.optimizer = adam(self.parameters, config.lr, config.fused_optimizer, eps=1e-5)
+        self.updates = 0
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Action(s) for observation(s) already normalised like the training env's."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            action, _ = self.actor(obs_t, deterministic=deterministic)
+        action = action.cpu().numpy()
+        return action[0] if single else action
+
+    @torch.no_grad()
+    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sampled action, its log-probability and V(obs), for the rollout."""
+        action, log_prob = self.actor(obs)
+        return action, log_prob, self.critic(obs).squeeze(-1)
+
+    @torch.no_grad()
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(obs.float()).squeeze(-1)
+
+    def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
+        """``update_epochs`` passes of clipped-surrogate minibatch SGD over one rollout.
+
+        ``progress`` in [0, 1) is the fraction of training done (learning-rate annealing).
+        """
+        cfg = self.config
+        lr = cfg.lr * (1.0 - progress) if cfg.anneal_lr else cfg.lr
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        n = len(batch)
+        minibatch = max(1, n // cfg.num_minibatches)
+        clip_fracs, approx_kl = [], torch.tensor(0.0)
+        for _ in range(cfg.update_epochs):
+            order = torch.randperm(n, device=self.device)
+            for start in range(0, n, minibatch):
+                mb = batch.index(order[start : start + minibatch])
+                dist = self.actor.distribution(mb.obs)
+                log_prob = dist.log_prob(mb.action).sum(-1)
+                entropy = dist.entropy().sum(-1).mean()
+                log_ratio = log_prob - mb.log_prob
+                ratio = log_ratio.exp()
+                with torch.no_grad():
+                    approx_kl = ((ratio - 1) - log_ratio).mean()
+                    clip_fracs.append(((ratio - 1.0).abs() > cfg.clip_coef).float().mean().item())
+                adv = mb.advantage
+                if cfg.norm_adv:
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                policy_loss = torch.max(
+                    -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
+                ).mean()
+                new_value = self.critic(mb.obs).squeeze(-1)
+                if cfg.clip_value_loss:
+                    clipped = mb.value + (new_value - mb.value).clamp(-cfg.clip_coef, cfg.clip_coef)
+                    value_loss = 0.5 * torch.max(
+                        (new_value - mb.returns).pow(2), (clipped - mb.returns).pow(2)
+                    ).mean()
+                else:
+                    value_loss = 0.5 * (new_value - mb.returns).pow(2).mean()
+                loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
+                ensure_finite(policy_loss=policy_loss, value_loss=value_loss)
+                self.optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm)
+                self.optimizer.step()
+            if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                break
+        self.updates += 1
+        var_returns = batch.returns.var().item()
+        explained = (
+            float("nan")
+            if var_returns == 0
+            else 1.0 - (batch.returns - batch.value).var().item() / var_returns
+        )
+        return {
+            "policy_loss": policy_loss.item(),
+            "value_loss": value_loss.item(),
+            "entropy": entropy.item(),
+            "approx_kl": approx_kl.item(),
+            "clip_fraction": float(np.mean(clip_fracs)),
+            "explained_variance": explained if math.isfinite(explained) else 0.0,
+            "learning_rate": lr,
+            "std": self.actor.log_std.exp().mean().item(),
+        }
+
+    def state_dict(self) -> dict:
+        return state_of(
+            actor=self.actor, critic=self.critic, optimizer=self.optimizer, updates=self.updates
+        )
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, actor=self.actor, critic=self.critic, optimizer=self.optimizer)
+        self.updates = int(state["updates"])

@@ -1,0 +1,192 @@
+"""Soft Actor-Critic (SAC).
+
+Paper: T. Haarnoja et al., "Soft Actor-Critic Algorithms and Applications",
+arXiv:1812.05905 (2018) -- SAC with automatic temperature tuning.
+Defaults follow CleanRL's ``sac_continuous_action.py`` for MuJoCo (policy lr 3e-4,
+Q lr 1e-3, batch 256, 5k random warm-up steps, tau 0.005, autotuned temperature).
+
+Departures from the paper (all as in CleanRL unless said otherwise):
+* Delayed policy updates: every ``policy_frequency`` critic updates, the actor and
+  temperature take ``policy_frequency`` steps (same number of actor steps overall).
+* log-std is squashed by tanh into [log_std_min, log_std_max] instead of clipped.
+* The temperature loss uses alpha (not log alpha) times the entropy gap.
+* The twin critics are one batched ensemble (identical maths, one matmul per layer),
+  ``num_critics`` can be raised (min over all members) and LayerNorm switched on.
+* Speed, not maths: critic parameters do not get gradients in the actor step, acting
+  runs without autograd, Adam uses the fused step.
+
+Use in your own loop::
+
+    agent = SAC(env.observation_space, env.action_space, SACConfig())
+    action = agent.act(obs)                 # (obs_dim,) or (B, obs_dim) numpy
+    metrics = agent.update(batch)           # rlcore.Batch of tensors
+    torch.save(agent.state_dict(), path)    # agent.load_state_dict(torch.load(path))
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
+from rlcore.types import Batch
+from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+
+
+@dataclass
+class SACConfig:
+    """SAC hyper-parameters (CleanRL MuJoCo defaults)."""
+
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # Polyak rate of the target critics
+    actor_lr: float = 3e-4  # policy learning rate
+    critic_lr: float = 1e-3  # Q learning rate
+    alpha_lr: float = 1e-3  # temperature learning rate (CleanRL uses the Q lr)
+    hidden: tuple[int, ...] = (256, 256)  # hidden widths of actor and critics
+    num_critics: int = 2  # critics in the ensemble; the target uses their minimum
+    layer_norm: bool = False  # LayerNorm in the critics
+    init_alpha: float = 1.0  # initial temperature (fixed value if autotune is off)
+    autotune_alpha: bool = True  # learn the temperature toward target_entropy
+    target_entropy: float | None = None  # None -> -action_dim
+    log_std_min: float = -5.0  # lower bound of the policy log-std
+    log_std_max: float = 2.0  # upper bound of the policy log-std
+    policy_frequency: int = 2  # critic updates per (burst of) actor updates
+    target_frequency: int = 1  # critic updates per target Polyak update
+    fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
+    # loop settings (read by rlcore.loops.off_policy through rlcore.train)
+    batch_size: int = 256  # transitions per update
+    buffer_size: int = 1_000_000  # replay capacity
+    learning_starts: int = 5_000  # uniform random actions and no updates before this step
+    updates_per_step: float = 1.0  # update-to-data ratio (gradient updates per env step)
+    total_steps: int = 1_000_000  # default training length in env steps
+
+
+class SAC:
+    """SAC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: SACConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = config = config or SACConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.actor = TanhGaussianActor(
+            obs_dim,
+            action_dim,
+            action_space.low,
+            action_space.high,
+            config.hidden,
+            log_std_min=config.log_std_min,
+            log_std_max=config.log_std_max,
+        ).to(self.device)
+        self.critic = QEnsemble(
+            obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
+        ).to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(
+            float(np.log(config.init_alpha)), device=self.device, requires_grad=True
+        )
+        self.target_entropy = (
+            -float(action_dim) if config.target_entropy is None else config.target_entropy
+        )
+        fused = config.fused_optimizer
+        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
+        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
+        self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
+        self._critic_params = list(self.critic.parameters())
+        self.updates = 0
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.detach().exp()
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Action(s) in env units for one observation or a batch (no autograd)."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            action, _ = self.actor(obs_t, deterministic=deterministic, with_log_prob=False)
+        action = action.cpu().numpy()
+        return action[0] if single else action
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One critic update, plus the actor/temperature burst every ``policy_frequency``."""
+        cfg = self.config
+        alpha = self.alpha
+        with torch.no_grad():
+            next_action, next_log_prob = self.actor(batch.next_obs)
+            next_q = self.target_critic(batch.next_obs, next_action).min(0).values
+            soft_next_v = next_q - alpha * next_log_prob
+            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * soft_next_v
+        q = self.critic(batch.obs, batch.action)  # (E, B)
+        critic_loss = (q - target_q).pow(2).mean(1).sum()  # sum of per-critic MSEs
+        ensure_finite(critic_loss=critic_loss)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        self.updates += 1
+        metrics = {"critic_loss": critic_loss.item(), "q": q.detach().mean().item()}
+
+        if self.updates % cfg.policy_frequency == 0:
+            for _ in range(cfg.policy_frequency):
+                metrics.update(self._update_actor_and_alpha(batch.obs))
+        if self.updates % cfg.target_frequency == 0:
+            polyak_update(self.target_critic, self.critic, cfg.tau)
+        return metrics
+
+    def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
+        for p in self._critic_params:  # gradients flow through Q to actions only
+            p.requires_grad_(False)
+        action, log_prob = self.actor(obs)
+        q = self.critic(obs, action).min(0).values
+        actor_loss = (self.alpha * log_prob - q).mean()
+        ensure_finite(actor_loss=actor_loss)
+        self.actor_optimizer.zero_grad()
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        for p in self._critic_params:
+            p.requires_grad_(True)
+        metrics = {"actor_loss": actor_loss.item(), "entropy": -log_prob.detach().mean().item()}
+        if self.config.autotune_alpha:
+            gap = log_prob.detach() + self.target_entropy
+            alpha_loss = -(self.log_alpha.exp() * gap).mean()
+            self.alpha_optimizer.zero_grad()
+            alpha_loss.backward()
+            self.alpha_optimizer.step()
+            metrics["alpha_loss"] = alpha_loss.item()
+        metrics["alpha"] = self.alpha.item()
+        return metrics
+
+    def state_dict(self) -> dict:
+        """Networks, optimisers, temperature and update counter (everything to continue)."""
+        return state_of(
+            actor=self.actor,
+            critic=self.critic,
+            target_critic=self.target_critic,
+            log_alpha=self.log_alpha.detach().clone(),
+            actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+            alpha_optimizer=self.alpha_optimizer,
+            updates=self.updates,
+        )
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(
+            state,
+            actor=self.actor,
+            critic=self.critic,
+            target_critic=self.target_critic,
+            log_alpha=self.log_alpha,
+            actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+            alpha_optimizer=self.alpha_optimizer,
+        )
+        self.updates = int(state["updates"])

@@ -1,0 +1,337 @@
+"""``make_vec_env``: gymnasium vector environments with the conventions rlcore relies on.
+
+* Autoreset is SAME_STEP, chosen explicitly: when an episode ends, ``step`` returns the
+  first observation of the next episode and ``info["final_obs"]`` holds the last one,
+  which the loop stores as ``next_obs`` (see ``final_next_obs``).
+* ``info["episode_return"]`` / ``info["episode_length"]`` (NaN where no episode ended)
+  report raw, un-normalised episode statistics.
+* Observation / reward normalisation wrappers keep their statistics in ``state_dict``
+  so checkpoints carry them.
+* ``get_vec_env_state`` / ``set_vec_env_state`` capture and restore every sub-env's
+  simulator state (MuJoCo integration state, time-limit counter, RNG), which makes a
+  resumed run identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
+
+SHORT_NAMES: dict[str, str] = {
+    "hopper": "Hopper-v5",
+    "halfcheetah": "HalfCheetah-v5",
+    "walker2d": "Walker2d-v5",
+    "ant": "Ant-v5",
+    "humanoid": "Humanoid-v5",
+    "humanoidstandup": "HumanoidStandup-v5",
+    "swimmer": "Swimmer-v5",
+    "invertedpendulum": "InvertedPendulum-v5",
+    "inverteddoublependulum": "InvertedDoublePendulum-v5",
+    "reacher": "Reacher-v5",
+    "pusher": "Pusher-v5",
+}
+BACKENDS = ("sync", "async")
+
+
+class UnknownEnvError(ValueError):
+    """Raised for an environment name that is neither a short name nor a gymnasium id."""
+
+
+def resolve_env_id(name: str) -> str:
+    """Short name (case-insensitive, e.g. ``hopper``) or full gymnasium id -> gymnasium id."""
+    key = name.lower().replace("-", "").replace("_", "")
+    if key in SHORT_NAMES:
+        return SHORT_NAMES[key]
+    if name in gym.registry:
+        return name
+    lowered = {env_id.lower(): env_id for env_id in gym.registry}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    raise UnknownEnvError(
+        f"unknown environment '{name}'. Short names: {', '.join(sorted(SHORT_NAMES.values()))} "
+        "(case-insensitive, version optional), or any registered gymnasium id "
+        "(e.g. Pusher-v5, Pendulum-v1)."
+    )
+
+
+class SimulatorState(gym.Wrapper):
+    """Outermost per-env wrapper exposing ``rlcore_get_state`` / ``rlcore_set_state``.
+
+    MuJoCo envs are captured exactly (mjSTATE_INTEGRATION, which includes the solver
+    warm start). Other envs fall back to a deep copy of their ``state`` attribute.
+    """
+
+    def _time_limit(self) -> gym.wrappers.TimeLimit | None:
+        env = self.env
+        while isinstance(env, gym.Wrapper):
+            if isinstance(env, gym.wrappers.TimeLimit):
+                return env
+            env = env.env
+        return None
+
+    def rlcore_get_state(self) -> dict[str, Any]:
+        base = self.env.unwrapped
+        state: dict[str, Any] = {"rng": copy.deepcopy(base.np_random.bit_generator.state)}
+        limit = self._time_limit()
+        if limit is not None:
+            state["elapsed_steps"] = limit._elapsed_steps
+        if hasattr(base, "model") and hasattr(base, "data"):
+            import mujoco
+
+            spec = mujoco.mjtState.mjSTATE_INTEGRATION
+            buf = np.empty(mujoco.mj_stateSize(base.model, spec), dtype=np.float64)
+            mujoco.mj_getState(base.model, base.data, buf, spec)
+            state["mujoco"] = buf
+        elif hasattr(base, "state"):
+            state["state"] = copy.deepcopy(base.state)
+        return state
+
+    def rlcore_set_state(self, state: dict[str, Any]) -> None:
+        base = self.env.unwrapped
+        base.np_random.bit_generator.state = state["rng"]
+        limit = self._time_limit()
+        if limit is not None and "elapsed_steps" in state:
+            limit._elapsed_steps = state["elapsed_steps"]
+        if "mujoco" in state:
+            import mujoco
+
+            spec = mujoco.mjtState.mjSTATE_INTEGRATION
+            mujoco.mj_setState(base.model, base.data, state["mujoco"], spec)
+            mujoco.mj_forward(base.model, base.data)
+        elif "state" in state:
+            base.state = copy.deepcopy(state["state"])
+
+
+class RunningMeanStd:
+    """Streaming mean / variance (parallel algorithm of Chan et al.), float64."""
+
+    def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4) -> None:
+        self.mean = np.zeros(shape, np.float64)
+        self.var = np.ones(shape, np.float64)
+        self.count = epsilon
+
+    def update(self, batch: np.ndarray) -> None:
+        batch_mean, batch_var, n = batch.mean(axis=0), batch.var(axis=0), batch.shape[0]
+        delta = batch_mean - self.mean
+        total = self.count + n
+        self.mean = self.mean + delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
+        self.var = m2 / total
+        self.count = total
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.mean, self.var = state["mean"].copy(), state["var"].copy()
+        self.count = state["count"]
+
+
+class EpisodeStats(VectorWrapper):
+    """Adds raw ``episode_return`` / ``episode_length`` (NaN where still running) to info."""
+
+    def __init__(self, env: VectorEnv) -> None:
+        super().__init__(env)
+        self.returns = np.zeros(self.num_envs, np.float64)
+        self.lengths = np.zeros(self.num_envs, np.int64)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.returns[:] = 0.0
+        self.lengths[:] = 0
+        return obs, info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.returns += reward
+        self.lengths += 1
+        done = terminated | truncated
+        info["episode_return"] = np.where(done, self.returns, np.nan)
+        info["episode_length"] = np.where(done, self.lengths, np.nan)
+        self.returns[done] = 0.0
+        self.lengths[done] = 0
+        return obs, reward, terminated, truncated, info
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"returns": self.returns.copy(), "lengths": self.lengths.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.returns, self.lengths = state["returns"].copy(), state["lengths"].copy()
+
+
+class NormalizeObservation(VectorWrapper):
+    """Standardises observations (and final observations) with running statistics.
+
+    Set ``training = False`` to freeze the statistics (evaluation envs).
+    """
+
+    def __init__(self, env: VectorEnv, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        super().__init__(env)
+        self.rms = RunningMeanStd(self.single_observation_space.shape)
+        self.clip, self.epsilon, self.training = clip, epsilon, True
+
+    def normalize(self, obs: np.ndarray) -> np.ndarray:
+        scaled = (obs - self.rms.mean) / np.sqrt(self.rms.var + self.epsilon)
+        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        if self.training:
+            self.rms.update(obs)
+        return self.normalize(obs), info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if self.training:
+            self.rms.update(obs)
+        if "final_obs" in info:
+            final_obs = info["final_obs"].copy()
+            for i in np.flatnonzero(info["_final_obs"]):
+                final_obs[i] = self.normalize(final_obs[i])
+            info["final_obs"] = final_obs
+        return self.normalize(obs), reward, terminated, truncated, info
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.rms.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rms.load_state_dict(state)
+
+
+class NormalizeReward(VectorWrapper):
+    """Scales rewards by the running std of the discounted return (as in PPO's codebases)."""
+
+    def __init__(
+        self, env: VectorEnv, gamma: float = 0.99, clip: float = 10.0, epsilon: float = 1e-8
+    ) -> None:
+        super().__init__(env)
+        self.rms = RunningMeanStd(())
+        self.discounted = np.zeros(self.num_envs, np.float64)
+        self.gamma, self.clip, self.epsilon, self.training = gamma, clip, epsilon, True
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if self.training:
+            self.discounted = self.discounted * self.gamma + reward
+            self.rms.update(self.discounted)
+            self.discounted[terminated | truncated] = 0.0
+        scaled = np.clip(reward / np.sqrt(self.rms.var + self.epsilon), -self.clip, self.clip)
+        return obs, scaled, terminated, truncated, info
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rms": self.rms.state_dict(), "discounted": self.discounted.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rms.load_state_dict(state["rms"])
+        self.discounted = state["discounted"].copy()
+
+
+def make_vec_env(
+    name: str,
+    num_envs: int = 1,
+    seed: int | None = None,
+    backend: str = "sync",
+    normalize_obs: bool = False,
+    normalize_reward: bool = False,
+    gamma: float = 0.99,
+    clip_obs: float = 10.0,
+    clip_reward: float = 10.0,
+    max_episode_steps: int | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+) -> VectorEnv:
+    """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
+
+    ``seed`` (if given) seeds the action spaces; the loop seeds the physics through
+    ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
+    if num_envs < 1:
+        raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+    env_id = resolve_env_id(name)
+    kwargs = dict(env_kwargs or {})
+    if max_episode_steps is not None:
+        kwargs["max_episode_steps"] = max_episode_steps
+
+    def make_one() -> gym.Env:
+        return SimulatorState(gym.make(env_id, **kwargs))
+
+    vector_cls = gym.vector.SyncVectorEnv if backend == "sync" else gym.vector.AsyncVectorEnv
+    env: VectorEnv = vector_cls(
+        [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
+    )
+    env = EpisodeStats(env)
+    if normalize_obs:
+        env = NormalizeObservation(env, clip=clip_obs)
+    if normalize_reward:
+        env = NormalizeReward(env, gamma=gamma, clip=clip_reward)
+    if seed is not None:
+        env.action_space.seed(seed)
+        env.observation_space.seed(seed)
+    return env
+
+
+def final_next_obs(obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    """The true next observation of every env: the final one where an episode just ended."""
+    if "final_obs" not in info:
+        return obs
+    next_obs = obs.copy()
+    for i in np.flatnonzero(info["_final_obs"]):
+        next_obs[i] = info["final_obs"][i]
+    return next_obs
+
+
+def _wrapper_chain(env: VectorEnv) -> list[VectorEnv]:
+    chain = [env]
+    while isinstance(chain[-1], VectorWrapper):
+        chain.append(chain[-1].env)
+    return chain
+
+
+def find_wrapper(env: VectorEnv, wrapper_type: type) -> Any | None:
+    """The first wrapper of ``wrapper_type`` around ``env``, or None."""
+    for layer in _wrapper_chain(env):
+        if isinstance(layer, wrapper_type):
+            return layer
+    return None
+
+
+def get_vec_env_state(env: VectorEnv) -> dict[str, Any]:
+    """Everything needed to continue ``env`` exactly: sub-env simulators and wrapper stats."""
+    wrappers = {
+        type(layer).__name__: layer.state_dict()
+        for layer in _wrapper_chain(env)
+        if hasattr(layer, "state_dict")
+    }
+    base = _wrapper_chain(env)[-1]
+    return {"envs": list(base.call("rlcore_get_state")), "wrappers": wrappers}
+
+
+def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> None:
+    """Restore what ``get_vec_env_state`` captured (the env must have been reset once)."""
+    for layer in _wrapper_chain(env):
+        name = type(layer).__name__
+        if hasattr(layer, "load_state_dict") and name in state["wrappers"]:
+            layer.load_state_dict(state["wrappers"][name])
+    sub_states = state["envs"]
+    if len(sub_states) != env.num_envs:
+        raise ValueError(f"saved state has {len(sub_states)} envs, this env has {env.num_envs}")
+    base = _wrapper_chain(env)[-1]
+    if isinstance(base, gym.vector.SyncVectorEnv):
+        for sub_env, sub_state in zip(base.envs, sub_states):
+            sub_env.rlcore_set_state(sub_state)
+    else:  # async: each worker gets its own state
+        _async_set_states(base, sub_states)
+
+
+def _async_set_states(env: gym.vector.AsyncVectorEnv, sub_states: list[dict[str, Any]]) -> None:
+    """Send each async worker its own state through the worker pipe protocol."""
+    env._assert_is_running()
+    for pipe, sub_state in zip(env.parent_pipes, sub_states):
+        pipe.send(("_call", ("rlcore_set_state", (sub_state,), {})))
+    results, successes = zip(*[pipe.recv() for pipe in env.parent_pipes])
+    env._raise_if_errors(successes)

@@ -1,0 +1,129 @@
+"""One ``Logger.log(metrics, step)`` writing TensorBoard events and CSV files.
+
+Metric names are ``group/name`` (``train/critic_loss``, ``eval/return``, ``time/sps``);
+each group gets its own CSV (``train.csv``, ``eval.csv``...) with a ``step`` column.
+On resume, rows and events after the checkpoint's step are dropped so the files read
+like one uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+import time
+from pathlib import Path
+
+
+class Logger:
+    """TensorBoard + CSV metric sink plus a console progress line."""
+
+    def __init__(
+        self,
+        run_dir: str | Path,
+        tensorboard: bool = True,
+        csv_files: bool = True,
+        console: bool = True,
+        resume_step: int | None = None,
+        progress_interval_s: float = 10.0,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.console, self.csv_files = console, csv_files
+        self.progress_interval_s = progress_interval_s
+        self._last_print = 0.0
+        self._writer = None
+        self._columns: dict[str, list[str]] = {}
+        if resume_step is not None and csv_files:
+            for path in self.run_dir.glob("*.csv"):
+                _truncate_csv(path, resume_step)
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            purge = None if resume_step is None else resume_step + 1
+            self._writer = SummaryWriter(log_dir=str(self.run_dir / "tb"), purge_step=purge)
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        """Record ``metrics`` at ``step`` (environment steps; gradient steps offline)."""
+        groups: dict[str, dict[str, float]] = {}
+        for key, value in metrics.items():
+            group = key.split("/", 1)[0] if "/" in key else "train"
+            groups.setdefault(group, {})[key] = float(value)
+            if self._writer is not None:
+                self._writer.add_scalar(key, float(value), step)
+        if self.csv_files:
+            for group, values in groups.items():
+                self._write_csv(group, values, step)
+
+    def _write_csv(self, group: str, values: dict[str, float], step: int) -> None:
+        path = self.run_dir / f"{group}.csv"
+        columns = self._columns.get(group)
+        if columns is None and path.exists():
+            with path.open() as f:
+                columns = next(csv.reader(f), None)
+        keys = sorted(values)
+        if columns is None or not set(keys) <= set(columns[1:]):
+            columns = ["step", *sorted(set(keys) | set(columns[1:] if columns else []))]
+            _rewrite_with_columns(path, columns)
+        self._columns[group] = columns
+        with path.open("a", newline="") as f:
+            row = [step] + [values.get(c, "") for c in columns[1:]]
+            csv.writer(f).writerow(row)
+
+    def progress(self, text: str, force: bool = False) -> None:
+        """Print a progress line at most every ``progress_interval_s`` seconds."""
+        now = time.monotonic()
+        if self.console and (force or now - self._last_print >= self.progress_interval_s):
+            print(text, file=sys.stdout, flush=True)
+            self._last_print = now
+
+    def flush(self) -> None:
+        if self._writer is not None:
+            self._writer.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def _read_rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _rewrite_with_columns(path: Path, columns: list[str]) -> None:
+    rows = _read_rows(path)
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def _truncate_csv(path: Path, last_step: int) -> None:
+    rows = _read_rows(path)
+    if not rows:
+        return
+    columns = list(rows[0].keys())
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(r for r in rows if int(float(r["step"])) <= last_step)
+
+
+def read_csv(path: str | Path) -> list[dict[str, float]]:
+    """A metrics CSV as a list of {column: float} rows (empty cells dropped)."""
+    return [
+        {k: float(v) for k, v in row.items() if v not in ("", None)} for row in _read_rows(Path(path))
+    ]
+
+
+def format_duration(seconds: float) -> str:
+    """``3725`` -> ``1h02m``; ``75`` -> ``1m15s``."""
+    seconds = max(0, int(seconds))
+    hours, rem = divmod(seconds, 3600)
+    minutes, secs = divmod(rem, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s"

@@ -1,0 +1,318 @@
+"""Training loops. They step environments, fill buffers, call ``agent.update``, log,
+evaluate and checkpoint; they never look inside an algorithm.
+
+Every loop can continue from a checkpoint it wrote itself (``run.resume``) and then
+produces exactly the numbers an uninterrupted run would (CPU): the checkpoint holds the
+agent, buffer, simulator states, observations, counters and every RNG state.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from gymnasium.vector import VectorEnv
+
+from envs.make import NormalizeObservation, find_wrapper, final_next_obs
+from envs.make import get_vec_env_state, set_vec_env_state
+from rlcore.buffers import ReplayBuffer, RolloutBuffer
+from rlcore.evaluate import evaluate
+from rlcore.logging import Logger, format_duration
+from rlcore.utils import NonFiniteLossError, get_rng_state, set_rng_state, tensors_finite
+
+
+class Agent(Protocol):
+    """What the loops need from an algorithm."""
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray: ...
+    def update(self, batch: Any) -> dict[str, float]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@dataclass
+class LoopSettings:
+    """Schedule of a run. Steps are environment steps summed over all sub-envs."""
+
+    total_steps: int
+    seed: int = 0
+    eval_every: int = 10_000
+    eval_episodes: int = 10
+    checkpoint_every: int = 50_000
+    log_every: int = 1_000
+    # off-policy only
+    learning_starts: int = 5_000
+    batch_size: int = 256
+    updates_per_step: float = 1.0
+    # on-policy only
+    rollout_steps: int = 2048
+
+
+@dataclass
+class RunContext:
+    """Where a loop reports to: logger, checkpoint writer, and an optional resume state."""
+
+    name: str
+    logger: Logger
+    save: Callable[[dict[str, Any]], Path]
+    resume: dict[str, Any] | None = None
+    summary: dict[str, float] = field(default_factory=dict)
+
+
+class TrainingStopped(RuntimeError):
+    """The run stopped early for a reason the user must see (e.g. a NaN loss)."""
+
+
+def _crossed(step: int, prev: int, every: int) -> bool:
+    """True when a multiple of ``every`` lies in (prev, step]."""
+    return every > 0 and step // every > prev // every
+
+
+class _Progress:
+    """Console progress line: steps, steps/s, last episode return, eval, ETA."""
+
+    def __init__(self, run: RunContext, total: int, start: int) -> None:
+        self.run, self.total = run, total
+        self.t0, self.s0 = time.monotonic(), start
+
+    def sps(self, step: int) -> float:
+        return (step - self.s0) / max(time.monotonic() - self.t0, 1e-9)
+
+    def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
+        sps = self.sps(step)
+        eta = (self.total - step) / sps if sps > 0 else float("inf")
+        text = (
+            f"[{self.run.name}] step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%)"
+            f" | {sps:,.0f} steps/s | episode return {last_return:.1f}"
+            f" | eval {last_eval:.1f} | ETA {format_duration(eta) if math.isfinite(eta) else '?'}"
+        )
+        self.run.logger.progress(text, force=force)
+
+
+def _episode_returns(info: dict[str, Any]) -> list[tuple[float, float]]:
+    done = ~np.isnan(info["episode_return"])
+    return list(zip(info["episode_return"][done], info["episode_length"][done]))
+
+
+def _evaluate_agent(
+    agent: Agent, env: VectorEnv, eval_env: VectorEnv, settings: LoopSettings
+) -> dict[str, float]:
+    train_norm = find_wrapper(env, NormalizeObservation)
+    eval_norm = find_wrapper(eval_env, NormalizeObservation)
+    if train_norm is not None and eval_norm is not None:
+        eval_norm.load_state_dict(train_norm.state_dict())
+        eval_norm.training = False
+    result = evaluate(
+        lambda o: agent.act(o, deterministic=True),
+        eval_env,
+        settings.eval_episodes,
+        seed=settings.seed + 1_000_003,
+    )
+    return {f"eval/{k}": v for k, v in result.items()}
+
+
+def _stop_on_nan(
+    run: RunContext, error: NonFiniteLossError, step: int, state: Callable[[], dict[str, Any]]
+) -> None:
+    """Save the last good state (if it is finite) and stop with a clear message."""
+    snapshot = state()
+    if tensors_finite(snapshot["agent"]):
+        path = run.save(snapshot)
+        where = f"saved the last good checkpoint to {path}"
+    else:
+        where = "parameters were already non-finite; kept the previous checkpoint"
+    raise TrainingStopped(
+        f"{error} at environment step {step}; {where}. Lower the learning rate or check the "
+        "rewards/observations, then continue with resume=<run dir>."
+    ) from error
+
+
+def off_policy(
+    agent: Agent,
+    env: VectorEnv,
+    eval_env: VectorEnv,
+    buffer: ReplayBuffer,
+    settings: LoopSettings,
+    run: RunContext,
+) -> dict[str, float]:
+    """Off-policy training (SAC, TD3, ...): uniform random warm-up, then
+    ``updates_per_step`` gradient updates per environment step (fractions carry over)."""
+    num_envs = env.num_envs
+    low, high = env.single_action_space.low, env.single_action_space.high
+    warmup_rng = np.random.default_rng(settings.seed)
+    counters = {"step": 0, "updates": 0, "update_debt": 0.0, "episodes": 0}
+    last_return, last_eval, best_eval = float("nan"), float("nan"), -float("inf")
+    metrics: dict[str, float] = {}
+
+    if run.resume is None:
+        obs, _ = env.reset(seed=settings.seed)
+    else:
+        state = run.resume
+        agent.load_state_dict(state["agent"])
+        buffer.load_state_dict(state["buffer"])
+        env.reset(seed=settings.seed)
+        set_vec_env_state(env, state["env"])
+        obs = state["obs"]
+        counters = dict(state["counters"])
+        warmup_rng.bit_generator.state = state["warmup_rng"]
+        last_return, last_eval, best_eval = state["returns"]
+        set_rng_state(state["rng"])
+
+    def snapshot() -> dict[str, Any]:
+        return {
+            "agent": agent.state_dict(),
+            "buffer": buffer.state_dict(),
+            "env": get_vec_env_state(env),
+            "obs": obs,
+            "counters": dict(counters),
+            "warmup_rng": warmup_rng.bit_generator.state,
+            "returns": (last_return, last_eval, best_eval),
+            "rng": get_rng_state(),
+        }
+
+    progress = _Progress(run, settings.total_steps, counters["step"])
+    while counters["step"] < settings.total_steps:
+        prev = counters["step"]
+        if prev < settings.learning_starts:
+            action = warmup_rng.uniform(low, high, size=(num_envs, *low.shape)).astype(np.float32)
+        else:
+            action = agent.act(obs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        buffer.add(obs, action, reward, final_next_obs(next_obs, info), terminated, truncated)
+        obs = next_obs
+        step = counters["step"] = prev + num_envs
+        for episode_return, episode_length in _episode_returns(info):
+            counters["episodes"] += 1
+            last_return = float(episode_return)
+            run.logger.log(
+                {"train/episode_return": episode_return, "train/episode_length": episode_length},
+                step,
+            )
+
+        if step >= settings.learning_starts:
+            counters["update_debt"] += settings.updates_per_step * num_envs
+            try:
+                while counters["update_debt"] >= 1.0:
+                    metrics = agent.update(buffer.sample(settings.batch_size))
+                    counters["update_debt"] -= 1.0
+                    counters["updates"] += 1
+            except NonFiniteLossError as error:
+                _stop_on_nan(run, error, step, snapshot)
+
+        if _crossed(step, prev, settings.log_every) and metrics:
+            run.logger.log(
+                {**{f"train/{k}": v for k, v in metrics.items()}, "time/sps": progress.sps(step),
+                 "time/updates": counters["updates"]},
+                step,
+            )
+        if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
+            result = _evaluate_agent(agent, env, eval_env, settings)
+            last_eval = result["eval/return"]
+            best_eval = max(best_eval, last_eval)
+            run.logger.log({**result, "eval/best_return": best_eval}, step)
+            progress.show(step, last_return, last_eval, force=True)
+        else:
+            progress.show(step, last_return, last_eval)
+        if _crossed(step, prev, settings.checkpoint_every) or step >= settings.total_steps:
+            run.save(snapshot())
+
+    run.logger.flush()
+    return {"eval/return": last_eval, "eval/best_return": best_eval, "train/episode_return": last_return}
+
+
+def on_policy(
+    agent: Agent,
+    env: VectorEnv,
+    eval_env: VectorEnv,
+    rollout: RolloutBuffer,
+    settings: LoopSettings,
+    run: RunContext,
+) -> dict[str, float]:
+    """On-policy training (PPO): collect ``rollout_steps`` x num_envs, then ``agent.update``.
+
+    The agent provides ``explore(obs) -> (action, log_prob, value)`` and ``value(obs)``;
+    actions are clipped to the action box for the env but stored unclipped.
+    """
+    num_envs = env.num_envs
+    low, high = env.single_action_space.low, env.single_action_space.high
+    batch = settings.rollout_steps * num_envs
+    iterations = max(1, settings.total_steps // batch)
+    counters = {"step": 0, "iteration": 0, "episodes": 0}
+    last_return, last_eval, best_eval = float("nan"), float("nan"), -float("inf")
+    device = rollout.device
+
+    if run.resume is None:
+        obs, _ = env.reset(seed=settings.seed)
+    else:
+        state = run.resume
+        agent.load_state_dict(state["agent"])
+        env.reset(seed=settings.seed)
+        set_vec_env_state(env, state["env"])
+        obs = state["obs"]
+        counters = dict(state["counters"])
+        last_return, last_eval, best_eval = state["returns"]
+        set_rng_state(state["rng"])
+
+    def snapshot() -> dict[str, Any]:
+        return {
+            "agent": agent.state_dict(),
+            "env": get_vec_env_state(env),
+            "obs": obs,
+            "counters": dict(counters),
+            "returns": (last_return, last_eval, best_eval),
+            "rng": get_rng_state(),
+        }
+
+    progress = _Progress(run, iterations * batch, counters["step"])
+    while counters["iteration"] < iterations:
+        prev = counters["step"]
+        rollout.reset()
+        for _ in range(settings.rollout_steps):
+            obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
+            action, log_prob, value = agent.explore(obs_t)
+            action_np = action.cpu().numpy()
+            next_obs, reward, terminated, truncated, info = env.step(np.clip(action_np, low, high))
+            bootstrap = np.zeros(num_envs, np.float32)
+            if truncated.any():
+                final = final_next_obs(next_obs, info)[truncated]
+                bootstrap[truncated] = agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
+            rollout.add(obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap)
+            obs = next_obs
+            counters["step"] += num_envs
+            for episode_return, episode_length in _episode_returns(info):
+                counters["episodes"] += 1
+                last_return = float(episode_return)
+                run.logger.log(
+                    {"train/episode_return": episode_return, "train/episode_length": episode_length},
+                    counters["step"],
+                )
+            progress.show(counters["step"], last_return, last_eval)
+        last_value = agent.value(torch.as_tensor(obs, dtype=torch.float32, device=device))
+        samples = rollout.compute(last_value, agent.config.gamma, agent.config.gae_lambda)
+        try:
+            metrics = agent.update(samples, progress=counters["iteration"] / iterations)
+        except NonFiniteLossError as error:
+            _stop_on_nan(run, error, counters["step"], snapshot)
+        counters["iteration"] += 1
+        step = counters["step"]
+        run.logger.log(
+            {**{f"train/{k}": v for k, v in metrics.items()}, "time/sps": progress.sps(step)}, step
+        )
+        last_iteration = counters["iteration"] >= iterations
+        if _crossed(step, prev, settings.eval_every) or last_iteration:
+            result = _evaluate_agent(agent, env, eval_env, settings)
+            last_eval = result["eval/return"]
+            best_eval = max(best_eval, last_eval)
+            run.logger.log({**result, "eval/best_return": best_eval}, step)
+            progress.show(step, last_return, last_eval, force=True)
+        if _crossed(step, prev, settings.checkpoint_every) or last_iteration:
+            run.save(snapshot())
+
+    run.logger.flush()
+    return {"eval/return": last_eval, "eval/best_return": best_eval, "train/episode_return": last_return}

@@ -1,0 +1,287 @@
+"""Networks shared by every algorithm: MLPs, batched critic ensembles and actors."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "elu": nn.ELU,
+    "gelu": nn.GELU,
+    "mish": nn.Mish,
+    "silu": nn.SiLU,
+}
+_FUNCTIONAL = {
+    "relu": F.relu,
+    "tanh": torch.tanh,
+    "elu": F.elu,
+    "gelu": F.gelu,
+    "mish": F.mish,
+    "silu": F.silu,
+}
+LOG_2PI = math.log(2 * math.pi)
+
+
+def activation(name: str) -> nn.Module:
+    """The activation module called ``name`` (clear error listing the choices)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation '{name}', choose from {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]()
+
+
+class MLP(nn.Sequential):
+    """Linear -> [LayerNorm] -> activation, repeated, then a linear output layer."""
+
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        activation_name: str = "relu",
+        layer_norm: bool = False,
+        output_activation: str | None = None,
+    ) -> None:
+        layers: list[nn.Module] = []
+        prev = in_dim
+        for width in hidden:
+            layers.append(nn.Linear(prev, width))
+            if layer_norm:
+                layers.append(nn.LayerNorm(width))
+            layers.append(activation(activation_name))
+            prev = width
+        layers.append(nn.Linear(prev, out_dim))
+        if output_activation is not None:
+            layers.append(activation(output_activation))
+        super().__init__(*layers)
+
+
+class EnsembleLinear(nn.Module):
+    """E independent linear layers evaluated in one batched matmul.
+
+    Input (B, in) is shared by all members, or (E, B, in) per member; output (E, B, out).
+    Each member is initialised like ``nn.Linear``.
+    """
+
+    def __init__(self, num_members: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.num_members, self.in_dim, self.out_dim = num_members, in_dim, out_dim
+        self.weight = nn.Parameter(torch.empty(num_members, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.empty(num_members, 1, out_dim))
+        bound = 1.0 / math.sqrt(in_dim)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor, members: slice | None = None) -> torch.Tensor:
+        """``members`` (a slice) evaluates only those members, e.g. ``slice(0, 1)``."""
+        weight, bias = self.weight, self.bias
+        if members is not None:
+            weight, bias = weight[members], bias[members]
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(weight.shape[0], *x.shape)
+        return torch.baddbmm(bias, x, weight)
+
+    def extra_repr(self) -> str:
+        return f"members={self.num_members}, in={self.in_dim}, out={self.out_dim}"
+
+
+class EnsembleLayerNorm(nn.Module):
+    """LayerNorm over the last dim with separate affine parameters per member."""
+
+    def __init__(self, num_members: int, width: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.width, self.eps = width, eps
+        self.weight = nn.Parameter(torch.ones(num_members, 1, width))
+        self.bias = nn.Parameter(torch.zeros(num_members, 1, width))
+
+    def forward(self, x: torch.Tensor, members: slice | None = None) -> torch.Tensor:
+        weight, bias = self.weight, self.bias
+        if members is not None:
+            weight, bias = weight[members], bias[members]
+        return F.layer_norm(x, (self.width,), eps=self.eps) * weight + bias
+
+
+class EnsembleMLP(nn.Module):
+    """E MLPs of identical shape run together: every layer is one batched matmul."""
+
+    def __init__(
+        self,
+        num_members: int,
+        in_dim: int,
+        out_dim: int,
+        hidden: Sequence[int] = (256, 256),
+        activation_name: str = "relu",
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.num_members = num_members
+        self.act = _FUNCTIONAL[activation_name]
+        dims = [in_dim, *hidden]
+        self.hidden_layers = nn.ModuleList(
+            EnsembleLinear(num_members, a, b) for a, b in zip(dims[:-1], dims[1:])
+        )
+        self.norms = nn.ModuleList(EnsembleLayerNorm(num_members, b) for b in hidden) if layer_norm else None
+        self.output_layer = EnsembleLinear(num_members, dims[-1], out_dim)
+
+    def forward(self, x: torch.Tensor, members: slice | None = None) -> torch.Tensor:
+        """(B, in) or (E, B, in) -> (E, B, out); ``members`` restricts to a slice of members."""
+        for i, layer in enumerate(self.hidden_layers):
+            x = layer(x, members)
+            if self.norms is not None:
+                x = self.norms[i](x, members)
+            x = self.act(x)
+        return self.output_layer(x, members)
+
+
+class QEnsemble(nn.Module):
+    """E state-action critics Q(s, a) in one batched network; returns (E, B)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        num_critics: int = 2,
+        hidden: Sequence[int] = (256, 256),
+        activation_name: str = "relu",
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.net = EnsembleMLP(
+            num_critics, obs_dim + action_dim, 1, hidden, activation_name, layer_norm
+        )
+
+    def forward(
+        self, obs: torch.Tensor, action: torch.Tensor, members: slice | None = None
+    ) -> torch.Tensor:
+        return self.net(torch.cat([obs, action], dim=-1), members).squeeze(-1)
+
+
+class _ActionScale(nn.Module):
+    """Maps (-1, 1) to the environment's [low, high] action box."""
+
+    def __init__(self, low: np.ndarray | float, high: np.ndarray | float, action_dim: int):
+        super().__init__()
+        low_t = torch.tensor(np.broadcast_to(low, (action_dim,)), dtype=torch.float32)
+        high_t = torch.tensor(np.broadcast_to(high, (action_dim,)), dtype=torch.float32)
+        self.register_buffer("scale", (high_t - low_t) / 2.0)
+        self.register_buffer("center", (high_t + low_t) / 2.0)
+
+    def forward(self, squashed: torch.Tensor) -> torch.Tensor:
+        return squashed * self.scale + self.center
+
+
+class TanhGaussianActor(nn.Module):
+    """SAC policy: a = center + scale * tanh(u), u ~ N(mu(s), sigma(s)).
+
+    log_std is squashed into [log_std_min, log_std_max] with tanh (as CleanRL does).
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        action_low: np.ndarray | float = -1.0,
+        action_high: np.ndarray | float = 1.0,
+        hidden: Sequence[int] = (256, 256),
+        activation_name: str = "relu",
+        layer_norm: bool = False,
+        log_std_min: float = -5.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        self.action_dim = action_dim
+        self.net = MLP(obs_dim, 2 * action_dim, hidden, activation_name, layer_norm)
+        self.to_env = _ActionScale(action_low, action_high, action_dim)
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False, with_log_prob: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Sampled (or mean) action in env units, and its log-probability (B,) or None."""
+        mean, log_std = self.net(obs).chunk(2, dim=-1)
+        if deterministic:
+            return self.to_env(torch.tanh(mean)), None
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
+            torch.tanh(log_std) + 1.0
+        )
+        noise = torch.randn_like(mean)
+        pre_tanh = mean + noise * log_std.exp()
+        action = self.to_env(torch.tanh(pre_tanh))
+        if not with_log_prob:
+            return action, None
+        # log N(u) - log|d a / d u|; log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
+        log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI
+        log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
+        log_prob = (log_prob - log_det).sum(-1) - self.to_env.scale.log().sum()
+        return action, log_prob
+
+
+class DeterministicActor(nn.Module):
+    """TD3/DDPG policy: a = center + scale * tanh(f(s))."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        action_low: np.ndarray | float = -1.0,
+        action_high: np.ndarray | float = 1.0,
+        hidden: Sequence[int] = (256, 256),
+        activation_name: str = "relu",
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        self.net = MLP(obs_dim, action_dim, hidden, activation_name, layer_norm)
+        self.to_env = _ActionScale(action_low, action_high, action_dim)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.to_env(torch.tanh(self.net(obs)))
+
+
+def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> None:
+    """Orthogonal weights and constant biases for every nn.Linear inside ``module``."""
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear):
+            nn.init.orthogonal_(layer.weight, gain)
+            nn.init.constant_(layer.bias, bias)
+
+
+class GaussianActor(nn.Module):
+    """PPO policy: N(mu(s), exp(log_std)) with a state-independent log_std (no squashing)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden: Sequence[int] = (64, 64),
+        activation_name: str = "tanh",
+        init_log_std: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.mean = MLP(obs_dim, action_dim, hidden, activation_name)
+        orthogonal_init(self.mean)
+        orthogonal_init(self.mean[-1], gain=0.01)
+        self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
+
+    def distribution(self, obs: torch.Tensor) -> torch.distributions.Normal:
+        mean = self.mean(obs)
+        return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
+
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Action and its log-probability (summed over action dims)."""
+        dist = self.distribution(obs)
+        action = dist.mean if deterministic else dist.sample()
+        return action, dist.log_prob(action).sum(-1)
+
+
+def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """target <- (1 - tau) * target + tau * source, for parameters (fused over tensors)."""
+    with torch.no_grad():
+        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)

@@ -1,0 +1,101 @@
+"""Seeding, RNG state capture and finiteness checks."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+
+class NonFiniteLossError(RuntimeError):
+    """An algorithm produced a NaN/inf loss; raised *before* it touched the parameters."""
+
+    def __init__(self, name: str, value: float) -> None:
+        super().__init__(f"non-finite loss '{name}' = {value}")
+        self.name, self.value = name, value
+
+
+def ensure_finite(**losses: torch.Tensor) -> None:
+    """Raise NonFiniteLossError for the first NaN/inf loss (call before ``backward``)."""
+    for name, loss in losses.items():
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise NonFiniteLossError(name, value)
+
+
+def tensors_finite(state: Any) -> bool:
+    """True when every floating tensor in a (nested) state dict is finite."""
+    if isinstance(state, torch.Tensor):
+        return not state.is_floating_point() or bool(torch.isfinite(state).all())
+    if isinstance(state, dict):
+        return all(tensors_finite(v) for v in state.values())
+    if isinstance(state, list | tuple):
+        return all(tensors_finite(v) for v in state)
+    return True
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch global generators."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def get_rng_state() -> dict[str, Any]:
+    """Global RNG states of python, numpy and torch (CPU and, if used, CUDA)."""
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def as_obs_tensor(obs: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
+    """float32 tensor on ``device`` (no copy when already there)."""
+    if isinstance(obs, torch.Tensor):
+        return obs.to(device=device, dtype=torch.float32)
+    return torch.as_tensor(obs, dtype=torch.float32, device=device)
+
+
+def batched_obs(obs: np.ndarray | torch.Tensor, device: torch.device) -> tuple[torch.Tensor, bool]:
+    """Observation(s) as a float32 (B, ...) tensor, and whether a single obs was given."""
+    tensor = as_obs_tensor(obs, device)
+    single = tensor.dim() == 1
+    return (tensor.unsqueeze(0) if single else tensor), single
+
+
+def adam(
+    params: Any, lr: float, fused: bool = True, eps: float = 1e-8, weight_decay: float = 0.0
+) -> torch.optim.Adam:
+    """Adam, with the fused single-kernel step when requested (same maths as foreach)."""
+    kwargs = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, **kwargs)
+
+
+def state_of(**objects: Any) -> dict[str, Any]:
+    """``state_dict()`` of every module/optimizer, tensors as they are, plain values copied."""
+    return {
+        name: obj.state_dict() if hasattr(obj, "state_dict") else obj for name, obj in objects.items()
+    }
+
+
+def load_state_into(state: dict[str, Any], **objects: Any) -> None:
+    """Inverse of ``state_of`` for modules, optimizers and tensors (copied in place)."""
+    for name, obj in objects.items():
+        if name not in state:
+            raise KeyError(f"state dict has no entry '{name}' (has {sorted(state)})")
+        if isinstance(obj, torch.Tensor):
+            with torch.no_grad():
+                obj.copy_(state[name])
+        else:
+            obj.load_state_dict(state[name])

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -61,8 +62,10 @@ def resolve_env_id(name: str) -> str:
 class SimulatorState(gym.Wrapper):
     """Outermost per-env wrapper exposing ``rlcore_get_state`` / ``rlcore_set_state``.
 
-    MuJoCo envs are captured exactly (mjSTATE_INTEGRATION, which includes the solver
-    warm start). Other envs fall back to a deep copy of their ``state`` attribute.
+    MuJoCo envs are captured exactly: the whole ``MjData`` (integration state *and* the
+    derived quantities, e.g. body positions of the previous step that reward terms
+    read), restored with ``mj_copyData``. Other envs fall back to a deep copy of their
+    ``state`` attribute.
     """
 
     def _time_limit(self) -> gym.wrappers.TimeLimit | None:
@@ -80,12 +83,7 @@ class SimulatorState(gym.Wrapper):
         if limit is not None:
             state["elapsed_steps"] = limit._elapsed_steps
         if hasattr(base, "model") and hasattr(base, "data"):
-            import mujoco
-
-            spec = mujoco.mjtState.mjSTATE_INTEGRATION
-            buf = np.empty(mujoco.mj_stateSize(base.model, spec), dtype=np.float64)
-            mujoco.mj_getState(base.model, base.data, buf, spec)
-            state["mujoco"] = buf
+            state["mujoco_data"] = pickle.dumps(base.data)
         elif hasattr(base, "state"):
             state["state"] = copy.deepcopy(base.state)
         return state
@@ -96,12 +94,10 @@ class SimulatorState(gym.Wrapper):
         limit = self._time_limit()
         if limit is not None and "elapsed_steps" in state:
             limit._elapsed_steps = state["elapsed_steps"]
-        if "mujoco" in state:
+        if "mujoco_data" in state:
             import mujoco
 
-            spec = mujoco.mjtState.mjSTATE_INTEGRATION
-            mujoco.mj_setState(base.model, base.data, state["mujoco"], spec)
-            mujoco.mj_forward(base.model, base.data)
+            mujoco.mj_copyData(base.data, base.model, pickle.loads(state["mujoco_data"]))
         elif "state" in state:
             base.state = copy.deepcopy(state["state"])
 

@@ -84,7 +84,7 @@ def load_policy(
     normalisation the agent was trained with (if any)."""
     state = load_checkpoint(path, map_location=device)
     agent = load_agent(path, device)
-    norm = state.get("env", {}).get("wrappers", {}).get("NormalizeObservation")
+    norm = state.get("obs_normalizer")
     clip = float(state["config"].get("env", {}).get("clip_obs", 10.0))
 
     def policy(obs: np.ndarray) -> np.ndarray:

@@ -195,7 +195,14 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
 
     def save(loop_state: dict[str, Any]) -> Path:
         step = loop_state["counters"]["step"]
-        base = {"format": FORMAT_VERSION, "algo": spec.name, "config": cfg_dict, "spaces": spaces}
+        base = {
+            "format": FORMAT_VERSION,
+            "algo": spec.name,
+            "config": cfg_dict,
+            "spaces": spaces,
+            # deployment needs the observation statistics the policy was trained with
+            "obs_normalizer": loop_state["env"]["wrappers"].get("NormalizeObservation"),
+        }
         path = save_checkpoint({**base, "loop": loop_state, "agent": loop_state["agent"]},
                                run_dir / CHECKPOINT_DIR / LATEST)
         if cfg_dict.get("keep_agent_snapshots", True):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from typing import Any
@@ -90,12 +91,17 @@ def state_of(**objects: Any) -> dict[str, Any]:
 
 
 def load_state_into(state: dict[str, Any], **objects: Any) -> None:
-    """Inverse of ``state_of`` for modules, optimizers and tensors (copied in place)."""
+    """Inverse of ``state_of`` for modules, optimizers and tensors (copied in place).
+
+    Optimizer states are deep-copied: ``Optimizer.load_state_dict`` would otherwise keep
+    the very tensors of the source, and two agents would share moment estimates."""
     for name, obj in objects.items():
         if name not in state:
             raise KeyError(f"state dict has no entry '{name}' (has {sorted(state)})")
         if isinstance(obj, torch.Tensor):
             with torch.no_grad():
                 obj.copy_(state[name])
+        elif isinstance(obj, torch.optim.Optimizer):
+            obj.load_state_dict(copy.deepcopy(state[name]))
         else:
             obj.load_state_dict(state[name])

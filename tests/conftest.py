@@ -1,0 +1,43 @@
+"""Shared fixtures: compose the packaged Hydra config and run short trainings."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_module
+from omegaconf import DictConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Keep tests single-threaded and quiet; MuJoCo may write its log into the cwd.
+torch.set_num_threads(1)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# Settings that make a run short: tiny episodes, few eval episodes, no TensorBoard.
+FAST = [
+    "logger=quiet",
+    "eval_episodes=2",
+    "eval_envs=2",
+    "threads=1",
+]
+
+
+def make_config(*overrides: str) -> DictConfig:
+    """The composed run config for command-line style overrides (friendly names allowed)."""
+    from rlcore.train import normalize_overrides
+
+    with initialize_config_module(config_module="configs", version_base="1.3"):
+        return compose("config", overrides=normalize_overrides(list(overrides)))
+
+
+def python_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "rlcore.train", *args]
+
+
+@pytest.fixture
+def config_factory():
+    return make_config

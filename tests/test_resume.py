@@ -1,0 +1,87 @@
+"""Determinism and resume: a run killed at an arbitrary moment and resumed from its last
+checkpoint ends with exactly the numbers of an uninterrupted run (CPU)."""
+
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+import torch
+
+from rlcore.checkpoint import load_checkpoint
+from rlcore.logging import read_csv
+from rlcore.train import train
+from tests.conftest import FAST, REPO, make_config, python_cmd
+
+CASES = {
+    "sac": ["algo=sac", "env=InvertedPendulum", "total_steps=2400", "algo.learning_starts=300",
+            "algo.batch_size=64", "algo.hidden=[64,64]", "checkpoint_every=300", "eval_every=600",
+            "log_every=100", "env.num_envs=2"],
+    "td3": ["algo=td3", "env=Hopper", "total_steps=1600", "algo.learning_starts=300",
+            "algo.batch_size=64", "algo.hidden=[64,64]", "checkpoint_every=300", "eval_every=800",
+            "log_every=100", "env.max_episode_steps=100"],
+    "ppo": ["algo=ppo", "env=Hopper", "total_steps=4096", "algo.rollout_steps=128",
+            "env.num_envs=2", "algo.num_minibatches=4", "algo.update_epochs=4",
+            "checkpoint_every=256", "eval_every=1024", "env.max_episode_steps=100"],
+}
+
+
+def _params(run_dir):
+    return load_checkpoint(run_dir)["agent"]
+
+
+def _assert_same_agent(a, b):
+    for name in ("actor", "critic"):
+        for key in a[name]:
+            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs"
+
+
+def _metric_rows(run_dir, file, key):
+    return [(r["step"], r[key]) for r in read_csv(run_dir / file) if key in r]
+
+
+def test_same_seed_same_numbers_different_seed_different(tmp_path):
+    args = [*CASES["sac"], *FAST, "total_steps=900"]
+    train(make_config(*args), tmp_path / "a")
+    train(make_config(*args), tmp_path / "b")
+    train(make_config(*args, "seed=1"), tmp_path / "c")
+    _assert_same_agent(_params(tmp_path / "a"), _params(tmp_path / "b"))
+    key = "train/episode_return"
+    assert _metric_rows(tmp_path / "a", "train.csv", key) == _metric_rows(tmp_path / "b", "train.csv", key)
+    assert _metric_rows(tmp_path / "a", "train.csv", key) != _metric_rows(tmp_path / "c", "train.csv", key)
+
+
+def _kill_after_checkpoint(args, run_dir, rng):
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen(python_cmd(*args, f"run_dir={run_dir}"), cwd=run_dir.parent, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    latest = run_dir / "checkpoints" / "latest.pt"
+    deadline = time.monotonic() + 240
+    while not latest.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    time.sleep(rng.uniform(0.0, 1.5))  # somewhere mid-run, possibly mid-checkpoint-write
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return load_checkpoint(run_dir)["loop"]["counters"]["step"]
+
+
+@pytest.mark.parametrize("algo", sorted(CASES))
+def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
+    args = [*CASES[algo], *FAST]
+    train(make_config(*args), tmp_path / "full")
+
+    killed = tmp_path / "killed"
+    killed_at = _kill_after_checkpoint(args, killed, random.Random(algo))
+    total = make_config(*args).total_steps
+    assert 0 < killed_at < total, "kill landed after the run finished; make the run longer"
+    train(make_config(*args, f"resume={killed}"), killed)
+
+    _assert_same_agent(_params(tmp_path / "full"), _params(killed))
+    full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
+    assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
+    for file, key in (("eval.csv", "eval/return"), ("train.csv", "train/episode_return")):
+        assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)

@@ -132,9 +132,12 @@ class PPO:
                 new_value = self.critic(mb.obs).squeeze(-1)
                 if cfg.clip_value_loss:
                     clipped = mb.value + (new_value - mb.value).clamp(-cfg.clip_coef, cfg.clip_coef)
-                    value_loss = 0.5 * torch.max(
-                        (new_value - mb.returns).pow(2), (clipped - mb.returns).pow(2)
-                    ).mean()
+                    value_loss = (
+                        0.5
+                        * torch.max(
+                            (new_value - mb.returns).pow(2), (clipped - mb.returns).pow(2)
+                        ).mean()
+                    )
                 else:
                     value_loss = 0.5 * (new_value - mb.returns).pow(2).mean()
                 loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss

@@ -74,7 +74,9 @@ class TD3:
         ).to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, config.fused_optimizer)
+        self.actor_optimizer = adam(
+            self.actor.parameters(), config.actor_lr, config.fused_optimizer
+        )
         self.critic_optimizer = adam(
             self.critic.parameters(), config.critic_lr, config.fused_optimizer
         )
@@ -103,7 +105,9 @@ class TD3:
             noise = (torch.randn_like(batch.action) * cfg.policy_noise).clamp(
                 -cfg.noise_clip, cfg.noise_clip
             ) * scale
-            next_action = torch.clamp(self.target_actor(batch.next_obs) + noise, self.low, self.high)
+            next_action = torch.clamp(
+                self.target_actor(batch.next_obs) + noise, self.low, self.high
+            )
             next_q = self.target_critic(batch.next_obs, next_action).min(0).values
             target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
         q = self.critic(batch.obs, batch.action)

@@ -45,7 +45,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
         for candidate in (path / CHECKPOINT_DIR / LATEST, path / LATEST):
             if candidate.is_file():
                 return candidate
-        raise FileNotFoundError(f"no checkpoint found in {path} (looked for {CHECKPOINT_DIR}/{LATEST})")
+        raise FileNotFoundError(
+            f"no checkpoint found in {path} (looked for {CHECKPOINT_DIR}/{LATEST})"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     return path

@@ -115,7 +115,8 @@ def _truncate_csv(path: Path, last_step: int) -> None:
 def read_csv(path: str | Path) -> list[dict[str, float]]:
     """A metrics CSV as a list of {column: float} rows (empty cells dropped)."""
     return [
-        {k: float(v) for k, v in row.items() if v not in ("", None)} for row in _read_rows(Path(path))
+        {k: float(v) for k, v in row.items() if v not in ("", None)}
+        for row in _read_rows(Path(path))
     ]
 
 

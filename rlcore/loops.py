@@ -19,8 +19,13 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
-from envs.make import NormalizeObservation, find_wrapper, final_next_obs
-from envs.make import get_vec_env_state, set_vec_env_state
+from envs.make import (
+    NormalizeObservation,
+    final_next_obs,
+    find_wrapper,
+    get_vec_env_state,
+    set_vec_env_state,
+)
 from rlcore.buffers import ReplayBuffer, RolloutBuffer
 from rlcore.evaluate import evaluate
 from rlcore.logging import Logger, format_duration
@@ -52,6 +57,11 @@ class LoopSettings:
     updates_per_step: float = 1.0
     # on-policy only
     rollout_steps: int = 2048
+    # stop early once an evaluation's mean return reaches this (None: never)
+    stop_at_return: float | None = None
+
+    def reached_target(self, eval_return: float) -> bool:
+        return self.stop_at_return is not None and eval_return >= self.stop_at_return
 
 
 @dataclass
@@ -199,7 +209,7 @@ def off_policy(
             counters["update_debt"] += settings.updates_per_step * num_envs
             try:
                 while counters["update_debt"] >= 1.0:
-                    metrics = agent.update(buffer.sample(settings.batch_size))
+                    metrics.update(agent.update(buffer.sample(settings.batch_size)))
                     counters["update_debt"] -= 1.0
                     counters["updates"] += 1
             except NonFiniteLossError as error:
@@ -207,8 +217,11 @@ def off_policy(
 
         if _crossed(step, prev, settings.log_every) and metrics:
             run.logger.log(
-                {**{f"train/{k}": v for k, v in metrics.items()}, "time/sps": progress.sps(step),
-                 "time/updates": counters["updates"]},
+                {
+                    **{f"train/{k}": v for k, v in metrics.items()},
+                    "time/sps": progress.sps(step),
+                    "time/updates": counters["updates"],
+                },
                 step,
             )
         if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
@@ -219,11 +232,18 @@ def off_policy(
             progress.show(step, last_return, last_eval, force=True)
         else:
             progress.show(step, last_return, last_eval)
-        if _crossed(step, prev, settings.checkpoint_every) or step >= settings.total_steps:
+        done = step >= settings.total_steps or settings.reached_target(last_eval)
+        if _crossed(step, prev, settings.checkpoint_every) or done:
             run.save(snapshot())
+        if done:
+            break
 
     run.logger.flush()
-    return {"eval/return": last_eval, "eval/best_return": best_eval, "train/episode_return": last_return}
+    return {
+        "eval/return": last_eval,
+        "eval/best_return": best_eval,
+        "train/episode_return": last_return,
+    }
 
 
 def on_policy(
@@ -281,7 +301,9 @@ def on_policy(
             bootstrap = np.zeros(num_envs, np.float32)
             if truncated.any():
                 final = final_next_obs(next_obs, info)[truncated]
-                bootstrap[truncated] = agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
+                bootstrap[truncated] = (
+                    agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
+                )
             rollout.add(obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap)
             obs = next_obs
             counters["step"] += num_envs
@@ -289,7 +311,10 @@ def on_policy(
                 counters["episodes"] += 1
                 last_return = float(episode_return)
                 run.logger.log(
-                    {"train/episode_return": episode_return, "train/episode_length": episode_length},
+                    {
+                        "train/episode_return": episode_return,
+                        "train/episode_length": episode_length,
+                    },
                     counters["step"],
                 )
             progress.show(counters["step"], last_return, last_eval)
@@ -311,8 +336,15 @@ def on_policy(
             best_eval = max(best_eval, last_eval)
             run.logger.log({**result, "eval/best_return": best_eval}, step)
             progress.show(step, last_return, last_eval, force=True)
-        if _crossed(step, prev, settings.checkpoint_every) or last_iteration:
+        done = last_iteration or settings.reached_target(last_eval)
+        if _crossed(step, prev, settings.checkpoint_every) or done:
             run.save(snapshot())
+        if done:
+            break
 
     run.logger.flush()
-    return {"eval/return": last_eval, "eval/best_return": best_eval, "train/episode_return": last_return}
+    return {
+        "eval/return": last_eval,
+        "eval/best_return": best_eval,
+        "train/episode_return": last_return,
+    }

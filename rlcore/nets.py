@@ -126,7 +126,9 @@ class EnsembleMLP(nn.Module):
         self.hidden_layers = nn.ModuleList(
             EnsembleLinear(num_members, a, b) for a, b in zip(dims[:-1], dims[1:])
         )
-        self.norms = nn.ModuleList(EnsembleLayerNorm(num_members, b) for b in hidden) if layer_norm else None
+        self.norms = (
+            nn.ModuleList(EnsembleLayerNorm(num_members, b) for b in hidden) if layer_norm else None
+        )
         self.output_layer = EnsembleLinear(num_members, dims[-1], out_dim)
 
     def forward(self, x: torch.Tensor, members: slice | None = None) -> torch.Tensor:

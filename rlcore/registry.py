@@ -44,9 +44,7 @@ class AlgoSpec:
             raise ValueError(
                 f"unknown {self.name} option(s) {unknown}; valid options: {sorted(names)}"
             )
-        converted = {
-            k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
-        }
+        converted = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
         return cls(**converted)
 
 

@@ -27,7 +27,13 @@ from omegaconf import DictConfig, OmegaConf
 from envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore import registry
 from rlcore.buffers import ReplayBuffer, RolloutBuffer
-from rlcore.checkpoint import CHECKPOINT_DIR, FORMAT_VERSION, LATEST, load_checkpoint, save_checkpoint
+from rlcore.checkpoint import (
+    CHECKPOINT_DIR,
+    FORMAT_VERSION,
+    LATEST,
+    load_checkpoint,
+    save_checkpoint,
+)
 from rlcore.logging import Logger
 from rlcore.loops import LoopSettings, RunContext, TrainingStopped, off_policy, on_policy
 from rlcore.utils import seed_everything
@@ -203,11 +209,17 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             # deployment needs the observation statistics the policy was trained with
             "obs_normalizer": loop_state["env"]["wrappers"].get("NormalizeObservation"),
         }
-        path = save_checkpoint({**base, "loop": loop_state, "agent": loop_state["agent"]},
-                               run_dir / CHECKPOINT_DIR / LATEST)
+        path = save_checkpoint(
+            {**base, "loop": loop_state, "agent": loop_state["agent"]},
+            run_dir / CHECKPOINT_DIR / LATEST,
+        )
         if cfg_dict.get("keep_agent_snapshots", True):
             save_checkpoint(
-                {**base, "agent": loop_state["agent"], "loop": {"counters": loop_state["counters"]}},
+                {
+                    **base,
+                    "agent": loop_state["agent"],
+                    "loop": {"counters": loop_state["counters"]},
+                },
                 run_dir / CHECKPOINT_DIR / f"agent_step_{step}.pt",
             )
         return path
@@ -229,6 +241,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         batch_size=int(getattr(algo_cfg, "batch_size", 256)),
         updates_per_step=float(getattr(algo_cfg, "updates_per_step", 1.0)),
         rollout_steps=int(getattr(algo_cfg, "rollout_steps", 2048)),
+        stop_at_return=cfg_dict.get("stop_at_return"),
     )
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
     try:

@@ -47,7 +47,11 @@ def seed_everything(seed: int) -> None:
 
 def get_rng_state() -> dict[str, Any]:
     """Global RNG states of python, numpy and torch (CPU and, if used, CUDA)."""
-    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -86,7 +90,8 @@ def adam(
 def state_of(**objects: Any) -> dict[str, Any]:
     """``state_dict()`` of every module/optimizer, tensors as they are, plain values copied."""
     return {
-        name: obj.state_dict() if hasattr(obj, "state_dict") else obj for name, obj in objects.items()
+        name: obj.state_dict() if hasattr(obj, "state_dict") else obj
+        for name, obj in objects.items()
     }
 
 

@@ -35,8 +35,16 @@ def random_rollout(agent: PPO, steps: int = 16, envs: int = 2):
     for _ in range(steps):
         obs = torch.randn(envs, 5)
         action, log_prob, value = agent.explore(obs)
-        buffer.add(obs, action, log_prob, torch.randn(envs), value, torch.zeros(envs),
-                   torch.zeros(envs), torch.zeros(envs))
+        buffer.add(
+            obs,
+            action,
+            log_prob,
+            torch.randn(envs),
+            value,
+            torch.zeros(envs),
+            torch.zeros(envs),
+            torch.zeros(envs),
+        )
     return buffer.compute(torch.zeros(envs), 0.99, 0.95)
 
 
@@ -111,7 +119,11 @@ def test_nan_loss_raises_before_touching_parameters(name):
 def test_sac_twin_critic_update_matches_reference_formula():
     """One SAC critic step equals a hand-written version with two separate critics."""
     torch.manual_seed(0)
-    agent = SAC(OBS, ACT, SACConfig(hidden=(8,), policy_frequency=10**9, critic_lr=0.1, fused_optimizer=False))
+    agent = SAC(
+        OBS,
+        ACT,
+        SACConfig(hidden=(8,), policy_frequency=10**9, critic_lr=0.1, fused_optimizer=False),
+    )
     batch = random_batch(16)
     critic_state = {k: v.clone() for k, v in agent.critic.state_dict().items()}
     torch.manual_seed(1)
@@ -119,14 +131,24 @@ def test_sac_twin_critic_update_matches_reference_formula():
 
     def q(state, member, obs, act):
         x = torch.cat([obs, act], -1)
-        h = torch.relu(x @ state["net.hidden_layers.0.weight"][member] + state["net.hidden_layers.0.bias"][member])
-        return (h @ state["net.output_layer.weight"][member] + state["net.output_layer.bias"][member]).squeeze(-1)
+        h = torch.relu(
+            x @ state["net.hidden_layers.0.weight"][member]
+            + state["net.hidden_layers.0.bias"][member]
+        )
+        return (
+            h @ state["net.output_layer.weight"][member] + state["net.output_layer.bias"][member]
+        ).squeeze(-1)
 
     target_state = agent.target_critic.state_dict()
     with torch.no_grad():
-        next_q = torch.min(q(target_state, 0, batch.next_obs, next_action), q(target_state, 1, batch.next_obs, next_action))
+        next_q = torch.min(
+            q(target_state, 0, batch.next_obs, next_action),
+            q(target_state, 1, batch.next_obs, next_action),
+        )
         target = batch.reward + 0.99 * (1 - batch.terminated) * (next_q - 1.0 * next_log_prob)
-    expected = sum(((q(critic_state, m, batch.obs, batch.action) - target) ** 2).mean() for m in range(2))
+    expected = sum(
+        ((q(critic_state, m, batch.obs, batch.action) - target) ** 2).mean() for m in range(2)
+    )
     torch.manual_seed(1)
     metrics = agent.update(batch)
     assert metrics["critic_loss"] == pytest.approx(expected.item(), rel=1e-5)

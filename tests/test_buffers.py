@@ -67,7 +67,14 @@ def test_state_dict_round_trip_continues_identically():
 def test_bad_input_raises():
     buffer = ReplayBuffer(8, (3,), (2,), num_envs=2)
     with pytest.raises(ValueError, match="num_envs"):
-        buffer.add(np.zeros((3, 3)), np.zeros((3, 2)), np.zeros(3), np.zeros((3, 3)), np.zeros(3), np.zeros(3))
+        buffer.add(
+            np.zeros((3, 3)),
+            np.zeros((3, 2)),
+            np.zeros(3),
+            np.zeros((3, 3)),
+            np.zeros(3),
+            np.zeros(3),
+        )
     with pytest.raises(RuntimeError, match="empty"):
         buffer.sample(2)
     with pytest.raises(ValueError, match="capacity"):
@@ -100,8 +107,14 @@ def test_gae_hand_computed_truncation_bootstraps_termination_does_not():
 
 def test_gae_uses_last_value_when_rollout_ends_mid_episode():
     adv, _ = compute_gae(
-        torch.tensor([[1.0]]), torch.tensor([[2.0]]), torch.zeros(1, 1), torch.zeros(1, 1),
-        torch.zeros(1, 1), torch.tensor([5.0]), 0.99, 0.95,
+        torch.tensor([[1.0]]),
+        torch.tensor([[2.0]]),
+        torch.zeros(1, 1),
+        torch.zeros(1, 1),
+        torch.zeros(1, 1),
+        torch.tensor([5.0]),
+        0.99,
+        0.95,
     )
     assert adv.item() == pytest.approx(1.0 + 0.99 * 5.0 - 2.0)
 
@@ -111,11 +124,27 @@ def test_rollout_buffer_flattens_and_checks_completeness():
     with pytest.raises(RuntimeError, match="incomplete"):
         buffer.compute(np.zeros(2), 0.99, 0.95)
     for t in range(3):
-        buffer.add(np.full((2, 4), t), np.full((2, 1), t), np.zeros(2), np.ones(2), np.zeros(2),
-                   np.zeros(2), np.zeros(2), np.zeros(2))
+        buffer.add(
+            np.full((2, 4), t),
+            np.full((2, 1), t),
+            np.zeros(2),
+            np.ones(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+        )
     with pytest.raises(RuntimeError, match="full"):
-        buffer.add(np.zeros((2, 4)), np.zeros((2, 1)), np.zeros(2), np.ones(2), np.zeros(2),
-                   np.zeros(2), np.zeros(2), np.zeros(2))
+        buffer.add(
+            np.zeros((2, 4)),
+            np.zeros((2, 1)),
+            np.zeros(2),
+            np.ones(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+            np.zeros(2),
+        )
     batch = buffer.compute(np.zeros(2), 0.99, 0.95)
     assert batch.obs.shape == (6, 4) and batch.advantage.shape == (6,)
     assert batch.obs[:, 0].tolist() == [0, 0, 1, 1, 2, 2]

@@ -2,20 +2,31 @@
 
 import json
 import subprocess
+
 import torch
 
 from rlcore.checkpoint import load_checkpoint
 from rlcore.utils import tensors_finite
 from tests.conftest import REPO, python_cmd
 
-TINY = ["total_steps=300", "algo.learning_starts=100", "algo.batch_size=32", "eval_every=300",
-        "eval_episodes=1", "eval_envs=1", "checkpoint_every=300", "threads=1",
-        "env.max_episode_steps=50", "logger.progress_interval_s=0"]
+TINY = [
+    "total_steps=300",
+    "algo.learning_starts=100",
+    "algo.batch_size=32",
+    "eval_every=300",
+    "eval_episodes=1",
+    "eval_envs=1",
+    "checkpoint_every=300",
+    "threads=1",
+    "env.max_episode_steps=50",
+    "logger.progress_interval_s=0",
+]
 
 
 def run_cli(args, cwd, timeout=240):
-    return subprocess.run(python_cmd(*args), cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=_env())
+    return subprocess.run(
+        python_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env()
+    )
 
 
 def _env():
@@ -48,7 +59,9 @@ def test_run_directory_contents(tmp_path):
     config = (run_dir / "config.yaml").read_text()
     assert "id: Hopper-v5" in config and "batch_size: 32" in config
     meta = json.loads((run_dir / "meta.json").read_text())
-    assert meta["versions"]["torch"] == torch.__version__.split("+")[0] or meta["versions"]["torch"].startswith(torch.__version__.split("+")[0])
+    assert meta["versions"]["torch"] == torch.__version__.split("+")[0] or meta["versions"][
+        "torch"
+    ].startswith(torch.__version__.split("+")[0])
     assert "mujoco" in meta["versions"] and "gymnasium" in meta["versions"] and "git_commit" in meta
     assert list((run_dir / "tb").glob("events.out.tfevents.*"))
     assert (run_dir / "train.csv").read_text().startswith("step,")
@@ -60,8 +73,18 @@ def test_full_gym_id_and_case_insensitive_short_name(tmp_path):
     out = run_cli(["algo=td3", "env=Pendulum-v1", *TINY[:-1]], tmp_path)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "runs" / "td3" / "Pendulum-v1").is_dir()
-    out = run_cli(["algo=PPO", "env=INVERTEDPENDULUM", "total_steps=128", "algo.rollout_steps=64",
-                   "eval_episodes=1", "eval_envs=1", "threads=1"], tmp_path)
+    out = run_cli(
+        [
+            "algo=PPO",
+            "env=INVERTEDPENDULUM",
+            "total_steps=128",
+            "algo.rollout_steps=64",
+            "eval_episodes=1",
+            "eval_envs=1",
+            "threads=1",
+        ],
+        tmp_path,
+    )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "runs" / "ppo" / "invertedpendulum").is_dir()
 
@@ -78,8 +101,10 @@ def test_resume_with_different_network_refuses_naming_field(tmp_path):
     run_dir = tmp_path / "run"
     out = run_cli(["algo=sac", "env=InvertedPendulum", *TINY, f"run_dir={run_dir}"], tmp_path)
     assert out.returncode == 0, out.stderr
-    out = run_cli(["algo=sac", "env=InvertedPendulum", *TINY, "algo.hidden=[64,64]",
-                   f"resume={run_dir}"], tmp_path)
+    out = run_cli(
+        ["algo=sac", "env=InvertedPendulum", *TINY, "algo.hidden=[64,64]", f"resume={run_dir}"],
+        tmp_path,
+    )
     assert out.returncode == 1
     assert "algo.hidden" in out.stderr and "Traceback" not in out.stderr
     out = run_cli(["algo=sac", "env=Hopper", *TINY, f"resume={run_dir}"], tmp_path)
@@ -88,8 +113,16 @@ def test_resume_with_different_network_refuses_naming_field(tmp_path):
 
 def test_nan_loss_stops_with_message_and_good_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
-    out = run_cli(["algo=sac", "env=Hopper", *TINY, f"run_dir={run_dir}",
-                   "+env.kwargs.forward_reward_weight=nan"], tmp_path)
+    out = run_cli(
+        [
+            "algo=sac",
+            "env=Hopper",
+            *TINY,
+            f"run_dir={run_dir}",
+            "+env.kwargs.forward_reward_weight=nan",
+        ],
+        tmp_path,
+    )
     assert out.returncode == 1
     assert "non-finite loss 'critic_loss'" in out.stderr
     assert "at environment step 100" in out.stderr and "Traceback" not in out.stderr

@@ -28,14 +28,30 @@ def test_algo_yaml_matches_dataclass_defaults(algo):
 
 
 def test_required_short_names_exist():
-    for name in ["hopper", "halfcheetah", "walker2d", "ant", "humanoid", "swimmer",
-                 "invertedpendulum", "inverteddoublependulum", "reacher"]:
+    for name in [
+        "hopper",
+        "halfcheetah",
+        "walker2d",
+        "ant",
+        "humanoid",
+        "swimmer",
+        "invertedpendulum",
+        "inverteddoublependulum",
+        "reacher",
+    ]:
         assert name in ENVS
 
 
 def test_overrides_and_friendly_names_compose():
-    cfg = make_config("algo=SAC", "env=HalfCheetah", "algo.batch_size=512", "env.num_envs=8",
-                      "total_steps=200000", "seed=3", "device=cpu")
+    cfg = make_config(
+        "algo=SAC",
+        "env=HalfCheetah",
+        "algo.batch_size=512",
+        "env.num_envs=8",
+        "total_steps=200000",
+        "seed=3",
+        "device=cpu",
+    )
     assert cfg.algo.name == "sac" and cfg.algo.batch_size == 512
     assert cfg.env.id == "HalfCheetah-v5" and cfg.env.num_envs == 8
     assert cfg.total_steps == 200000 and cfg.seed == 3
@@ -46,17 +62,35 @@ def test_overrides_and_friendly_names_compose():
 
 def _smoke_overrides(algo: str) -> list[str]:
     if algo == "ppo":
-        return ["algo.rollout_steps=64", "algo.num_minibatches=4", "algo.update_epochs=2", "total_steps=256"]
-    return ["algo.learning_starts=100", "algo.batch_size=32", "total_steps=250",
-            "algo.buffer_size=1000"]
+        return [
+            "algo.rollout_steps=64",
+            "algo.num_minibatches=4",
+            "algo.update_epochs=2",
+            "total_steps=256",
+        ]
+    return [
+        "algo.learning_starts=100",
+        "algo.batch_size=32",
+        "total_steps=250",
+        "algo.buffer_size=1000",
+    ]
 
 
 @pytest.mark.parametrize("env", ENVS)
 @pytest.mark.parametrize("algo", ALGOS)
 def test_every_algo_env_pair_runs(algo, env, tmp_path):
-    cfg = make_config(f"algo={algo}", f"env={env}", *FAST, *_smoke_overrides(algo),
-                      "env.max_episode_steps=40", "eval_every=200", "checkpoint_every=200",
-                      "eval_episodes=1", "algo.hidden=[32,32]", "log_every=50")
+    cfg = make_config(
+        f"algo={algo}",
+        f"env={env}",
+        *FAST,
+        *_smoke_overrides(algo),
+        "env.max_episode_steps=40",
+        "eval_every=200",
+        "checkpoint_every=200",
+        "eval_episodes=1",
+        "algo.hidden=[32,32]",
+        "log_every=50",
+    )
     result = train(cfg, tmp_path)
     assert result["eval/return"] == result["eval/return"]  # finite, not NaN
     assert (tmp_path / "checkpoints" / "latest.pt").is_file()

@@ -53,7 +53,6 @@ def test_same_step_autoreset_gives_final_obs_and_episode_stats():
             assert info["episode_return"][i] == total[i]
             assert np.isnan(info["episode_return"][~done]).all()
             break
-        obs = next_obs
     else:
         pytest.fail("no episode ended")
     env.close()
@@ -71,10 +70,14 @@ def test_normalizers_state_round_trip():
     other.reset(seed=1)
     set_vec_env_state(other, state)
     assert np.allclose(find_wrapper(other, NormalizeObservation).rms.mean, norm.rms.mean)
-    assert find_wrapper(other, NormalizeReward).rms.var == find_wrapper(env, NormalizeReward).rms.var
+    assert (
+        find_wrapper(other, NormalizeReward).rms.var == find_wrapper(env, NormalizeReward).rms.var
+    )
 
 
-@pytest.mark.parametrize("name,backend", [("Hopper", "sync"), ("Ant", "sync"), ("Humanoid", "sync"), ("Hopper", "async")])
+@pytest.mark.parametrize(
+    "name,backend", [("Hopper", "sync"), ("Ant", "sync"), ("Humanoid", "sync"), ("Hopper", "async")]
+)
 def test_state_restore_continues_exactly(name, backend):
     """Restoring a captured state reproduces the original continuation bit for bit,
     across resets (the reset noise RNG and the time-limit counter are restored too)."""

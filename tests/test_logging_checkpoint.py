@@ -72,10 +72,20 @@ def test_load_checkpoint_errors(tmp_path):
 
 @pytest.mark.parametrize("algo", ["sac", "ppo"])
 def test_load_agent_and_policy_for_inference_in_one_call(algo, tmp_path):
-    extra = (["algo.rollout_steps=64", "total_steps=128"] if algo == "ppo"
-             else ["algo.learning_starts=50", "total_steps=120", "algo.batch_size=16"])
-    cfg = make_config(f"algo={algo}", "env=Hopper", *FAST, *extra, "eval_episodes=1",
-                      "env.max_episode_steps=30", "algo.hidden=[16,16]")
+    extra = (
+        ["algo.rollout_steps=64", "total_steps=128"]
+        if algo == "ppo"
+        else ["algo.learning_starts=50", "total_steps=120", "algo.batch_size=16"]
+    )
+    cfg = make_config(
+        f"algo={algo}",
+        "env=Hopper",
+        *FAST,
+        *extra,
+        "eval_episodes=1",
+        "env.max_episode_steps=30",
+        "algo.hidden=[16,16]",
+    )
     train(cfg, tmp_path)
     agent = load_agent(tmp_path)
     state = load_checkpoint(tmp_path)
@@ -113,5 +123,7 @@ def test_user_loop_with_own_env_and_state_dict(tmp_path):
     torch.save(agent.state_dict(), tmp_path / "agent.pt")
     fresh = SAC(env.observation_space, env.action_space, SACConfig(hidden=(32, 32)))
     fresh.load_state_dict(torch.load(tmp_path / "agent.pt"))
-    np.testing.assert_array_equal(fresh.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    np.testing.assert_array_equal(
+        fresh.act(obs, deterministic=True), agent.act(obs, deterministic=True)
+    )
     assert os.path.getsize(tmp_path / "agent.pt") > 0

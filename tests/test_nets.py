@@ -74,12 +74,17 @@ def test_tanh_gaussian_log_prob_matches_torch_distributions():
     log_std = -5.0 + 0.5 * 7.0 * (torch.tanh(log_std) + 1)
     dist = torch.distributions.TransformedDistribution(
         torch.distributions.Normal(mean, log_std.exp()),
-        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform((high + low) / 2, (high - low) / 2)],
+        [
+            torch.distributions.TanhTransform(),
+            torch.distributions.AffineTransform((high + low) / 2, (high - low) / 2),
+        ],
     )
     expected = dist.log_prob(action.clamp(low + 1e-6, high - 1e-6)).sum(-1)
     assert torch.allclose(log_prob, expected, atol=2e-3)
     det, none = actor(obs, deterministic=True)
-    assert none is None and torch.allclose(det, torch.tanh(mean) * (high - low) / 2 + (high + low) / 2)
+    assert none is None and torch.allclose(
+        det, torch.tanh(mean) * (high - low) / 2 + (high + low) / 2
+    )
 
 
 def test_deterministic_and_gaussian_actor_shapes():
@@ -96,7 +101,9 @@ def test_deterministic_and_gaussian_actor_shapes():
 
 def test_polyak_update_exact():
     src, tgt = nn.Linear(2, 2), nn.Linear(2, 2)
-    expected = [0.9 * t.detach() + 0.1 * s.detach() for t, s in zip(tgt.parameters(), src.parameters())]
+    expected = [
+        0.9 * t.detach() + 0.1 * s.detach() for t, s in zip(tgt.parameters(), src.parameters())
+    ]
     polyak_update(tgt, src, 0.1)
     for p, e in zip(tgt.parameters(), expected):
         assert torch.allclose(p, e)

@@ -16,15 +16,42 @@ from rlcore.train import train
 from tests.conftest import FAST, REPO, make_config, python_cmd
 
 CASES = {
-    "sac": ["algo=sac", "env=InvertedPendulum", "total_steps=2400", "algo.learning_starts=300",
-            "algo.batch_size=64", "algo.hidden=[64,64]", "checkpoint_every=300", "eval_every=600",
-            "log_every=100", "env.num_envs=2"],
-    "td3": ["algo=td3", "env=Hopper", "total_steps=1600", "algo.learning_starts=300",
-            "algo.batch_size=64", "algo.hidden=[64,64]", "checkpoint_every=300", "eval_every=800",
-            "log_every=100", "env.max_episode_steps=100"],
-    "ppo": ["algo=ppo", "env=Hopper", "total_steps=4096", "algo.rollout_steps=128",
-            "env.num_envs=2", "algo.num_minibatches=4", "algo.update_epochs=4",
-            "checkpoint_every=256", "eval_every=1024", "env.max_episode_steps=100"],
+    "sac": [
+        "algo=sac",
+        "env=InvertedPendulum",
+        "total_steps=2400",
+        "algo.learning_starts=300",
+        "algo.batch_size=64",
+        "algo.hidden=[64,64]",
+        "checkpoint_every=300",
+        "eval_every=600",
+        "log_every=100",
+        "env.num_envs=2",
+    ],
+    "td3": [
+        "algo=td3",
+        "env=Hopper",
+        "total_steps=1600",
+        "algo.learning_starts=300",
+        "algo.batch_size=64",
+        "algo.hidden=[64,64]",
+        "checkpoint_every=300",
+        "eval_every=800",
+        "log_every=100",
+        "env.max_episode_steps=100",
+    ],
+    "ppo": [
+        "algo=ppo",
+        "env=Hopper",
+        "total_steps=4096",
+        "algo.rollout_steps=128",
+        "env.num_envs=2",
+        "algo.num_minibatches=4",
+        "algo.update_epochs=4",
+        "checkpoint_every=256",
+        "eval_every=1024",
+        "env.max_episode_steps=100",
+    ],
 }
 
 
@@ -49,14 +76,24 @@ def test_same_seed_same_numbers_different_seed_different(tmp_path):
     train(make_config(*args, "seed=1"), tmp_path / "c")
     _assert_same_agent(_params(tmp_path / "a"), _params(tmp_path / "b"))
     key = "train/episode_return"
-    assert _metric_rows(tmp_path / "a", "train.csv", key) == _metric_rows(tmp_path / "b", "train.csv", key)
-    assert _metric_rows(tmp_path / "a", "train.csv", key) != _metric_rows(tmp_path / "c", "train.csv", key)
+    assert _metric_rows(tmp_path / "a", "train.csv", key) == _metric_rows(
+        tmp_path / "b", "train.csv", key
+    )
+    assert _metric_rows(tmp_path / "a", "train.csv", key) != _metric_rows(
+        tmp_path / "c", "train.csv", key
+    )
 
 
 def _kill_after_checkpoint(args, run_dir, rng):
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(python_cmd(*args, f"run_dir={run_dir}"), cwd=run_dir.parent, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        python_cmd(*args, f"run_dir={run_dir}"),
+        cwd=run_dir.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     latest = run_dir / "checkpoints" / "latest.pt"
     deadline = time.monotonic() + 240
     while not latest.exists():

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks against the libraries users would otherwise pick."""

@@ -1,0 +1,197 @@
+"""SAC on Hopper-v5: rlcore vs Stable-Baselines3, same hyper-parameters, same process.
+
+    python -m benchmarks.sac_hopper_vs_sb3                 # 100k steps, 4 chunks
+    python -m benchmarks.sac_hopper_vs_sb3 --steps 4000 --chunks 2 --learning-starts 1000
+
+Both learners train for ``--steps`` env steps in ``--chunks`` equal chunks, run
+alternately (rlcore chunk 1, SB3 chunk 1, rlcore chunk 2, ...) so that machine drift
+hits both alike. rlcore continues each chunk from its own checkpoint (the real
+``resume=`` path); SB3 continues with ``learn(reset_num_timesteps=False)``. After each
+chunk both are evaluated with the same protocol (10 deterministic episodes, same env
+seeds, rlcore.evaluate). Chunk wall time includes that evaluation for both, and for
+rlcore also loading and saving its checkpoint (so the comparison is conservative).
+
+Hyper-parameters (SB3's SAC defaults where they differ from CleanRL's): lr 3e-4 for
+actor, critic and temperature; batch 256; 256x256 ReLU; tau 0.005; gamma 0.99; one
+gradient step per env step, actor updated every step; initial temperature 1.0, target
+entropy -|A|; 5k uniform-random warm-up steps; float32. Remaining difference: rlcore
+squashes log-std into [-5, 2] with tanh, SB3 clips it to [-20, 2].
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _rlcore_chunk(run_dir: Path, total: int, args: argparse.Namespace, first: bool) -> float:
+    from hydra import compose, initialize_config_module
+
+    from rlcore.train import train
+
+    overrides = [
+        "algo=sac",
+        "env=hopper",
+        f"seed={args.seed}",
+        f"total_steps={total}",
+        "algo.actor_lr=3e-4",
+        "algo.critic_lr=3e-4",
+        "algo.alpha_lr=3e-4",
+        "algo.policy_frequency=1",
+        "algo.init_alpha=1.0",
+        f"algo.learning_starts={args.learning_starts}",
+        f"algo.buffer_size={args.steps}",
+        "eval_episodes=10",
+        "eval_envs=5",
+        f"eval_every={args.steps}",
+        f"checkpoint_every={args.steps}",
+        "keep_agent_snapshots=false",
+        "logger=quiet",
+    ]
+    if not first:
+        overrides.append(f"resume={run_dir}")
+    with initialize_config_module(config_module="configs", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    result = train(cfg, run_dir)
+    return result["eval/return"]
+
+
+class _SB3:
+    """Stable-Baselines3 SAC with the same hyper-parameters, trained in chunks."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import gymnasium as gym
+        from stable_baselines3 import SAC
+
+        self.model = SAC(
+            "MlpPolicy",
+            gym.make("Hopper-v5"),
+            learning_rate=3e-4,
+            buffer_size=args.steps,
+            learning_starts=args.learning_starts,
+            batch_size=256,
+            tau=0.005,
+            gamma=0.99,
+            train_freq=1,
+            gradient_steps=1,
+            ent_coef="auto",
+            target_entropy="auto",
+            policy_kwargs={"net_arch": [256, 256]},
+            seed=args.seed,
+            device="cpu",
+            verbose=0,
+        )
+        self.seed = args.seed
+
+    def chunk(self, steps: int) -> float:
+        from envs.make import make_vec_env
+        from rlcore.evaluate import evaluate
+
+        self.model.learn(total_timesteps=steps, reset_num_timesteps=False)
+        eval_env = make_vec_env("Hopper", 5, seed=self.seed + 1)
+        result = evaluate(
+            lambda obs: self.model.predict(obs, deterministic=True)[0],
+            eval_env,
+            10,
+            seed=self.seed + 1_000_003,  # the seed rlcore's loop evaluates with
+        )
+        eval_env.close()
+        return result["return"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--chunks", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--learning-starts", type=int, default=5_000)
+    parser.add_argument("--out", type=Path, default=RESULTS / "sac_hopper_vs_sb3.json")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/sac_hopper_vs_sb3"))
+    args = parser.parse_args()
+    try:
+        import stable_baselines3
+    except ImportError:
+        print("stable-baselines3 is not installed (pip install -e .[bench]): nothing to compare")
+        return
+
+    torch.set_num_threads(torch.get_num_threads())
+    chunk = args.steps // args.chunks
+    run_dir = args.run_dir / time.strftime("%Y-%m-%d_%H-%M-%S")
+    sb3 = _SB3(args)
+    rows = []
+    for i in range(args.chunks):
+        total = chunk * (i + 1)
+        t0 = time.perf_counter()
+        ours = _rlcore_chunk(run_dir, total, args, first=i == 0)
+        t_ours = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        theirs = sb3.chunk(chunk)
+        t_sb3 = time.perf_counter() - t0
+        rows.append(
+            {
+                "env_steps": total,
+                "rlcore_return": ours,
+                "sb3_return": theirs,
+                "rlcore_sps": chunk / t_ours,
+                "sb3_sps": chunk / t_sb3,
+                "sps_ratio": t_sb3 / t_ours,
+            }
+        )
+        r = rows[-1]
+        print(
+            f"  chunk {i + 1}/{args.chunks}: step {total:,} | rlcore {ours:8.1f} ({r['rlcore_sps']:.1f} sps)"
+            f" | SB3 {theirs:8.1f} ({r['sb3_sps']:.1f} sps) | ratio {r['sps_ratio']:.2f}x",
+            flush=True,
+        )
+
+    learning_rows = [r for r in rows if r["env_steps"] > args.learning_starts] or rows
+    summary = {
+        "median_sps_ratio": statistics.median(r["sps_ratio"] for r in rows),
+        "median_sps_ratio_after_warmup": statistics.median(
+            r["sps_ratio"] for r in learning_rows[1:] or learning_rows
+        ),
+        "rlcore_total_sps": args.steps / sum(chunk / r["rlcore_sps"] for r in rows),
+        "sb3_total_sps": args.steps / sum(chunk / r["sb3_sps"] for r in rows),
+        "final_return_rlcore": rows[-1]["rlcore_return"],
+        "final_return_sb3": rows[-1]["sb3_return"],
+    }
+    print()
+    print("| env steps | rlcore return | SB3 return | rlcore steps/s | SB3 steps/s | ratio |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['env_steps']:,} | {r['rlcore_return']:.1f} | {r['sb3_return']:.1f} | "
+            f"{r['rlcore_sps']:.1f} | {r['sb3_sps']:.1f} | {r['sps_ratio']:.2f}x |"
+        )
+    print(
+        f"\nwhole run: rlcore {summary['rlcore_total_sps']:.1f} steps/s, SB3 "
+        f"{summary['sb3_total_sps']:.1f} steps/s; median chunk ratio {summary['median_sps_ratio']:.2f}x"
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "benchmark": "sac_hopper_vs_sb3",
+        "args": {k: str(v) for k, v in vars(args).items()},
+        "versions": {
+            "torch": torch.__version__,
+            "stable_baselines3": stable_baselines3.__version__,
+            "numpy": np.__version__,
+        },
+        "threads": torch.get_num_threads(),
+        "rows": rows,
+        "summary": summary,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    args.out.write_text(json.dumps(payload, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

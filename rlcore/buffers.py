@@ -110,14 +110,25 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        if state["capacity"] != self.capacity:
-            raise ValueError(
-                f"buffer capacity differs: checkpoint {state['capacity']}, config {self.capacity}"
-            )
-        size = state["size"]
+        """Restore a saved buffer. Loading into a larger buffer (a resumed run whose
+        ``total_steps`` grew) keeps every transition, in chronological order."""
+        size, saved_capacity = state["size"], state["capacity"]
+        data = state["data"]
+        if saved_capacity != self.capacity:
+            if size > self.capacity:
+                raise ValueError(
+                    f"the checkpoint's replay buffer holds {size} transitions but this buffer "
+                    f"has capacity {self.capacity}; raise algo.buffer_size / total_steps"
+                )
+            if size == saved_capacity:  # wrapped: oldest row is at pos
+                order = torch.cat([torch.arange(state["pos"], size), torch.arange(0, state["pos"])])
+                data = {name: tensor[order] for name, tensor in data.items()}
+            pos = size % self.capacity
+        else:
+            pos = state["pos"]
         for name in self.FIELDS:
-            getattr(self, name)[:size] = state["data"][name].to(self.device)
-        self.pos, self.size = state["pos"], size
+            getattr(self, name)[:size] = data[name].to(self.device)
+        self.pos, self.size = pos, size
         self.generator.set_state(state["generator"])
 
 

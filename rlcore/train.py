@@ -158,6 +158,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     seed = int(cfg_dict["seed"])
     seed_everything(seed)
     device = torch.device(cfg_dict["device"])
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device=cuda was requested but CUDA is not available: use device=cpu")
 
     normalize = {
         "normalize_obs": bool(getattr(algo_cfg, "normalize_obs", False)),
@@ -314,6 +316,8 @@ def _hydra_main(cfg: DictConfig) -> float:
         result = train(cfg, run_dir)
     except (ResumeMismatchError, TrainingStopped, FileNotFoundError, ValueError) as error:
         _fail(str(error), 1)
+    except KeyboardInterrupt:
+        _fail(f"interrupted; continue with resume={run_dir} (from its last checkpoint)", 130)
     return float(result.get("eval/return", float("nan")))
 
 

@@ -148,3 +148,17 @@ def test_rollout_buffer_flattens_and_checks_completeness():
     batch = buffer.compute(np.zeros(2), 0.99, 0.95)
     assert batch.obs.shape == (6, 4) and batch.advantage.shape == (6,)
     assert batch.obs[:, 0].tolist() == [0, 0, 1, 1, 2, 2]
+
+
+def test_load_into_larger_buffer_keeps_chronological_order():
+    small = ReplayBuffer(4, (3,), (2,), num_envs=1)
+    for t in range(6):  # wraps: holds steps 2, 3, 4, 5 with pos = 2
+        _step(small, t, 1)
+    big = ReplayBuffer(10, (3,), (2,), num_envs=1)
+    big.load_state_dict(small.state_dict())
+    assert len(big) == 4 and big.pos == 4
+    assert big.reward[:4].tolist() == [20, 30, 40, 50]
+    _step(big, 6, 1)
+    assert big.reward[4].item() == 60
+    with pytest.raises(ValueError, match="buffer_size"):
+        ReplayBuffer(3, (3,), (2,)).load_state_dict(small.state_dict())

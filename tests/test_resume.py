@@ -122,3 +122,16 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
     for file, key in (("eval.csv", "eval/return"), ("train.csv", "train/episode_return")):
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
+
+
+def test_resume_finished_run_with_more_steps_extends_it(tmp_path):
+    args = [*CASES["sac"], *FAST, "total_steps=600"]
+    train(make_config(*args), tmp_path)
+    state = load_checkpoint(tmp_path)
+    assert state["loop"]["counters"]["step"] == 600
+    train(make_config(*args, "total_steps=1200", f"resume={tmp_path}"), tmp_path)
+    state = load_checkpoint(tmp_path)
+    assert state["loop"]["counters"]["step"] == 1200
+    assert len(state["loop"]["buffer"]["data"]["obs"]) == 1200  # buffer grew, nothing lost
+    steps = [row["step"] for row in read_csv(tmp_path / "eval.csv")]
+    assert steps == sorted(steps) and steps[-1] == 1200

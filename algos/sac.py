@@ -34,7 +34,7 @@ import torch
 
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
 
 
 @dataclass
@@ -143,17 +143,14 @@ class SAC:
         return metrics
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
-        for p in self._critic_params:  # gradients flow through Q to actions only
-            p.requires_grad_(False)
-        action, log_prob = self.actor(obs)
-        q = self.critic(obs, action).min(0).values
-        actor_loss = (self.alpha * log_prob - q).mean()
-        ensure_finite(actor_loss=actor_loss)
-        self.actor_optimizer.zero_grad()
-        actor_loss.backward()
+        with frozen(self._critic_params):  # gradients flow through Q to actions only
+            action, log_prob = self.actor(obs)
+            q = self.critic(obs, action).min(0).values
+            actor_loss = (self.alpha * log_prob - q).mean()
+            ensure_finite(actor_loss=actor_loss)
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
         self.actor_optimizer.step()
-        for p in self._critic_params:
-            p.requires_grad_(True)
         metrics = {"actor_loss": actor_loss.item(), "entropy": -log_prob.detach().mean().item()}
         if self.config.autotune_alpha:
             gap = log_prob.detach() + self.target_entropy
@@ -165,28 +162,21 @@ class SAC:
         metrics["alpha"] = self.alpha.item()
         return metrics
 
+    def _parts(self) -> dict:
+        return {
+            "actor": self.actor,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "log_alpha": self.log_alpha,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+            "alpha_optimizer": self.alpha_optimizer,
+        }
+
     def state_dict(self) -> dict:
         """Networks, optimisers, temperature and update counter (everything to continue)."""
-        return state_of(
-            actor=self.actor,
-            critic=self.critic,
-            target_critic=self.target_critic,
-            log_alpha=self.log_alpha.detach().clone(),
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-            alpha_optimizer=self.alpha_optimizer,
-            updates=self.updates,
-        )
+        return {**state_of(**self._parts()), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(
-            state,
-            actor=self.actor,
-            critic=self.critic,
-            target_critic=self.target_critic,
-            log_alpha=self.log_alpha,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-            alpha_optimizer=self.alpha_optimizer,
-        )
+        load_state_into(state, **self._parts())
         self.updates = int(state["updates"])

@@ -25,7 +25,7 @@ import torch
 
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
 
 
 @dataclass
@@ -120,39 +120,32 @@ class TD3:
         metrics = {"critic_loss": critic_loss.item(), "q": q.detach().mean().item()}
 
         if self.updates % cfg.policy_frequency == 0:
-            for p in self._critic_params:
-                p.requires_grad_(False)
-            actor_loss = -self.critic(batch.obs, self.actor(batch.obs), members=slice(0, 1)).mean()
-            ensure_finite(actor_loss=actor_loss)
-            self.actor_optimizer.zero_grad()
-            actor_loss.backward()
+            with frozen(self._critic_params):  # gradients flow through Q1 to actions only
+                q1 = self.critic(batch.obs, self.actor(batch.obs), members=slice(0, 1))
+                actor_loss = -q1.mean()
+                ensure_finite(actor_loss=actor_loss)
+                self.actor_optimizer.zero_grad()
+                actor_loss.backward()
             self.actor_optimizer.step()
-            for p in self._critic_params:
-                p.requires_grad_(True)
             polyak_update(self.target_actor, self.actor, cfg.tau)
             polyak_update(self.target_critic, self.critic, cfg.tau)
             metrics["actor_loss"] = actor_loss.item()
         return metrics
 
+    def _parts(self) -> dict:
+        return {
+            "actor": self.actor,
+            "critic": self.critic,
+            "target_actor": self.target_actor,
+            "target_critic": self.target_critic,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+        }
+
     def state_dict(self) -> dict:
-        return state_of(
-            actor=self.actor,
-            critic=self.critic,
-            target_actor=self.target_actor,
-            target_critic=self.target_critic,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-            updates=self.updates,
-        )
+        """Networks, targets, optimisers and update counter (everything to continue)."""
+        return {**state_of(**self._parts()), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(
-            state,
-            actor=self.actor,
-            critic=self.critic,
-            target_actor=self.target_actor,
-            target_critic=self.target_critic,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        )
+        load_state_into(state, **self._parts())
         self.updates = int(state["updates"])

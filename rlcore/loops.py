@@ -105,11 +105,6 @@ class _Progress:
         self.run.logger.progress(text, force=force)
 
 
-def _episode_returns(info: dict[str, Any]) -> list[tuple[float, float]]:
-    done = ~np.isnan(info["episode_return"])
-    return list(zip(info["episode_return"][done], info["episode_length"][done]))
-
-
 def _evaluate_agent(
     agent: Agent, env: VectorEnv, eval_env: VectorEnv, settings: LoopSettings
 ) -> dict[str, float]:
@@ -125,6 +120,33 @@ def _evaluate_agent(
         seed=settings.seed + 1_000_003,
     )
     return {f"eval/{k}": v for k, v in result.items()}
+
+
+def _evaluate_and_log(
+    agent: Agent,
+    env: VectorEnv,
+    eval_env: VectorEnv,
+    settings: LoopSettings,
+    run: RunContext,
+    step: int,
+    best_eval: float,
+) -> tuple[float, float]:
+    """Evaluate, log ``eval/*`` at ``step``; returns (this evaluation's return, best so far)."""
+    result = _evaluate_agent(agent, env, eval_env, settings)
+    best_eval = max(best_eval, result["eval/return"])
+    run.logger.log({**result, "eval/best_return": best_eval}, step)
+    return result["eval/return"], best_eval
+
+
+def _log_episodes(run: RunContext, info: dict[str, Any], step: int) -> list[float]:
+    """Log every episode that ended in this vector step; returns their returns."""
+    done = ~np.isnan(info["episode_return"])
+    returns = info["episode_return"][done]
+    for episode_return, episode_length in zip(returns, info["episode_length"][done]):
+        run.logger.log(
+            {"train/episode_return": episode_return, "train/episode_length": episode_length}, step
+        )
+    return [float(r) for r in returns]
 
 
 def _stop_on_nan(
@@ -197,13 +219,9 @@ def off_policy(
         buffer.add(obs, action, reward, final_next_obs(next_obs, info), terminated, truncated)
         obs = next_obs
         step = counters["step"] = prev + num_envs
-        for episode_return, episode_length in _episode_returns(info):
-            counters["episodes"] += 1
-            last_return = float(episode_return)
-            run.logger.log(
-                {"train/episode_return": episode_return, "train/episode_length": episode_length},
-                step,
-            )
+        if finished := _log_episodes(run, info, step):
+            counters["episodes"] += len(finished)
+            last_return = finished[-1]
 
         if step >= settings.learning_starts:
             counters["update_debt"] += settings.updates_per_step * num_envs
@@ -225,10 +243,9 @@ def off_policy(
                 step,
             )
         if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
-            result = _evaluate_agent(agent, env, eval_env, settings)
-            last_eval = result["eval/return"]
-            best_eval = max(best_eval, last_eval)
-            run.logger.log({**result, "eval/best_return": best_eval}, step)
+            last_eval, best_eval = _evaluate_and_log(
+                agent, env, eval_env, settings, run, step, best_eval
+            )
             progress.show(step, last_return, last_eval, force=True)
         else:
             progress.show(step, last_return, last_eval)
@@ -307,16 +324,9 @@ def on_policy(
             rollout.add(obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap)
             obs = next_obs
             counters["step"] += num_envs
-            for episode_return, episode_length in _episode_returns(info):
-                counters["episodes"] += 1
-                last_return = float(episode_return)
-                run.logger.log(
-                    {
-                        "train/episode_return": episode_return,
-                        "train/episode_length": episode_length,
-                    },
-                    counters["step"],
-                )
+            if finished := _log_episodes(run, info, counters["step"]):
+                counters["episodes"] += len(finished)
+                last_return = finished[-1]
             progress.show(counters["step"], last_return, last_eval)
         last_value = agent.value(torch.as_tensor(obs, dtype=torch.float32, device=device))
         samples = rollout.compute(last_value, agent.config.gamma, agent.config.gae_lambda)
@@ -331,10 +341,9 @@ def on_policy(
         )
         last_iteration = counters["iteration"] >= iterations
         if _crossed(step, prev, settings.eval_every) or last_iteration:
-            result = _evaluate_agent(agent, env, eval_env, settings)
-            last_eval = result["eval/return"]
-            best_eval = max(best_eval, last_eval)
-            run.logger.log({**result, "eval/best_return": best_eval}, step)
+            last_eval, best_eval = _evaluate_and_log(
+                agent, env, eval_env, settings, run, step, best_eval
+            )
             progress.show(step, last_return, last_eval, force=True)
         done = last_iteration or settings.reached_target(last_eval)
         if _crossed(step, prev, settings.checkpoint_every) or done:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import copy
 import math
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -87,10 +89,27 @@ def adam(
     return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, **kwargs)
 
 
+@contextmanager
+def frozen(params: list[torch.nn.Parameter]) -> Iterator[None]:
+    """Parameters get no gradients inside the block (gradients still flow *through* them),
+    e.g. the critic while the actor loss backpropagates through Q(s, pi(s))."""
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+
+
 def state_of(**objects: Any) -> dict[str, Any]:
-    """``state_dict()`` of every module/optimizer, tensors as they are, plain values copied."""
+    """``state_dict()`` of every module/optimizer; tensors detached, plain values as they are."""
     return {
-        name: obj.state_dict() if hasattr(obj, "state_dict") else obj
+        name: obj.state_dict()
+        if hasattr(obj, "state_dict")
+        else obj.detach()
+        if isinstance(obj, torch.Tensor)
+        else obj
         for name, obj in objects.items()
     }
 

@@ -135,3 +135,16 @@ def test_resume_finished_run_with_more_steps_extends_it(tmp_path):
     assert len(state["loop"]["buffer"]["data"]["obs"]) == 1200  # buffer grew, nothing lost
     steps = [row["step"] for row in read_csv(tmp_path / "eval.csv")]
     assert steps == sorted(steps) and steps[-1] == 1200
+
+
+def test_diverged_parameters_keep_previous_checkpoint(tmp_path):
+    """A loss that turns non-finite only after the parameters blew up must not overwrite
+    the last good checkpoint with garbage."""
+    from rlcore.loops import TrainingStopped
+
+    args = [*CASES["sac"], *FAST, "algo.learning_starts=302", "checkpoint_every=300"]
+    with pytest.raises(TrainingStopped, match="already non-finite; kept the previous"):
+        train(make_config(*args, "algo.critic_lr=1e38", "algo.actor_lr=1e38"), tmp_path)
+    state = load_checkpoint(tmp_path)
+    assert state["loop"]["counters"]["step"] == 300
+    assert all(torch.isfinite(v).all() for v in state["agent"]["critic"].values())

@@ -106,9 +106,9 @@ class _Progress:
 
 
 def _evaluate_agent(
-    agent: Agent, env: VectorEnv, eval_env: VectorEnv, settings: LoopSettings
+    agent: Agent, env: VectorEnv | None, eval_env: VectorEnv, settings: LoopSettings
 ) -> dict[str, float]:
-    train_norm = find_wrapper(env, NormalizeObservation)
+    train_norm = None if env is None else find_wrapper(env, NormalizeObservation)
     eval_norm = find_wrapper(eval_env, NormalizeObservation)
     if train_norm is not None and eval_norm is not None:
         eval_norm.load_state_dict(train_norm.state_dict())
@@ -124,18 +124,25 @@ def _evaluate_agent(
 
 def _evaluate_and_log(
     agent: Agent,
-    env: VectorEnv,
+    env: VectorEnv | None,
     eval_env: VectorEnv,
     settings: LoopSettings,
     run: RunContext,
     step: int,
-    best_eval: float,
-) -> tuple[float, float]:
-    """Evaluate, log ``eval/*`` at ``step``; returns (this evaluation's return, best so far)."""
+    best: dict[str, float],
+    score: Callable[[float], float] | None = None,
+) -> float:
+    """Evaluate and log ``eval/*`` at ``step`` (plus ``eval/normalized_score`` when a
+    ``score`` function is given) with running bests in ``best``; returns the mean return."""
     result = _evaluate_agent(agent, env, eval_env, settings)
-    best_eval = max(best_eval, result["eval/return"])
-    run.logger.log({**result, "eval/best_return": best_eval}, step)
-    return result["eval/return"], best_eval
+    if score is not None:
+        result["eval/normalized_score"] = score(result["eval/return"])
+    for key in ("eval/return", "eval/normalized_score"):
+        if key in result:
+            best[key] = max(best.get(key, -math.inf), result[key])
+            result[key.replace("eval/", "eval/best_")] = best[key]
+    run.logger.log(result, step)
+    return result["eval/return"]
 
 
 def _log_episodes(run: RunContext, info: dict[str, Any], step: int) -> list[float]:
@@ -179,7 +186,7 @@ def off_policy(
     low, high = env.single_action_space.low, env.single_action_space.high
     warmup_rng = np.random.default_rng(settings.seed)
     counters = {"step": 0, "updates": 0, "update_debt": 0.0, "episodes": 0}
-    last_return, last_eval, best_eval = float("nan"), float("nan"), -float("inf")
+    last_return, last_eval, best = float("nan"), float("nan"), {}
     metrics: dict[str, float] = {}
 
     if run.resume is None:
@@ -193,7 +200,8 @@ def off_policy(
         obs = state["obs"]
         counters = dict(state["counters"])
         warmup_rng.bit_generator.state = state["warmup_rng"]
-        last_return, last_eval, best_eval = state["returns"]
+        last_return, last_eval, best = state["returns"]
+        metrics = dict(state["metrics"])
         set_rng_state(state["rng"])
 
     def snapshot() -> dict[str, Any]:
@@ -204,7 +212,8 @@ def off_policy(
             "obs": obs,
             "counters": dict(counters),
             "warmup_rng": warmup_rng.bit_generator.state,
-            "returns": (last_return, last_eval, best_eval),
+            "returns": (last_return, last_eval, dict(best)),
+            "metrics": dict(metrics),
             "rng": get_rng_state(),
         }
 
@@ -243,9 +252,7 @@ def off_policy(
                 step,
             )
         if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
-            last_eval, best_eval = _evaluate_and_log(
-                agent, env, eval_env, settings, run, step, best_eval
-            )
+            last_eval = _evaluate_and_log(agent, env, eval_env, settings, run, step, best)
             progress.show(step, last_return, last_eval, force=True)
         else:
             progress.show(step, last_return, last_eval)
@@ -258,7 +265,7 @@ def off_policy(
     run.logger.flush()
     return {
         "eval/return": last_eval,
-        "eval/best_return": best_eval,
+        "eval/best_return": best.get("eval/return", math.nan),
         "train/episode_return": last_return,
     }
 
@@ -281,7 +288,7 @@ def on_policy(
     batch = settings.rollout_steps * num_envs
     iterations = max(1, settings.total_steps // batch)
     counters = {"step": 0, "iteration": 0, "episodes": 0}
-    last_return, last_eval, best_eval = float("nan"), float("nan"), -float("inf")
+    last_return, last_eval, best = float("nan"), float("nan"), {}
     device = rollout.device
 
     if run.resume is None:
@@ -293,7 +300,7 @@ def on_policy(
         set_vec_env_state(env, state["env"])
         obs = state["obs"]
         counters = dict(state["counters"])
-        last_return, last_eval, best_eval = state["returns"]
+        last_return, last_eval, best = state["returns"]
         set_rng_state(state["rng"])
 
     def snapshot() -> dict[str, Any]:
@@ -302,7 +309,7 @@ def on_policy(
             "env": get_vec_env_state(env),
             "obs": obs,
             "counters": dict(counters),
-            "returns": (last_return, last_eval, best_eval),
+            "returns": (last_return, last_eval, dict(best)),
             "rng": get_rng_state(),
         }
 
@@ -341,9 +348,7 @@ def on_policy(
         )
         last_iteration = counters["iteration"] >= iterations
         if _crossed(step, prev, settings.eval_every) or last_iteration:
-            last_eval, best_eval = _evaluate_and_log(
-                agent, env, eval_env, settings, run, step, best_eval
-            )
+            last_eval = _evaluate_and_log(agent, env, eval_env, settings, run, step, best)
             progress.show(step, last_return, last_eval, force=True)
         done = last_iteration or settings.reached_target(last_eval)
         if _crossed(step, prev, settings.checkpoint_every) or done:
@@ -354,6 +359,77 @@ def on_policy(
     run.logger.flush()
     return {
         "eval/return": last_eval,
-        "eval/best_return": best_eval,
+        "eval/best_return": best.get("eval/return", math.nan),
         "train/episode_return": last_return,
+    }
+
+
+class Dataset(Protocol):
+    """What the offline loop needs from a dataset (see offline.datasets)."""
+
+    def sample(self, batch_size: int, generator: torch.Generator) -> Any: ...
+
+
+def offline(
+    agent: Agent,
+    dataset: Dataset,
+    eval_env: VectorEnv,
+    settings: LoopSettings,
+    run: RunContext,
+    score: Callable[[float], float] | None = None,
+) -> dict[str, float]:
+    """Pure offline training: ``total_steps`` gradient steps on batches sampled from a
+    fixed dataset. The canonical step is the gradient step; evaluations log the return
+    and, with ``score``, the normalised score (last and best)."""
+    generator = torch.Generator().manual_seed(settings.seed)
+    counters = {"step": 0}
+    last_eval, best = float("nan"), {}
+    metrics: dict[str, float] = {}
+    if run.resume is not None:
+        state = run.resume
+        agent.load_state_dict(state["agent"])
+        counters = dict(state["counters"])
+        generator.set_state(state["generator"])
+        last_eval, best = state["returns"]
+        metrics = dict(state["metrics"])
+        set_rng_state(state["rng"])
+
+    def snapshot() -> dict[str, Any]:
+        return {
+            "agent": agent.state_dict(),
+            "counters": dict(counters),
+            "generator": generator.get_state(),
+            "returns": (last_eval, dict(best)),
+            "metrics": dict(metrics),
+            "rng": get_rng_state(),
+        }
+
+    progress = _Progress(run, settings.total_steps, counters["step"])
+    while counters["step"] < settings.total_steps:
+        prev = counters["step"]
+        try:
+            metrics.update(agent.update(dataset.sample(settings.batch_size, generator)))
+        except NonFiniteLossError as error:
+            _stop_on_nan(run, error, prev, snapshot)
+        step = counters["step"] = prev + 1
+        if _crossed(step, prev, settings.log_every):
+            metrics_out = {f"train/{k}": v for k, v in metrics.items()}
+            run.logger.log({**metrics_out, "time/updates_per_s": progress.sps(step)}, step)
+        if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
+            last_eval = _evaluate_and_log(agent, None, eval_env, settings, run, step, best, score)
+            progress.show(step, math.nan, last_eval, force=True)
+        else:
+            progress.show(step, math.nan, last_eval)
+        done = step >= settings.total_steps or settings.reached_target(last_eval)
+        if _crossed(step, prev, settings.checkpoint_every) or done:
+            run.save(snapshot())
+        if done:
+            break
+
+    run.logger.flush()
+    return {
+        "eval/return": last_eval,
+        "eval/best_return": best.get("eval/return", math.nan),
+        "eval/normalized_score": score(last_eval) if score is not None else math.nan,
+        "eval/best_normalized_score": best.get("eval/normalized_score", math.nan),
     }

@@ -120,7 +120,9 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    for file, key in (("eval.csv", "eval/return"), ("train.csv", "train/episode_return")):
+    pairs = [("eval.csv", "eval/return"), ("train.csv", "train/episode_return")]
+    pairs += [("train.csv", "train/critic_loss")] if algo != "ppo" else [("train.csv", "train/value_loss")]
+    for file, key in pairs:
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
 
 

@@ -1,0 +1,384 @@
+"""Record a Minari dataset from a policy, or export a training run's replay buffer.
+
+    python -m offline.collect env=Hopper policy=random steps=10000 dataset_id=local/hopper/random-v0
+    python -m offline.collect env=Hopper policy=runs/sac/hopper/<time> steps=1000000 \\
+        dataset_id=local/hopper/medium-v0 [seed=0] [noise=0.1]
+    python -m offline.collect policy=replay:runs/sac/hopper/<time> dataset_id=local/hopper/medium-replay-v0
+    python -m offline.collect recipe env=Hopper ...      # D4RL-like datasets, see offline/recipe.py
+
+``policy`` is ``random`` (uniform actions), a run directory or checkpoint file (its
+deterministic policy via ``rlcore.checkpoint.load_policy``, plus optional Gaussian
+``noise``), or ``replay:<run dir>`` (the transitions in that run's checkpointed replay
+buffer). Optional keys: ``seed``, ``noise`` (std as a fraction of the action half-range),
+``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
+both together). The dataset is written with ``minari.create_dataset_from_buffers`` under
+``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
+step budget, is stored as truncated.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.make import resolve_env_id
+from offline.datasets import DatasetError
+
+USAGE = (
+    "usage: python -m offline.collect env=<env> policy=<run dir | random | replay:<run dir>> "
+    "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [noise=0.0] [max_episode_steps=<n>] "
+    "[ref_min_score=<x> ref_max_score=<y>]\n"
+    "       python -m offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
+)
+KEYS = {
+    "env",
+    "policy",
+    "steps",
+    "dataset_id",
+    "seed",
+    "noise",
+    "max_episode_steps",
+    "ref_min_score",
+    "ref_max_score",
+}
+
+
+class UsageError(ValueError):
+    """A bad command line: the message says what is wrong and shows the usage."""
+
+
+@dataclass
+class Episode:
+    """One episode: T+1 observations, T actions / rewards / terminations / truncations."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+
+def parse_args(argv: Sequence[str], keys: set[str], required: Sequence[str]) -> dict[str, str]:
+    """``key=value`` tokens -> dict; unknown, repeated or missing keys raise UsageError."""
+    args: dict[str, str] = {}
+    for token in argv:
+        key, sep, value = token.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected key=value, got '{token}'")
+        if key not in keys:
+            raise UsageError(f"unknown key '{key}'; valid keys: {', '.join(sorted(keys))}")
+        if key in args:
+            raise UsageError(f"'{key}' given twice")
+        args[key] = value
+    missing = [k for k in required if k not in args]
+    if missing:
+        raise UsageError(f"missing {', '.join(missing)}")
+    return args
+
+
+def number_arg(args: dict[str, str], key: str, kind: type, default: Any = None) -> Any:
+    if key not in args:
+        return default
+    try:
+        return kind(args[key])
+    except ValueError:
+        raise UsageError(f"{key} must be a{'n integer' if kind is int else ' number'}") from None
+
+
+def rollout(
+    env: gym.Env,
+    policy: Callable[[np.ndarray], np.ndarray] | None,
+    steps: int,
+    seed: int = 0,
+    noise: float = 0.0,
+) -> list[Episode]:
+    """Run ``policy`` (None: uniform random actions) for exactly ``steps`` env steps.
+
+    Gaussian ``noise`` (std = noise x half the action range) is added to policy actions;
+    actions are clipped to the action box and stored as executed.
+    """
+    rng = np.random.default_rng(seed)
+    low, high = env.action_space.low, env.action_space.high
+    env.action_space.seed(seed)
+    episodes: list[Episode] = []
+    obs, _ = env.reset(seed=seed)
+    trace: dict[str, list] = {"obs": [obs], "act": [], "rew": [], "term": [], "trunc": []}
+    for step in range(steps):
+        if policy is None:
+            action = rng.uniform(low, high)
+        else:
+            action = np.asarray(policy(obs), dtype=np.float64)
+            if noise > 0:
+                action = action + rng.normal(0.0, noise * (high - low) / 2.0)
+        action = np.clip(action, low, high).astype(np.float32)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        last = step == steps - 1
+        for key, value in (
+            ("obs", obs),
+            ("act", action),
+            ("rew", float(reward)),
+            ("term", bool(terminated)),
+            ("trunc", bool(truncated) or (last and not terminated)),
+        ):
+            trace[key].append(value)
+        if terminated or truncated or last:
+            episodes.append(
+                Episode(
+                    np.asarray(trace["obs"], dtype=np.float32),
+                    np.asarray(trace["act"], dtype=np.float32),
+                    np.asarray(trace["rew"], dtype=np.float64),
+                    np.asarray(trace["term"]),
+                    np.asarray(trace["trunc"]),
+                )
+            )
+            if not last:
+                obs, _ = env.reset()
+                trace = {"obs": [obs], "act": [], "rew": [], "term": [], "trunc": []}
+    return episodes
+
+
+def replay_episodes(state: dict[str, Any]) -> list[Episode]:
+    """Episodes stored in a checkpoint's replay buffer (``load_checkpoint(run)``).
+
+    The transition of env i at vector step t was the write number g = t * num_envs + i,
+    at row g % capacity; the buffer holds the last ``size`` writes in ring order. Each
+    env's stream is split at terminated | truncated; an episode cut by the buffer's end
+    is stored as truncated (and the oldest one may start mid-episode once the ring wrapped).
+    """
+    loop = state.get("loop", {})
+    if "buffer" not in loop:
+        raise DatasetError(
+            "this checkpoint holds no replay buffer (agent-only snapshot or on-policy run); "
+            "pass the run directory of an off-policy run (its checkpoints/latest.pt)"
+        )
+    if state.get("obs_normalizer") is not None:
+        raise DatasetError(
+            "the run normalised observations, so its buffer holds normalised (drifting) "
+            "observations that cannot be exported as raw data"
+        )
+    if state["config"].get("algo", {}).get("normalize_reward"):
+        raise DatasetError("the run normalised rewards; its buffer holds scaled rewards")
+    buffer = loop["buffer"]
+    size, pos, capacity = int(buffer["size"]), int(buffer["pos"]), int(buffer["capacity"])
+    if size < capacity and pos != size:
+        raise DatasetError(f"inconsistent replay buffer: size {size}, pos {pos}, cap {capacity}")
+    num_envs = int(state["config"]["env"]["num_envs"])
+    written = int(loop["counters"]["step"])
+    data = {k: v.cpu().numpy() for k, v in buffer["data"].items()}
+    order = np.arange(size) if size < capacity else np.r_[pos:capacity, 0:pos]
+    env_of_row = (written - size + np.arange(size)) % num_envs
+    episodes: list[Episode] = []
+    for env_index in range(num_envs):
+        rows = order[env_of_row == env_index]
+        done = (data["terminated"][rows] > 0) | (data["truncated"][rows] > 0)
+        cuts = np.flatnonzero(done) + 1
+        for chunk in np.split(rows, cuts):
+            if len(chunk) == 0:
+                continue
+            obs, next_obs = data["obs"][chunk], data["next_obs"][chunk]
+            if not np.array_equal(next_obs[:-1], obs[1:]):
+                raise DatasetError(
+                    "replay buffer rows do not chain (next_obs != following obs) for env "
+                    f"{env_index}: the buffer layout is not the one rlcore writes"
+                )
+            terminated = data["terminated"][chunk] > 0
+            truncated = data["truncated"][chunk] > 0
+            truncated[-1] |= not (terminated[-1] or truncated[-1])
+            episodes.append(
+                Episode(
+                    np.concatenate([obs, next_obs[-1:]]).astype(np.float32),
+                    data["action"][chunk].astype(np.float32),
+                    data["reward"][chunk].astype(np.float64),
+                    terminated,
+                    truncated,
+                )
+            )
+    return episodes
+
+
+def check_new_dataset_id(dataset_id: str) -> Path:
+    """Fail before any work when the id is malformed or already taken; returns its path."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    try:
+        parse_dataset_id(dataset_id)
+    except ValueError as error:
+        raise UsageError(
+            f"dataset_id '{dataset_id}' is not of the form namespace/name-vN "
+            "(e.g. local/hopper/medium-v0)"
+        ) from error
+    path = get_dataset_path(dataset_id)
+    if path.exists():
+        raise UsageError(
+            f"dataset {dataset_id} already exists at {path}: pick another name or version, "
+            f"or delete it (minari delete {dataset_id})"
+        )
+    return path
+
+
+def write_dataset(
+    dataset_id: str,
+    episodes: Sequence[Episode],
+    env: gym.Env,
+    algorithm_name: str,
+    description: str,
+    ref_min_score: float | None = None,
+    ref_max_score: float | None = None,
+) -> Path:
+    """Store ``episodes`` as a Minari dataset (HDF5); reference scores only when given."""
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    if (ref_min_score is None) != (ref_max_score is None):
+        raise UsageError("give ref_min_score and ref_max_score together (or neither)")
+    check_new_dataset_id(dataset_id)
+    buffers = [
+        EpisodeBuffer(
+            id=index,
+            observations=ep.observations,
+            actions=ep.actions,
+            rewards=ep.rewards,
+            terminations=ep.terminations,
+            truncations=ep.truncations,
+        )
+        for index, ep in enumerate(episodes)
+    ]
+    refs = {}
+    if ref_min_score is not None:
+        refs = {"ref_min_score": float(ref_min_score), "ref_max_score": float(ref_max_score)}
+    with warnings.catch_warnings():  # minari warns about every optional metadata field
+        warnings.simplefilter("ignore", UserWarning)
+        dataset = minari.create_dataset_from_buffers(
+            dataset_id,
+            buffers,
+            env=env,
+            algorithm_name=algorithm_name,
+            author="rlcore offline.collect",
+            description=description,
+            **refs,
+        )
+    return Path(dataset.storage.data_path).parent
+
+
+def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Episodes, steps and mean / min / max undiscounted return."""
+    returns = np.array([float(ep.rewards.sum()) for ep in episodes])
+    return {
+        "episodes": len(episodes),
+        "steps": int(sum(len(ep) for ep in episodes)),
+        "mean_return": float(returns.mean()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+    }
+
+
+def collect(
+    env: str | None,
+    policy: str,
+    dataset_id: str,
+    steps: int | None = None,
+    seed: int = 0,
+    noise: float = 0.0,
+    max_episode_steps: int | None = None,
+    ref_min_score: float | None = None,
+    ref_max_score: float | None = None,
+) -> dict[str, Any]:
+    """Record (or export) one Minari dataset; returns the summary it prints."""
+    from rlcore.checkpoint import load_checkpoint, load_policy
+
+    check_new_dataset_id(dataset_id)
+    if (ref_min_score is None) != (ref_max_score is None):
+        raise UsageError("give ref_min_score and ref_max_score together (or neither)")
+    make_kwargs: dict[str, Any] = {}
+    if policy.startswith("replay:"):
+        run = policy.removeprefix("replay:")
+        if steps is not None:
+            raise UsageError("steps= does not apply to replay: (the whole buffer is exported)")
+        state = load_checkpoint(run)
+        run_env = resolve_env_id(state["config"]["env"]["id"])
+        if env is not None and resolve_env_id(env) != run_env:
+            raise UsageError(f"env={env} but the run {run} was trained on {run_env}")
+        env_id = run_env
+        make_kwargs = dict(state["config"]["env"].get("kwargs") or {})
+        if state["config"]["env"].get("max_episode_steps") is not None:
+            make_kwargs["max_episode_steps"] = state["config"]["env"]["max_episode_steps"]
+        episodes = replay_episodes(state)
+        algorithm = f"replay buffer of {state['algo']} run {run}"
+    else:
+        if env is None:
+            raise UsageError("env=<env> is required unless policy=replay:<run dir>")
+        if steps is None or steps < 1:
+            raise UsageError("steps=<n> (n >= 1) is required to record from a policy")
+        if noise < 0:
+            raise UsageError("noise must be >= 0")
+        env_id = resolve_env_id(env)
+        if max_episode_steps is not None:
+            make_kwargs["max_episode_steps"] = max_episode_steps
+        actor = None if policy == "random" else load_policy(policy)
+        algorithm = "uniform random" if actor is None else f"deterministic policy of {policy}"
+        if actor is not None and noise > 0:
+            algorithm += f" + Gaussian noise {noise}"
+        with gym.make(env_id, **make_kwargs) as rollout_env:
+            episodes = rollout(rollout_env, actor, steps, seed=seed, noise=noise)
+    with gym.make(env_id, **make_kwargs) as env_for_spec:
+        path = write_dataset(
+            dataset_id,
+            episodes,
+            env_for_spec,
+            algorithm_name=algorithm,
+            description=f"{algorithm} on {env_id}, seed {seed} (rlcore offline.collect)",
+            ref_min_score=ref_min_score,
+            ref_max_score=ref_max_score,
+        )
+    summary = {"dataset_id": dataset_id, "env_id": env_id, "path": str(path)}
+    summary.update(summarize(episodes))
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
+    """Command line: see the module docstring; exit code 2 on a usage error."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "recipe":
+        from offline.recipe import main as recipe_main
+
+        return recipe_main(argv[1:])
+    try:
+        args = parse_args(argv, KEYS, required=("policy", "dataset_id"))
+        summary = collect(
+            env=args.get("env"),
+            policy=args["policy"],
+            dataset_id=args["dataset_id"],
+            steps=number_arg(args, "steps", int),
+            seed=number_arg(args, "seed", int, 0),
+            noise=number_arg(args, "noise", float, 0.0),
+            max_episode_steps=number_arg(args, "max_episode_steps", int),
+            ref_min_score=number_arg(args, "ref_min_score", float),
+            ref_max_score=number_arg(args, "ref_max_score", float),
+        )
+    except UsageError as error:
+        print(f"error: {error}\n{USAGE}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (DatasetError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    print(
+        f"wrote {summary['dataset_id']} ({summary['env_id']}): {summary['episodes']} episodes, "
+        f"{summary['steps']} steps, mean return {summary['mean_return']:.2f} "
+        f"(min {summary['min_return']:.2f}, max {summary['max_return']:.2f}) -> {summary['path']}"
+    )
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,583 @@
+"""Offline datasets: D4RL-format HDF5 files and Minari datasets as one tensor dataset.
+
+``load_dataset(spec)`` accepts
+
+* a D4RL-format HDF5 file (keys ``observations, actions, rewards, terminals, timeouts``,
+  ``next_observations`` optional),
+* a Minari dataset folder (``<folder>/data/main_data.hdf5`` + ``metadata.json``, or the
+  ``data`` folder itself),
+* a Minari dataset id (``local/hopper/medium-v0``, ``mujoco/hopper/medium-v0``): looked up
+  under ``$MINARI_DATASETS_PATH`` first, then downloaded with Minari; without a network
+  this fails within seconds with a message naming the fix.
+
+Every source becomes an ``OfflineDataset`` of flat float32 transitions with terminated and
+truncated kept apart, episode ids and the discounted Monte-Carlo return-to-go (Cal-QL).
+Bad files raise ``DatasetError`` (a ValueError) naming the array, the file and the fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import gymnasium as gym
+import h5py
+import numpy as np
+import torch
+
+from envs.make import UnknownEnvError, resolve_env_id
+from rlcore.buffers import ReplayBuffer
+from rlcore.types import Batch
+
+D4RL_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
+MINARI_DATA_FILE = "main_data.hdf5"
+MINARI_METADATA_FILE = "metadata.json"
+# Seconds to wait for the remote dataset host to answer before giving up (no network).
+NETWORK_PROBE_TIMEOUT_S = 3.0
+
+
+class DatasetError(ValueError):
+    """A dataset that cannot be used as it is: the message names the array, file and fix."""
+
+
+class DatasetNotAvailableError(DatasetError):
+    """A Minari dataset id that is neither stored locally nor downloadable right now."""
+
+
+@dataclass
+class OfflineDataset:
+    """Flat transitions of an offline dataset (float32 tensors on the CPU, row-aligned).
+
+    ``terminated`` / ``truncated`` are kept apart (bootstrapping stops only on
+    termination); the last row of every episode has one of them set. ``episode_id`` numbers
+    episodes 0..E-1 in row order; ``mc_return`` is the discounted return-to-go inside the
+    episode (no bootstrap past its end). ``episode_return`` holds the undiscounted return of
+    each episode as recorded, including rows dropped at load time (see ``load_dataset``).
+    """
+
+    obs: torch.Tensor  # (N, obs_dim)
+    action: torch.Tensor  # (N, act_dim)
+    reward: torch.Tensor  # (N,)
+    next_obs: torch.Tensor  # (N, obs_dim)
+    terminated: torch.Tensor  # (N,) 0/1
+    truncated: torch.Tensor  # (N,) 0/1
+    episode_id: torch.Tensor  # (N,) int64
+    mc_return: torch.Tensor  # (N,)
+    episode_return: torch.Tensor  # (E,) float64
+    gamma: float = 0.99
+    env_id: str | None = None
+    ref_min_score: float | None = None
+    ref_max_score: float | None = None
+    source: str = ""
+
+    def __len__(self) -> int:
+        return self.obs.shape[0]
+
+    @property
+    def obs_dim(self) -> int:
+        return self.obs.shape[1]
+
+    @property
+    def act_dim(self) -> int:
+        return self.action.shape[1]
+
+    @property
+    def num_episodes(self) -> int:
+        return self.episode_return.shape[0]
+
+    @property
+    def episode_starts(self) -> torch.Tensor:
+        """Bool (N,): True on the first stored row of every episode."""
+        starts = torch.ones(len(self), dtype=torch.bool)
+        starts[1:] = self.episode_id[1:] != self.episode_id[:-1]
+        return starts
+
+    def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
+        """Uniform minibatch with replacement (reproducible with a seeded ``generator``)."""
+        idx = torch.randint(0, len(self), (batch_size,), generator=generator)
+        return Batch(
+            obs=self.obs[idx],
+            action=self.action[idx],
+            reward=self.reward[idx],
+            next_obs=self.next_obs[idx],
+            terminated=self.terminated[idx],
+            truncated=self.truncated[idx],
+            mc_return=self.mc_return[idx],
+        )
+
+    def episode_returns(self) -> np.ndarray:
+        """Undiscounted return of every episode (float64, in episode order)."""
+        return self.episode_return.numpy().copy()
+
+    def to(self, device: torch.device | str) -> OfflineDataset:
+        """Copy with every tensor moved to ``device`` (e.g. to sample on the GPU)."""
+        moved = {
+            f.name: getattr(self, f.name).to(device)
+            for f in dataclasses.fields(self)
+            if isinstance(getattr(self, f.name), torch.Tensor)
+        }
+        return dataclasses.replace(self, **moved)
+
+    def to_replay_buffer(
+        self, capacity: int | None = None, device: torch.device | str = "cpu", seed: int = 0
+    ) -> ReplayBuffer:
+        """A ``ReplayBuffer`` (one env) holding every transition, ready for online
+        fine-tuning: rows are copied directly; the write pointer sits after the data.
+        ``mc_return`` is not carried (the buffer has no such field)."""
+        n = len(self)
+        capacity = n if capacity is None else int(capacity)
+        if capacity < n:
+            raise ValueError(
+                f"capacity {capacity} is smaller than the dataset ({n} transitions from "
+                f"{self.source}); pass capacity >= {n}"
+            )
+        buffer = ReplayBuffer(
+            capacity, (self.obs_dim,), (self.act_dim,), num_envs=1, device=device, seed=seed
+        )
+        for name in ReplayBuffer.FIELDS:
+            getattr(buffer, name)[:n] = getattr(self, name).to(buffer.device)
+        buffer.pos, buffer.size = n % capacity, n
+        return buffer
+
+    def check_env(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        """Raise ValueError naming both shapes when the dataset does not fit the env."""
+        env_obs, env_act = gym.spaces.flatdim(observation_space), gym.spaces.flatdim(action_space)
+        if (env_obs, env_act) != (self.obs_dim, self.act_dim):
+            raise ValueError(
+                f"dataset {self.source} does not match the environment: dataset observation "
+                f"shape ({self.obs_dim},) and action shape ({self.act_dim},), env observation "
+                f"shape {observation_space.shape} and action shape {action_space.shape}. "
+                "Load the dataset recorded on this environment (or pass the matching env)."
+            )
+
+
+def returns_to_go(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float) -> np.ndarray:
+    """Discounted return-to-go of every row; the sum restarts after each ``episode_ends`` row
+    (no bootstrap past an episode's end, whether it terminated or was truncated)."""
+    out = np.empty(len(rewards), dtype=np.float64)
+    running = 0.0
+    ends = episode_ends.tolist()
+    rews = np.asarray(rewards, dtype=np.float64).tolist()
+    for i in range(len(rews) - 1, -1, -1):
+        if ends[i]:
+            running = 0.0
+        running = rews[i] + gamma * running
+        out[i] = running
+    return out
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_finite(name: str, array: np.ndarray, source: str, row_offset: int = 0) -> None:
+    if np.issubdtype(array.dtype, np.floating):
+        bad = ~np.isfinite(array)
+        if bad.any():
+            row = int(np.argwhere(bad)[0][0])
+            value = array[row] if array.ndim == 1 else array[row][bad[row]][0]
+            raise DatasetError(
+                f"'{name}' in {source} holds a non-finite value ({value}) at row "
+                f"{row + row_offset}; clean or regenerate the dataset"
+            )
+
+
+def _check_lengths(arrays: dict[str, np.ndarray], source: str, what: str = "") -> None:
+    lengths = {name: len(a) for name, a in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        listing = ", ".join(f"{k}={v}" for k, v in lengths.items())
+        raise DatasetError(f"arrays of {source}{what} differ in length: {listing}")
+
+
+def _as_rows(name: str, array: np.ndarray, ndim: int, source: str) -> np.ndarray:
+    """Check the dimensionality: scalars per row may come as (N,) or (N, 1)."""
+    if ndim == 1 and array.ndim == 2 and array.shape[1] == 1:
+        array = array[:, 0]
+    if array.ndim != ndim:
+        expected = "(N,)" if ndim == 1 else "(N, dim)"
+        raise DatasetError(f"'{name}' in {source} has shape {array.shape}; expected {expected}")
+    return array
+
+
+# ----------------------------------------------------------------------------- assembly
+
+
+def _assemble(
+    rows: dict[str, np.ndarray],
+    episode_ends: np.ndarray,
+    keep: np.ndarray | None,
+    gamma: float,
+    source: str,
+    env_id: str | None,
+    ref_min_score: float | None,
+    ref_max_score: float | None,
+) -> OfflineDataset:
+    """Episode ids, returns-to-go and episode returns on the full rows, then drop rows."""
+    reward = rows["reward"].astype(np.float64)
+    episode = np.concatenate([[0], np.cumsum(episode_ends[:-1])]).astype(np.int64)
+    mc_return = returns_to_go(reward, episode_ends, gamma)
+    episode_return = np.bincount(episode, weights=reward, minlength=int(episode[-1]) + 1)
+    if keep is not None:
+        rows = {k: v[keep] for k, v in rows.items()}
+        mc_return, episode = mc_return[keep], episode[keep]
+        kept_episodes, episode = np.unique(episode, return_inverse=True)
+        episode_return = episode_return[kept_episodes]
+    if len(episode) == 0:
+        raise DatasetError(f"{source} holds no usable transition")
+    # every stored episode ends in terminated or truncated (a cut episode is truncated)
+    last = np.append(episode[1:] != episode[:-1], True)
+    truncated = rows["truncated"].astype(bool) | (last & ~rows["terminated"].astype(bool))
+    rows = {**rows, "truncated": truncated}
+
+    def f32(x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(x, dtype=np.float32))
+
+    return OfflineDataset(
+        obs=f32(rows["obs"]),
+        action=f32(rows["action"]),
+        reward=f32(rows["reward"]),
+        next_obs=f32(rows["next_obs"]),
+        terminated=f32(rows["terminated"]),
+        truncated=f32(rows["truncated"]),
+        episode_id=torch.as_tensor(episode, dtype=torch.int64),
+        mc_return=f32(mc_return),
+        episode_return=torch.as_tensor(episode_return, dtype=torch.float64),
+        gamma=float(gamma),
+        env_id=env_id,
+        ref_min_score=None if ref_min_score is None else float(ref_min_score),
+        ref_max_score=None if ref_max_score is None else float(ref_max_score),
+        source=source,
+    )
+
+
+# ----------------------------------------------------------------------------- D4RL HDF5
+
+
+def load_d4rl_hdf5(
+    path: str | Path, gamma: float = 0.99, env_id: str | None = None
+) -> OfflineDataset:
+    """Load a D4RL-format HDF5 file.
+
+    Episodes end where ``terminals`` or ``timeouts`` is set (and at the end of the file).
+    With ``next_observations`` every row is kept. Without it, ``next_obs`` is the
+    following row, and rows with no successor in their episode (timeouts, the file's last
+    row) are dropped, as in D4RL's ``qlearning_dataset``; a terminal row keeps D4RL's
+    ``next_obs`` (the following row; a terminal is never bootstrapped from). Departure: a
+    row that is both terminal and timeout is kept as terminated (D4RL drops it and loses
+    the termination). Either way, the last stored row of an episode that did not
+    terminate gets ``truncated = 1``, so episode boundaries stay visible. ``mc_return``
+    and ``episode_return`` are computed on the full episodes, before rows are dropped.
+    """
+    path = Path(path)
+    source = str(path)
+    with h5py.File(path, "r") as f:
+        missing = [k for k in D4RL_KEYS if k not in f]
+        if missing:
+            raise DatasetError(
+                f"{source} is missing key(s) {missing} of the D4RL format "
+                f"(needs {list(D4RL_KEYS)}, optional 'next_observations'; has {sorted(f.keys())})"
+            )
+        data = {k: np.asarray(f[k][()]) for k in D4RL_KEYS}
+        if "next_observations" in f:
+            data["next_observations"] = np.asarray(f["next_observations"][()])
+    _check_lengths(data, source)
+    for name in ("observations", "actions", "next_observations"):
+        if name in data:
+            data[name] = _as_rows(name, data[name], 2, source)
+    for name in ("rewards", "terminals", "timeouts"):
+        data[name] = _as_rows(name, data[name], 1, source)
+    if (
+        "next_observations" in data
+        and data["next_observations"].shape != data["observations"].shape
+    ):
+        raise DatasetError(
+            f"'next_observations' in {source} has shape {data['next_observations'].shape}, "
+            f"'observations' has {data['observations'].shape}"
+        )
+    for name, array in data.items():
+        _check_finite(name, array, source)
+    n = len(data["rewards"])
+    if n == 0:
+        raise DatasetError(f"{source} holds no transition")
+
+    terminals = data["terminals"].astype(bool)
+    timeouts = data["timeouts"].astype(bool)
+    ends = terminals | timeouts
+    ends[-1] = True  # the file's end closes the last episode
+    obs = data["observations"]
+    if "next_observations" in data:
+        next_obs, keep, truncated = data["next_observations"], None, timeouts
+    else:
+        next_obs = np.concatenate([obs[1:], obs[-1:]])
+        keep = terminals | ~ends
+        keep[-1] = False  # no successor row, even when terminal (as D4RL)
+        truncated = timeouts  # kept timeout rows are terminal ones; see the docstring
+    rows = {
+        "obs": obs,
+        "action": data["actions"],
+        "reward": data["rewards"],
+        "next_obs": next_obs,
+        "terminated": terminals,
+        "truncated": truncated,
+    }
+    return _assemble(rows, ends, keep, gamma, source, env_id, None, None)
+
+
+# ----------------------------------------------------------------------------- Minari
+
+
+def _flatten(name: str, value: Any, space: gym.Space, source: str) -> np.ndarray:
+    """Box -> (T, prod(shape)); Dict of Boxes -> concatenation in the space's key order
+    (the order of ``gymnasium.spaces.flatten``)."""
+    if isinstance(space, gym.spaces.Dict):
+        parts = [_flatten(f"{name}/{k}", value[k], s, source) for k, s in space.spaces.items()]
+        return np.concatenate(parts, axis=1)
+    if isinstance(space, gym.spaces.Box):
+        array = np.asarray(value)
+        return array.reshape(len(array), -1)
+    raise DatasetError(
+        f"{source}: {name} use a {type(space).__name__} space; only Box (and Dict of Box) "
+        "spaces are supported"
+    )
+
+
+def _episodes_with_minari(data_dir: Path) -> tuple[list[dict], dict, gym.Space, gym.Space]:
+    from minari import MinariDataset
+
+    dataset = MinariDataset(data_dir)
+    episodes = [
+        {
+            "observations": ep.observations,
+            "actions": ep.actions,
+            "rewards": ep.rewards,
+            "terminations": ep.terminations,
+            "truncations": ep.truncations,
+        }
+        for ep in dataset.iterate_episodes()
+    ]
+    metadata = dict(dataset.storage.metadata)
+    spec = dataset.spec.env_spec
+    metadata["env_id"] = spec.id if spec is not None else None
+    return episodes, metadata, dataset.observation_space, dataset.action_space
+
+
+def _episodes_from_hdf5(data_dir: Path) -> tuple[list[dict], dict, None, None]:
+    """Read Minari's HDF5 layout directly (when minari cannot be imported): Box spaces."""
+    metadata = json.loads((data_dir / MINARI_METADATA_FILE).read_text())
+    env_spec = metadata.get("env_spec")
+    metadata["env_id"] = json.loads(env_spec).get("id") if env_spec else None
+    episodes = []
+    with h5py.File(data_dir / MINARI_DATA_FILE, "r") as f:
+        names = sorted(f.keys(), key=lambda k: int(k.rsplit("_", 1)[1]))
+        for name in names:
+            group = f[name]
+            episode = {}
+            for key in ("observations", "actions", "rewards", "terminations", "truncations"):
+                if key not in group:
+                    raise DatasetError(f"{data_dir / MINARI_DATA_FILE}: {name} has no '{key}'")
+                if not isinstance(group[key], h5py.Dataset):
+                    raise DatasetError(
+                        f"{data_dir}: '{key}' is a nested space; install minari to load it"
+                    )
+                episode[key] = group[key][()]
+            episodes.append(episode)
+    return episodes, metadata, None, None
+
+
+def _minari_data_dir(folder: Path) -> Path:
+    for candidate in (folder / "data", folder):
+        if (candidate / MINARI_DATA_FILE).is_file() and (
+            candidate / MINARI_METADATA_FILE
+        ).is_file():
+            return candidate
+    raise DatasetError(
+        f"{folder} is not a Minari dataset folder: expected data/{MINARI_DATA_FILE} and "
+        f"data/{MINARI_METADATA_FILE} inside it"
+    )
+
+
+def load_minari_folder(
+    folder: str | Path, gamma: float = 0.99, env_id: str | None = None, source: str | None = None
+) -> OfflineDataset:
+    """Load a Minari dataset folder with Minari's own classes (or, when minari is not
+    installed, by reading its HDF5 episodes directly). Episodes store T+1 observations
+    and T actions/rewards/terminations/truncations; an episode whose last step has
+    neither flag is treated as truncated."""
+    data_dir = _minari_data_dir(Path(folder))
+    source = source or str(folder)
+    try:
+        episodes, metadata, obs_space, act_space = _episodes_with_minari(data_dir)
+    except ImportError:
+        episodes, metadata, obs_space, act_space = _episodes_from_hdf5(data_dir)
+    if not episodes:
+        raise DatasetError(f"{source} holds no episode")
+
+    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward")}
+    parts.update({k: [] for k in ("next_obs", "terminated", "truncated", "ends")})
+    offset = 0
+    for index, ep in enumerate(episodes):
+        where = f" (episode {index})"
+        if obs_space is not None:
+            observations = _flatten("observations", ep["observations"], obs_space, source)
+            actions = _flatten("actions", ep["actions"], act_space, source)
+        else:
+            observations = _as_rows("observations", np.asarray(ep["observations"]), 2, source)
+            actions = _as_rows("actions", np.asarray(ep["actions"]), 2, source)
+        steps = {
+            "actions": actions,
+            "rewards": _as_rows("rewards", np.asarray(ep["rewards"]), 1, source),
+            "terminations": _as_rows("terminations", np.asarray(ep["terminations"]), 1, source),
+            "truncations": _as_rows("truncations", np.asarray(ep["truncations"]), 1, source),
+        }
+        _check_lengths({"observations[1:]": observations[1:], **steps}, source, where)
+        for name, array in {"observations": observations, **steps}.items():
+            _check_finite(f"{name}{where}", array, source, row_offset=offset)
+        length = len(steps["rewards"])
+        if length == 0:
+            continue
+        terminated = steps["terminations"].astype(bool)
+        truncated = steps["truncations"].astype(bool)
+        ends = np.zeros(length, dtype=bool)
+        ends[-1] = True
+        for key, value in (
+            ("obs", observations[:-1]),
+            ("action", actions),
+            ("reward", steps["rewards"]),
+            ("next_obs", observations[1:]),
+            ("terminated", terminated),
+            ("truncated", truncated),
+            ("ends", ends),
+        ):
+            parts[key].append(value)
+        offset += length
+    if not parts["ends"]:
+        raise DatasetError(f"{source} holds no transition")
+    rows = {k: np.concatenate(v) for k, v in parts.items()}
+    ends = rows.pop("ends")
+    return _assemble(
+        rows,
+        ends,
+        None,
+        gamma,
+        source,
+        env_id or metadata.get("env_id"),
+        metadata.get("ref_min_score"),
+        metadata.get("ref_max_score"),
+    )
+
+
+# ----------------------------------------------------------------------------- remote ids
+
+
+def _offline_mode() -> bool:
+    value = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("MINARI_OFFLINE") or ""
+    return value.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def _remote_host() -> tuple[str, int]:
+    """Host to probe before a download: the HTTPS proxy if one is set, else the remote."""
+    proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+    if proxy:
+        parsed = urlparse(proxy if "://" in proxy else f"http://{proxy}")
+        return parsed.hostname or "", parsed.port or 80
+    remote = os.environ.get("MINARI_REMOTE", "hf://farama-minari")
+    if remote.startswith("gcp://"):
+        return "storage.googleapis.com", 443
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    return urlparse(endpoint).hostname or "huggingface.co", 443
+
+
+def _reachable(host: str, port: int, timeout: float) -> bool:
+    """TCP connect in a daemon thread, so a hanging DNS lookup cannot block us."""
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
+
+
+def _download_minari(dataset_id: str, datasets_root: Path) -> None:
+    """Minari's real download, failing within seconds without a network."""
+    env = "<env>"
+    parts = dataset_id.split("/")
+    if len(parts) >= 3:  # namespace/<env>/<name>-vN, e.g. mujoco/hopper/medium-v0
+        with contextlib.suppress(UnknownEnvError):
+            env = resolve_env_id(parts[-2])
+    hint = (
+        f"dataset {dataset_id} is not available offline: create it with "
+        f"`python -m offline.collect env={env} policy=<run dir|random> steps=<n> "
+        f"dataset_id={dataset_id}` or copy its folder into $MINARI_DATASETS_PATH "
+        f"({datasets_root}/{dataset_id})"
+    )
+    start = time.monotonic()
+    if not _offline_mode():
+        host, port = _remote_host()
+        if not _reachable(host, port, NETWORK_PROBE_TIMEOUT_S):
+            raise DatasetNotAvailableError(f"{hint}. The remote ({host}) cannot be reached.")
+    try:
+        import minari
+
+        minari.download_dataset(dataset_id)
+    except ImportError as error:
+        raise DatasetNotAvailableError(
+            f"{hint}. Downloading needs {error.name or error}: pip install 'minari[hf]'"
+        ) from error
+    except Exception as error:  # network, offline mode, unknown id: all end the same way
+        elapsed = time.monotonic() - start
+        raise DatasetNotAvailableError(
+            f"{hint}. Download failed after {elapsed:.1f}s: {type(error).__name__}: {error}"
+        ) from error
+
+
+def load_dataset(
+    spec: str | Path, gamma: float = 0.99, env_id: str | None = None
+) -> OfflineDataset:
+    """Load a D4RL HDF5 file, a Minari dataset folder, or a Minari dataset id.
+
+    ``gamma`` discounts ``mc_return``; ``env_id`` overrides (or, for D4RL files, supplies)
+    the environment the data was recorded on. Ids are looked up under
+    ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``) and downloaded when missing.
+    """
+    path = Path(spec).expanduser()
+    if path.is_file():
+        with h5py.File(path, "r") as f:
+            is_minari = any(k.startswith("episode_") for k in f) and "observations" not in f
+        if is_minari:
+            return load_minari_folder(path.parent, gamma, env_id)
+        return load_d4rl_hdf5(path, gamma, env_id)
+    if path.is_dir():
+        return load_minari_folder(path, gamma, env_id)
+    text = str(spec)
+    if path.suffix in {".hdf5", ".h5"} or text.startswith((".", "/", "~")):
+        raise FileNotFoundError(f"dataset file {text} does not exist")
+
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    try:
+        parse_dataset_id(text)
+    except ValueError as error:
+        raise DatasetError(
+            f"'{text}' is neither an existing file or folder nor a Minari dataset id "
+            "(namespace/name-vN, e.g. mujoco/hopper/medium-v0)"
+        ) from error
+    local = get_dataset_path(text)
+    if not (local / "data").is_dir():
+        _download_minari(text, get_dataset_path())
+    return load_minari_folder(local, gamma, env_id, source=text)

@@ -1,0 +1,254 @@
+"""One-command recipe for D4RL-like datasets (random / medium / medium-replay / expert /
+medium-expert) recorded with rlcore's SAC, as D4RL built its MuJoCo datasets.
+
+    python -m offline.collect recipe env=Hopper            # same as python -m offline.recipe
+    python -m offline.recipe env=HalfCheetah expert_steps=1000000 dataset_steps=1000000 \\
+        eval_every=10000 seed=0 namespace=local version=0 runs_dir=runs/recipe noise=0.0 \\
+        train.algo.batch_size=256 ...                       # train.* = rlcore.train overrides
+
+Steps (datasets are ``<namespace>/<env>/<kind>-v<version>``, e.g. ``local/hopper/medium-v0``):
+
+1. "expert" run: SAC for ``expert_steps``, evaluated and snapshotted every ``eval_every``
+   steps (``checkpoints/agent_step_<n>.pt``). The expert policy is the snapshot with the
+   best evaluation return.
+2. "medium" policy: the snapshot whose evaluation return is closest to one third of the
+   expert's (D4RL's medium = a policy early-stopped at about a third of expert return).
+3. "medium" run: the same training stopped at that step; its replay buffer (every
+   transition seen until medium level) is medium-replay. On CPU it repeats the expert
+   run's first steps exactly (rlcore runs are deterministic).
+4. random / medium / expert: ``dataset_steps`` steps each of uniform actions / the
+   deterministic medium / expert policy (plus optional Gaussian ``noise``).
+5. medium-expert: medium and expert concatenated (``minari.combine_datasets``).
+
+Every dataset stores ref_min_score (mean return of the random dataset's episodes) and
+ref_max_score (the expert's evaluation return). Cost: two SAC trainings (the second
+shorter) plus 4 x ``dataset_steps`` policy steps; about a day per env on a 2-core CPU with
+the 1M-step defaults. ``recipe.json`` in ``runs_dir`` records what was chosen.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.make import resolve_env_id
+from offline.collect import (
+    UsageError,
+    check_new_dataset_id,
+    collect,
+    number_arg,
+    rollout,
+    summarize,
+    write_dataset,
+)
+
+KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
+KEYS = {
+    "env",
+    "expert_steps",
+    "dataset_steps",
+    "eval_every",
+    "seed",
+    "namespace",
+    "version",
+    "runs_dir",
+    "noise",
+}
+USAGE = (
+    "usage: python -m offline.collect recipe env=<Hopper|HalfCheetah|Walker2d|...> "
+    "[expert_steps=1000000] [dataset_steps=1000000] [eval_every=10000] [seed=0] "
+    "[namespace=local] [version=0] [runs_dir=runs/recipe/<env>] [noise=0.0] "
+    "[train.<rlcore.train override>=<value> ...]"
+)
+
+
+def compose_config(overrides: Sequence[str]) -> Any:
+    """The composed rlcore run config for command-line style overrides."""
+    from hydra import compose, initialize_config_module
+
+    from rlcore.train import normalize_overrides
+
+    with initialize_config_module(config_module="configs", version_base="1.3"):
+        return compose("config", overrides=normalize_overrides(list(overrides)))
+
+
+def eval_returns(run_dir: str | Path) -> dict[int, float]:
+    """Evaluation return at every step that also has an agent snapshot."""
+    from rlcore.checkpoint import CHECKPOINT_DIR
+    from rlcore.logging import read_csv
+
+    run_dir = Path(run_dir)
+    snapshots = {
+        int(p.stem.rsplit("_", 1)[1]) for p in (run_dir / CHECKPOINT_DIR).glob("agent_step_*.pt")
+    }
+    returns = {
+        int(row["step"]): row["eval/return"]
+        for row in read_csv(run_dir / "eval.csv")
+        if "eval/return" in row
+    }
+    common = {step: value for step, value in returns.items() if step in snapshots}
+    if not common:
+        raise ValueError(f"{run_dir} has no evaluated agent snapshot (eval.csv + agent_step_*.pt)")
+    return common
+
+
+def snapshot_path(run_dir: str | Path, step: int) -> Path:
+    from rlcore.checkpoint import CHECKPOINT_DIR
+
+    return Path(run_dir) / CHECKPOINT_DIR / f"agent_step_{step}.pt"
+
+
+def pick_expert_and_medium(
+    returns: dict[int, float], fraction: float = 1.0 / 3.0
+) -> tuple[int, int]:
+    """(expert step, medium step): best evaluation (latest on ties), and the evaluation
+    closest to ``fraction`` of the expert's return (earliest on ties)."""
+    expert = max(returns, key=lambda s: (returns[s], s))
+    target = fraction * returns[expert]
+    medium = min(returns, key=lambda s: (abs(returns[s] - target), s))
+    return expert, medium
+
+
+def dataset_ids(env: str, namespace: str = "local", version: int = 0) -> dict[str, str]:
+    """Dataset id of every kind, e.g. ``local/hopper/medium-replay-v0``."""
+    name = resolve_env_id(env).split("-v")[0].lower()
+    return {kind: f"{namespace}/{name}/{kind}-v{version}" for kind in KINDS}
+
+
+def build_d4rl_like(
+    env: str,
+    expert_steps: int = 1_000_000,
+    dataset_steps: int = 1_000_000,
+    eval_every: int = 10_000,
+    seed: int = 0,
+    namespace: str = "local",
+    version: int = 0,
+    runs_dir: str | Path | None = None,
+    noise: float = 0.0,
+    train_overrides: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Train SAC and record the five D4RL-like datasets (see the module docstring)."""
+    import minari
+
+    from rlcore.train import train
+
+    env_id = resolve_env_id(env)
+    ids = dataset_ids(env_id, namespace, version)
+    for dataset_id in ids.values():  # fail before hours of training
+        check_new_dataset_id(dataset_id)
+    runs = Path(runs_dir or f"runs/recipe/{ids['random'].split('/')[-2]}")
+    base = [
+        "algo=sac",
+        f"env={env_id}",
+        f"seed={seed}",
+        f"eval_every={eval_every}",
+        f"checkpoint_every={eval_every}",
+        "keep_agent_snapshots=true",
+        *train_overrides,
+    ]
+    train(compose_config([*base, f"total_steps={expert_steps}"]), runs / "expert")
+    returns = eval_returns(runs / "expert")
+    expert_step, medium_step = pick_expert_and_medium(returns)
+    train(compose_config([*base, f"total_steps={medium_step}"]), runs / "medium")
+
+    with gym.make(env_id) as rollout_env:
+        random_episodes = rollout(rollout_env, None, dataset_steps, seed=seed)
+    complete = random_episodes[:-1] or random_episodes  # the last one is cut by the budget
+    refs = {
+        "ref_min_score": float(np.mean([ep.rewards.sum() for ep in complete])),
+        "ref_max_score": float(returns[expert_step]),
+    }
+    with gym.make(env_id) as spec_env:
+        write_dataset(
+            ids["random"],
+            random_episodes,
+            spec_env,
+            "uniform random",
+            f"uniform random actions on {env_id}, seed {seed} (rlcore recipe)",
+            **refs,
+        )
+    summaries = {"random": {"dataset_id": ids["random"], **summarize(random_episodes)}}
+    sources = {
+        "medium": str(snapshot_path(runs / "expert", medium_step)),
+        "expert": str(snapshot_path(runs / "expert", expert_step)),
+        "medium-replay": f"replay:{runs / 'medium'}",
+    }
+    for offset, (kind, policy) in enumerate(sources.items(), start=1):
+        replay = kind == "medium-replay"
+        summaries[kind] = collect(
+            env_id,
+            policy,
+            ids[kind],
+            steps=None if replay else dataset_steps,
+            seed=seed + offset,
+            noise=0.0 if replay else noise,
+            **refs,
+        )
+    combined = minari.combine_datasets(
+        [minari.load_dataset(ids["medium"]), minari.load_dataset(ids["expert"])],
+        ids["medium-expert"],
+    )
+    combined.storage.update_metadata(refs)
+    summaries["medium-expert"] = {
+        "dataset_id": ids["medium-expert"],
+        "episodes": combined.total_episodes,
+        "steps": combined.total_steps,
+    }
+    report = {
+        "env_id": env_id,
+        "expert_step": expert_step,
+        "expert_return": returns[expert_step],
+        "medium_step": medium_step,
+        "medium_return": returns[medium_step],
+        "eval_returns": returns,
+        **refs,
+        "datasets": summaries,
+    }
+    runs.mkdir(parents=True, exist_ok=True)
+    (runs / "recipe.json").write_text(json.dumps(report, indent=2, default=str))
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Command line for ``build_d4rl_like``; ``train.<key>=<value>`` goes to rlcore.train."""
+    from offline.collect import parse_args
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    train_overrides = [a.removeprefix("train.") for a in argv if a.startswith("train.")]
+    try:
+        args = parse_args([a for a in argv if not a.startswith("train.")], KEYS, ("env",))
+        report = build_d4rl_like(
+            env=args["env"],
+            expert_steps=number_arg(args, "expert_steps", int, 1_000_000),
+            dataset_steps=number_arg(args, "dataset_steps", int, 1_000_000),
+            eval_every=number_arg(args, "eval_every", int, 10_000),
+            seed=number_arg(args, "seed", int, 0),
+            namespace=args.get("namespace", "local"),
+            version=number_arg(args, "version", int, 0),
+            runs_dir=args.get("runs_dir"),
+            noise=number_arg(args, "noise", float, 0.0),
+            train_overrides=train_overrides,
+        )
+    except UsageError as error:
+        print(f"error: {error}\n{USAGE}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except (FileNotFoundError, ValueError) as error:  # unknown env, bad override, dataset
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    for kind, summary in report["datasets"].items():
+        print(f"{kind:>14}: {summary}")
+    print(
+        f"expert return {report['expert_return']:.1f} (step {report['expert_step']}), "
+        f"medium return {report['medium_return']:.1f} (step {report['medium_step']})"
+    )
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,534 @@
+"""offline/: D4RL HDF5 and Minari loading, returns-to-go, validation errors, collection
+(random, trained policy, replay buffer), the D4RL-like recipe, scores, offline failure."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+import gymnasium as gym
+import h5py
+import minari
+import numpy as np
+import pytest
+import torch
+from minari.data_collector import EpisodeBuffer
+
+from offline.collect import main as collect_main
+from offline.collect import replay_episodes, rollout
+from offline.datasets import (
+    DatasetError,
+    DatasetNotAvailableError,
+    load_dataset,
+    returns_to_go,
+)
+from offline.recipe import build_d4rl_like, pick_expert_and_medium
+from offline.scores import ScoreReferenceError, env_family, normalized_score
+from rlcore.buffers import ReplayBuffer
+from rlcore.checkpoint import load_checkpoint, load_policy
+from rlcore.train import train
+from tests.conftest import make_config
+
+TINY_SAC = [
+    "algo=sac",
+    "env=InvertedPendulum",
+    "total_steps=300",
+    "algo.learning_starts=100",
+    "algo.batch_size=32",
+    "algo.hidden=[32,32]",
+    "logger=quiet",
+    "eval_episodes=1",
+    "eval_envs=1",
+    "eval_every=100",
+    "checkpoint_every=100",
+    "threads=1",
+]
+
+
+@pytest.fixture(autouse=True)
+def minari_root(tmp_path, monkeypatch):
+    """Every test gets its own empty Minari dataset folder."""
+    root = tmp_path / "minari"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    return root
+
+
+@pytest.fixture(scope="module")
+def sac_run(tmp_path_factory):
+    """A tiny SAC run on InvertedPendulum (checkpoint with its replay buffer)."""
+    run_dir = tmp_path_factory.mktemp("sac_run")
+    train(make_config(*TINY_SAC), run_dir)
+    return run_dir
+
+
+# ----------------------------------------------------------------------------- D4RL HDF5
+
+# 9 rows: episode 0 = rows 0-2 (terminal at 2), episode 1 = rows 3-4 (timeout at 4),
+# episode 2 = rows 5-6 (terminal AND timeout at 6), episode 3 = rows 7-8 (cut by file end)
+TERMINALS = [0, 0, 1, 0, 0, 0, 1, 0, 0]
+TIMEOUTS = [0, 0, 0, 0, 1, 0, 1, 0, 0]
+REWARDS = np.arange(1.0, 10.0)  # row i earns i + 1
+# gamma = 0.5, by hand: row2 = 3, row1 = 2 + 3/2, row0 = 1 + 3.5/2; row4 = 5, row3 = 4 + 5/2 ...
+MC_ALL_ROWS = [2.75, 3.5, 3.0, 6.5, 5.0, 9.5, 7.0, 12.5, 9.0]
+
+
+def write_d4rl(path, next_observations=False, **replace):
+    n = len(REWARDS)
+    obs = np.stack([np.arange(n), -np.arange(n)], axis=1).astype(np.float32)  # row i -> (i, -i)
+    arrays = {
+        "observations": obs,
+        "actions": np.linspace(-1, 1, n, dtype=np.float32)[:, None],
+        "rewards": REWARDS.astype(np.float32),
+        "terminals": np.array(TERMINALS, dtype=bool),
+        "timeouts": np.array(TIMEOUTS, dtype=bool),
+    }
+    if next_observations:
+        arrays["next_observations"] = obs + 0.5
+    arrays.update(replace)
+    with h5py.File(path, "w") as f:
+        for key, value in arrays.items():
+            if value is not None:
+                f.create_dataset(key, data=value)
+    return path
+
+
+def test_d4rl_without_next_observations_drops_rows_like_qlearning_dataset(tmp_path):
+    data = load_dataset(write_d4rl(tmp_path / "d4rl.hdf5"), gamma=0.5, env_id="Hopper-v5")
+    kept = [0, 1, 2, 3, 5, 6, 7]  # row 4 (timeout) and row 8 (last row) have no successor
+    assert data.obs[:, 0].tolist() == kept
+    # next_obs is the following row, also after a terminal (D4RL; never bootstrapped)
+    assert data.next_obs[:, 0].tolist() == [1, 2, 3, 4, 6, 7, 8]
+    assert data.terminated.tolist() == [0, 0, 1, 0, 0, 1, 0]
+    # truncated: end of each stored non-terminal episode, plus the terminal+timeout row
+    assert data.truncated.tolist() == [0, 0, 0, 1, 0, 1, 1]
+    assert data.episode_id.tolist() == [0, 0, 0, 1, 2, 2, 3]
+    assert data.episode_starts.tolist() == [True, False, False, True, True, False, True]
+    # returns-to-go on the full episodes, before dropping (exact by hand)
+    assert data.mc_return.tolist() == [MC_ALL_ROWS[i] for i in kept]
+    assert data.episode_returns().tolist() == [6.0, 9.0, 13.0, 17.0]
+    assert data.reward.tolist() == [REWARDS[i] for i in kept]
+    assert data.env_id == "Hopper-v5" and data.source.endswith("d4rl.hdf5")
+    assert data.obs.dtype == torch.float32 and data.episode_id.dtype == torch.int64
+
+
+def test_d4rl_terminal_last_row_without_successor_is_dropped(tmp_path):
+    terminals = np.array([0, 1, 0, 0, 0, 0, 0, 0, 1], dtype=bool)
+    data = load_dataset(write_d4rl(tmp_path / "d4rl.hdf5", terminals=terminals), gamma=0.5)
+    assert data.obs[:, 0].tolist() == [0, 1, 2, 3, 5, 7]  # rows 4, 6 (timeouts), 8 dropped
+    assert data.terminated.tolist() == [0, 1, 0, 0, 0, 0]
+    assert data.truncated.tolist() == [0, 0, 0, 1, 1, 1]
+    assert data.episode_returns().tolist() == [3.0, 12.0, 13.0, 17.0]
+
+
+def test_d4rl_with_next_observations_keeps_every_row(tmp_path):
+    data = load_dataset(write_d4rl(tmp_path / "d4rl.hdf5", next_observations=True), gamma=0.5)
+    assert len(data) == 9
+    assert torch.equal(data.next_obs, data.obs + 0.5)
+    assert data.terminated.tolist() == TERMINALS
+    assert data.truncated.tolist() == [0, 0, 0, 0, 1, 0, 1, 0, 1]  # last episode cut by the file
+    assert data.episode_id.tolist() == [0, 0, 0, 1, 1, 2, 2, 3, 3]
+    assert data.mc_return.tolist() == MC_ALL_ROWS
+    assert data.ref_min_score is None and data.env_id is None
+
+
+def test_returns_to_go_hand_computed():
+    rewards = np.array([1.0, 2.0, 3.0, 10.0, -1.0])
+    ends = np.array([False, False, True, False, True])
+    expected = [1 + 0.99 * (2 + 0.99 * 3), 2 + 0.99 * 3, 3.0, 10 + 0.99 * -1, -1.0]
+    np.testing.assert_allclose(returns_to_go(rewards, ends, 0.99), expected, rtol=0, atol=1e-12)
+    assert returns_to_go(rewards, ends, 0.0).tolist() == rewards.tolist()
+
+
+@pytest.mark.parametrize(
+    ("replace", "words"),
+    [
+        ({"timeouts": None}, ["missing key", "'timeouts'", "d4rl.hdf5"]),
+        ({"rewards": np.ones(8, np.float32)}, ["differ in length", "rewards=8", "observations=9"]),
+        ({"observations": np.zeros(9, np.float32)}, ["'observations'", "(9,)", "(N, dim)"]),
+    ],
+    ids=["missing-key", "length-mismatch", "dimensionality"],
+)
+def test_d4rl_validation_errors(tmp_path, replace, words):
+    path = write_d4rl(tmp_path / "d4rl.hdf5", **replace)
+    with pytest.raises(DatasetError) as error:
+        load_dataset(path)
+    for word in words:
+        assert word in str(error.value)
+
+
+@pytest.mark.parametrize(("key", "row"), [("observations", 5), ("rewards", 7)])
+def test_non_finite_values_name_array_and_first_row(tmp_path, key, row):
+    arrays = {
+        "observations": np.zeros((9, 2), np.float32),
+        "rewards": REWARDS.astype(np.float32),
+    }
+    arrays[key][row] = np.nan
+    arrays[key][row + 1] = np.inf  # a later bad row is not the one reported
+    with pytest.raises(DatasetError, match=rf"'{key}' .* non-finite .* at row {row};"):
+        load_dataset(write_d4rl(tmp_path / "d4rl.hdf5", **{key: arrays[key]}))
+
+
+def test_bad_specs_give_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_dataset(tmp_path / "missing.hdf5")
+    with pytest.raises(DatasetError, match="neither an existing file or folder nor a Minari"):
+        load_dataset("not a dataset")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match="not a Minari dataset folder"):
+        load_dataset(tmp_path / "empty")
+
+
+# ----------------------------------------------------------------------------- Minari
+
+OBS_SPACE = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+ACT_SPACE = gym.spaces.Box(-3.0, 3.0, (1,), np.float32)
+
+
+def make_minari(dataset_id, lengths, ends, ref=None, env="InvertedPendulum-v5", nan_at=None):
+    """Episodes whose observations count up (row k of the whole dataset holds k)."""
+    buffers, start = [], 0
+    for index, (length, end) in enumerate(zip(lengths, ends)):
+        obs = np.repeat(np.arange(start, start + length + 1, dtype=np.float32)[:, None], 4, 1)
+        terminations = np.zeros(length, bool)
+        truncations = np.zeros(length, bool)
+        (terminations if end == "term" else truncations)[-1] = True
+        rewards = np.arange(start, start + length, dtype=np.float64)
+        if nan_at == index:
+            rewards[1] = np.nan
+        buffers.append(
+            EpisodeBuffer(
+                observations=obs,
+                actions=np.full((length, 1), 0.5, np.float32),
+                rewards=rewards,
+                terminations=terminations,
+                truncations=truncations,
+            )
+        )
+        start += length
+    refs = {} if ref is None else {"ref_min_score": ref[0], "ref_max_score": ref[1]}
+    with pytest.warns(UserWarning):  # minari warns about missing optional metadata
+        minari.create_dataset_from_buffers(
+            dataset_id,
+            buffers,
+            env=env,
+            observation_space=OBS_SPACE,
+            action_space=ACT_SPACE,
+            **refs,
+        )
+
+
+def test_minari_dataset_with_truncations_by_id_and_folder(minari_root, monkeypatch):
+    make_minari("local/pendulum/mixed-v0", [3, 2, 4], ["term", "trunc", "trunc"])
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("a local dataset must not be downloaded")
+
+    monkeypatch.setattr(minari, "download_dataset", no_download)
+    by_id = load_dataset("local/pendulum/mixed-v0", gamma=0.5)
+    by_folder = load_dataset(minari_root / "local/pendulum/mixed-v0", gamma=0.5)
+    by_file = load_dataset(minari_root / "local/pendulum/mixed-v0/data/main_data.hdf5", gamma=0.5)
+    for data in (by_id, by_folder, by_file):
+        assert len(data) == 9 and data.num_episodes == 3
+        assert data.obs[:, 0].tolist() == list(range(9))
+        # next_obs is observations[1:] of the episode (the true final obs at its end)
+        assert data.next_obs[:, 0].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+        assert data.terminated.tolist() == [0, 0, 1, 0, 0, 0, 0, 0, 0]
+        assert data.truncated.tolist() == [0, 0, 0, 0, 1, 0, 0, 0, 1]
+        assert data.episode_id.tolist() == [0, 0, 0, 1, 1, 2, 2, 2, 2]
+        assert data.episode_returns().tolist() == [3.0, 7.0, 26.0]
+        assert data.mc_return[:5].tolist() == [0 + 0.5 * (1 + 0.5 * 2), 2.0, 2.0, 3 + 0.5 * 4, 4]
+        assert data.env_id == "InvertedPendulum-v5"
+    assert by_id.source == "local/pendulum/mixed-v0"
+
+
+def test_minari_folder_without_minari_installed_reads_hdf5(minari_root, monkeypatch):
+    make_minari("local/pendulum/mixed-v0", [3, 2], ["term", "trunc"], ref=(0.0, 10.0))
+    reference = load_dataset(minari_root / "local/pendulum/mixed-v0")
+    monkeypatch.setitem(sys.modules, "minari", None)  # `import minari` raises ImportError
+    direct = load_dataset(minari_root / "local/pendulum/mixed-v0")
+    for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated", "mc_return"):
+        assert torch.equal(getattr(direct, name), getattr(reference, name)), name
+    assert (direct.env_id, direct.ref_min_score, direct.ref_max_score) == (
+        "InvertedPendulum-v5",
+        0.0,
+        10.0,
+    )
+
+
+def test_minari_nan_names_episode_and_row(minari_root):
+    make_minari("local/pendulum/bad-v0", [3, 4], ["term", "trunc"], nan_at=1)
+    with pytest.raises(DatasetError, match=r"'rewards \(episode 1\)'.* at row 4;"):
+        load_dataset("local/pendulum/bad-v0")
+
+
+def test_minari_dict_observations_are_flattened_in_space_order(minari_root):
+    space = gym.spaces.Dict(
+        {"b": gym.spaces.Box(-1, 1, (2,), np.float32), "a": gym.spaces.Box(-1, 1, (1,))}
+    )
+    obs = {"a": np.full((3, 1), 7.0, np.float32), "b": np.array([[1, 2], [3, 4], [5, 6]], "f4")}
+    episode = EpisodeBuffer(
+        observations=obs,
+        actions=np.zeros((2, 1), np.float32),
+        rewards=np.ones(2),
+        terminations=np.array([False, True]),
+        truncations=np.zeros(2, bool),
+    )
+    with pytest.warns(UserWarning):
+        minari.create_dataset_from_buffers(
+            "local/dict/obs-v0", [episode], observation_space=space, action_space=ACT_SPACE
+        )
+    data = load_dataset("local/dict/obs-v0")
+    expected = gym.spaces.flatten(space, {"a": obs["a"][0], "b": obs["b"][0]})
+    assert data.obs[0].tolist() == expected.tolist()
+    assert (
+        data.next_obs[1].tolist()
+        == gym.spaces.flatten(space, {"a": obs["a"][2], "b": obs["b"][2]}).tolist()
+    )
+    data.check_env(space, ACT_SPACE)  # flat dims agree: no error
+
+
+# ----------------------------------------------------------------------------- dataset API
+
+
+def test_sample_replay_buffer_and_env_check(tmp_path):
+    data = load_dataset(write_d4rl(tmp_path / "d4rl.hdf5", next_observations=True), gamma=0.5)
+    batch = data.sample(16, torch.Generator().manual_seed(3))
+    idx = torch.randint(0, len(data), (16,), generator=torch.Generator().manual_seed(3))
+    assert torch.equal(batch.obs, data.obs[idx]) and torch.equal(batch.next_obs, data.next_obs[idx])
+    assert torch.equal(batch.mc_return, data.mc_return[idx])
+    assert torch.equal(batch.terminated, data.terminated[idx])
+    assert torch.equal(batch.truncated, data.truncated[idx])
+
+    buffer = data.to_replay_buffer(capacity=20)
+    assert isinstance(buffer, ReplayBuffer) and (buffer.size, buffer.pos) == (9, 9)
+    for name in ReplayBuffer.FIELDS:
+        assert torch.equal(getattr(buffer, name)[:9], getattr(data, name)), name
+    assert len(buffer.sample(4)) == 4
+    assert data.to_replay_buffer().pos == 0  # exactly full
+    with pytest.raises(ValueError, match="capacity 5 is smaller than the dataset"):
+        data.to_replay_buffer(capacity=5)
+
+    data.check_env(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Box(-1, 1, (1,)))
+    hopper = gym.make("Hopper-v5")
+    with pytest.raises(ValueError) as error:
+        data.check_env(hopper.observation_space, hopper.action_space)
+    hopper.close()
+    for text in ("does not match", "(2,)", "(1,)", "(11,)", "(3,)"):
+        assert text in str(error.value)
+
+
+# ----------------------------------------------------------------------------- collect
+
+
+def test_collect_random_round_trip(capsys):
+    argv = ["env=InvertedPendulum", "policy=random", "steps=300", "dataset_id=local/ip/random-v0"]
+    summary = collect_main(argv)
+    assert "wrote local/ip/random-v0" in capsys.readouterr().out
+    data = load_dataset("local/ip/random-v0")
+    with gym.make("InvertedPendulum-v5") as env:
+        episodes = rollout(env, None, 300, seed=0)  # same seed: the same episodes
+    assert len(data) == summary["steps"] == 300
+    assert data.num_episodes == summary["episodes"] == len(episodes) > 1
+    np.testing.assert_allclose(data.episode_returns(), [ep.rewards.sum() for ep in episodes])
+    assert data.obs[0].tolist() == episodes[0].observations[0].tolist()
+    assert data.truncated[-1] == 1  # the step budget cut the last episode
+    assert data.terminated.sum() == sum(int(ep.terminations[-1]) for ep in episodes)
+    low, high = data.action.min(), data.action.max()
+    assert -3.0 <= low < -2.0 and 2.0 < high <= 3.0  # uniform over the whole box
+
+
+def test_collect_from_policy_run(sac_run):
+    collect_main([f"policy={sac_run}", "env=InvertedPendulum", "steps=200", "dataset_id=l/p/a-v0"])
+    data = load_dataset("l/p/a-v0")
+    policy = load_policy(sac_run)
+    assert len(data) == 200
+    np.testing.assert_allclose(data.action.numpy(), policy(data.obs.numpy()), atol=1e-6)
+    collect_main(
+        [f"policy={sac_run}", "env=InvertedPendulum", "steps=200", "dataset_id=l/p/b-v0"]
+        + ["noise=0.5", "seed=1"]
+    )
+    noisy = load_dataset("l/p/b-v0")
+    gap = (noisy.action - torch.as_tensor(policy(noisy.obs.numpy()))).abs()
+    assert gap.max() > 0.05 and noisy.action.abs().max() <= 3.0
+
+
+def test_collect_from_replay_buffer(sac_run):
+    summary = collect_main([f"policy=replay:{sac_run}", "dataset_id=local/ip/replay-v0"])
+    buffer = load_checkpoint(sac_run)["loop"]["buffer"]
+    data = load_dataset("local/ip/replay-v0")
+    assert len(data) == summary["steps"] == buffer["size"] == 300
+    assert torch.equal(data.obs, buffer["data"]["obs"])  # one env, no wrap: same order
+    assert torch.equal(data.next_obs, buffer["data"]["next_obs"])
+    assert torch.equal(data.reward, buffer["data"]["reward"])
+    assert torch.equal(data.terminated, buffer["data"]["terminated"])
+    assert data.truncated[-1] == 1 and data.env_id == "InvertedPendulum-v5"
+
+
+def test_replay_export_splits_envs_and_unwraps_the_ring():
+    """2 envs, capacity 7 (not a multiple of 2), 10 writes: the ring wrapped mid-step."""
+    buffer = ReplayBuffer(7, (1,), (1,), num_envs=2)
+    current = [0.0, 100.0]
+    ends = {(2, 0): "term", (1, 1): "trunc", (3, 1): "trunc"}  # (vector step, env)
+    for t in range(5):
+        obs, next_obs = np.array(current), np.array(current) + 1
+        flags = [ends.get((t, i)) for i in range(2)]
+        term = np.array([f == "term" for f in flags])
+        trunc = np.array([f == "trunc" for f in flags])
+        buffer.add(obs[:, None], np.zeros((2, 1)), obs, next_obs[:, None], term, trunc)
+        current = [n + (1000 if f else 0) for n, f in zip(next_obs, flags)]
+    state = {
+        "loop": {"buffer": buffer.state_dict(), "counters": {"step": 10}},
+        "config": {"env": {"num_envs": 2}, "algo": {}},
+        "obs_normalizer": None,
+    }
+    got = [
+        (ep.observations[:, 0].tolist(), ep.terminations.tolist(), ep.truncations.tolist())
+        for ep in replay_episodes(state)
+    ]
+    assert got == [
+        ([2, 3], [True], [False]),  # env 0: the oldest kept row, mid-episode
+        ([1003, 1004, 1005], [False, False], [False, True]),  # cut by the buffer end
+        ([101, 102], [False], [True]),  # env 1
+        ([1102, 1103, 1104], [False, False], [False, True]),
+        ([2104, 2105], [False], [True]),
+    ]
+    state["obs_normalizer"] = {"mean": 0.0}
+    with pytest.raises(DatasetError, match="normalised"):
+        replay_episodes(state)
+
+
+def test_collect_usage_errors(capsys, sac_run):
+    cases = [
+        (["policy=random", "dataset_id=local/x/y-v0"], "env=<env> is required"),
+        (["env=Hopper", "policy=random", "dataset_id=local/x/y-v0"], "steps=<n>"),
+        (["env=Hopper", "policy=random"], "missing dataset_id"),
+        (["env=Hopper", "colour=red", "policy=random", "dataset_id=ns/b-v0"], "unknown key"),
+        (["env=Hopper", "policy=random", "steps=x", "dataset_id=ns/b-v0"], "steps must be"),
+        (["env=Hopper", "policy=random", "steps=5", "dataset_id=no version"], "not of the form"),
+        (
+            ["env=Hopper", "policy=random", "steps=5", "dataset_id=ns/b-v0", "ref_min_score=1"],
+            "together",
+        ),
+        ([f"policy=replay:{sac_run}", "env=Hopper", "dataset_id=ns/b-v0"], "trained on"),
+    ]
+    for argv, message in cases:
+        with pytest.raises(SystemExit) as stop:
+            collect_main(argv)
+        assert stop.value.code == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "usage:" in err, (argv, err)
+    collect_main(["env=InvertedPendulum", "policy=random", "steps=5", "dataset_id=ns/b-v0"])
+    with pytest.raises(SystemExit):
+        collect_main(["env=InvertedPendulum", "policy=random", "steps=5", "dataset_id=ns/b-v0"])
+    assert "already exists" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- recipe
+
+
+def test_pick_expert_and_medium():
+    returns = {100: 10.0, 200: 31.0, 300: 95.0, 400: 40.0, 500: 120.0, 600: 120.0}
+    assert pick_expert_and_medium(returns) == (600, 400)  # target 40; ties: latest expert
+
+
+def test_recipe_builds_five_datasets_on_tiny_settings(tmp_path):
+    report = build_d4rl_like(
+        "InvertedPendulum",
+        expert_steps=300,
+        dataset_steps=150,
+        eval_every=100,
+        runs_dir=tmp_path / "runs",
+        train_overrides=[o for o in TINY_SAC[3:] if not o.startswith(("eval_every", "check"))],
+    )
+    assert (tmp_path / "runs/recipe.json").is_file()
+    assert report["expert_step"] in (100, 200, 300) and report["medium_step"] in (100, 200, 300)
+    data = {kind: load_dataset(f"local/invertedpendulum/{kind}-v0") for kind in report["datasets"]}
+    assert len(data["random"]) == len(data["medium"]) == len(data["expert"]) == 150
+    assert len(data["medium-replay"]) == report["medium_step"]
+    assert len(data["medium-expert"]) == 300
+    assert torch.equal(data["medium-expert"].obs[:150], data["medium"].obs)
+    assert torch.equal(data["medium-expert"].obs[150:], data["expert"].obs)
+    for kind, dataset in data.items():
+        assert dataset.ref_max_score == report["expert_return"], kind
+        assert dataset.ref_min_score == report["ref_min_score"], kind
+
+
+# ----------------------------------------------------------------------------- scores
+
+
+def test_normalized_score_table_hits():
+    for name in ("Hopper-v5", "mujoco/hopper/medium-v0", "hopper-medium-v2", "hopper"):
+        assert env_family(name) == "hopper"
+        assert normalized_score(3234.3, name) == pytest.approx(100.0)
+        assert normalized_score(-20.272305, name) == pytest.approx(0.0)
+    assert normalized_score(12135.0, "HalfCheetah-v5") == pytest.approx(100.0)
+    assert normalized_score(4592.3, "walker2d-medium-replay-v2") == pytest.approx(100.0)
+    assert env_family("Ant-v5") == "ant" and env_family("antmaze-umaze-v2") == "antmaze"
+    assert normalized_score(0.5, "D4RL/antmaze/umaze-v1") == pytest.approx(50.0)
+    assert normalized_score(3879.7, "ant-medium-v2") == pytest.approx(100.0)
+    np.testing.assert_allclose(normalized_score(np.array([-20.272305, 3234.3]), "hopper"), [0, 100])
+
+
+def test_normalized_score_minari_reference_fallback_and_clear_error(minari_root):
+    make_minari("local/pendulum/ref-v0", [3], ["term"], ref=(10.0, 1010.0))
+    data = load_dataset("local/pendulum/ref-v0")
+    assert normalized_score(510.0, data.env_id, data) == pytest.approx(50.0)
+    assert normalized_score(510.0, dataset=data) == pytest.approx(50.0)
+    # the pinned table wins over metadata when the env is in it
+    hopper = load_dataset("local/pendulum/ref-v0", env_id="Hopper-v5")
+    assert normalized_score(3234.3, dataset=hopper) == pytest.approx(100.0)
+    make_minari("local/pendulum/noref-v0", [3], ["term"])
+    bare = load_dataset("local/pendulum/noref-v0")
+    with pytest.raises(ScoreReferenceError, match="no reference scores for 'InvertedPendulum-v5'"):
+        normalized_score(1.0, bare.env_id, bare)
+    with pytest.raises(ScoreReferenceError, match="not in the pinned D4RL table"):
+        normalized_score(1.0, "Reacher-v5")
+
+
+# ----------------------------------------------------------------------------- remote ids
+
+HELP = ("is not available offline", "python -m offline.collect", "MINARI_DATASETS_PATH")
+
+
+def test_remote_id_offline_mode_fails_fast_through_minari_download(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    calls = []
+    real_download = minari.download_dataset
+
+    def spy(dataset_id, *args, **kwargs):
+        calls.append(dataset_id)
+        return real_download(dataset_id, *args, **kwargs)
+
+    monkeypatch.setattr(minari, "download_dataset", spy)
+    start = time.monotonic()
+    with pytest.raises(DatasetNotAvailableError) as error:
+        load_dataset("mujoco/hopper/medium-v0")
+    assert time.monotonic() - start < 10
+    assert calls == ["mujoco/hopper/medium-v0"]  # the real download path was taken
+    assert "dataset mujoco/hopper/medium-v0 is not available offline" in str(error.value)
+    assert "python -m offline.collect env=Hopper-v5 policy=" in str(error.value)
+    for text in HELP:
+        assert text in str(error.value)
+
+
+def test_remote_id_with_hanging_network_fails_within_seconds(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for name in ("HTTPS_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    def hang(*args, **kwargs):
+        time.sleep(30)  # a network that never answers (runs in a daemon thread)
+        raise OSError("timed out")
+
+    def no_download(*args, **kwargs):
+        raise AssertionError("the download must not start without a network")
+
+    monkeypatch.setattr(socket, "create_connection", hang)
+    monkeypatch.setattr(minari, "download_dataset", no_download)
+    start = time.monotonic()
+    with pytest.raises(DatasetNotAvailableError, match="cannot be reached") as error:
+        load_dataset("mujoco/walker2d/expert-v0")
+    assert time.monotonic() - start < 10
+    for text in HELP:
+        assert text in str(error.value)

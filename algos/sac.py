@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
@@ -127,7 +128,7 @@ class SAC:
             soft_next_v = next_q - alpha * next_log_prob
             target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * soft_next_v
         q = self.critic(batch.obs, batch.action)  # (E, B)
-        critic_loss = (q - target_q).pow(2).mean(1).sum()  # sum of per-critic MSEs
+        critic_loss = ensemble_mse(q, target_q)  # sum of per-critic MSEs
         ensure_finite(critic_loss=critic_loss)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()

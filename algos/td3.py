@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
@@ -101,17 +102,18 @@ class TD3:
         """One critic update; actor and targets every ``policy_frequency`` updates."""
         cfg = self.config
         with torch.no_grad():
-            scale = self.actor.to_env.scale
-            noise = (torch.randn_like(batch.action) * cfg.policy_noise).clamp(
-                -cfg.noise_clip, cfg.noise_clip
-            ) * scale
-            next_action = torch.clamp(
-                self.target_actor(batch.next_obs) + noise, self.low, self.high
+            next_action = smoothed_target_action(
+                self.target_actor(batch.next_obs),
+                self.actor.to_env.scale,
+                self.low,
+                self.high,
+                cfg.policy_noise,
+                cfg.noise_clip,
             )
             next_q = self.target_critic(batch.next_obs, next_action).min(0).values
             target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
         q = self.critic(batch.obs, batch.action)
-        critic_loss = (q - target_q).pow(2).mean(1).sum()
+        critic_loss = ensemble_mse(q, target_q)
         ensure_finite(critic_loss=critic_loss)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()

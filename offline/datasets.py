@@ -102,8 +102,15 @@ class OfflineDataset:
         return starts
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
-        """Uniform minibatch with replacement (reproducible with a seeded ``generator``)."""
+        """Uniform minibatch with replacement (reproducible with a seeded ``generator``).
+
+        ``extras["next_action"]`` is the action stored on the next row of the same episode
+        (ReBRAC's critic penalty); ``extras["has_next_action"]`` is 0 on an episode's last
+        row, where no such action exists (the own action stands in)."""
         idx = torch.randint(0, len(self), (batch_size,), generator=generator)
+        nxt = (idx + 1).clamp(max=len(self) - 1)
+        has_next = (self.episode_id[nxt] == self.episode_id[idx]) & (nxt != idx)
+        next_action = torch.where(has_next[:, None], self.action[nxt], self.action[idx])
         return Batch(
             obs=self.obs[idx],
             action=self.action[idx],
@@ -112,7 +119,33 @@ class OfflineDataset:
             terminated=self.terminated[idx],
             truncated=self.truncated[idx],
             mc_return=self.mc_return[idx],
+            extras={"next_action": next_action, "has_next_action": has_next.float()},
         )
+
+    def scale_rewards(self, scale: float, bias: float = 0.0) -> None:
+        """r <- scale * r + bias in place, for training. Returns-to-go follow (exactly for
+        bias 0; recomputed over the stored rows otherwise); ``episode_return`` keeps the raw
+        recorded returns (behaviour-policy scores)."""
+        self.reward = self.reward * scale + bias
+        if bias == 0.0:
+            self.mc_return = self.mc_return * scale
+        else:
+            ends = (self.terminated + self.truncated) > 0
+            rtg = returns_to_go(self.reward.numpy(), ends.numpy(), self.gamma)
+            self.mc_return = torch.as_tensor(rtg, dtype=torch.float32)
+
+    def normalize_rewards_by_return_range(self) -> float:
+        """IQL/CQL locomotion recipe: r <- r * 1000 / (max - min episode return); the
+        factor is returned. Uses the recorded episode returns."""
+        returns = self.episode_return
+        spread = float(returns.max() - returns.min())
+        if spread <= 0:
+            raise DatasetError(
+                f"cannot normalise rewards of {self.source}: all episodes have the same return"
+            )
+        scale = 1000.0 / spread
+        self.scale_rewards(scale)
+        return scale
 
     def episode_returns(self) -> np.ndarray:
         """Undiscounted return of every episode (float64, in episode order)."""

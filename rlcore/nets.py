@@ -254,7 +254,12 @@ def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2), bias: float =
 
 
 class GaussianActor(nn.Module):
-    """PPO policy: N(mu(s), exp(log_std)) with a state-independent log_std (no squashing)."""
+    """N(mu(s), exp(log_std)) with a state-independent log_std.
+
+    PPO: unbounded mean, orthogonal init (the defaults). IQL (CORL): ``tanh_mean=True``
+    squashes the mean into the action box; log_std is clamped to ``log_std_bounds``.
+    Actions are in env units; the mean is scaled to the box when ``tanh_mean``.
+    """
 
     def __init__(
         self,
@@ -263,16 +268,29 @@ class GaussianActor(nn.Module):
         hidden: Sequence[int] = (64, 64),
         activation_name: str = "tanh",
         init_log_std: float = 0.0,
+        tanh_mean: bool = False,
+        action_low: np.ndarray | float = -1.0,
+        action_high: np.ndarray | float = 1.0,
+        log_std_bounds: tuple[float, float] | None = None,
+        orthogonal: bool = True,
     ) -> None:
         super().__init__()
         self.mean = MLP(obs_dim, action_dim, hidden, activation_name)
-        orthogonal_init(self.mean)
-        orthogonal_init(self.mean[-1], gain=0.01)
+        if orthogonal:
+            orthogonal_init(self.mean)
+            orthogonal_init(self.mean[-1], gain=0.01)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
+        self.tanh_mean, self.log_std_bounds = tanh_mean, log_std_bounds
+        self.to_env = _ActionScale(action_low, action_high, action_dim) if tanh_mean else None
 
     def distribution(self, obs: torch.Tensor) -> torch.distributions.Normal:
         mean = self.mean(obs)
-        return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
+        if self.to_env is not None:
+            mean = self.to_env(torch.tanh(mean))
+        log_std = self.log_std
+        if self.log_std_bounds is not None:
+            log_std = log_std.clamp(*self.log_std_bounds)
+        return torch.distributions.Normal(mean, log_std.exp().expand_as(mean))
 
     def forward(
         self, obs: torch.Tensor, deterministic: bool = False
@@ -281,6 +299,29 @@ class GaussianActor(nn.Module):
         dist = self.distribution(obs)
         action = dist.mean if deterministic else dist.sample()
         return action, dist.log_prob(action).sum(-1)
+
+
+class ObsNormalizer(nn.Module):
+    """(obs - mean) / std with statistics fitted once on a dataset (offline algorithms).
+
+    Lives inside the agent, so ``act`` takes raw observations and checkpoints carry the
+    statistics. Identity until ``fit`` is called.
+    """
+
+    def __init__(self, obs_dim: int, eps: float = 1e-3) -> None:
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros(obs_dim))
+        self.register_buffer("std", torch.ones(obs_dim))
+
+    def fit(self, obs: torch.Tensor) -> None:
+        """Set mean/std from (N, obs_dim) observations (std + eps, as CORL does)."""
+        with torch.no_grad():
+            self.mean.copy_(obs.mean(0))
+            self.std.copy_(obs.std(0) + self.eps)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return (obs - self.mean) / self.std
 
 
 def polyak_update(target: nn.Module, source: nn.Module, tau: float) -> None:

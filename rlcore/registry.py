@@ -24,7 +24,7 @@ class AlgoSpec:
     module: str
     agent: str
     config: str
-    loop: str  # "off_policy" | "on_policy"
+    loop: str  # "off_policy" | "on_policy" | "offline"
 
     @property
     def agent_class(self) -> type:
@@ -52,6 +52,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "sac": AlgoSpec("sac", "algos.sac", "SAC", "SACConfig", "off_policy"),
     "td3": AlgoSpec("td3", "algos.td3", "TD3", "TD3Config", "off_policy"),
     "ppo": AlgoSpec("ppo", "algos.ppo", "PPO", "PPOConfig", "on_policy"),
+    "iql": AlgoSpec("iql", "algos.iql", "IQL", "IQLConfig", "offline"),
+    "td3_bc": AlgoSpec("td3_bc", "algos.td3_bc", "TD3BC", "TD3BCConfig", "offline"),
 }
 
 

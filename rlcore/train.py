@@ -35,7 +35,14 @@ from rlcore.checkpoint import (
     save_checkpoint,
 )
 from rlcore.logging import Logger
-from rlcore.loops import LoopSettings, RunContext, TrainingStopped, off_policy, on_policy
+from rlcore.loops import (
+    LoopSettings,
+    RunContext,
+    TrainingStopped,
+    off_policy,
+    offline,
+    on_policy,
+)
 from rlcore.utils import seed_everything
 
 # Config fields that change tensor shapes or the meaning of saved state: a resumed run
@@ -53,6 +60,9 @@ SHAPE_FIELDS = (
     "algo.rollout_steps",
     "algo.normalize_obs",
     "algo.normalize_reward",
+    "algo.normalize_states",
+    "algo.deterministic_actor",
+    "dataset",
 )
 PACKAGES = ("torch", "numpy", "mujoco", "gymnasium", "minari", "hydra-core", "rlcore")
 
@@ -168,9 +178,15 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         "max_episode_steps": env_cfg.get("max_episode_steps"),
         "env_kwargs": env_cfg.get("kwargs") or {},
     }
+    offline_run = spec.loop == "offline"
+    if offline_run and not cfg_dict.get("dataset"):
+        raise ValueError(
+            f"algo={spec.name} trains offline: pass dataset=<Minari id | D4RL .hdf5 file | "
+            "Minari dataset folder> (python -m offline.collect records one)"
+        )
     env = make_vec_env(
         env_id,
-        int(env_cfg["num_envs"]),
+        1 if offline_run else int(env_cfg["num_envs"]),
         seed=seed,
         backend=env_cfg.get("backend", "sync"),
         normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),
@@ -209,7 +225,9 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             "config": cfg_dict,
             "spaces": spaces,
             # deployment needs the observation statistics the policy was trained with
-            "obs_normalizer": loop_state["env"]["wrappers"].get("NormalizeObservation"),
+            "obs_normalizer": loop_state.get("env", {})
+            .get("wrappers", {})
+            .get("NormalizeObservation"),
         }
         path = save_checkpoint(
             {**base, "loop": loop_state, "agent": loop_state["agent"]},
@@ -247,6 +265,10 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     )
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
     try:
+        if offline_run:
+            dataset, score = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
+            settings.learning_starts = 0
+            return offline(agent, dataset, eval_env, settings, run, score)
         if spec.loop == "off_policy":
             buffer = ReplayBuffer(
                 min(algo_cfg.buffer_size, max(settings.total_steps, env.num_envs)),
@@ -265,6 +287,42 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         logger.close()
         env.close()
         eval_env.close()
+
+
+def _prepare_offline(
+    cfg_dict: dict[str, Any], algo_cfg: Any, agent: Any, env: Any, logger: Logger
+) -> tuple[Any, Any]:
+    """Load and check the dataset, apply the recipe's reward/state normalisation, and
+    build the normalised-score function (None, with a note, when no reference exists)."""
+    from offline.datasets import load_dataset
+    from offline.scores import ScoreReferenceError, normalized_score
+
+    env_id = cfg_dict["env"]["id"]
+    dataset = load_dataset(cfg_dict["dataset"], gamma=float(algo_cfg.gamma), env_id=env_id)
+    dataset.check_env(env.single_observation_space, env.single_action_space)
+    if getattr(algo_cfg, "normalize_reward", False):
+        dataset.normalize_rewards_by_return_range()
+    scale, bias = getattr(algo_cfg, "reward_scale", 1.0), getattr(algo_cfg, "reward_bias", 0.0)
+    if (scale, bias) != (1.0, 0.0):
+        dataset.scale_rewards(scale, bias)
+    if getattr(algo_cfg, "normalize_states", False):
+        agent.obs_normalizer.fit(dataset.obs.to(agent.device))
+    try:
+        normalized_score(0.0, env_id, dataset)
+
+        def score(value: float) -> float:
+            return float(normalized_score(value, env_id, dataset))
+    except ScoreReferenceError as error:
+        logger.progress(f"note: no normalised score for this run ({error})", force=True)
+        score = None
+    returns = dataset.episode_returns()
+    logger.progress(
+        f"dataset {dataset.source}: {len(dataset):,} transitions, {len(returns)} episodes, "
+        f"behaviour return {returns.mean():.1f}"
+        + (f" (normalised {score(float(returns.mean())):.1f})" if score else ""),
+        force=True,
+    )
+    return dataset.to(agent.device), score
 
 
 def _fail(message: str, code: int = 2) -> None:

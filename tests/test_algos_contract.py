@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import torch
 
+from algos.iql import IQL, IQLConfig
 from algos.ppo import PPO, PPOConfig
 from algos.sac import SAC, SACConfig
 from algos.td3 import TD3, TD3Config
+from algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.buffers import RolloutBuffer
 from rlcore.types import Batch
 from rlcore.utils import NonFiniteLossError
@@ -27,6 +29,11 @@ def random_batch(n: int = 64, seed: int = 0) -> Batch:
         next_obs=torch.randn(n, 5, generator=g),
         terminated=(torch.rand(n, generator=g) < 0.1).float(),
         truncated=torch.zeros(n),
+        mc_return=torch.randn(n, generator=g) * 10,
+        extras={
+            "next_action": low + (high - low) * torch.rand(n, 3, generator=g),
+            "has_next_action": torch.ones(n),
+        },
     )
 
 
@@ -52,7 +59,13 @@ AGENTS = {
     "sac": lambda: SAC(OBS, ACT, SACConfig(hidden=(32, 32), policy_frequency=1)),
     "td3": lambda: TD3(OBS, ACT, TD3Config(hidden=(32, 32), policy_frequency=1)),
     "ppo": lambda: PPO(OBS, ACT, PPOConfig(hidden=(16, 16), num_minibatches=4, update_epochs=2)),
+    "iql": lambda: IQL(OBS, ACT, IQLConfig(hidden=(32, 32))),
+    "iql_deterministic": lambda: IQL(
+        OBS, ACT, IQLConfig(hidden=(32, 32), deterministic_actor=True)
+    ),
+    "td3_bc": lambda: TD3BC(OBS, ACT, TD3BCConfig(hidden=(32, 32), policy_frequency=1)),
 }
+OFFLINE = ["iql", "iql_deterministic", "td3_bc"]
 
 
 def do_update(name, agent, seed=0):
@@ -104,13 +117,13 @@ def test_state_dict_round_trip_gives_identical_future(name):
         assert torch.equal(a, b), k
 
 
-@pytest.mark.parametrize("name", ["sac", "td3"])
+@pytest.mark.parametrize("name", ["sac", "td3", *OFFLINE])
 def test_nan_loss_raises_before_touching_parameters(name):
     agent = AGENTS[name]()
     bad = random_batch()
     bad = Batch(**{**bad.__dict__, "reward": bad.reward.clone().fill_(float("nan"))})
     before = {k: v.clone() for k, v in agent.critic.state_dict().items()}
-    with pytest.raises(NonFiniteLossError, match="critic_loss"):
+    with pytest.raises(NonFiniteLossError, match="critic_loss|q_loss"):
         agent.update(bad)
     for k, v in agent.critic.state_dict().items():
         assert torch.equal(before[k], v)
@@ -152,3 +165,47 @@ def test_sac_twin_critic_update_matches_reference_formula():
     torch.manual_seed(1)
     metrics = agent.update(batch)
     assert metrics["critic_loss"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("name", OFFLINE)
+def test_offline_agents_normalise_raw_observations(name):
+    """act() takes raw observations: fitting the normaliser changes the input the actor sees."""
+    torch.manual_seed(0)
+    agent = AGENTS[name]()
+    obs = np.full(5, 50.0, np.float32)
+    before = agent.act(obs)
+    agent.obs_normalizer.fit(torch.full((10, 5), 50.0) + torch.randn(10, 5))
+    assert torch.allclose(
+        agent.obs_normalizer(torch.full((1, 5), 50.0)).abs().mean(), torch.tensor(0.0), atol=1.0
+    )
+    assert not np.allclose(before, agent.act(obs))
+    clone = AGENTS[name]()
+    clone.load_state_dict(agent.state_dict())
+    np.testing.assert_array_equal(clone.act(obs), agent.act(obs))
+
+
+def test_td3_bc_actor_loss_hand_computed():
+    """The actor loss is -alpha/mean|Q1| * mean Q1(s, pi(s)) + mean (pi(s) - a)^2, taken
+    with the critic after its step and the actor before its step."""
+    import copy
+
+    torch.manual_seed(0)
+    agent = TD3BC(OBS, ACT, TD3BCConfig(hidden=(8,), policy_frequency=1, fused_optimizer=False))
+    batch = random_batch(16)
+    actor_before = copy.deepcopy(agent.actor)
+    metrics = agent.update(batch)
+    with torch.no_grad():
+        action = actor_before(batch.obs)
+        q1 = agent.critic(batch.obs, action)[0]  # the actor step does not change the critic
+        expected_bc = (action - batch.action).pow(2).mean()
+        expected = -2.5 / q1.abs().mean() * q1.mean() + expected_bc
+    assert metrics["bc_loss"] == pytest.approx(expected_bc.item(), rel=1e-5)
+    assert metrics["actor_loss"] == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_expectile_loss_hand_computed():
+    from rlcore.losses import expectile_loss
+
+    diff = torch.tensor([1.0, -2.0])
+    # 0.7 * 1 + 0.3 * 4, averaged
+    assert expectile_loss(diff, 0.7).item() == pytest.approx((0.7 * 1 + 0.3 * 4) / 2)

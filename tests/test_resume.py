@@ -121,7 +121,11 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
     pairs = [("eval.csv", "eval/return"), ("train.csv", "train/episode_return")]
-    pairs += [("train.csv", "train/critic_loss")] if algo != "ppo" else [("train.csv", "train/value_loss")]
+    pairs += (
+        [("train.csv", "train/critic_loss")]
+        if algo != "ppo"
+        else [("train.csv", "train/value_loss")]
+    )
     for file, key in pairs:
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
 

@@ -1,0 +1,148 @@
+"""TD3+BC: TD3 with a behaviour-cloning term in the actor loss, for offline RL.
+
+Paper: S. Fujimoto, S. S. Gu, "A Minimalist Approach to Offline Reinforcement Learning",
+NeurIPS 2021 (arXiv:2106.06860). Defaults follow CORL's ``td3_bc.py`` (D4RL locomotion):
+256x256 networks, lr 3e-4, batch 256, target noise 0.2 clipped at 0.5, policy delay 2,
+alpha 2.5, states standardised with the dataset's mean and std (+1e-3), 1M steps.
+
+Actor loss: -lambda * mean Q1(s, pi(s)) + mean (pi(s) - a)^2, lambda = alpha / mean|Q1|
+(detached). Critic: TD3's clipped double-Q target with target policy smoothing.
+
+Departures from the paper: none in the maths. The twin critics are one batched
+ensemble; the actor step evaluates only the first critic; critic parameters get no
+gradients in the actor step (speed only).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.losses import ensemble_mse, smoothed_target_action
+from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.types import Batch
+from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
+
+
+@dataclass
+class TD3BCConfig:
+    """TD3+BC hyper-parameters (CORL defaults)."""
+
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # Polyak rate of target actor and critics
+    actor_lr: float = 3e-4  # policy learning rate
+    critic_lr: float = 3e-4  # Q learning rate
+    hidden: tuple[int, ...] = (256, 256)  # hidden widths of actor and critics
+    num_critics: int = 2  # critics; the target uses their minimum
+    layer_norm: bool = False  # LayerNorm in the critics
+    policy_noise: float = 0.2  # target smoothing noise std (x action half-range)
+    noise_clip: float = 0.5  # clip of the smoothing noise (x action half-range)
+    policy_frequency: int = 2  # critic updates per actor + target update
+    alpha: float = 2.5  # weight of the RL term against behaviour cloning
+    normalize_states: bool = True  # standardise observations with dataset statistics
+    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    batch_size: int = 256  # transitions per gradient step
+    total_steps: int = 1_000_000  # gradient steps
+
+
+class TD3BC:
+    """TD3+BC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: TD3BCConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = config = config or TD3BCConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.actor = DeterministicActor(
+            obs_dim, action_dim, action_space.low, action_space.high, config.hidden
+        ).to(self.device)
+        self.critic = QEnsemble(
+            obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
+        ).to(self.device)
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        fused = config.fused_optimizer
+        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
+        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
+        self._critic_params = list(self.critic.parameters())
+        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
+        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self.updates = 0
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Policy action for raw observation(s) (the policy is deterministic)."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            action = self.actor(self.obs_normalizer(obs_t)).cpu().numpy()
+        return action[0] if single else action
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One critic step; actor (TD3 + BC) and targets every ``policy_frequency`` steps."""
+        cfg = self.config
+        obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
+        with torch.no_grad():
+            next_action = smoothed_target_action(
+                self.target_actor(next_obs),
+                self.actor.to_env.scale,
+                self.low,
+                self.high,
+                cfg.policy_noise,
+                cfg.noise_clip,
+            )
+            next_q = self.target_critic(next_obs, next_action).min(0).values
+            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+        q = self.critic(obs, batch.action)
+        critic_loss = ensemble_mse(q, target_q)
+        ensure_finite(critic_loss=critic_loss)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        self.updates += 1
+        metrics = {"critic_loss": critic_loss.item(), "q": q.detach().mean().item()}
+
+        if self.updates % cfg.policy_frequency == 0:
+            with frozen(self._critic_params):
+                action = self.actor(obs)
+                q1 = self.critic(obs, action, members=slice(0, 1))[0]
+                lam = cfg.alpha / q1.abs().mean().detach()
+                bc_loss = (action - batch.action).pow(2).mean()
+                actor_loss = -lam * q1.mean() + bc_loss
+                ensure_finite(actor_loss=actor_loss)
+                self.actor_optimizer.zero_grad()
+                actor_loss.backward()
+            self.actor_optimizer.step()
+            polyak_update(self.target_actor, self.actor, cfg.tau)
+            polyak_update(self.target_critic, self.critic, cfg.tau)
+            metrics.update(actor_loss=actor_loss.item(), bc_loss=bc_loss.item())
+        return metrics
+
+    def _parts(self) -> dict:
+        return {
+            "obs_normalizer": self.obs_normalizer,
+            "actor": self.actor,
+            "critic": self.critic,
+            "target_actor": self.target_actor,
+            "target_critic": self.target_critic,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+        }
+
+    def state_dict(self) -> dict:
+        return {**state_of(**self._parts()), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, **self._parts())
+        self.updates = int(state["updates"])

@@ -1,0 +1,43 @@
+"""Loss pieces shared by several algorithms (each used by two or more algos/ files)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
+    """Asymmetric L2, mean |tau - 1[diff < 0]| * diff^2 (IQL's value loss; FISOR reverses it)."""
+    weight = torch.where(diff < 0, 1.0 - expectile, expectile)
+    return (weight * diff.pow(2)).mean()
+
+
+def smoothed_target_action(
+    target_action: torch.Tensor,
+    scale: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    noise_std: float,
+    noise_clip: float,
+) -> torch.Tensor:
+    """TD3 target policy smoothing: a' + clip(N(0, std), +-clip), noise in units of the
+    action half-range ``scale``, result clipped to the action box."""
+    noise = (torch.randn_like(target_action) * noise_std).clamp(-noise_clip, noise_clip)
+    return torch.clamp(target_action + noise * scale, low, high)
+
+
+def ensemble_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Sum over ensemble members (dim 0) of each member's MSE to a shared (B,) target."""
+    return (q - target).pow(2).mean(dim=-1).sum()
+
+
+def cosine_lr(base_lr: float, step: int, total_steps: int) -> float:
+    """Cosine annealing from ``base_lr`` to 0 over ``total_steps`` (constant 0 after)."""
+    progress = min(step, total_steps) / max(total_steps, 1)
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

@@ -1,6 +1,6 @@
 """SAC on Hopper-v5: rlcore vs Stable-Baselines3, same hyper-parameters, same process.
 
-    python -m benchmarks.sac_hopper_vs_sb3                 # 100k steps, 4 chunks
+    python -m benchmarks.sac_hopper_vs_sb3                 # 100k steps, 8 chunks
     python -m benchmarks.sac_hopper_vs_sb3 --steps 4000 --chunks 2 --learning-starts 1000
 
 Both learners train for ``--steps`` env steps in ``--chunks`` equal chunks, run
@@ -110,7 +110,7 @@ class _SB3:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000)
-    parser.add_argument("--chunks", type=int, default=4)
+    parser.add_argument("--chunks", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--learning-starts", type=int, default=5_000)
     parser.add_argument("--out", type=Path, default=RESULTS / "sac_hopper_vs_sb3.json")

@@ -52,7 +52,35 @@ CASES = {
         "eval_every=1024",
         "env.max_episode_steps=100",
     ],
+    "iql": [
+        "algo=iql",
+        "env=Hopper",
+        "total_steps=3000",
+        "algo.batch_size=64",
+        "algo.hidden=[64,64]",
+        "checkpoint_every=200",
+        "eval_every=1000",
+        "log_every=100",
+        "env.max_episode_steps=100",
+        "dataset=local/hopper/random-v0",
+    ],
 }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def random_hopper_dataset(tmp_path_factory):
+    """A small random Hopper dataset for the offline case (own Minari root)."""
+    from offline.collect import collect
+
+    root = tmp_path_factory.mktemp("minari")
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    collect("Hopper", "random", "local/hopper/random-v0", steps=2000, seed=0)
+    yield
+    if old is None:
+        os.environ.pop("MINARI_DATASETS_PATH", None)
+    else:
+        os.environ["MINARI_DATASETS_PATH"] = old
 
 
 def _params(run_dir):
@@ -120,12 +148,11 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    pairs = [("eval.csv", "eval/return"), ("train.csv", "train/episode_return")]
-    pairs += (
-        [("train.csv", "train/critic_loss")]
-        if algo != "ppo"
-        else [("train.csv", "train/value_loss")]
-    )
+    loss = {"ppo": "train/value_loss", "iql": "train/q_loss"}.get(algo, "train/critic_loss")
+    pairs = [("eval.csv", "eval/return"), ("train.csv", loss)]
+    if algo != "iql":  # offline runs have no training episodes
+        pairs.append(("train.csv", "train/episode_return"))
+    assert all(_metric_rows(tmp_path / "full", f, k) for f, k in pairs)
     for file, key in pairs:
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
 

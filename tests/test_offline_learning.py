@@ -1,0 +1,63 @@
+"""Offline learning test (slow): on a dataset recorded by a mediocre, noisy policy on
+InvertedPendulum-v5, IQL and TD3+BC end above the behaviour policy's average return."""
+
+import pytest
+
+from offline.collect import collect
+from offline.datasets import load_dataset
+from rlcore.logging import read_csv
+from rlcore.train import train
+from tests.conftest import make_config
+
+
+@pytest.fixture(scope="module")
+def mediocre_dataset(tmp_path_factory):
+    import os
+
+    root = tmp_path_factory.mktemp("offline_learning")
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")
+    run = root / "behaviour"
+    # a short SAC run gives a mediocre policy (eval return ~70-120 of 1000)
+    train(
+        make_config(
+            "algo=sac",
+            "env=InvertedPendulum",
+            "total_steps=6000",
+            "logger=quiet",
+            "eval_every=3000",
+            "checkpoint_every=100000",
+        ),
+        run,
+    )
+    collect(
+        "InvertedPendulum",
+        str(run),
+        "local/invertedpendulum/mediocre-v0",
+        steps=10_000,
+        seed=1,
+        noise=0.5,
+    )
+    yield "local/invertedpendulum/mediocre-v0"
+    if old is None:
+        os.environ.pop("MINARI_DATASETS_PATH", None)
+    else:
+        os.environ["MINARI_DATASETS_PATH"] = old
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["iql", "td3_bc"])
+def test_offline_beats_behaviour_policy(algo, mediocre_dataset, tmp_path):
+    behaviour = float(load_dataset(mediocre_dataset).episode_returns().mean())
+    cfg = make_config(
+        f"algo={algo}",
+        "env=InvertedPendulum",
+        f"dataset={mediocre_dataset}",
+        "total_steps=3000",
+        "eval_every=3000",
+        "logger=quiet",
+        "checkpoint_every=100000",
+    )
+    train(cfg, tmp_path)
+    final = read_csv(tmp_path / "eval.csv")[-1]["eval/return"]
+    assert final > behaviour, f"{algo}: {final:.1f} <= behaviour {behaviour:.1f}"

@@ -37,7 +37,10 @@ def activation(name: str) -> nn.Module:
 
 
 class MLP(nn.Sequential):
-    """Linear -> [LayerNorm] -> activation, repeated, then a linear output layer."""
+    """Linear -> [LayerNorm] -> activation, repeated, then a linear output layer.
+
+    ``norm_after_activation`` puts the LayerNorm after the activation instead
+    (Linear -> activation -> LayerNorm, as ReBRAC/EDAC do)."""
 
     def __init__(
         self,
@@ -47,14 +50,17 @@ class MLP(nn.Sequential):
         activation_name: str = "relu",
         layer_norm: bool = False,
         output_activation: str | None = None,
+        norm_after_activation: bool = False,
     ) -> None:
         layers: list[nn.Module] = []
         prev = in_dim
         for width in hidden:
             layers.append(nn.Linear(prev, width))
-            if layer_norm:
+            if layer_norm and not norm_after_activation:
                 layers.append(nn.LayerNorm(width))
             layers.append(activation(activation_name))
+            if layer_norm and norm_after_activation:
+                layers.append(nn.LayerNorm(width))
             prev = width
         layers.append(nn.Linear(prev, out_dim))
         if output_activation is not None:
@@ -108,7 +114,10 @@ class EnsembleLayerNorm(nn.Module):
 
 
 class EnsembleMLP(nn.Module):
-    """E MLPs of identical shape run together: every layer is one batched matmul."""
+    """E MLPs of identical shape run together: every layer is one batched matmul.
+
+    Hidden blocks are Linear -> [LayerNorm] -> activation, or Linear -> activation ->
+    LayerNorm with ``norm_after_activation`` (as ReBRAC/EDAC do)."""
 
     def __init__(
         self,
@@ -118,9 +127,11 @@ class EnsembleMLP(nn.Module):
         hidden: Sequence[int] = (256, 256),
         activation_name: str = "relu",
         layer_norm: bool = False,
+        norm_after_activation: bool = False,
     ) -> None:
         super().__init__()
         self.num_members = num_members
+        self.norm_after_activation = norm_after_activation
         self.act = _FUNCTIONAL[activation_name]
         dims = [in_dim, *hidden]
         self.hidden_layers = nn.ModuleList(
@@ -135,9 +146,11 @@ class EnsembleMLP(nn.Module):
         """(B, in) or (E, B, in) -> (E, B, out); ``members`` restricts to a slice of members."""
         for i, layer in enumerate(self.hidden_layers):
             x = layer(x, members)
-            if self.norms is not None:
+            if self.norms is not None and not self.norm_after_activation:
                 x = self.norms[i](x, members)
             x = self.act(x)
+            if self.norms is not None and self.norm_after_activation:
+                x = self.norms[i](x, members)
         return self.output_layer(x, members)
 
 
@@ -152,10 +165,17 @@ class QEnsemble(nn.Module):
         hidden: Sequence[int] = (256, 256),
         activation_name: str = "relu",
         layer_norm: bool = False,
+        norm_after_activation: bool = False,
     ) -> None:
         super().__init__()
         self.net = EnsembleMLP(
-            num_critics, obs_dim + action_dim, 1, hidden, activation_name, layer_norm
+            num_critics,
+            obs_dim + action_dim,
+            1,
+            hidden,
+            activation_name,
+            layer_norm,
+            norm_after_activation=norm_after_activation,
         )
 
     def forward(
@@ -236,9 +256,17 @@ class DeterministicActor(nn.Module):
         hidden: Sequence[int] = (256, 256),
         activation_name: str = "relu",
         layer_norm: bool = False,
+        norm_after_activation: bool = False,
     ) -> None:
         super().__init__()
-        self.net = MLP(obs_dim, action_dim, hidden, activation_name, layer_norm)
+        self.net = MLP(
+            obs_dim,
+            action_dim,
+            hidden,
+            activation_name,
+            layer_norm,
+            norm_after_activation=norm_after_activation,
+        )
         self.to_env = _ActionScale(action_low, action_high, action_dim)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
@@ -251,6 +279,23 @@ def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2), bias: float =
         if isinstance(layer, nn.Linear):
             nn.init.orthogonal_(layer.weight, gain)
             nn.init.constant_(layer.bias, bias)
+
+
+def edac_init(net: MLP | EnsembleMLP, output_bound: float, hidden_bias: float = 0.1) -> None:
+    """EDAC-style initialisation (used by ReBRAC): hidden weights U(+-1/sqrt(fan_in)),
+    hidden biases ``hidden_bias``; output weights and biases U(+-output_bound)."""
+    if isinstance(net, EnsembleMLP):
+        hidden, output = list(net.hidden_layers), net.output_layer
+    else:
+        *hidden, output = [m for m in net.modules() if isinstance(m, nn.Linear)]
+    with torch.no_grad():
+        for layer in hidden:
+            fan_in = layer.in_dim if isinstance(layer, EnsembleLinear) else layer.in_features
+            bound = 1.0 / math.sqrt(fan_in)
+            nn.init.uniform_(layer.weight, -bound, bound)
+            nn.init.constant_(layer.bias, hidden_bias)
+        nn.init.uniform_(output.weight, -output_bound, output_bound)
+        nn.init.uniform_(output.bias, -output_bound, output_bound)
 
 
 class GaussianActor(nn.Module):

@@ -1,0 +1,156 @@
+"""AWAC: advantage-weighted actor-critic, offline.
+
+Paper: A. Nair, A. Gupta, M. Dalal, S. Levine, "AWAC: Accelerating Online Reinforcement
+Learning with Offline Datasets", arXiv:2006.09359 (2020). Defaults follow CORL's offline
+``awac.py`` (D4RL locomotion): actor and two critics with 3 hidden layers of 256 (ReLU,
+PyTorch default initialisation), lr 3e-4 for all networks, batch 256, gamma 0.99, tau
+0.005, lambda 1 (per-dataset values in configs, e.g. hopper-medium 0.3333), weights
+clamped at 100, states standardised with the dataset's mean and std (+1e-3), 1M steps.
+The actor is a Gaussian with an unbounded mean and a state-independent log-std (init 0,
+clamped to [-20, 2]); its samples are clamped to the action box; evaluation uses the mean
+clipped to the box.
+
+One update, in order:
+(1) critics: a' ~ pi(s') (clamped), y = r + gamma (1 - terminated) min_i Q_target_i(s', a'),
+    loss = sum over the two critics of the batch-mean squared error;
+(2) actor, with the just-updated critics: V(s) = min_i Q_i(s, a~pi(s)) (one clamped sample),
+    A = min_i Q_i(s, a) - V(s), w = min(exp(A / lambda), 100) (no gradient),
+    loss = -mean(w log pi(a | s)) over the dataset actions a;
+(3) Polyak update of the target critics (no target actor).
+
+Departures from the paper / CORL: offline only (the paper's online fine-tuning phase is
+not part of this agent's loop); the normaliser Z(s) of the weights is dropped, as in the
+paper's practical algorithm and CORL. The twin critics are one batched ensemble with one
+Adam (the same maths as CORL's two optimisers). ``reward_scale`` / ``reward_bias``
+apply r <- scale r + bias to the dataset (CORL's antmaze ``normalize_reward`` is r - 1).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.losses import ensemble_mse
+from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.types import Batch
+from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+
+
+@dataclass
+class AWACConfig:
+    """AWAC hyper-parameters (CORL defaults)."""
+
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # Polyak rate of the target critics (every update)
+    actor_lr: float = 3e-4  # policy learning rate
+    critic_lr: float = 3e-4  # Q learning rate
+    hidden: tuple[int, ...] = (256, 256, 256)  # hidden widths of actor and critics
+    awac_lambda: float = 1.0  # temperature of the advantage weights exp(A / lambda)
+    exp_adv_max: float = 100.0  # clamp of the advantage weights
+    normalize_states: bool = True  # standardise observations with dataset statistics
+    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    reward_scale: float = 1.0  # dataset rewards r <- reward_scale * r + reward_bias
+    reward_bias: float = 0.0  # (antmaze recipe: reward_bias -1)
+    fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    batch_size: int = 256  # transitions per gradient step
+    total_steps: int = 1_000_000  # gradient steps
+
+
+class AWAC:
+    """AWAC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: AWACConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = config = config or AWACConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.actor = GaussianActor(
+            obs_dim, action_dim, config.hidden, "relu", 0.0, tanh_mean=False,
+            log_std_bounds=(-20.0, 2.0), orthogonal=False,
+        ).to(self.device)  # fmt: skip
+        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden).to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        fused = config.fused_optimizer
+        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
+        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
+        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
+        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self.updates = 0
+
+    def _sample(self, obs: torch.Tensor) -> torch.Tensor:
+        """One policy sample per (normalised) observation, clamped to the action box."""
+        return torch.clamp(self.actor.distribution(obs).sample(), self.low, self.high)
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Action for raw observation(s): the mean (or a sample), clipped to the box."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            obs_t = self.obs_normalizer(obs_t)
+            if deterministic:
+                action = torch.clamp(self.actor.distribution(obs_t).mean, self.low, self.high)
+            else:
+                action = self._sample(obs_t)
+            action = action.cpu().numpy()
+        return action[0] if single else action
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.config
+        obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
+        with torch.no_grad():
+            next_q = self.target_critic(next_obs, self._sample(next_obs)).min(0).values
+            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+        q = self.critic(obs, batch.action)
+        critic_loss = ensemble_mse(q, target_q)
+        ensure_finite(critic_loss=critic_loss)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+
+        with torch.no_grad():
+            value = self.critic(obs, self._sample(obs)).min(0).values
+            advantage = self.critic(obs, batch.action).min(0).values - value
+            weight = torch.exp(advantage / cfg.awac_lambda).clamp(max=cfg.exp_adv_max)
+        log_prob = self.actor.distribution(obs).log_prob(batch.action).sum(-1)
+        actor_loss = -(weight * log_prob).mean()
+        ensure_finite(actor_loss=actor_loss)
+        self.actor_optimizer.zero_grad()
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        polyak_update(self.target_critic, self.critic, cfg.tau)
+        self.updates += 1
+        return {
+            "critic_loss": critic_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "q": q.detach().mean().item(),
+            "advantage": advantage.mean().item(),
+            "weight": weight.mean().item(),
+        }
+
+    def _parts(self) -> dict:
+        return {
+            "obs_normalizer": self.obs_normalizer,
+            "actor": self.actor,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+        }
+
+    def state_dict(self) -> dict:
+        return {**state_of(**self._parts()), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, **self._parts())
+        self.updates = int(state["updates"])

@@ -1,0 +1,190 @@
+"""ReBRAC: TD3+BC with behaviour-cloning penalties in both the actor and the critic.
+
+Paper: D. Tarasov, V. Kurenkov, A. Nikulin, S. Kolesnikov, "Revisiting the Minimalist
+Approach to Offline Reinforcement Learning", NeurIPS 2023 (arXiv:2305.09836). Defaults
+follow CORL's ``rebrac.py`` (D4RL locomotion): actor and critic 3x256 with hidden blocks
+Linear -> ReLU -> LayerNorm (LayerNorm in the critics only), EDAC initialisation (hidden
+biases 0.1, output layers U(+-1e-3) actor / U(+-3e-3) critic), lr 1e-3, batch 1024,
+target noise 0.2 clipped at 0.5, policy delay 2, actor and critic BC coefficients 1
+(per-dataset values in configs), Q-normalised actor loss, raw states, 1M steps.
+
+Critic (every update), a' = clip(pi_target(s') + clip(N(0, 0.2^2), +-0.5), box):
+  y = r + gamma (1 - terminated) (min_i Q_target_i(s', a') - critic_bc_coef ||a' - a'_data||^2)
+  loss = sum over critics of the batch-mean squared error to y.
+Actor (updates 0, policy_frequency, 2 policy_frequency, ...: counted from 0 as CORL does,
+so the first update includes an actor step), with the just-updated critics:
+  loss = mean(actor_bc_coef ||pi(s) - a||^2 - lambda min_i Q_i(s, pi(s))),
+  lambda = 1 / mean|min_i Q_i(s, pi(s))| (detached) with ``normalize_q``, else 1.
+Polyak updates of the target actor and critics follow each actor step.
+
+Departures from the paper / CORL:
+- a'_data is the next row's data action of the same episode; on an episode's last row
+  (``extras["has_next_action"] == 0``) there is none and the critic penalty is zeroed
+  there. CORL skips timeout rows and pairs terminal rows with the next episode's first
+  action, where (1 - terminated) cancels the penalty anyway.
+- Actions and both BC penalties are in environment units (CORL's D4RL boxes are
+  [-1, 1], where the two agree); target noise is scaled by the action half-range.
+- The target actor is Polyak-averaged toward the actor *after* its step (as TD3 does);
+  CORL's JAX code averages toward the actor parameters from before that step.
+- LayerNorm epsilon is PyTorch's 1e-5 (Flax: 1e-6). The twin critics are one batched
+  ensemble; critic parameters get no gradients in the actor step (speed only).
+- ``reward_scale`` / ``reward_bias`` apply r <- scale r + bias to the dataset (CORL's
+  antmaze ``normalize_reward`` is r * 100); ``normalize_reward`` is the library's
+  locomotion normalisation (CORL's ReBRAC has none for locomotion).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.losses import ensemble_mse, smoothed_target_action
+from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, edac_init, polyak_update
+from rlcore.types import Batch
+from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
+
+
+@dataclass
+class ReBRACConfig:
+    """ReBRAC hyper-parameters (CORL defaults)."""
+
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # Polyak rate of target actor and critics
+    actor_lr: float = 1e-3  # policy learning rate
+    critic_lr: float = 1e-3  # Q learning rate
+    hidden: tuple[int, ...] = (256, 256, 256)  # hidden widths of actor and critics
+    num_critics: int = 2  # critics; targets and the actor use their minimum
+    actor_layer_norm: bool = False  # LayerNorm after each hidden activation of the actor
+    critic_layer_norm: bool = True  # LayerNorm after each hidden activation of the critics
+    policy_noise: float = 0.2  # target smoothing noise std (x action half-range)
+    noise_clip: float = 0.5  # clip of the smoothing noise (x action half-range)
+    policy_frequency: int = 2  # actor + target update on updates 0, f, 2f, ...
+    actor_bc_coef: float = 1.0  # weight of ||pi(s) - a||^2 in the actor loss
+    critic_bc_coef: float = 1.0  # weight of ||a' - a'_data||^2 subtracted from the target Q
+    normalize_q: bool = True  # scale the actor's Q term by 1 / mean|Q| (detached)
+    normalize_states: bool = False  # standardise observations with dataset statistics
+    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    reward_scale: float = 1.0  # dataset rewards r <- reward_scale * r + reward_bias
+    reward_bias: float = 0.0  # (antmaze recipe: reward_scale 100)
+    fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    batch_size: int = 1024  # transitions per gradient step
+    total_steps: int = 1_000_000  # gradient steps
+
+
+class ReBRAC:
+    """ReBRAC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``.
+
+    Batches must carry ``extras["next_action"]`` and ``extras["has_next_action"]``
+    (offline datasets' ``sample`` provides them)."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: ReBRACConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.config = config = config or ReBRACConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.actor = DeterministicActor(
+            obs_dim, action_dim, action_space.low, action_space.high, config.hidden,
+            layer_norm=config.actor_layer_norm, norm_after_activation=True,
+        )  # fmt: skip
+        self.critic = QEnsemble(
+            obs_dim, action_dim, config.num_critics, config.hidden,
+            layer_norm=config.critic_layer_norm, norm_after_activation=True,
+        )  # fmt: skip
+        edac_init(self.actor.net, output_bound=1e-3)
+        edac_init(self.critic.net, output_bound=3e-3)
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        fused = config.fused_optimizer
+        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
+        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
+        self._critic_params = list(self.critic.parameters())
+        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
+        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self.updates = 0
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Policy action for raw observation(s) (the policy is deterministic)."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            action = self.actor(self.obs_normalizer(obs_t)).cpu().numpy()
+        return action[0] if single else action
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """One critic step; actor and targets on updates 0, f, 2f, ... (f = policy_frequency)."""
+        cfg = self.config
+        obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
+        with torch.no_grad():
+            next_action = smoothed_target_action(
+                self.target_actor(next_obs),
+                self.actor.to_env.scale,
+                self.low,
+                self.high,
+                cfg.policy_noise,
+                cfg.noise_clip,
+            )
+            next_bc = (next_action - batch.extras["next_action"]).pow(2).sum(-1)
+            next_bc = next_bc * batch.extras["has_next_action"]
+            next_q = self.target_critic(next_obs, next_action).min(0).values
+            next_q = next_q - cfg.critic_bc_coef * next_bc
+            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+        q = self.critic(obs, batch.action)
+        critic_loss = ensemble_mse(q, target_q)
+        ensure_finite(critic_loss=critic_loss)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        actor_step = self.updates % cfg.policy_frequency == 0
+        self.updates += 1
+        metrics = {
+            "critic_loss": critic_loss.item(),
+            "q": q.detach().mean().item(),
+            "critic_bc": next_bc.mean().item(),
+        }
+
+        if actor_step:
+            with frozen(self._critic_params):
+                action = self.actor(obs)
+                q_pi = self.critic(obs, action).min(0).values
+                lam = 1.0 / q_pi.abs().mean().detach() if cfg.normalize_q else 1.0
+                bc = (action - batch.action).pow(2).sum(-1)
+                actor_loss = (cfg.actor_bc_coef * bc - lam * q_pi).mean()
+                ensure_finite(actor_loss=actor_loss)
+                self.actor_optimizer.zero_grad()
+                actor_loss.backward()
+            self.actor_optimizer.step()
+            polyak_update(self.target_actor, self.actor, cfg.tau)
+            polyak_update(self.target_critic, self.critic, cfg.tau)
+            metrics.update(actor_loss=actor_loss.item(), bc_loss=bc.mean().item())
+        return metrics
+
+    def _parts(self) -> dict:
+        return {
+            "obs_normalizer": self.obs_normalizer,
+            "actor": self.actor,
+            "critic": self.critic,
+            "target_actor": self.target_actor,
+            "target_critic": self.target_critic,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+        }
+
+    def state_dict(self) -> dict:
+        return {**state_of(**self._parts()), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, **self._parts())
+        self.updates = int(state["updates"])

@@ -54,6 +54,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "ppo": AlgoSpec("ppo", "algos.ppo", "PPO", "PPOConfig", "on_policy"),
     "iql": AlgoSpec("iql", "algos.iql", "IQL", "IQLConfig", "offline"),
     "td3_bc": AlgoSpec("td3_bc", "algos.td3_bc", "TD3BC", "TD3BCConfig", "offline"),
+    "rebrac": AlgoSpec("rebrac", "algos.rebrac", "ReBRAC", "ReBRACConfig", "offline"),
+    "awac": AlgoSpec("awac", "algos.awac", "AWAC", "AWACConfig", "offline"),
 }
 
 

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from algos.awac import AWAC, AWACConfig
 from algos.iql import IQL, IQLConfig
 from algos.ppo import PPO, PPOConfig
+from algos.rebrac import ReBRAC, ReBRACConfig
 from algos.sac import SAC, SACConfig
 from algos.td3 import TD3, TD3Config
 from algos.td3_bc import TD3BC, TD3BCConfig
@@ -65,7 +67,9 @@ AGENTS = {
     ),
     "td3_bc": lambda: TD3BC(OBS, ACT, TD3BCConfig(hidden=(32, 32), policy_frequency=1)),
 }
-OFFLINE = ["iql", "iql_deterministic", "td3_bc"]
+AGENTS["rebrac"] = lambda: ReBRAC(OBS, ACT, ReBRACConfig(hidden=(32, 32)))
+AGENTS["awac"] = lambda: AWAC(OBS, ACT, AWACConfig(hidden=(32, 32)))
+OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac"]
 
 
 def do_update(name, agent, seed=0):

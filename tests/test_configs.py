@@ -157,3 +157,17 @@ def test_offline_dataset_env_mismatch_is_a_clear_error(tmp_path, tiny_datasets):
     cfg = make_config("algo=td3_bc", "env=hopper", *FAST, f"dataset={tiny_datasets['ant']}")
     with pytest.raises(ValueError, match="does not match the environment"):
         train(cfg, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "experiment", sorted(p.stem for p in (REPO / "configs" / "experiment").glob("*.yaml"))
+)
+def test_experiment_configs_compose_into_valid_algo_configs(experiment):
+    cfg = make_config(f"+experiment={experiment}")
+    spec = registry.get(cfg.algo.name)
+    from omegaconf import OmegaConf
+
+    config = spec.config_from_dict(OmegaConf.to_container(cfg.algo, resolve=True))
+    assert cfg.dataset and cfg.env.id == "Hopper-v5"
+    assert experiment.startswith(spec.name)
+    assert config is not None

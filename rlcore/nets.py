@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -201,7 +202,10 @@ class _ActionScale(nn.Module):
 class TanhGaussianActor(nn.Module):
     """SAC policy: a = center + scale * tanh(u), u ~ N(mu(s), sigma(s)).
 
-    log_std is squashed into [log_std_min, log_std_max] with tanh (as CleanRL does).
+    log_std is squashed into [log_std_min, log_std_max] with tanh (as CleanRL does). With
+    ``log_std_affine=(m, o)`` it is instead ``clamp(m * raw + o, log_std_min, log_std_max)``
+    with m and o trainable scalars initialised to the given values (CORL's CQL / Cal-QL
+    policy, usually with bounds (-20, 2)).
     """
 
     def __init__(
@@ -215,12 +219,33 @@ class TanhGaussianActor(nn.Module):
         layer_norm: bool = False,
         log_std_min: float = -5.0,
         log_std_max: float = 2.0,
+        log_std_affine: tuple[float, float] | None = None,
     ) -> None:
         super().__init__()
         self.action_dim = action_dim
         self.net = MLP(obs_dim, 2 * action_dim, hidden, activation_name, layer_norm)
         self.to_env = _ActionScale(action_low, action_high, action_dim)
         self.log_std_min, self.log_std_max = log_std_min, log_std_max
+        self.affine_log_std = log_std_affine is not None
+        if log_std_affine is not None:
+            self.log_std_multiplier = nn.Parameter(torch.tensor(float(log_std_affine[0])))
+            self.log_std_offset = nn.Parameter(torch.tensor(float(log_std_affine[1])))
+
+    def _log_std(self, raw: torch.Tensor) -> torch.Tensor:
+        if self.affine_log_std:
+            log_std = self.log_std_multiplier * raw + self.log_std_offset
+            return log_std.clamp(self.log_std_min, self.log_std_max)
+        return self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
+            torch.tanh(raw) + 1.0
+        )
+
+    def _log_prob(
+        self, noise: torch.Tensor, log_std: torch.Tensor, pre_tanh: torch.Tensor
+    ) -> torch.Tensor:
+        # log N(u) - log|d a / d u|; log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
+        log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI
+        log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
+        return (log_prob - log_det).sum(-1) - self.to_env.scale.log().sum()
 
     def forward(
         self, obs: torch.Tensor, deterministic: bool = False, with_log_prob: bool = True
@@ -229,19 +254,22 @@ class TanhGaussianActor(nn.Module):
         mean, log_std = self.net(obs).chunk(2, dim=-1)
         if deterministic:
             return self.to_env(torch.tanh(mean)), None
-        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
-            torch.tanh(log_std) + 1.0
-        )
+        log_std = self._log_std(log_std)
         noise = torch.randn_like(mean)
         pre_tanh = mean + noise * log_std.exp()
         action = self.to_env(torch.tanh(pre_tanh))
         if not with_log_prob:
             return action, None
-        # log N(u) - log|d a / d u|; log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
-        log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI
-        log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
-        log_prob = (log_prob - log_det).sum(-1) - self.to_env.scale.log().sum()
-        return action, log_prob
+        return action, self._log_prob(noise, log_std, pre_tanh)
+
+    def log_prob(self, obs: torch.Tensor, action: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+        """log pi(action | obs) (B,) of given env-unit actions (e.g. dataset actions); the
+        squashed action is clipped to +-(1 - eps) so actions on the box edge stay finite."""
+        mean, log_std = self.net(obs).chunk(2, dim=-1)
+        log_std = self._log_std(log_std)
+        squashed = (action - self.to_env.center) / self.to_env.scale
+        pre_tanh = torch.atanh(squashed.clamp(-1.0 + eps, 1.0 - eps))
+        return self._log_prob((pre_tanh - mean) / log_std.exp(), log_std, pre_tanh)
 
 
 class DeterministicActor(nn.Module):
@@ -273,12 +301,32 @@ class DeterministicActor(nn.Module):
         return self.to_env(torch.tanh(self.net(obs)))
 
 
+def _init_weights(module: nn.Module, init: Callable[[torch.Tensor], Any], bias: float) -> None:
+    """``init`` on the weight of every nn.Linear in ``module`` (in place, as before) and of
+    every member of every EnsembleLinear (on a fresh (out, in) tensor, then copied in, so a
+    member gets exactly what an nn.Linear would); constant biases."""
+    with torch.no_grad():
+        for layer in module.modules():
+            if isinstance(layer, nn.Linear):
+                init(layer.weight)
+                nn.init.constant_(layer.bias, bias)
+            elif isinstance(layer, EnsembleLinear):
+                for member in range(layer.num_members):
+                    fresh = layer.weight.new_empty(layer.out_dim, layer.in_dim)
+                    init(fresh)
+                    layer.weight[member].copy_(fresh.T)
+                nn.init.constant_(layer.bias, bias)
+
+
 def orthogonal_init(module: nn.Module, gain: float = math.sqrt(2), bias: float = 0.0) -> None:
-    """Orthogonal weights and constant biases for every nn.Linear inside ``module``."""
-    for layer in module.modules():
-        if isinstance(layer, nn.Linear):
-            nn.init.orthogonal_(layer.weight, gain)
-            nn.init.constant_(layer.bias, bias)
+    """Orthogonal weights and constant biases for every nn.Linear inside ``module``, and for
+    every member of every EnsembleLinear (each member initialised like an nn.Linear)."""
+    _init_weights(module, lambda w: nn.init.orthogonal_(w, gain), bias)
+
+
+def xavier_uniform_init(module: nn.Module, gain: float = 1.0, bias: float = 0.0) -> None:
+    """Xavier-uniform weights and constant biases, for the same layers as ``orthogonal_init``."""
+    _init_weights(module, lambda w: nn.init.xavier_uniform_(w, gain), bias)
 
 
 def edac_init(net: MLP | EnsembleMLP, output_bound: float, hidden_bias: float = 0.1) -> None:

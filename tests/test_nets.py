@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -114,3 +115,51 @@ def test_ensemble_init_matches_linear_bounds():
     bound = 1 / math.sqrt(100)
     w = q.hidden_layers[0].weight
     assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
+
+
+def test_tanh_gaussian_affine_log_std_and_log_prob_of_given_actions():
+    """CORL's log_std = clamp(m * raw + o) with trainable m, o; log_prob(obs, a) of the
+    sampled action equals the log-probability returned with the sample."""
+    torch.manual_seed(3)
+    low, high = np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32)
+    actor = TanhGaussianActor(3, 2, low, high, hidden=(16,), log_std_min=-20.0,
+                              log_std_max=2.0, log_std_affine=(1.0, -1.0))  # fmt: skip
+    assert actor.log_std_multiplier.item() == 1.0 and actor.log_std_offset.item() == -1.0
+    with torch.no_grad():
+        actor.log_std_multiplier.fill_(0.0)
+        actor.log_std_offset.fill_(-30.0)  # clamped to -20: sample == tanh(mean)
+    obs = torch.randn(32, 3)
+    action, log_prob = actor(obs)
+    det, _ = actor(obs, deterministic=True)
+    assert torch.allclose(action, det, atol=1e-6)
+    with torch.no_grad():
+        actor.log_std_multiplier.fill_(0.5)
+        actor.log_std_offset.fill_(-1.0)
+    action, log_prob = actor(obs)
+    assert torch.allclose(actor.log_prob(obs, action), log_prob, atol=1e-3)
+    edge = actor.log_prob(obs, torch.as_tensor(high).expand(32, 2))
+    assert torch.isfinite(edge).all()
+    default = TanhGaussianActor(3, 2, hidden=(16,))  # SAC's actor keeps its parameters
+    assert {k for k, _ in default.named_parameters()} == {
+        "net.0.weight", "net.0.bias", "net.2.weight", "net.2.bias"
+    }  # fmt: skip
+    action, log_prob = default(obs)
+    assert torch.allclose(default.log_prob(obs, action), log_prob, atol=1e-3)
+
+
+def test_orthogonal_and_xavier_init_cover_ensemble_members():
+    from rlcore.nets import EnsembleLinear, orthogonal_init, xavier_uniform_init
+
+    layer, reference = EnsembleLinear(3, 8, 4), [nn.Linear(8, 4) for _ in range(3)]
+    torch.manual_seed(0)
+    orthogonal_init(layer, gain=2.0, bias=0.5)
+    torch.manual_seed(0)
+    for ref in reference:  # one nn.Linear after another, as the ensemble does its members
+        nn.init.orthogonal_(ref.weight, 2.0)
+    for member, ref in enumerate(reference):
+        assert torch.allclose(layer.weight[member], ref.weight.T)
+    assert (layer.bias == 0.5).all()
+    xavier_uniform_init(layer, gain=1e-2)
+    bound = 1e-2 * math.sqrt(6 / (8 + 4))
+    assert layer.weight.abs().max() <= bound and layer.weight.abs().max() > 0.5 * bound
+    assert not layer.bias.any()

@@ -1,0 +1,59 @@
+"""Calibrated Q-Learning (Cal-QL), offline pre-training.
+
+Paper: M. Nakamoto, Y. Zhai, A. Singh, M. S. Mark, Y. Ma, C. Finn, A. Kumar, S. Levine,
+"Cal-QL: Calibrated Offline RL Pre-Training for Efficient Online Fine-Tuning",
+NeurIPS 2023 (arXiv:2303.05479). Defaults follow CORL's ``finetune/cal_ql.py``: CQL's
+(algos/cql.py) except critics 2x256 (q_n_hidden_layers=2) and every actor and critic
+layer orthogonal with gain sqrt(2).
+
+Cal-QL is CQL plus one term, and this file only configures it: ``CalQL`` is the CQL agent
+built with ``calibrate=True``. In the CQL penalty, the critics' values of policy actions,
+Q(s, a ~ pi(s)) and Q(s, a ~ pi(s')), are replaced by max(Q, mc_return) before the
+logsumexp (``batch.mc_return``: discounted Monte-Carlo return-to-go of the behaviour
+policy, from the dataset; in the same reward units as the training rewards). Random-action
+and data-action values are not bounded; the importance-sampling log pi is subtracted after
+the bound. ``bound_rate`` logs the fraction of bounded policy-action values.
+
+Calibration after the switch to online (decision): the agent has a ``calibrate`` attribute,
+saved in its state dict. Offline training keeps it on. CORL switches it off when online
+fine-tuning starts (its online transitions carry no return-to-go); an offline-to-online
+loop should do the same by setting ``agent.calibrate = False`` at the switch, which then
+survives checkpoints. Nothing in this module switches it.
+
+Departures: those of algos/cql.py (batched critic ensemble, all losses checked before any
+step, uniform actions in the env's box); the online phase (mixing ratio, cql_alpha_online)
+is not implemented here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import torch
+
+from algos.cql import CQL, CQLConfig
+
+
+@dataclass
+class CalQLConfig(CQLConfig):
+    """Cal-QL hyper-parameters: every CQLConfig field (commented there), CORL cal_ql.py
+    defaults where they differ from CQL's."""
+
+    critic_hidden: tuple[int, ...] | None = (256, 256)  # critics 2x256 (actor stays 3x256)
+    network_init: str = "orthogonal"  # every actor and critic layer orthogonal gain sqrt(2)
+
+
+class CalQL(CQL):
+    """The CQL agent with Cal-QL's calibrated lower bound switched on (``calibrate``)."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: CalQLConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        super().__init__(
+            observation_space, action_space, config or CalQLConfig(), device, calibrate=True
+        )

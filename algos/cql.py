@@ -1,0 +1,374 @@
+"""Conservative Q-Learning (CQL), offline; with ``calibrate=True`` it is Cal-QL.
+
+Paper: A. Kumar, A. Zhou, G. Tucker, S. Levine, "Conservative Q-Learning for Offline
+Reinforcement Learning", NeurIPS 2020 (arXiv:2006.04779), the CQL(H) variant on a SAC
+learner. Defaults follow CORL's ``cql.py`` (D4RL locomotion): actor and twin critics
+3x256 ReLU, policy lr 3e-5 (temperature too), Q lr 3e-4, batch 256, tau 5e-3 every
+step, automatic entropy tuning toward -|A|, no entropy in the backup, 10 sampled actions
+with importance sampling, cql_alpha 10 without the Lagrange multiplier, states
+standardised (+1e-3 std), 1M steps. Reward scale 1 / bias 0 for locomotion (CORL's
+duplicated 5 / -1 defaults are its antmaze recipe; set them per recipe).
+
+One update, every loss taken with the parameters from before the update:
+(1) a ~ pi(s) with log pi; temperature loss -mean(log alpha * (log pi + H_target));
+(2) policy loss mean(alpha log pi - min_i Q_i(s, a)) (behaviour cloning
+    mean(alpha log pi - log pi(a_data|s)) for the first ``bc_steps`` updates);
+(3) TD target y = r + gamma (1 - terminated) min_i Q'_i(s', a'), a' ~ pi(s') (max over
+    ``cql_n_actions`` samples of it with ``cql_max_target_backup``; minus alpha log pi(a'|s')
+    with ``backup_entropy``); TD loss = sum over critics of the MSE;
+(4) CQL penalty per critic i: N uniform actions in the action box, N from pi(.|s) and N
+    from pi(.|s') (all detached), ALL scored by Q_i at the current state s. With importance
+    sampling, values are Q_i(s, a_rand) - log U(a_rand), Q_i(s, a_next) - log pi(a_next|s'),
+    Q_i(s, a_cur) - log pi(a_cur|s) (3N values); without it, [Q_rand, Q_data, Q_next,
+    Q_cur]. ood = T logsumexp(values / T); diff_i = mean_batch clamp(ood - Q_i(s, a_data));
+    penalty_i = cql_alpha diff_i, or alpha' cql_alpha (diff_i - gap) with the Lagrange
+    multiplier alpha' = clamp(exp(log alpha'), 0, 1e6), log alpha' (init 1) minimising
+    -mean_i penalty_i at lr critic_lr; critic loss = TD loss + sum_i penalty_i;
+(5) optimiser steps: temperature, actor, (alpha'), critics; then Polyak targets.
+
+Cal-QL (``calibrate=True``, see algos/cal_ql.py) adds one term: before the logsumexp,
+Q_i(s, a_cur) and Q_i(s, a_next) become max(Q_i, mc_return) (Monte-Carlo return-to-go of
+the batch); the random-action and data values are not bounded, and the importance-sampling
+log pi is subtracted after the bound. ``bound_rate`` logs how often the bound was active.
+
+Departures from CORL and the paper:
+* The twin critics are one batched ensemble (``num_critics`` may be raised), and the data
+  action plus all 3N sampled actions are scored in ONE critic call on (B * (1 + 3N)) rows;
+  the N-sample actor draws for s and s' (and the target's) are one actor call. Same maths.
+* Every loss is computed first and checked for NaN/inf before any optimiser steps
+  (``NonFiniteLossError`` leaves all parameters untouched). CORL also computes all losses
+  from the pre-update parameters, so the maths is the same; critic parameters get no
+  gradient from the policy loss and alpha is detached in the policy loss (CORL zeroes
+  those stray gradients before they are used).
+* Uniform actions are drawn in the environment's action box and their log-density is
+  -sum log(high - low) (CORL: [-1, 1], -|A| log 2). Policy log-densities are in env units
+  too, so importance weights stay consistent; for a [-1, 1] box it is CORL exactly.
+* Behaviour cloning (``bc_steps`` > 0) uses the log-likelihood of the dataset action
+  (edge actions clipped to +-(1 - 1e-6) before atanh); some CORL versions score a fresh
+  policy sample instead. Off by default (bc_steps 0), as in CORL.
+* ``alpha_multiplier`` and ``target_update_period`` are not exposed (CORL: 1 and 1).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore.losses import ensemble_mse
+from rlcore.nets import (
+    ObsNormalizer,
+    QEnsemble,
+    TanhGaussianActor,
+    orthogonal_init,
+    polyak_update,
+    xavier_uniform_init,
+)
+from rlcore.types import Batch
+from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
+
+NETWORK_INITS = ("cql", "orthogonal", "default")
+
+
+@dataclass
+class CQLConfig:
+    """CQL hyper-parameters (CORL D4RL-locomotion defaults)."""
+
+    gamma: float = 0.99  # discount
+    tau: float = 5e-3  # Polyak rate of the target critics (every update)
+    actor_lr: float = 3e-5  # policy learning rate (CORL policy_lr)
+    critic_lr: float = 3e-4  # Q learning rate (CORL qf_lr); also the Lagrange alpha' lr
+    alpha_lr: float = 3e-5  # temperature learning rate (CORL: the policy lr)
+    hidden: tuple[int, ...] = (256, 256, 256)  # hidden widths of the actor (and critics)
+    critic_hidden: tuple[int, ...] | None = None  # hidden widths of the critics; None -> hidden
+    num_critics: int = 2  # critics; targets and the policy use their minimum
+    # "cql": critic hidden layers orthogonal gain sqrt(2), critic output orthogonal gain 1e-2,
+    # actor hidden layers nn.Linear default, actor output Xavier-uniform gain 1e-2, biases 0
+    # (CORL cql.py, orthogonal_init=True); "orthogonal": every actor and critic layer
+    # orthogonal gain sqrt(2), biases 0 (CORL cal_ql.py); "default": hidden layers nn.Linear
+    # default, outputs Xavier-uniform gain 1e-2, biases 0 (CORL orthogonal_init=False)
+    network_init: str = "cql"
+    log_std_multiplier: float = 1.0  # initial m of the policy's log_std = m * raw + o
+    log_std_offset: float = -1.0  # initial o (m and o are trained with the policy)
+    log_std_min: float = -20.0  # clamp of the policy log-std, lower
+    log_std_max: float = 2.0  # clamp of the policy log-std, upper
+    init_alpha: float = 1.0  # initial temperature (fixed value if autotune_alpha is off)
+    autotune_alpha: bool = True  # learn the temperature toward target_entropy
+    target_entropy: float | None = None  # None -> -action_dim
+    backup_entropy: bool = False  # subtract alpha log pi(a'|s') in the TD target
+    bc_steps: int = 0  # first updates whose policy loss is behaviour cloning
+    cql_alpha: float = 10.0  # weight of the conservative penalty
+    cql_n_actions: int = 10  # sampled actions per state for each of random, pi(s), pi(s')
+    cql_importance_sample: bool = True  # subtract log-densities of the sampled actions
+    cql_lagrange: bool = False  # tune a multiplier alpha' toward cql_target_action_gap
+    cql_target_action_gap: float = -1.0  # gap of the Lagrange variant
+    cql_temp: float = 1.0  # temperature of the logsumexp
+    cql_max_target_backup: bool = False  # TD target: max over cql_n_actions samples of a'
+    cql_clip_diff_min: float = -math.inf  # clamp of (ood - Q_data) per state, lower
+    cql_clip_diff_max: float = math.inf  # clamp of (ood - Q_data) per state, upper
+    normalize_states: bool = True  # standardise observations with dataset statistics
+    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    reward_scale: float = 1.0  # r <- reward_scale * r + reward_bias on the dataset
+    reward_bias: float = 0.0  # (antmaze recipes: scale 10, bias -5)
+    fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    batch_size: int = 256  # transitions per gradient step
+    total_steps: int = 1_000_000  # gradient steps
+
+
+def cql_gap(
+    q_data: torch.Tensor,
+    q_rand: torch.Tensor,
+    q_next: torch.Tensor,
+    q_cur: torch.Tensor,
+    log_density_rand: float,
+    log_pi_next: torch.Tensor,
+    log_pi_cur: torch.Tensor,
+    temp: float = 1.0,
+    importance_sample: bool = True,
+    clip: tuple[float, float] = (-math.inf, math.inf),
+    lower_bound: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """CQL's per-critic gap diff_i = mean_b clamp(T logsumexp(values / T) - Q_i(s, a_data)).
+
+    q_data (E, B); q_rand, q_next, q_cur (E, B, N): critic values at the CURRENT states of
+    uniform actions, of actions from pi(.|s') and of actions from pi(.|s); log_pi_next,
+    log_pi_cur (B, N) their policy log-densities; ``log_density_rand`` the uniform
+    log-density. ``lower_bound`` (B,) is Cal-QL's term: q_next and q_cur are replaced by
+    max(q, lower_bound) before the importance weights. Returns (E,).
+    """
+    if lower_bound is not None:
+        bound = lower_bound[:, None]
+        q_next, q_cur = torch.maximum(q_next, bound), torch.maximum(q_cur, bound)
+    if importance_sample:
+        values = [q_rand - log_density_rand, q_next - log_pi_next, q_cur - log_pi_cur]
+    else:
+        values = [q_rand, q_data.unsqueeze(-1), q_next, q_cur]
+    ood = temp * torch.logsumexp(torch.cat(values, dim=-1) / temp, dim=-1)
+    return (ood - q_data).clamp(*clip).mean(dim=-1)
+
+
+class CQL:
+    """CQL agent (Cal-QL with ``calibrate=True``): ``act``, ``update(batch)``,
+    ``state_dict`` / ``load_state_dict``.
+
+    ``calibrate`` is a plain attribute saved in the state dict: Cal-QL bounds the policy
+    actions' Q by ``batch.mc_return`` while it is True. An offline-to-online loop may set it
+    to False at the switch to online data (CORL's ``switch_calibration``); nothing here
+    switches it.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: CQLConfig | None = None,
+        device: str | torch.device = "cpu",
+        calibrate: bool = False,
+    ) -> None:
+        self.config = config = config or CQLConfig()
+        if config.network_init not in NETWORK_INITS:
+            raise ValueError(
+                f"unknown network_init '{config.network_init}', choose from {NETWORK_INITS}"
+            )
+        low, high = action_space.low, action_space.high
+        if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
+            raise ValueError(
+                f"{type(self).__name__} needs a bounded action box, got {action_space}"
+            )
+        self.device = torch.device(device)
+        self.calibrate = calibrate
+        obs_dim = int(np.prod(observation_space.shape))
+        self.action_dim = action_dim = int(np.prod(action_space.shape))
+        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.actor = TanhGaussianActor(
+            obs_dim, action_dim, low, high, config.hidden,
+            log_std_min=config.log_std_min, log_std_max=config.log_std_max,
+            log_std_affine=(config.log_std_multiplier, config.log_std_offset),
+        )  # fmt: skip
+        critic_hidden = config.hidden if config.critic_hidden is None else config.critic_hidden
+        self.critic = QEnsemble(obs_dim, action_dim, config.num_critics, critic_hidden)
+        self._init_networks(config.network_init)
+        self.actor.to(self.device)
+        self.critic.to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.log_alpha = torch.tensor(
+            math.log(config.init_alpha), device=self.device, requires_grad=True
+        )
+        self.log_alpha_prime = torch.tensor(1.0, device=self.device, requires_grad=True)
+        self.target_entropy = (
+            -float(action_dim) if config.target_entropy is None else config.target_entropy
+        )
+        fused = config.fused_optimizer
+        self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
+        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
+        self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
+        self.alpha_prime_optimizer = adam([self.log_alpha_prime], config.critic_lr, fused)
+        self._critic_params = list(self.critic.parameters())
+        self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
+        self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
+        self.random_log_density = -float(np.log(high.astype(np.float64) - low).sum())
+        self.updates = 0
+
+    def _init_networks(self, scheme: str) -> None:
+        actor, critic = self.actor.net, self.critic.net
+        if scheme == "orthogonal":
+            orthogonal_init(actor)
+            orthogonal_init(critic)
+            return
+        if scheme == "cql":
+            orthogonal_init(critic)
+            orthogonal_init(critic.output_layer, gain=1e-2)
+        else:
+            xavier_uniform_init(critic.output_layer, gain=1e-2)
+        xavier_uniform_init(actor[-1], gain=1e-2)
+
+    @property
+    def alpha(self) -> torch.Tensor:
+        return self.log_alpha.detach().exp()
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
+        """Action for raw observation(s): tanh of the mean (or a sample), in the box."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            action, _ = self.actor(
+                self.obs_normalizer(obs_t), deterministic=deterministic, with_log_prob=False
+            )
+            action = torch.clamp(action, self.low, self.high).cpu().numpy()
+        return action[0] if single else action
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.config
+        if self.calibrate and batch.mc_return is None:
+            raise ValueError(
+                "Cal-QL (calibrate=True) needs batch.mc_return, the Monte-Carlo return-to-go "
+                "of each transition (offline datasets provide it)"
+            )
+        obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
+        size, n, dim = obs.shape[0], cfg.cql_n_actions, self.action_dim
+        alpha = self.alpha
+
+        # temperature and policy losses from a ~ pi(s), critics as they are now
+        action, log_prob = self.actor(obs)
+        alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+        if self.updates < cfg.bc_steps:
+            actor_loss = (alpha * log_prob - self.actor.log_prob(obs, batch.action)).mean()
+        else:
+            with frozen(self._critic_params):  # gradients reach the actions, not the critics
+                q_pi = self.critic(obs, action).min(0).values
+            actor_loss = (alpha * log_prob - q_pi).mean()
+
+        with torch.no_grad():
+            # one actor call: N samples at s, N at s' (penalty) and 1 or N at s' (target)
+            n_backup = n if cfg.cql_max_target_backup else 1
+            sample_obs = torch.cat(
+                [obs.repeat_interleave(n, 0), next_obs.repeat_interleave(n + n_backup, 0)]
+            )
+            sampled, sampled_log_prob = self.actor(sample_obs)
+            cur_action, next_all = sampled.split([size * n, size * (n + n_backup)])
+            cur_log_prob, next_all_log_prob = sampled_log_prob.split(
+                [size * n, size * (n + n_backup)]
+            )
+            next_all = next_all.view(size, n + n_backup, dim)
+            next_all_log_prob = next_all_log_prob.view(size, n + n_backup)
+            next_action, backup_action = next_all.split([n, n_backup], dim=1)
+            next_log_prob, backup_log_prob = next_all_log_prob.split([n, n_backup], dim=1)
+            cur_action, cur_log_prob = cur_action.view(size, n, dim), cur_log_prob.view(size, n)
+
+            backup_q = self.target_critic(
+                next_obs.repeat_interleave(n_backup, 0), backup_action.reshape(-1, dim)
+            )
+            next_v, best = backup_q.min(0).values.view(size, n_backup).max(1)
+            if cfg.backup_entropy:
+                next_v = next_v - alpha * backup_log_prob.gather(1, best[:, None]).squeeze(1)
+            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_v
+            random_action = self.low + (self.high - self.low) * torch.rand(
+                size, n, dim, device=self.device
+            )
+
+        # one critic call at s: the data action, then N random, N from pi(s'), N from pi(s)
+        actions = torch.cat([batch.action.unsqueeze(1), random_action, next_action, cur_action], 1)
+        rows = actions.shape[1]
+        q_all = self.critic(
+            obs.unsqueeze(1).expand(size, rows, obs.shape[-1]).reshape(size * rows, -1),
+            actions.reshape(size * rows, dim),
+        ).view(-1, size, rows)
+        q_data = q_all[..., 0]
+        q_rand, q_next, q_cur = q_all[..., 1:].split(n, dim=-1)
+        td_loss = ensemble_mse(q_data, target_q)
+        bound = batch.mc_return if self.calibrate else None
+        diff = cql_gap(
+            q_data, q_rand, q_next, q_cur, self.random_log_density, next_log_prob, cur_log_prob,
+            cfg.cql_temp, cfg.cql_importance_sample, (cfg.cql_clip_diff_min, cfg.cql_clip_diff_max),
+            bound,
+        )  # fmt: skip
+        lagrange = {}
+        if cfg.cql_lagrange:
+            alpha_prime = self.log_alpha_prime.exp().clamp(0.0, 1e6)
+            gap = diff - cfg.cql_target_action_gap
+            penalty = (alpha_prime.detach() * cfg.cql_alpha * gap).sum()
+            lagrange["alpha_prime_loss"] = -(alpha_prime * cfg.cql_alpha * gap.detach()).mean()
+        else:
+            penalty = cfg.cql_alpha * diff.sum()
+        losses = {"critic_loss": td_loss + penalty, "actor_loss": actor_loss, **lagrange}
+        if cfg.autotune_alpha:
+            losses["alpha_loss"] = alpha_loss
+        ensure_finite(**losses)
+
+        steps = [("actor_loss", self.actor_optimizer), ("critic_loss", self.critic_optimizer)]
+        if cfg.cql_lagrange:
+            steps.insert(1, ("alpha_prime_loss", self.alpha_prime_optimizer))
+        if cfg.autotune_alpha:
+            steps.insert(0, ("alpha_loss", self.alpha_optimizer))
+        for name, optimizer in steps:
+            optimizer.zero_grad()
+            losses[name].backward()
+            optimizer.step()
+        polyak_update(self.target_critic, self.critic, cfg.tau)
+        self.updates += 1
+
+        metrics = {name: loss.item() for name, loss in losses.items()}
+        metrics.update(
+            td_loss=td_loss.item(),
+            cql_penalty=penalty.item(),
+            cql_diff=diff.detach().mean().item(),
+            q=q_data.detach().mean().item(),
+            q_rand=q_rand.detach().mean().item(),
+            q_pi=q_cur.detach().mean().item(),
+            q_pi_next=q_next.detach().mean().item(),
+            target_q=target_q.mean().item(),
+            entropy=-log_prob.detach().mean().item(),
+            alpha=alpha.item(),
+        )
+        if cfg.cql_lagrange:
+            metrics["alpha_prime"] = alpha_prime.item()
+        if bound is not None:
+            below = torch.cat([q_cur.detach(), q_next.detach()], dim=-1) < bound[:, None]
+            metrics["bound_rate"] = below.float().mean().item()
+        return metrics
+
+    def _parts(self) -> dict:
+        return {
+            "obs_normalizer": self.obs_normalizer,
+            "actor": self.actor,
+            "critic": self.critic,
+            "target_critic": self.target_critic,
+            "log_alpha": self.log_alpha,
+            "log_alpha_prime": self.log_alpha_prime,
+            "actor_optimizer": self.actor_optimizer,
+            "critic_optimizer": self.critic_optimizer,
+            "alpha_optimizer": self.alpha_optimizer,
+            "alpha_prime_optimizer": self.alpha_prime_optimizer,
+        }
+
+    def state_dict(self) -> dict:
+        return {**state_of(**self._parts()), "updates": self.updates, "calibrate": self.calibrate}
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, **self._parts())
+        self.updates = int(state["updates"])
+        self.calibrate = bool(state["calibrate"])

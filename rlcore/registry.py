@@ -56,6 +56,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "td3_bc": AlgoSpec("td3_bc", "algos.td3_bc", "TD3BC", "TD3BCConfig", "offline"),
     "rebrac": AlgoSpec("rebrac", "algos.rebrac", "ReBRAC", "ReBRACConfig", "offline"),
     "awac": AlgoSpec("awac", "algos.awac", "AWAC", "AWACConfig", "offline"),
+    "cql": AlgoSpec("cql", "algos.cql", "CQL", "CQLConfig", "offline"),
+    "cal_ql": AlgoSpec("cal_ql", "algos.cal_ql", "CalQL", "CalQLConfig", "offline"),
 }
 
 

@@ -7,6 +7,8 @@ import pytest
 import torch
 
 from algos.awac import AWAC, AWACConfig
+from algos.cal_ql import CalQL, CalQLConfig
+from algos.cql import CQL, CQLConfig
 from algos.iql import IQL, IQLConfig
 from algos.ppo import PPO, PPOConfig
 from algos.rebrac import ReBRAC, ReBRACConfig
@@ -69,7 +71,9 @@ AGENTS = {
 }
 AGENTS["rebrac"] = lambda: ReBRAC(OBS, ACT, ReBRACConfig(hidden=(32, 32)))
 AGENTS["awac"] = lambda: AWAC(OBS, ACT, AWACConfig(hidden=(32, 32)))
-OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac"]
+AGENTS["cql"] = lambda: CQL(OBS, ACT, CQLConfig(hidden=(32, 32)))
+AGENTS["cal_ql"] = lambda: CalQL(OBS, ACT, CalQLConfig(hidden=(32, 32), critic_hidden=(32, 32)))
+OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql"]
 
 
 def do_update(name, agent, seed=0):

@@ -35,7 +35,7 @@ SHORT_NAMES: dict[str, str] = {
     "reacher": "Reacher-v5",
     "pusher": "Pusher-v5",
 }
-BACKENDS = ("sync", "async")
+BACKENDS = ("sync", "async", "native")
 
 
 class UnknownEnvError(ValueError):
@@ -238,11 +238,14 @@ def make_vec_env(
     clip_reward: float = 10.0,
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    num_threads: int | None = None,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
     ``seed`` (if given) seeds the action spaces; the loop seeds the physics through
-    ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``.
+    ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``. ``backend="native"``
+    steps all envs in MuJoCo's C threads (``envs/native.py``, ``num_threads`` of them,
+    default all CPUs) and supports the tasks in ``envs.native.SUPPORTED_ENVS``.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -256,10 +259,16 @@ def make_vec_env(
     def make_one() -> gym.Env:
         return SimulatorState(gym.make(env_id, **kwargs))
 
-    vector_cls = gym.vector.SyncVectorEnv if backend == "sync" else gym.vector.AsyncVectorEnv
-    env: VectorEnv = vector_cls(
-        [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
-    )
+    env: VectorEnv
+    if backend == "native":
+        from envs.native import NativeVectorEnv
+
+        env = NativeVectorEnv(env_id, num_envs, num_threads=num_threads, **kwargs)
+    else:
+        vector_cls = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv}
+        env = vector_cls[backend](
+            [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
+        )
     env = EpisodeStats(env)
     if normalize_obs:
         env = NormalizeObservation(env, clip=clip_obs)
@@ -304,6 +313,8 @@ def get_vec_env_state(env: VectorEnv) -> dict[str, Any]:
         if hasattr(layer, "state_dict")
     }
     base = _wrapper_chain(env)[-1]
+    if hasattr(base, "rlcore_get_states"):  # native back end: all envs in one call
+        return {"envs": base.rlcore_get_states(), "wrappers": wrappers}
     return {"envs": list(base.call("rlcore_get_state")), "wrappers": wrappers}
 
 
@@ -317,7 +328,9 @@ def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> None:
     if len(sub_states) != env.num_envs:
         raise ValueError(f"saved state has {len(sub_states)} envs, this env has {env.num_envs}")
     base = _wrapper_chain(env)[-1]
-    if isinstance(base, gym.vector.SyncVectorEnv):
+    if hasattr(base, "rlcore_set_states"):  # native back end
+        base.rlcore_set_states(sub_states)
+    elif isinstance(base, gym.vector.SyncVectorEnv):
         for sub_env, sub_state in zip(base.envs, sub_states):
             sub_env.rlcore_set_state(sub_state)
     else:  # async: each worker gets its own state

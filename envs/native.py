@@ -7,12 +7,14 @@ Observations, rewards, termination and truncation are then computed in numpy fro
 batch's ``qpos`` / ``qvel`` views. Per-env Python runs only at resets, to draw the reset
 noise from each env's own ``np.random.Generator`` exactly as gymnasium does.
 
-Why ``mujoco.batch`` rather than ``mujoco.rollout``: ``rollout`` returns
-``mjSTATE_FULLPHYSICS`` states, which omit the solver warm start (``qacc_warmstart``);
-continuing from them re-starts the constraint solver cold every env step, so the
-trajectories drift away from gymnasium's (which keeps one MjData per env). ``Batch``
-keeps the whole integration state per simulation and is documented bit-identical to a
-loop over one MjData per simulation at any thread count (it is also faster, DEPS.md).
+Why ``mujoco.batch`` rather than ``mujoco.rollout``: ``rollout`` takes an initial solver
+warm start (``qacc_warmstart``) but returns only ``mjSTATE_FULLPHYSICS`` states, so a
+per-env warm start cannot be carried from one env step to the next (envs sharing a
+thread's MjData would inherit each other's), and results would match gymnasium (one
+MjData per env) only to solver tolerance, not bit for bit. ``Batch`` is MuJoCo 4.0's
+persistent threaded API: it keeps each simulation's whole ``mjSTATE_INTEGRATION`` row,
+is documented bit-identical to a loop over one MjData per simulation at any thread
+count, and is faster (DEPS.md).
 
 Task definitions reproduced from gymnasium 1.4's v5 sources
 (``gymnasium/envs/mujoco/{hopper,half_cheetah,walker2d,inverted_pendulum,swimmer}_v5.py``

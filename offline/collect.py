@@ -4,12 +4,13 @@
     python -m offline.collect env=Hopper policy=runs/sac/hopper/<time> steps=1000000 \\
         dataset_id=local/hopper/medium-v0 [seed=0] [noise=0.1]
     python -m offline.collect policy=replay:runs/sac/hopper/<time> dataset_id=local/hopper/medium-replay-v0
+    python -m offline.collect policy=replay:runs/sac/hopper/<time> steps=60000 dataset_id=...
     python -m offline.collect recipe env=Hopper ...      # D4RL-like datasets, see offline/recipe.py
 
 ``policy`` is ``random`` (uniform actions), a run directory or checkpoint file (its
 deterministic policy via ``rlcore.checkpoint.load_policy``, plus optional Gaussian
 ``noise``), or ``replay:<run dir>`` (the transitions in that run's checkpointed replay
-buffer). Optional keys: ``seed``, ``noise`` (std as a fraction of the action half-range),
+buffer; with ``steps=n`` only those of its first n env steps). Optional keys: ``seed``, ``noise`` (std as a fraction of the action half-range),
 ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
 both together). The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
@@ -147,8 +148,13 @@ def rollout(
     return episodes
 
 
-def replay_episodes(state: dict[str, Any]) -> list[Episode]:
+def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> list[Episode]:
     """Episodes stored in a checkpoint's replay buffer (``load_checkpoint(run)``).
+
+    ``first_steps``: keep only the transitions of the run's first ``first_steps`` env steps
+    (the buffer must still hold them: nothing overwritten). A deterministic run's buffer
+    cut at step n equals the buffer of the same run stopped at n, which is how the recipe
+    gets medium-replay from the expert run without training twice.
 
     The transition of env i at vector step t was the write number g = t * num_envs + i,
     at row g % capacity; the buffer holds the last ``size`` writes in ring order. Each
@@ -176,6 +182,17 @@ def replay_episodes(state: dict[str, Any]) -> list[Episode]:
     written = int(loop["counters"]["step"])
     data = {k: v.cpu().numpy() for k, v in buffer["data"].items()}
     order = np.arange(size) if size < capacity else np.r_[pos:capacity, 0:pos]
+    if first_steps is not None:
+        if not 1 <= first_steps <= written:
+            raise DatasetError(
+                f"the run has {written} env steps; cannot export the first {first_steps}"
+            )
+        if written > size:
+            raise DatasetError(
+                f"the replay buffer no longer holds the run's first steps (capacity {capacity} < "
+                f"{written} steps written); export the whole buffer or use a shorter run"
+            )
+        order, size, written = order[:first_steps], first_steps, first_steps
     env_of_row = (written - size + np.arange(size)) % num_envs
     episodes: list[Episode] = []
     for env_index in range(num_envs):
@@ -303,8 +320,8 @@ def collect(
     make_kwargs: dict[str, Any] = {}
     if policy.startswith("replay:"):
         run = policy.removeprefix("replay:")
-        if steps is not None:
-            raise UsageError("steps= does not apply to replay: (the whole buffer is exported)")
+        if steps is not None and steps < 1:
+            raise UsageError("steps=<n> (n >= 1) for replay: exports the run's first n env steps")
         state = load_checkpoint(run)
         run_env = resolve_env_id(state["config"]["env"]["id"])
         if env is not None and resolve_env_id(env) != run_env:
@@ -313,8 +330,10 @@ def collect(
         make_kwargs = dict(state["config"]["env"].get("kwargs") or {})
         if state["config"]["env"].get("max_episode_steps") is not None:
             make_kwargs["max_episode_steps"] = state["config"]["env"]["max_episode_steps"]
-        episodes = replay_episodes(state)
+        episodes = replay_episodes(state, first_steps=steps)
         algorithm = f"replay buffer of {state['algo']} run {run}"
+        if steps is not None:
+            algorithm += f" (first {steps} env steps)"
     else:
         if env is None:
             raise UsageError("env=<env> is required unless policy=replay:<run dir>")

@@ -13,17 +13,20 @@ Steps (datasets are ``<namespace>/<env>/<kind>-v<version>``, e.g. ``local/hopper
    best evaluation return.
 2. "medium" policy: the snapshot whose evaluation return is closest to one third of the
    expert's (D4RL's medium = a policy early-stopped at about a third of expert return).
-3. "medium" run: the same training stopped at that step; its replay buffer (every
-   transition seen until medium level) is medium-replay. On CPU it repeats the expert
-   run's first steps exactly (rlcore runs are deterministic).
+3. medium-replay: every transition the training saw until medium level, i.e. the expert
+   run's replay buffer cut at the medium step (rlcore runs are deterministic on CPU, so this
+   equals the buffer of the run stopped there). Only when the buffer is smaller than
+   ``expert_steps`` (its ring overwrote the start) is a second "medium" run trained.
 4. random / medium / expert: ``dataset_steps`` steps each of uniform actions / the
    deterministic medium / expert policy (plus optional Gaussian ``noise``).
 5. medium-expert: medium and expert concatenated (``minari.combine_datasets``).
 
 Every dataset stores ref_min_score (mean return of the random dataset's episodes) and
-ref_max_score (the expert's evaluation return). Cost: two SAC trainings (the second
-shorter) plus 4 x ``dataset_steps`` policy steps; about a day per env on a 2-core CPU with
-the 1M-step defaults. ``recipe.json`` in ``runs_dir`` records what was chosen.
+ref_max_score (the expert's evaluation return). Cost: one SAC training plus 3 x
+``dataset_steps`` policy steps; about a day per env on a 2-core CPU with the 1M-step
+defaults. ``recipe.json`` in ``runs_dir`` records what was chosen. Re-running the command
+after an interruption resumes the training from its last checkpoint (datasets already
+written stop it with "already exists": delete them or pick another ``version``).
 """
 
 from __future__ import annotations
@@ -115,6 +118,21 @@ def pick_expert_and_medium(
     return expert, medium
 
 
+def resume_args(run_dir: Path) -> list[str]:
+    """``resume=<run_dir>`` when an earlier (interrupted) recipe left a checkpoint there."""
+    from rlcore.checkpoint import CHECKPOINT_DIR
+
+    return [f"resume={run_dir}"] if (run_dir / CHECKPOINT_DIR / "latest.pt").is_file() else []
+
+
+def buffer_holds_start(run_dir: Path) -> bool:
+    """Whether the run's checkpointed replay buffer still holds its first env step."""
+    from rlcore.checkpoint import load_checkpoint
+
+    loop = load_checkpoint(run_dir)["loop"]
+    return int(loop["buffer"]["size"]) >= int(loop["counters"]["step"])
+
+
 def dataset_ids(env: str, namespace: str = "local", version: int = 0) -> dict[str, str]:
     """Dataset id of every kind, e.g. ``local/hopper/medium-replay-v0``."""
     name = resolve_env_id(env).split("-v")[0].lower()
@@ -152,10 +170,19 @@ def build_d4rl_like(
         "keep_agent_snapshots=true",
         *train_overrides,
     ]
-    train(compose_config([*base, f"total_steps={expert_steps}"]), runs / "expert")
-    returns = eval_returns(runs / "expert")
+    expert_dir = runs / "expert"
+    train(
+        compose_config([*base, f"total_steps={expert_steps}", *resume_args(expert_dir)]), expert_dir
+    )
+    returns = eval_returns(expert_dir)
     expert_step, medium_step = pick_expert_and_medium(returns)
-    train(compose_config([*base, f"total_steps={medium_step}"]), runs / "medium")
+    if buffer_holds_start(expert_dir):
+        medium_replay = (f"replay:{expert_dir}", medium_step)
+    else:  # the ring overwrote the first steps: repeat the training up to medium level
+        medium_dir = runs / "medium"
+        config = compose_config([*base, f"total_steps={medium_step}", *resume_args(medium_dir)])
+        train(config, medium_dir)
+        medium_replay = (f"replay:{medium_dir}", None)
 
     with gym.make(env_id) as rollout_env:
         random_episodes = rollout(rollout_env, None, dataset_steps, seed=seed)
@@ -175,19 +202,18 @@ def build_d4rl_like(
         )
     summaries = {"random": {"dataset_id": ids["random"], **summarize(random_episodes)}}
     sources = {
-        "medium": str(snapshot_path(runs / "expert", medium_step)),
-        "expert": str(snapshot_path(runs / "expert", expert_step)),
-        "medium-replay": f"replay:{runs / 'medium'}",
+        "medium": (str(snapshot_path(expert_dir, medium_step)), dataset_steps),
+        "expert": (str(snapshot_path(expert_dir, expert_step)), dataset_steps),
+        "medium-replay": medium_replay,
     }
-    for offset, (kind, policy) in enumerate(sources.items(), start=1):
-        replay = kind == "medium-replay"
+    for offset, (kind, (policy, steps)) in enumerate(sources.items(), start=1):
         summaries[kind] = collect(
             env_id,
             policy,
             ids[kind],
-            steps=None if replay else dataset_steps,
+            steps=steps,
             seed=seed + offset,
-            noise=0.0 if replay else noise,
+            noise=0.0 if kind == "medium-replay" else noise,
             **refs,
         )
     combined = minari.combine_datasets(

@@ -365,6 +365,31 @@ def test_collect_from_replay_buffer(sac_run):
     assert data.truncated[-1] == 1 and data.env_id == "InvertedPendulum-v5"
 
 
+def test_replay_first_steps_equal_the_shorter_runs_buffer(sac_run, tmp_path):
+    """Cutting a deterministic run's buffer at step n gives the run stopped at n (recipe)."""
+    short = tmp_path / "short"
+    train(make_config(*TINY_SAC[:2], "total_steps=200", *TINY_SAC[3:]), short)
+    cut = replay_episodes(load_checkpoint(sac_run), first_steps=200)
+    whole = replay_episodes(load_checkpoint(short))
+    assert sum(len(ep.actions) for ep in cut) == 200
+    assert len(cut) == len(whole)
+    for a, b in zip(cut, whole):
+        for field in ("observations", "actions", "rewards", "terminations", "truncations"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    summary = collect_main([f"policy=replay:{sac_run}", "steps=200", "dataset_id=ns/cut-v0"])
+    assert summary["steps"] == 200
+    assert (
+        "first 200 env steps" in minari.load_dataset("ns/cut-v0").storage.metadata["algorithm_name"]
+    )
+    with pytest.raises(DatasetError, match="has 300 env steps"):
+        replay_episodes(load_checkpoint(sac_run), first_steps=301)
+    state = load_checkpoint(sac_run)
+    state["loop"]["counters"]["step"] = 400  # as if 100 rows had been overwritten
+    state["loop"]["buffer"]["pos"] = 0
+    with pytest.raises(DatasetError, match="no longer holds"):
+        replay_episodes(state, first_steps=50)
+
+
 def test_replay_export_splits_envs_and_unwraps_the_ring():
     """2 envs, capacity 7 (not a multiple of 2), 10 writes: the ring wrapped mid-step."""
     buffer = ReplayBuffer(7, (1,), (1,), num_envs=2)
@@ -452,6 +477,23 @@ def test_recipe_builds_five_datasets_on_tiny_settings(tmp_path):
     for kind, dataset in data.items():
         assert dataset.ref_max_score == report["expert_return"], kind
         assert dataset.ref_min_score == report["ref_min_score"], kind
+    assert not (tmp_path / "runs/medium").exists()  # medium-replay came from the expert run
+    # re-running after an interruption resumes the finished training instead of retraining
+    for kind in report["datasets"]:
+        minari.delete_dataset(f"local/invertedpendulum/{kind}-v0")
+    again = build_d4rl_like(
+        "InvertedPendulum",
+        expert_steps=300,
+        dataset_steps=150,
+        eval_every=100,
+        runs_dir=tmp_path / "runs",
+        train_overrides=[o for o in TINY_SAC[3:] if not o.startswith(("eval_every", "check"))],
+    )
+    assert again["eval_returns"] == report["eval_returns"]
+    assert (
+        again["datasets"]["medium-replay"]["steps"] == report["datasets"]["medium-replay"]["steps"]
+    )
+    assert (tmp_path / "runs/expert/config_resumed.yaml").is_file()
 
 
 # ----------------------------------------------------------------------------- scores

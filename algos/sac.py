@@ -14,6 +14,9 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   ``num_critics`` can be raised (min over all members) and LayerNorm switched on.
 * Speed, not maths: critic parameters do not get gradients in the actor step, acting
   runs without autograd, Adam uses the fused step.
+* Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
+  parameters, optimiser state, network outputs and losses in float32; acting and
+  evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16.
 
 Use in your own loop::
 
@@ -26,7 +29,9 @@ Use in your own loop::
 from __future__ import annotations
 
 import copy
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -35,7 +40,16 @@ import torch
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
+from rlcore.utils import (
+    adam,
+    batched_obs,
+    check_precision,
+    ensure_finite,
+    frozen,
+    load_state_into,
+    mixed_precision,
+    state_of,
+)
 
 
 @dataclass
@@ -58,6 +72,7 @@ class SACConfig:
     policy_frequency: int = 2  # critic updates per (burst of) actor updates
     target_frequency: int = 1  # critic updates per target Polyak update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
+    precision: str = "float32"  # "bf16": updates' forward passes in bfloat16 autocast
     # loop settings (read by rlcore.loops.off_policy through rlcore.train)
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
@@ -78,6 +93,7 @@ class SAC:
     ) -> None:
         self.config = config = config or SACConfig()
         self.device = torch.device(device)
+        check_precision(config.precision)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
         self.actor = TanhGaussianActor(
@@ -122,12 +138,13 @@ class SAC:
         """One critic update, plus the actor/temperature burst every ``policy_frequency``."""
         cfg = self.config
         alpha = self.alpha
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             next_action, next_log_prob = self.actor(batch.next_obs)
             next_q = self.target_critic(batch.next_obs, next_action).min(0).values
             soft_next_v = next_q - alpha * next_log_prob
             target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * soft_next_v
-        q = self.critic(batch.obs, batch.action)  # (E, B)
+        with self._autocast():
+            q = self.critic(batch.obs, batch.action)  # (E, B), float32
         critic_loss = ensemble_mse(q, target_q)  # sum of per-critic MSEs
         ensure_finite(critic_loss=critic_loss)
         self.critic_optimizer.zero_grad()
@@ -144,7 +161,7 @@ class SAC:
         return metrics
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
-        with frozen(self._critic_params):  # gradients flow through Q to actions only
+        with frozen(self._critic_params), self._autocast():  # gradients reach actions only
             action, log_prob = self.actor(obs)
             q = self.critic(obs, action).min(0).values
             actor_loss = (self.alpha * log_prob - q).mean()
@@ -162,6 +179,9 @@ class SAC:
             metrics["alpha_loss"] = alpha_loss.item()
         metrics["alpha"] = self.alpha.item()
         return metrics
+
+    def _autocast(self) -> AbstractContextManager[Any]:
+        return mixed_precision(self.config.precision, self.device)
 
     def _parts(self) -> dict:
         return {

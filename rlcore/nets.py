@@ -30,6 +30,12 @@ _FUNCTIONAL = {
 LOG_2PI = math.log(2 * math.pi)
 
 
+def full_precision(x: torch.Tensor) -> torch.Tensor:
+    """A half-precision (autocast) network output as float32; other dtypes unchanged, so
+    heads, distributions and losses never run in bfloat16."""
+    return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
+
+
 def activation(name: str) -> nn.Module:
     """The activation module called ``name`` (clear error listing the choices)."""
     if name not in ACTIVATIONS:
@@ -67,6 +73,10 @@ class MLP(nn.Sequential):
         if output_activation is not None:
             layers.append(activation(output_activation))
         super().__init__(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Output in float32 even under bfloat16 autocast (heads and losses stay float32)."""
+        return full_precision(super().forward(x))
 
 
 class EnsembleLinear(nn.Module):
@@ -152,7 +162,7 @@ class EnsembleMLP(nn.Module):
             x = self.act(x)
             if self.norms is not None and self.norm_after_activation:
                 x = self.norms[i](x, members)
-        return self.output_layer(x, members)
+        return full_precision(self.output_layer(x, members))
 
 
 class QEnsemble(nn.Module):

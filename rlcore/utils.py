@@ -6,7 +6,7 @@ import copy
 import math
 import random
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -87,6 +87,26 @@ def adam(
     """Adam, with the fused single-kernel step when requested (same maths as foreach)."""
     kwargs = {"fused": True} if fused else {"foreach": True}
     return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, **kwargs)
+
+
+PRECISIONS = ("float32", "bf16")
+
+
+def check_precision(precision: str) -> str:
+    """``precision`` itself, or a ValueError naming the choices."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision '{precision}', choose from {list(PRECISIONS)}")
+    return precision
+
+
+def mixed_precision(precision: str, device: torch.device) -> AbstractContextManager[Any]:
+    """Context for an update's forward passes. ``"float32"``: nothing changes. ``"bf16"``:
+    bfloat16 autocast, so matmuls (most of an update's time on CPUs with AVX512-BF16 or
+    AMX, and on GPUs) run in bfloat16 while parameters, optimiser state, network outputs
+    (rlcore.nets casts them back) and losses stay float32."""
+    if check_precision(precision) == "float32":
+        return nullcontext()
+    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 @contextmanager

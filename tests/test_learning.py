@@ -8,12 +8,18 @@ from tests.conftest import make_config
 
 # (algo, env steps allowed). Threshold: mean eval return over 10 episodes >= 900; the
 # run stops at the first evaluation that reaches it (stop_at_return).
-BUDGETS = [("sac", 15_000), ("td3", 15_000), ("ppo", 100_000)]
+# SAC's opt-in bfloat16 mode must learn as the float32 default does.
+BUDGETS = [
+    ("sac", 15_000, ()),
+    ("sac", 15_000, ("algo.precision=bf16",)),
+    ("td3", 15_000, ()),
+    ("ppo", 100_000, ()),
+]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("algo,steps", BUDGETS)
-def test_reaches_900_on_inverted_pendulum(algo, steps, tmp_path):
+@pytest.mark.parametrize("algo,steps,extra", BUDGETS)
+def test_reaches_900_on_inverted_pendulum(algo, steps, extra, tmp_path):
     cfg = make_config(
         f"algo={algo}",
         "env=InvertedPendulum",
@@ -21,6 +27,7 @@ def test_reaches_900_on_inverted_pendulum(algo, steps, tmp_path):
         "logger=quiet",
         "checkpoint_every=1000000",
         "stop_at_return=900",
+        *extra,
     )
     train(cfg, tmp_path)
     evals = read_csv(tmp_path / "eval.csv")

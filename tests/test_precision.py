@@ -1,0 +1,72 @@
+"""Opt-in bfloat16 mixed precision: float32 stays bit-identical, bf16 updates track
+float32 closely, parameters and optimiser state stay float32, bad values fail clearly."""
+
+import copy
+
+import pytest
+import torch
+
+from algos.sac import SAC, SACConfig
+from rlcore.nets import MLP, EnsembleMLP, full_precision
+from rlcore.utils import mixed_precision
+from tests.test_algos_contract import ACT, OBS, random_batch
+
+
+def test_network_outputs_are_float32_under_bf16_autocast():
+    torch.manual_seed(0)
+    mlp, ensemble = MLP(5, 3, (16,)), EnsembleMLP(4, 5, 1, (16,), layer_norm=True)
+    x = torch.randn(8, 5)
+    with mixed_precision("bf16", torch.device("cpu")):
+        assert mlp[0](x).dtype == torch.bfloat16  # the matmul itself runs in bf16
+        out, ens = mlp(x), ensemble(x)
+    assert out.dtype == ens.dtype == torch.float32
+    torch.testing.assert_close(out, mlp(x), rtol=0.05, atol=0.02)
+    torch.testing.assert_close(ens, ensemble(x), rtol=0.05, atol=0.05)
+    assert full_precision(x.double()).dtype == torch.float64  # other dtypes untouched
+
+
+def test_float32_precision_is_the_unchanged_default():
+    torch.manual_seed(0)
+    default = SAC(OBS, ACT, SACConfig(policy_frequency=1))
+    explicit = copy.deepcopy(default)
+    explicit.config = SACConfig(policy_frequency=1, precision="float32")
+    for seed in range(3):
+        torch.manual_seed(seed)
+        a = default.update(random_batch(seed=seed))
+        torch.manual_seed(seed)
+        b = explicit.update(random_batch(seed=seed))
+        assert a == b
+    for p, q in zip(default.critic.parameters(), explicit.critic.parameters()):
+        assert torch.equal(p, q)
+
+
+def test_bf16_sac_updates_track_float32():
+    torch.manual_seed(0)
+    fp32 = SAC(OBS, ACT, SACConfig(policy_frequency=1))
+    bf16, init = copy.deepcopy(fp32), copy.deepcopy(fp32)
+    bf16.config = SACConfig(policy_frequency=1, precision="bf16")
+    for seed in range(20):
+        batch = random_batch(n=128, seed=seed)
+        torch.manual_seed(seed)
+        m32 = fp32.update(batch)
+        torch.manual_seed(seed)
+        m16 = bf16.update(batch)
+        for key in ("critic_loss", "actor_loss", "alpha"):
+            assert m16[key] == pytest.approx(m32[key], rel=0.05, abs=0.05), (seed, key)
+    state = bf16.state_dict()
+    floats = [state["critic"], state["actor"], state["critic_optimizer"]["state"][0]]
+    for part in floats:
+        assert all(t.dtype == torch.float32 for t in part.values() if torch.is_tensor(t))
+    for name in ("critic", "actor"):
+        flat = {
+            key: torch.cat([p.flatten() for p in getattr(agent, name).parameters()])
+            for key, agent in (("init", init), ("fp32", fp32), ("bf16", bf16))
+        }
+        moved = (flat["fp32"] - flat["init"]).abs().mean()
+        apart = (flat["bf16"] - flat["fp32"]).abs().mean()
+        assert 0 < apart < 0.05 * moved, (name, apart, moved)  # bf16 ran, and stays close
+
+
+def test_unknown_precision_is_a_clear_error():
+    with pytest.raises(ValueError, match="choose from \\['float32', 'bf16'\\]"):
+        SAC(OBS, ACT, SACConfig(precision="fp8"))

@@ -1,13 +1,14 @@
-"""Env steps/s of the native batched back end vs gymnasium's SyncVectorEnv (Hopper-v5).
+"""Env steps/s of the native batched back end vs gymnasium's SyncVectorEnv (default Hopper).
 
     python -m benchmarks.native_throughput                      # 1, 16, 64 envs
     python -m benchmarks.native_throughput --steps 200 --rounds 2
+    python -m benchmarks.native_throughput --env Ant --num-envs 1 16
 
 Both back ends come from ``make_vec_env`` (so both carry EpisodeStats) and step the same
 pre-drawn random actions, with episode resets included. Measurements alternate
 (native, sync, native, sync, ...) for ``--rounds`` rounds so machine drift hits both
 alike; the table reports the median per back end. Writes
-``benchmarks/results/native_throughput.json``.
+``benchmarks/results/native_throughput_<env>.json``.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "rows": rows,
     }
-    out = RESULTS / "native_throughput.json"
+    out = RESULTS / f"native_throughput_{args.env.lower().replace('-', '_')}.json"
     out.write_text(json.dumps(result, indent=2))
     print(f"wrote {out}")
 

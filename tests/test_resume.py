@@ -79,6 +79,8 @@ CASES = {
         "dataset=local/hopper/random-v0",
     ],
 }
+# a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
+CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
 
 
 @pytest.fixture(scope="module", autouse=True)

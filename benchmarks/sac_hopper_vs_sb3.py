@@ -25,11 +25,56 @@ import json
 import statistics
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def rlcore_sac_overrides(
+    total_steps: int, learning_starts: int, buffer_size: int, seed: int
+) -> list[str]:
+    """Hydra overrides that give rlcore's SAC on Hopper SB3's SAC defaults (module doc)."""
+    return [
+        "algo=sac",
+        "env=hopper",
+        f"seed={seed}",
+        f"total_steps={total_steps}",
+        "algo.actor_lr=3e-4",
+        "algo.critic_lr=3e-4",
+        "algo.alpha_lr=3e-4",
+        "algo.policy_frequency=1",
+        "algo.init_alpha=1.0",
+        f"algo.learning_starts={learning_starts}",
+        f"algo.buffer_size={buffer_size}",
+    ]
+
+
+def make_sb3_sac(env: Any, buffer_size: int, learning_starts: int, seed: int) -> Any:
+    """Stable-Baselines3 SAC with the hyper-parameters rlcore gets from
+    ``rlcore_sac_overrides`` (SB3's defaults made explicit), on CPU."""
+    from stable_baselines3 import SAC
+
+    return SAC(
+        "MlpPolicy",
+        env,
+        learning_rate=3e-4,
+        buffer_size=buffer_size,
+        learning_starts=learning_starts,
+        batch_size=256,
+        tau=0.005,
+        gamma=0.99,
+        train_freq=1,
+        gradient_steps=1,
+        ent_coef="auto",
+        target_entropy="auto",
+        policy_kwargs={"net_arch": [256, 256]},
+        seed=seed,
+        device="cpu",
+        verbose=0,
+    )
 
 
 def _rlcore_chunk(run_dir: Path, total: int, args: argparse.Namespace, first: bool) -> float:
@@ -38,17 +83,7 @@ def _rlcore_chunk(run_dir: Path, total: int, args: argparse.Namespace, first: bo
     from rlcore.train import train
 
     overrides = [
-        "algo=sac",
-        "env=hopper",
-        f"seed={args.seed}",
-        f"total_steps={total}",
-        "algo.actor_lr=3e-4",
-        "algo.critic_lr=3e-4",
-        "algo.alpha_lr=3e-4",
-        "algo.policy_frequency=1",
-        "algo.init_alpha=1.0",
-        f"algo.learning_starts={args.learning_starts}",
-        f"algo.buffer_size={args.steps}",
+        *rlcore_sac_overrides(total, args.learning_starts, args.steps, args.seed),
         "eval_episodes=10",
         "eval_envs=5",
         f"eval_every={args.steps}",
@@ -69,25 +104,9 @@ class _SB3:
 
     def __init__(self, args: argparse.Namespace) -> None:
         import gymnasium as gym
-        from stable_baselines3 import SAC
 
-        self.model = SAC(
-            "MlpPolicy",
-            gym.make("Hopper-v5"),
-            learning_rate=3e-4,
-            buffer_size=args.steps,
-            learning_starts=args.learning_starts,
-            batch_size=256,
-            tau=0.005,
-            gamma=0.99,
-            train_freq=1,
-            gradient_steps=1,
-            ent_coef="auto",
-            target_entropy="auto",
-            policy_kwargs={"net_arch": [256, 256]},
-            seed=args.seed,
-            device="cpu",
-            verbose=0,
+        self.model = make_sb3_sac(
+            gym.make("Hopper-v5"), args.steps, args.learning_starts, args.seed
         )
         self.seed = args.seed
 

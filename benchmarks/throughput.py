@@ -1,0 +1,1153 @@
+"""Throughput suite: rlcore side by side with its anchors, in one process.
+
+    python -m benchmarks.throughput                          # every section (~25 min, 2 idle cores)
+    python -m benchmarks.throughput --quick                  # smoke run, ~2 min
+    python -m benchmarks.throughput --sections env memory --rounds 5
+
+Sections (``--sections``, default all):
+
+* ``env``: env steps/s (all envs counted) of rlcore's native back end vs gymnasium's
+  SyncVectorEnv and AsyncVectorEnv, envpool (when importable) and the raw MuJoCo
+  ceiling (``mujoco.batch.Batch`` stepping the same model, frame_skip and thread count,
+  no task code), for Hopper, HalfCheetah and Ant with 1, 16 and 64 envs.
+* ``sac_update``: SAC gradient updates/s (batch 256, 256x256, Hopper shapes, actor +
+  critic + temperature every update) of rlcore's ``SAC.update`` vs SB3's ``SAC.train``;
+  a bf16 column when ``SACConfig`` has a ``precision`` field.
+* ``ensemble``: update steps/s of 10 LayerNorm critics (RLPD/WSRL shape) as one batched
+  ``rlcore.nets.QEnsemble`` vs a Python loop over 10 ``rlcore.nets.MLP``; fp32 and
+  bf16 (``torch.autocast``).
+* ``sac_run``: whole-run env-steps/s of SAC on Hopper (UTD 1), rlcore vs SB3, same
+  hyper-parameters; also the post-warm-up part.
+* ``ppo_run``: whole-run env-steps/s of PPO on Hopper with 8 envs, rlcore vs SB3 (SB3's
+  default hyper-parameters on both sides).
+* ``memory``: peak RSS increase of a filled 1M-transition Hopper ``ReplayBuffer`` vs its
+  raw float32 data size, each buffer in a fresh subprocess (SB3's buffer beside it).
+
+Every measurement alternates the contenders (A B A B ..., ``--rounds``) and reports
+per-contender medians and the ratio of medians. Baselines that are not installed are
+skipped with a note and ``null`` in the JSON. The JSON (``--out``; default
+``benchmarks/results/throughput.json``, ``throughput_quick.json`` with ``--quick``) is
+rewritten after every section and holds the machine description, every sample, the
+medians, the ratios and the target checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SECTIONS = ("env", "sac_update", "ensemble", "sac_run", "ppo_run", "memory")
+ENV_CONTENDERS = ("native", "sync", "async", "envpool", "ceiling")
+ENV_LABELS = {
+    "native": "rlcore native",
+    "sync": "gym Sync",
+    "async": "gym Async",
+    "envpool": "envpool",
+    "ceiling": "MuJoCo ceiling",
+}
+
+# --------------------------------------------------------------------------------------
+# measurement helpers
+# --------------------------------------------------------------------------------------
+Measure = Callable[[], float | dict[str, float]]
+
+
+def alternate(measures: dict[str, Measure | None], rounds: int) -> dict[str, dict | None]:
+    """Run the contenders alternately (A B A B ...) for ``rounds`` rounds.
+
+    A measure returns one rate or a dict of named rates. Returns, per contender, its
+    ``samples`` and ``median`` (a float, or a dict of floats), or None for a skipped one.
+    """
+    samples: dict[str, list] = {name: [] for name, m in measures.items() if m is not None}
+    for _ in range(rounds):
+        for name, measure in measures.items():
+            if measure is not None:
+                samples[name].append(measure())
+    out: dict[str, dict | None] = {}
+    for name, measure in measures.items():
+        if measure is None:
+            out[name] = None
+            continue
+        values = samples[name]
+        if isinstance(values[0], dict):
+            median: Any = {k: statistics.median(v[k] for v in values) for k in values[0]}
+        else:
+            median = statistics.median(values)
+        out[name] = {"samples": values, "median": median}
+    return out
+
+
+def median_of(result: dict | None, key: str | None = None) -> float | None:
+    """Median of a contender (``key`` picks one rate of a multi-rate measure)."""
+    if result is None:
+        return None
+    median = result["median"]
+    return median[key] if key is not None else median
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either side is missing."""
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def machine_info(threads: int) -> dict[str, Any]:
+    """Platform, CPUs, library versions, thread counts and load (contention hint)."""
+    import torch
+
+    def version(module: str) -> str | None:
+        try:
+            return __import__(module).__version__
+        except ImportError:
+            return None
+
+    return {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "load_avg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "native_threads": threads,
+        "numpy": np.__version__,
+        "mujoco": version("mujoco"),
+        "gymnasium": version("gymnasium"),
+        "stable_baselines3": version("stable_baselines3"),
+        "envpool": version("envpool"),
+    }
+
+
+def fmt(value: float | None, ratio_like: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if ratio_like:
+        return f"{value:.2f}x"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _note(notes: list[str], text: str) -> None:
+    print(f"  note: {text}", flush=True)
+    notes.append(text)
+
+
+# --------------------------------------------------------------------------------------
+# env: vector env steps/s
+# --------------------------------------------------------------------------------------
+def _env_rate(env: Any, actions: np.ndarray) -> float:
+    """Env steps/s (all envs counted) over a pre-drawn action sequence (resets included)."""
+    start = time.perf_counter()
+    for action in actions:
+        env.step(action)
+    return actions.shape[0] * actions.shape[1] / (time.perf_counter() - start)
+
+
+def envpool_env(env_id: str, num_envs: int, seed: int, threads: int) -> tuple[Any, str]:
+    """An envpool gymnasium env for ``env_id`` (its own v5 task if it has one, else v4)
+    with ``min(threads, num_envs)`` C threads; returns (env, task id used).
+    Raises ImportError when envpool is not installed."""
+    import envpool
+
+    available = set(envpool.list_all_envs())
+    task = env_id if env_id in available else env_id.replace("-v5", "-v4")
+    if task not in available:
+        raise ValueError(f"envpool has no {env_id} (nor {task})")
+    env = envpool.make_gymnasium(
+        task, num_envs=num_envs, seed=seed, num_threads=max(1, min(threads, num_envs))
+    )
+    return env, task
+
+
+class Ceiling:
+    """Raw MuJoCo: ``num_envs`` simulations of gymnasium's model for ``env_id`` stepped by
+    ``mujoco.batch.Batch`` (``frame_skip`` substeps, ``threads`` C threads), ctrl written
+    from the pre-drawn actions, no task code (no observations, rewards or resets)."""
+
+    def __init__(self, env_id: str, num_envs: int, threads: int) -> None:
+        import gymnasium as gym
+        from mujoco.batch import Batch
+
+        base = gym.make(env_id).unwrapped
+        self.frame_skip = int(base.frame_skip)
+        self.batch = Batch(base.model, nsim=num_envs, nthread=threads)
+        self.ctrl = self.batch.bind("ctrl")
+        self.num_envs = num_envs
+        base.close()
+
+    def reset(self, seed: int | None = None) -> None:
+        self.batch.reset()
+
+    def step(self, action: np.ndarray) -> None:
+        self.ctrl[:] = action
+        self.batch.step(nstep=self.frame_skip)
+
+    def close(self) -> None:
+        self.batch = None
+
+
+def section_env(args: argparse.Namespace) -> dict[str, Any]:
+    """Env steps/s per (task, num_envs): native, Sync, Async, envpool, MuJoCo ceiling."""
+    from envs.make import make_vec_env, resolve_env_id
+
+    notes: list[str] = []
+    rows = []
+    skipped: set[tuple[str, str]] = set()
+    try:
+        import envpool  # noqa: F401
+
+        has_envpool = True
+    except ImportError:
+        has_envpool = False
+        _note(notes, "envpool is not installed (pip install envpool): envpool column skipped")
+    for name in args.envs:
+        env_id = resolve_env_id(name)
+        for num_envs in args.num_envs:
+            steps = max(10, args.env_steps // num_envs)
+            envs: dict[str, Any] = {}
+            labels: dict[str, str] = {}
+            for backend in ("native", "sync", "async"):
+                try:
+                    envs[backend] = make_vec_env(
+                        env_id, num_envs, seed=args.seed, backend=backend, num_threads=args.threads
+                    )
+                except ValueError as error:  # e.g. a task the native back end lacks
+                    if (env_id, backend) not in skipped:
+                        skipped.add((env_id, backend))
+                        _note(notes, f"{env_id} {backend} skipped: {error}")
+            if has_envpool:
+                try:
+                    envs["envpool"], labels["envpool"] = envpool_env(
+                        env_id, num_envs, args.seed, args.threads
+                    )
+                except Exception as error:  # envpool version without this task, ...
+                    if (env_id, "envpool") not in skipped:
+                        skipped.add((env_id, "envpool"))
+                        _note(notes, f"{env_id} envpool skipped: {error}")
+            envs["ceiling"] = Ceiling(env_id, num_envs, args.threads)
+            space = envs["sync"].single_action_space
+            rng = np.random.default_rng(args.seed)
+            actions = rng.uniform(space.low, space.high, (steps, num_envs, *space.shape))
+            actions = actions.astype(np.float32)
+            measures: dict[str, Measure | None] = {}
+            for key in ENV_CONTENDERS:
+                env = envs.get(key)
+                if env is None:
+                    measures[key] = None
+                    continue
+                if key == "envpool":
+                    env.reset()  # envpool is seeded at construction
+                else:
+                    env.reset(seed=args.seed)
+                _env_rate(env, actions[: max(1, steps // 10)])  # warm-up
+                measures[key] = lambda env=env, actions=actions: _env_rate(env, actions)
+            try:
+                result = alternate(measures, args.rounds)
+            finally:  # async workers and thread pools go, whatever happened
+                for env in envs.values():
+                    env.close()
+            med = {k: median_of(result[k]) for k in ENV_CONTENDERS}
+            row = {
+                "env": env_id,
+                "num_envs": num_envs,
+                "vector_steps": steps,
+                "envpool_task": labels.get("envpool"),
+                "steps_per_s": result,
+                "ratios": {f"native/{k}": ratio(med["native"], med[k]) for k in ENV_CONTENDERS[1:]},
+            }
+            rows.append(row)
+            print(
+                f"  {env_id} x{num_envs}: "
+                + ", ".join(f"{k} {fmt(v)}" for k, v in med.items() if v is not None),
+                flush=True,
+            )
+    envpool_tasks = sorted({r["envpool_task"] for r in rows if r["envpool_task"]})
+    headers = [
+        "env",
+        "envs",
+        *(ENV_LABELS[k] for k in ENV_CONTENDERS[:3]),
+        "envpool" + (f" ({', '.join(envpool_tasks)})" if envpool_tasks else ""),
+        ENV_LABELS["ceiling"],
+        *(f"native/{ENV_LABELS[k]}" for k in ENV_CONTENDERS[1:]),
+    ]
+    table = [
+        [
+            r["env"],
+            str(r["num_envs"]),
+            *(fmt(median_of(r["steps_per_s"][k])) for k in ENV_CONTENDERS),
+            *(fmt(r["ratios"][f"native/{k}"], True) for k in ENV_CONTENDERS[1:]),
+        ]
+        for r in rows
+    ]
+    return {
+        "title": "env steps/s (all envs counted; median of rounds; random actions, resets "
+        f"included; native and ceiling on {args.threads} C threads)",
+        "unit": "env steps/s",
+        "rows": rows,
+        "notes": notes,
+        "table": markdown_table(headers, table),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# sac_update: SAC gradient updates/s
+# --------------------------------------------------------------------------------------
+HOPPER_OBS, HOPPER_ACT = 11, 3
+
+
+def _spaces(obs_dim: int, act_dim: int) -> tuple[Any, Any]:
+    import gymnasium as gym
+
+    return (
+        gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float64),
+        gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32),
+    )
+
+
+def filled_replay_buffer(capacity: int, obs_dim: int, act_dim: int, seed: int = 0) -> Any:
+    """An rlcore ReplayBuffer filled with ``capacity`` random transitions."""
+    from rlcore.buffers import ReplayBuffer
+
+    chunk = min(capacity, 10_000)
+    buffer = ReplayBuffer(capacity, (obs_dim,), (act_dim,), num_envs=chunk, seed=seed)
+    rng = np.random.default_rng(seed)
+    for _ in range(capacity // chunk):
+        buffer.add(
+            rng.standard_normal((chunk, obs_dim), np.float32),
+            rng.uniform(-1, 1, (chunk, act_dim)).astype(np.float32),
+            rng.standard_normal(chunk, np.float32),
+            rng.standard_normal((chunk, obs_dim), np.float32),
+            rng.random(chunk) < 0.01,
+            rng.random(chunk) < 0.001,
+        )
+    return buffer
+
+
+def _rlcore_sac_measure(precision: str | None, updates: int, buffer: Any) -> Measure:
+    import torch
+
+    from algos.sac import SAC, SACConfig
+
+    kwargs: dict[str, Any] = dict(
+        actor_lr=3e-4,
+        critic_lr=3e-4,
+        alpha_lr=3e-4,
+        policy_frequency=1,
+        hidden=(256, 256),
+        batch_size=256,
+    )
+    if precision is not None:
+        kwargs["precision"] = precision
+    torch.manual_seed(0)
+    agent = SAC(*_spaces(HOPPER_OBS, HOPPER_ACT), SACConfig(**kwargs))
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            agent.update(buffer.sample(256))
+        return n / (time.perf_counter() - start)
+
+    run(max(5, updates // 10))  # warm-up
+    return lambda: run(updates)
+
+
+def _sb3_sac_measure(updates: int, capacity: int, seed: int) -> Measure:
+    import gymnasium as gym
+    from stable_baselines3.common.logger import Logger
+
+    from benchmarks.sac_hopper_vs_sb3 import make_sb3_sac
+
+    model = make_sb3_sac(gym.make("Hopper-v5"), capacity, 0, seed)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    rb = model.replay_buffer
+    rng = np.random.default_rng(seed)
+    rb.observations[:] = rng.standard_normal(rb.observations.shape)
+    rb.next_observations[:] = rng.standard_normal(rb.next_observations.shape)
+    rb.actions[:] = rng.uniform(-1, 1, rb.actions.shape)
+    rb.rewards[:] = rng.standard_normal(rb.rewards.shape)
+    rb.dones[:] = rng.random(rb.dones.shape) < 0.01
+    rb.timeouts[:] = rng.random(rb.timeouts.shape) < 0.001
+    rb.full, rb.pos = True, 0
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        model.train(gradient_steps=n, batch_size=256)
+        return n / (time.perf_counter() - start)
+
+    run(max(5, updates // 10))  # warm-up
+    return lambda: run(updates)
+
+
+def _has_sb3() -> bool:
+    try:
+        import stable_baselines3  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
+    """SAC updates/s at Hopper shapes: rlcore fp32 (and bf16 if supported) vs SB3."""
+    from algos.sac import SACConfig
+
+    notes: list[str] = []
+    buffer = filled_replay_buffer(args.buffer_size, HOPPER_OBS, HOPPER_ACT, args.seed)
+    measures: dict[str, Measure | None] = {
+        "rlcore_fp32": _rlcore_sac_measure(None, args.updates, buffer)
+    }
+    if "precision" in {f.name for f in dataclasses.fields(SACConfig)}:
+        measures["rlcore_bf16"] = _rlcore_sac_measure("bf16", args.updates, buffer)
+    else:
+        measures["rlcore_bf16"] = None
+        _note(notes, "SACConfig has no 'precision' field yet: bf16 column skipped")
+    if _has_sb3():
+        measures["sb3"] = _sb3_sac_measure(args.updates, args.buffer_size, args.seed)
+    else:
+        measures["sb3"] = None
+        _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
+    result = alternate(measures, args.rounds)
+    med = {k: median_of(v) for k, v in result.items()}
+    ratios = {
+        "rlcore_fp32/sb3": ratio(med["rlcore_fp32"], med["sb3"]),
+        "rlcore_bf16/sb3": ratio(med["rlcore_bf16"], med["sb3"]),
+    }
+    table = markdown_table(
+        ["shape", "rlcore fp32", "rlcore bf16", "SB3", "fp32/SB3", "bf16/SB3"],
+        [
+            [
+                "Hopper obs 11 act 3, batch 256, 256x256",
+                *(fmt(med[k]) for k in ("rlcore_fp32", "rlcore_bf16", "sb3")),
+                *(fmt(v, True) for v in ratios.values()),
+            ]
+        ],
+    )
+    return {
+        "title": f"SAC gradient updates/s ({args.updates} per measurement; actor + critic + "
+        f"temperature every update, lr 3e-4; batches sampled from a {args.buffer_size:,}-"
+        "transition random buffer on both sides)",
+        "unit": "updates/s",
+        "updates_per_s": result,
+        "ratios": ratios,
+        "notes": notes,
+        "table": table,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# ensemble: 10 critics, batched vs Python loop
+# --------------------------------------------------------------------------------------
+ENS_MEMBERS, ENS_OBS, ENS_ACT, ENS_BATCH = 10, 17, 6, 256
+
+
+def _ensemble_measure(batched: bool, bf16: bool, updates: int, seed: int) -> Measure:
+    """Update steps/s of 10 256x256 LayerNorm critics regressed (MSE) onto a target."""
+    import torch
+
+    from rlcore.losses import ensemble_mse
+    from rlcore.nets import MLP, QEnsemble
+    from rlcore.utils import adam
+
+    torch.manual_seed(seed)
+    if batched:
+        net: torch.nn.Module = QEnsemble(ENS_OBS, ENS_ACT, ENS_MEMBERS, (256, 256), layer_norm=True)
+
+        def forward(obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+            return net(obs, act)
+    else:
+        net = torch.nn.ModuleList(
+            MLP(ENS_OBS + ENS_ACT, 1, (256, 256), layer_norm=True) for _ in range(ENS_MEMBERS)
+        )
+
+        def forward(obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+            x = torch.cat([obs, act], dim=-1)
+            return torch.stack([critic(x).squeeze(-1) for critic in net])
+
+    optimizer = adam(net.parameters(), 3e-4, fused=True)
+    gen = torch.Generator().manual_seed(seed)
+    batches = [
+        (
+            torch.randn(ENS_BATCH, ENS_OBS, generator=gen),
+            torch.rand(ENS_BATCH, ENS_ACT, generator=gen) * 2 - 1,
+            torch.randn(ENS_BATCH, generator=gen),
+        )
+        for _ in range(8)
+    ]
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        for i in range(n):
+            obs, act, target = batches[i % len(batches)]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                q = forward(obs, act)
+            loss = ensemble_mse(q.float(), target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return n / (time.perf_counter() - start)
+
+    run(max(5, updates // 10))  # warm-up
+    return lambda: run(updates)
+
+
+def section_ensemble(args: argparse.Namespace) -> dict[str, Any]:
+    """10-critic ensemble update steps/s: QEnsemble vs loop of MLPs, fp32 and bf16."""
+    names = {
+        "qensemble_fp32": (True, False),
+        "loop_fp32": (False, False),
+        "qensemble_bf16": (True, True),
+        "loop_bf16": (False, True),
+    }
+    measures: dict[str, Measure | None] = {
+        k: _ensemble_measure(b, p, args.updates, args.seed) for k, (b, p) in names.items()
+    }
+    result = alternate(measures, args.rounds)
+    med = {k: median_of(v) for k, v in result.items()}
+    ratios = {
+        "qensemble_fp32/loop_fp32": ratio(med["qensemble_fp32"], med["loop_fp32"]),
+        "qensemble_bf16/loop_bf16": ratio(med["qensemble_bf16"], med["loop_bf16"]),
+        "qensemble_bf16/loop_fp32": ratio(med["qensemble_bf16"], med["loop_fp32"]),
+    }
+    table = markdown_table(
+        ["precision", "QEnsemble", "loop of 10 MLPs", "ratio", "QEnsemble / loop fp32"],
+        [
+            [
+                "fp32",
+                fmt(med["qensemble_fp32"]),
+                fmt(med["loop_fp32"]),
+                fmt(ratios["qensemble_fp32/loop_fp32"], True),
+                fmt(ratios["qensemble_fp32/loop_fp32"], True),
+            ],
+            [
+                "bf16 autocast",
+                fmt(med["qensemble_bf16"]),
+                fmt(med["loop_bf16"]),
+                fmt(ratios["qensemble_bf16/loop_bf16"], True),
+                fmt(ratios["qensemble_bf16/loop_fp32"], True),
+            ],
+        ],
+    )
+    return {
+        "title": f"10-critic ensemble update steps/s ({args.updates} per measurement; obs 17, "
+        "act 6, 256x256 + LayerNorm, batch 256, MSE to a target, fused Adam on both sides)",
+        "unit": "updates/s",
+        "updates_per_s": result,
+        "ratios": ratios,
+        "notes": [],
+        "table": table,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# sac_run / ppo_run: whole training runs
+# --------------------------------------------------------------------------------------
+def _rlcore_run(overrides: list[str]) -> tuple[float, Path, tempfile.TemporaryDirectory]:
+    """Compose rlcore's config with ``overrides`` and train in a temporary run dir;
+    returns (wall seconds including config, env and agent setup, run dir, its holder)."""
+    from hydra import compose, initialize_config_module
+
+    from rlcore.train import train
+
+    holder = tempfile.TemporaryDirectory(prefix="rlcore_bench_")
+    run_dir = Path(holder.name)
+    start = time.perf_counter()
+    with initialize_config_module(config_module="configs", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    train(cfg, run_dir)
+    return time.perf_counter() - start, run_dir, holder
+
+
+def _loop_seconds(run_dir: Path, step: int) -> float | None:
+    """Seconds from the loop's start to ``step``, from ``time/sps`` in time.csv."""
+    from rlcore.logging import read_csv
+
+    for row in read_csv(run_dir / "time.csv"):
+        if int(row["step"]) == step and row.get("time/sps"):
+            return step / row["time/sps"]
+    return None
+
+
+_QUIET_RUN = [
+    "logger=quiet",
+    "eval_episodes=1",  # the loop always evaluates at its end: keep that to one episode
+    "eval_envs=1",
+    "keep_agent_snapshots=false",
+]
+
+
+def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
+    """SAC on Hopper, UTD 1, whole-run env-steps/s: rlcore (rlcore.train) vs SB3 learn."""
+    notes: list[str] = []
+    total, starts = args.sac_steps, args.sac_learning_starts
+    log_every = math.gcd(total, starts) if starts else total
+
+    from benchmarks.sac_hopper_vs_sb3 import make_sb3_sac, rlcore_sac_overrides
+
+    overrides = [
+        *rlcore_sac_overrides(total, starts, total, args.seed),
+        *_QUIET_RUN,
+        f"eval_every={10 * total}",
+        f"checkpoint_every={10 * total}",
+        f"log_every={log_every}",
+    ]
+
+    def rlcore_measure() -> dict[str, float]:
+        wall, run_dir, holder = _rlcore_run(overrides)
+        t_total, t_start = _loop_seconds(run_dir, total), _loop_seconds(run_dir, starts)
+        holder.cleanup()
+        post = (
+            (total - starts) / (t_total - t_start)
+            if t_total is not None and t_start is not None and total > starts
+            else float("nan")
+        )
+        return {"whole": total / wall, "post_warmup": post}
+
+    def sb3_measure() -> dict[str, float]:
+        import gymnasium as gym
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class WarmupClock(BaseCallback):
+            t_start = float("nan")
+
+            def _on_step(self) -> bool:
+                if self.num_timesteps == starts:
+                    self.t_start = time.perf_counter()
+                return True
+
+        start = time.perf_counter()
+        model = make_sb3_sac(gym.make("Hopper-v5"), total, starts, args.seed)
+        clock = WarmupClock()
+        model.learn(total_timesteps=total, callback=clock)
+        end = time.perf_counter()
+        post = (total - starts) / (end - clock.t_start) if total > starts else float("nan")
+        return {"whole": total / (end - start), "post_warmup": post}
+
+    if not _has_sb3():
+        _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
+    result = alternate(
+        {"rlcore": rlcore_measure, "sb3": sb3_measure if _has_sb3() else None}, args.rounds
+    )
+    ratios = {
+        part: ratio(median_of(result["rlcore"], part), median_of(result["sb3"], part))
+        for part in ("whole", "post_warmup")
+    }
+    table = markdown_table(
+        ["part", "rlcore", "SB3", "rlcore/SB3"],
+        [
+            [
+                label,
+                fmt(median_of(result["rlcore"], part)),
+                fmt(median_of(result["sb3"], part)),
+                fmt(ratios[part], True),
+            ]
+            for part, label in (("whole", "whole run"), ("post_warmup", "after warm-up"))
+        ],
+    )
+    return {
+        "title": f"SAC Hopper-v5 training env-steps/s ({total:,} steps, {starts:,} random "
+        "warm-up, UTD 1; rlcore on its default native env back end, SB3 on gym.make)",
+        "unit": "env steps/s",
+        "steps_per_s": result,
+        "ratios": ratios,
+        "notes": notes,
+        "table": table,
+    }
+
+
+# SB3 PPO defaults (stable_baselines3.PPO): lr 3e-4 constant, n_steps 2048 per env,
+# batch 64, 10 epochs, gamma 0.99, GAE 0.95, clip 0.2, no value clipping, advantages
+# normalised, ent 0, vf 0.5, grad norm 0.5, 64x64 tanh actor and critic, log-std 0,
+# Adam eps 1e-5, no observation / reward normalisation.
+def rlcore_ppo_overrides(total: int, rollout: int, num_envs: int, seed: int) -> list[str]:
+    """rlcore PPO on Hopper configured to SB3's PPO defaults (comment above)."""
+    return [
+        "algo=ppo",
+        "env=hopper",
+        f"env.num_envs={num_envs}",
+        f"seed={seed}",
+        f"total_steps={total}",
+        f"algo.rollout_steps={rollout}",
+        f"algo.num_minibatches={max(1, rollout * num_envs // 64)}",
+        "algo.update_epochs=10",
+        "algo.hidden=[64,64]",
+        "algo.activation=tanh",
+        "algo.lr=3e-4",
+        "algo.anneal_lr=false",
+        "algo.gamma=0.99",
+        "algo.gae_lambda=0.95",
+        "algo.clip_coef=0.2",
+        "algo.clip_value_loss=false",
+        "algo.ent_coef=0.0",
+        "algo.vf_coef=0.5",
+        "algo.max_grad_norm=0.5",
+        "algo.norm_adv=true",
+        "algo.init_log_std=0.0",
+        "algo.normalize_obs=false",
+        "algo.normalize_reward=false",
+    ]
+
+
+def section_ppo_run(args: argparse.Namespace) -> dict[str, Any]:
+    """PPO on Hopper with 8 envs, whole-run env-steps/s: rlcore vs SB3 (SB3 defaults)."""
+    notes: list[str] = []
+    num_envs, rollout = 8, args.ppo_rollout
+    per_rollout = num_envs * rollout
+    total = max(1, args.ppo_steps // per_rollout) * per_rollout
+    overrides = [
+        *rlcore_ppo_overrides(total, rollout, num_envs, args.seed),
+        *_QUIET_RUN,
+        f"eval_every={10 * total}",
+        f"checkpoint_every={10 * total}",
+    ]
+
+    def rlcore_measure() -> dict[str, float]:
+        wall, run_dir, holder = _rlcore_run(overrides)
+        loop = _loop_seconds(run_dir, total)
+        holder.cleanup()
+        return {"whole": total / wall, "loop": total / loop if loop else float("nan")}
+
+    def sb3_measure() -> dict[str, float]:
+        from stable_baselines3 import PPO
+        from stable_baselines3.common.env_util import make_vec_env as sb3_make_vec_env
+
+        start = time.perf_counter()
+        env = sb3_make_vec_env("Hopper-v5", n_envs=num_envs, seed=args.seed)
+        model = PPO("MlpPolicy", env, n_steps=rollout, batch_size=64, seed=args.seed, device="cpu")
+        learn_start = time.perf_counter()
+        model.learn(total_timesteps=total)
+        end = time.perf_counter()
+        env.close()
+        return {"whole": total / (end - start), "loop": total / (end - learn_start)}
+
+    if not _has_sb3():
+        _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
+    result = alternate(
+        {"rlcore": rlcore_measure, "sb3": sb3_measure if _has_sb3() else None}, args.rounds
+    )
+    ratios = {
+        part: ratio(median_of(result["rlcore"], part), median_of(result["sb3"], part))
+        for part in ("whole", "loop")
+    }
+    table = markdown_table(
+        ["part", "rlcore", "SB3", "rlcore/SB3"],
+        [
+            [
+                label,
+                fmt(median_of(result["rlcore"], part)),
+                fmt(median_of(result["sb3"], part)),
+                fmt(ratios[part], True),
+            ]
+            for part, label in (("whole", "whole run"), ("loop", "training loop only"))
+        ],
+    )
+    return {
+        "title": f"PPO Hopper-v5 training env-steps/s ({total:,} steps = "
+        f"{total // per_rollout} rollouts of {num_envs} envs x {rollout}; batch 64, 10 epochs, "
+        "64x64; rlcore on its default native env back end, SB3 on DummyVecEnv)",
+        "unit": "env steps/s",
+        "steps_per_s": result,
+        "ratios": ratios,
+        "notes": notes,
+        "table": table,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# memory: peak RSS of a filled 1M-transition buffer (fresh subprocess each)
+# --------------------------------------------------------------------------------------
+def _rss_bytes() -> tuple[int | None, int | None]:
+    """(current RSS, peak RSS) of this process in bytes, from /proc (Linux) or getrusage."""
+    try:
+        fields = dict(
+            line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines()
+        )
+        return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return None, peak if sys.platform == "darwin" else peak * 1024
+
+
+def memory_child(kind: str, capacity: int) -> dict[str, Any]:
+    """Run in a fresh process: build and completely fill a Hopper replay buffer of
+    ``kind`` ("rlcore" or "sb3"), return the peak RSS increase and the buffer's bytes."""
+    import torch  # noqa: F401  (imported before the baseline is taken)
+
+    if kind == "sb3":
+        from stable_baselines3.common.buffers import ReplayBuffer as SB3ReplayBuffer
+    else:
+        from rlcore.buffers import ReplayBuffer
+    obs_space, act_space = _spaces(HOPPER_OBS, HOPPER_ACT)
+    rng = np.random.default_rng(0)
+    chunk = 1_000  # rows per write: small temporaries, so the peak is the buffer's
+    # clear the peak ("5" resets VmHWM, Linux >= 4.0) so the import transients drop out
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        peak_reset = True
+    except OSError:
+        peak_reset = False
+    base_rss, base_peak = _rss_bytes()
+    baseline = base_rss if peak_reset and base_rss is not None else base_peak
+    if kind == "sb3":
+        buffer = SB3ReplayBuffer(capacity, obs_space, act_space, device="cpu", n_envs=1)
+        arrays = {
+            "observations": buffer.observations,
+            "next_observations": buffer.next_observations,
+            "actions": buffer.actions,
+            "rewards": buffer.rewards,
+            "dones": buffer.dones,
+            "timeouts": buffer.timeouts,
+        }
+        for start in range(0, capacity, chunk):
+            for array in arrays.values():
+                block = array[start : start + chunk]
+                block[:] = rng.standard_normal(block.shape)
+        buffer.full = True
+        held = sum(a.nbytes for a in arrays.values())
+    else:
+        buffer = ReplayBuffer(capacity, (HOPPER_OBS,), (HOPPER_ACT,), num_envs=chunk)
+        for _ in range(capacity // chunk):
+            buffer.add(
+                rng.standard_normal((chunk, HOPPER_OBS)),
+                rng.uniform(-1, 1, (chunk, HOPPER_ACT)),
+                rng.standard_normal(chunk),
+                rng.standard_normal((chunk, HOPPER_OBS)),
+                rng.random(chunk) < 0.01,
+                rng.random(chunk) < 0.001,
+            )
+        assert len(buffer) == capacity
+        held = sum(getattr(buffer, f).nbytes for f in ReplayBuffer.FIELDS)
+    _, peak = _rss_bytes()
+    return {
+        "peak_rss_increase": peak - baseline,
+        "buffer_bytes": held,
+        "baseline_rss": baseline,
+        "peak_rss": peak,
+        "peak_reset": peak_reset,
+    }
+
+
+def _memory_subprocess(kind: str, capacity: int) -> dict[str, Any]:
+    code = (
+        "import json; from benchmarks.throughput import memory_child; "
+        f"print(json.dumps(memory_child({kind!r}, {capacity})))"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def section_memory(args: argparse.Namespace) -> dict[str, Any]:
+    """Peak RSS increase of a filled Hopper replay buffer vs its raw float32 data size."""
+    notes: list[str] = []
+    capacity = args.memory_capacity
+    # obs, next_obs (11 each), action (3), reward, terminated, truncated at float32
+    raw = capacity * 4 * (2 * HOPPER_OBS + HOPPER_ACT + 3)
+    results: dict[str, dict | None] = {"rlcore": _memory_subprocess("rlcore", capacity)}
+    if _has_sb3():
+        results["sb3"] = _memory_subprocess("sb3", capacity)
+    else:
+        results["sb3"] = None
+        _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
+    for result in results.values():
+        if result is not None:
+            result["ratio_to_raw"] = result["peak_rss_increase"] / raw
+            if not result["peak_reset"]:
+                _note(notes, "peak RSS could not be reset: baseline is the import-time peak")
+    mib = 2**20
+    table = markdown_table(
+        ["buffer", "peak RSS increase (MiB)", "buffer tensors (MiB)", "raw data (MiB)", "ratio"],
+        [
+            [
+                label,
+                fmt(r["peak_rss_increase"] / mib) if r else "n/a",
+                fmt(r["buffer_bytes"] / mib) if r else "n/a",
+                fmt(raw / mib),
+                fmt(r["ratio_to_raw"], True) if r else "n/a",
+            ]
+            for label, r in (
+                ("rlcore ReplayBuffer", results["rlcore"]),
+                ("SB3 ReplayBuffer (info)", results["sb3"]),
+            )
+        ],
+    )
+    return {
+        "title": f"memory of a filled {capacity:,}-transition Hopper replay buffer (obs 11, "
+        "act 3; fresh subprocess each; raw = obs, action, reward, next_obs, terminated, "
+        "truncated at float32)",
+        "unit": "bytes",
+        "capacity": capacity,
+        "raw_bytes": raw,
+        "buffers": results,
+        "ratios": {"rlcore/raw": results["rlcore"]["ratio_to_raw"]},
+        "notes": notes,
+        "table": table,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# targets, CLI
+# --------------------------------------------------------------------------------------
+def _env_ratio(section: dict, env_id: str, num_envs: int, key: str) -> float | None:
+    for row in section["rows"]:
+        if row["env"] == env_id and row["num_envs"] == num_envs:
+            return row["ratios"][key]
+    return None
+
+
+# (section, target line, goal, at most (else at least), measured ratio from the section)
+TARGETS: list[tuple[str, str, float, bool, Callable[[dict], float | None]]] = [
+    (
+        "env",
+        "env Hopper 16 envs: native / gym Sync",
+        2.5,
+        False,
+        lambda s: _env_ratio(s, "Hopper-v5", 16, "native/sync"),
+    ),
+    (
+        "env",
+        "env Hopper 16 envs: native / envpool",
+        1.2,
+        False,
+        lambda s: _env_ratio(s, "Hopper-v5", 16, "native/envpool"),
+    ),
+    (
+        "env",
+        "env Hopper 64 envs: native / MuJoCo ceiling",
+        0.7,
+        False,
+        lambda s: _env_ratio(s, "Hopper-v5", 64, "native/ceiling"),
+    ),
+    (
+        "sac_update",
+        "sac_update: rlcore fp32 / SB3",
+        1.2,
+        False,
+        lambda s: s["ratios"]["rlcore_fp32/sb3"],
+    ),
+    (
+        "sac_update",
+        "sac_update: rlcore bf16 / SB3",
+        2.5,
+        False,
+        lambda s: s["ratios"]["rlcore_bf16/sb3"],
+    ),
+    (
+        "ensemble",
+        "ensemble fp32: QEnsemble / loop",
+        1.2,
+        False,
+        lambda s: s["ratios"]["qensemble_fp32/loop_fp32"],
+    ),
+    (
+        "ensemble",
+        "ensemble bf16: QEnsemble bf16 / loop fp32",
+        2.5,
+        False,
+        lambda s: s["ratios"]["qensemble_bf16/loop_fp32"],
+    ),
+    ("sac_run", "sac_run whole run: rlcore / SB3", 1.2, False, lambda s: s["ratios"]["whole"]),
+    ("ppo_run", "ppo_run whole run: rlcore / SB3", 2.0, False, lambda s: s["ratios"]["whole"]),
+    (
+        "memory",
+        "memory: rlcore peak RSS / raw data",
+        1.2,
+        True,
+        lambda s: s["ratios"]["rlcore/raw"],
+    ),
+]
+
+
+def targets(sections: dict[str, dict]) -> list[dict[str, Any]]:
+    """Every target line of the measured sections: ratio (None: not measured) and verdict."""
+    out = []
+    for section_name, name, goal, at_most, measured in TARGETS:
+        section = sections.get(section_name)
+        if section is None:
+            continue
+        value = None if "error" in section else measured(section)
+        if value is not None and not math.isfinite(value):
+            value = None
+        met = None if value is None else (value <= goal if at_most else value >= goal)
+        out.append(
+            {
+                "section": section_name,
+                "name": name,
+                "goal": f"{'<=' if at_most else '>='} {goal}",
+                "value": value,
+                "met": met,
+            }
+        )
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--quick", action="store_true", help="smoke run: everything shrunk")
+    parser.add_argument("--rounds", type=int, default=None, help="A B rounds (3; quick 1)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON path")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--envs", nargs="+", default=["Hopper", "HalfCheetah", "Ant"])
+    parser.add_argument("--num-envs", type=int, nargs="+", default=None, help="1 16 64")
+    parser.add_argument(
+        "--env-steps", type=int, default=None, help="env steps per measurement (20000)"
+    )
+    parser.add_argument(
+        "--threads", type=int, default=None, help="native/ceiling C threads (all CPUs)"
+    )
+    parser.add_argument(
+        "--torch-threads", type=int, default=None, help="torch intra-op threads (torch default)"
+    )
+    parser.add_argument(
+        "--updates", type=int, default=None, help="gradient updates per measurement (500)"
+    )
+    parser.add_argument("--buffer-size", type=int, default=100_000, help="sac_update buffer")
+    parser.add_argument("--sac-steps", type=int, default=None, help="sac_run env steps (20000)")
+    parser.add_argument("--sac-learning-starts", type=int, default=None, help="(5000)")
+    parser.add_argument("--ppo-steps", type=int, default=None, help="ppo_run env steps (32768)")
+    parser.add_argument(
+        "--ppo-rollout", type=int, default=None, help="PPO steps per env per rollout (2048)"
+    )
+    parser.add_argument("--memory-capacity", type=int, default=1_000_000)
+    args = parser.parse_args(argv)
+    quick = args.quick
+    defaults = {
+        "rounds": (3, 1),
+        "num_envs": ([1, 16, 64], [1, 16]),
+        "env_steps": (20_000, 2_000),
+        "updates": (500, 50),
+        "sac_steps": (20_000, 2_000),
+        "sac_learning_starts": (5_000, 1_000),
+        "ppo_steps": (32_768, 4_096),
+        "ppo_rollout": (2_048, 256),
+    }
+    for key, (full, small) in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, small if quick else full)
+    if args.threads is None:
+        args.threads = os.cpu_count() or 1
+    if args.out is None:
+        args.out = RESULTS / ("throughput_quick.json" if quick else "throughput.json")
+    args.sections = [s for s in SECTIONS if s in args.sections]  # canonical order
+    return args
+
+
+SECTION_FUNCS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
+    "env": section_env,
+    "sac_update": section_sac_update,
+    "ensemble": section_ensemble,
+    "sac_run": section_sac_run,
+    "ppo_run": section_ppo_run,
+    "memory": section_memory,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the selected sections, print their tables and the targets, write the JSON."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    if args.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    payload: dict[str, Any] = {
+        "benchmark": "throughput",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "quick": args.quick,
+        "args": vars(args),
+        "machine": machine_info(args.threads),
+        "sections": {},
+        "targets": [],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    for name in args.sections:
+        print(f"\n## {name}", flush=True)
+        t0 = time.perf_counter()
+        try:
+            section = SECTION_FUNCS[name](args)
+        except Exception as error:  # one failing section must not lose the others
+            traceback.print_exc()
+            section = {"error": f"{type(error).__name__}: {error}", "notes": [], "table": ""}
+        section["seconds"] = time.perf_counter() - t0
+        payload["sections"][name] = section
+        if "error" in section:
+            print(f"section {name} failed: {section['error']}")
+        else:
+            print(f"\n{section['title']}\n\n{section['table']}")
+            for note in section["notes"]:
+                print(f"\n* {note}")
+        payload["targets"] = targets(payload["sections"])
+        write_json(args.out, payload)
+
+    payload["machine"]["load_avg_end"] = (
+        list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    )
+    payload["seconds"] = time.perf_counter() - started
+    rows = [
+        [
+            t["name"],
+            fmt(t["value"], True),
+            t["goal"],
+            {True: "yes", False: "NO", None: "not measured"}[t["met"]],
+        ]
+        for t in payload["targets"]
+    ]
+    print("\n## targets\n")
+    print(markdown_table(["target", "measured", "goal", "met"], rows))
+    write_json(args.out, payload)
+    print(f"\nwrote {args.out} ({payload['seconds']:.0f} s)")
+    return payload
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float (a rate that could not be measured) as None."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Strict JSON (NaN/inf written as null)."""
+    path.write_text(json.dumps(_finite(payload), indent=2, allow_nan=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -60,3 +60,7 @@ class RolloutBatch:
     def index(self, idx: torch.Tensor) -> RolloutBatch:
         """Rows ``idx`` of every field (a minibatch)."""
         return RolloutBatch(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
+
+    def rows(self, start: int, stop: int) -> RolloutBatch:
+        """Rows ``start:stop`` of every field, as views (no copy)."""
+        return RolloutBatch(*(getattr(self, f.name)[start:stop] for f in dataclasses.fields(self)))

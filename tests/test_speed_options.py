@@ -1,0 +1,87 @@
+"""Speed flags that may change results in the last bits (fused Adam, torch.compile) stay
+equal to the plain run within float tolerance; DiagNormal is torch's Normal exactly."""
+
+import copy
+import shutil
+
+import pytest
+import torch
+
+from algos.ppo import PPO, PPOConfig
+from algos.sac import SAC, SACConfig
+from rlcore.buffers import RolloutBuffer
+from rlcore.nets import DiagNormal
+from tests.test_algos_contract import ACT, OBS, random_batch
+
+HAS_CXX = shutil.which("c++") is not None or shutil.which("g++") is not None
+
+
+def rollout(agent: PPO, seed: int, steps: int = 64, envs: int = 2):
+    torch.manual_seed(seed)
+    buffer = RolloutBuffer(steps, envs, (5,), (3,))
+    zeros = torch.zeros(envs)
+    for _ in range(steps):
+        obs = torch.randn(envs, 5)
+        action, log_prob, value = agent.explore(obs)
+        buffer.add(obs, action, log_prob, torch.randn(envs), value, zeros, zeros, zeros)
+    return buffer.compute(zeros, 0.99, 0.95)
+
+
+def compare_ppo(**flags):
+    """Two PPO agents from the same init, one with ``flags``, updated on the same rollouts."""
+    base = PPOConfig(num_minibatches=4, update_epochs=2)
+    torch.manual_seed(0)
+    plain = PPO(OBS, ACT, base)
+    torch.manual_seed(0)
+    fast = PPO(OBS, ACT, PPOConfig(**{**vars(base), **flags}))
+    init = [p.detach().clone() for p in plain.parameters]
+    for seed in range(2):
+        batch = rollout(plain, seed)
+        torch.manual_seed(100 + seed)
+        m_plain = plain.update(batch)
+        torch.manual_seed(100 + seed)
+        m_fast = fast.update(copy.deepcopy(batch))
+        for key in ("policy_loss", "value_loss", "approx_kl", "clip_fraction"):
+            assert m_fast[key] == pytest.approx(m_plain[key], rel=1e-3, abs=1e-5), key
+    assert any(not torch.equal(p, q) for p, q in zip(plain.parameters, init))  # it learned
+    for p, q in zip(plain.parameters, fast.parameters):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
+    return fast
+
+
+def test_diag_normal_is_torch_normal_exactly():
+    mean, std = torch.randn(7, 3), torch.rand(7, 3) + 0.1
+    ours, theirs = DiagNormal(mean, std), torch.distributions.Normal(mean, std)
+    value = torch.randn(7, 3)
+    assert torch.equal(ours.log_prob(value), theirs.log_prob(value))
+    assert torch.equal(ours.entropy(), theirs.entropy())
+    torch.manual_seed(3)
+    sample = ours.sample()
+    torch.manual_seed(3)
+    assert torch.equal(sample, theirs.sample()) and torch.equal(ours.mean, theirs.mean)
+
+
+def test_ppo_fused_adam_matches_foreach_adam():
+    compare_ppo(fused_optimizer=True)
+
+
+@pytest.mark.skipif(not HAS_CXX, reason="torch.compile on CPU needs a C++ compiler")
+def test_ppo_compiled_loss_matches_eager():
+    fast = compare_ppo(compile=True, fused_optimizer=True)
+    assert fast._losses is not fast._minibatch_losses  # the compiled path really ran
+
+
+def test_sac_fused_adam_matches_foreach_adam():
+    torch.manual_seed(0)
+    plain = SAC(OBS, ACT, SACConfig(policy_frequency=1, fused_optimizer=False))
+    torch.manual_seed(0)
+    fused = SAC(OBS, ACT, SACConfig(policy_frequency=1, fused_optimizer=True))
+    for seed in range(10):
+        batch = random_batch(seed=seed)
+        torch.manual_seed(seed)
+        m_plain = plain.update(batch)
+        torch.manual_seed(seed)
+        m_fused = fused.update(batch)
+        assert m_fused["critic_loss"] == pytest.approx(m_plain["critic_loss"], rel=1e-4, abs=1e-6)
+    for p, q in zip(plain.critic.parameters(), fused.critic.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)

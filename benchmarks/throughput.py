@@ -12,7 +12,7 @@ Sections (``--sections``, default all):
   no task code), for Hopper, HalfCheetah and Ant with 1, 16 and 64 envs.
 * ``sac_update``: SAC gradient updates/s (batch 256, 256x256, Hopper shapes, actor +
   critic + temperature every update) of rlcore's ``SAC.update`` vs SB3's ``SAC.train``;
-  a bf16 column when ``SACConfig`` has a ``precision`` field.
+  a bf16 column (``SACConfig(precision="bf16")``).
 * ``ensemble``: update steps/s of 10 LayerNorm critics (RLPD/WSRL shape) as one batched
   ``rlcore.nets.QEnsemble`` vs a Python loop over 10 ``rlcore.nets.MLP``; fp32 and
   bf16 (``torch.autocast``).
@@ -34,7 +34,6 @@ medians, the ratios and the target checks.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -411,19 +410,14 @@ def _has_sb3() -> bool:
 
 
 def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
-    """SAC updates/s at Hopper shapes: rlcore fp32 (and bf16 if supported) vs SB3."""
-    from algos.sac import SACConfig
+    """SAC updates/s at Hopper shapes: rlcore fp32 and bf16 vs SB3."""
 
     notes: list[str] = []
     buffer = filled_replay_buffer(args.buffer_size, HOPPER_OBS, HOPPER_ACT, args.seed)
     measures: dict[str, Measure | None] = {
         "rlcore_fp32": _rlcore_sac_measure(None, args.updates, buffer)
     }
-    if "precision" in {f.name for f in dataclasses.fields(SACConfig)}:
-        measures["rlcore_bf16"] = _rlcore_sac_measure("bf16", args.updates, buffer)
-    else:
-        measures["rlcore_bf16"] = None
-        _note(notes, "SACConfig has no 'precision' field yet: bf16 column skipped")
+    measures["rlcore_bf16"] = _rlcore_sac_measure("bf16", args.updates, buffer)
     if _has_sb3():
         measures["sb3"] = _sb3_sac_measure(args.updates, args.buffer_size, args.seed)
     else:
@@ -590,6 +584,37 @@ def _loop_seconds(run_dir: Path, step: int) -> float | None:
     return None
 
 
+def _run_table(
+    rlcore: dict[str, Callable[[], dict[str, float]]],
+    sb3: Callable[[], dict[str, float]],
+    rounds: int,
+    parts: dict[str, str],
+    labels: dict[str, str],
+) -> tuple[dict[str, Any], dict[str, dict[str, float | None]], str]:
+    """Alternate rlcore variants and SB3; ratios ``<variant>/sb3`` per part; the table."""
+    result = alternate({**rlcore, "sb3": sb3 if _has_sb3() else None}, rounds)
+    ratios = {
+        f"{name}/sb3": {
+            part: ratio(median_of(result[name], part), median_of(result["sb3"], part))
+            for part in parts
+        }
+        for name in rlcore
+    }
+    table = markdown_table(
+        ["part", *labels.values(), "SB3", *(f"{labels[n]} / SB3" for n in rlcore)],
+        [
+            [
+                label,
+                *(fmt(median_of(result[name], part)) for name in rlcore),
+                fmt(median_of(result["sb3"], part)),
+                *(fmt(ratios[f"{name}/sb3"][part], True) for name in rlcore),
+            ]
+            for part, label in parts.items()
+        ],
+    )
+    return result, ratios, table
+
+
 _QUIET_RUN = [
     "logger=quiet",
     "eval_episodes=1",  # the loop always evaluates at its end: keep that to one episode
@@ -614,16 +639,19 @@ def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
         f"log_every={log_every}",
     ]
 
-    def rlcore_measure() -> dict[str, float]:
-        wall, run_dir, holder = _rlcore_run(overrides)
-        t_total, t_start = _loop_seconds(run_dir, total), _loop_seconds(run_dir, starts)
-        holder.cleanup()
-        post = (
-            (total - starts) / (t_total - t_start)
-            if t_total is not None and t_start is not None and total > starts
-            else float("nan")
-        )
-        return {"whole": total / wall, "post_warmup": post}
+    def rlcore_measure(extra: list[str]) -> Callable[[], dict[str, float]]:
+        def measure() -> dict[str, float]:
+            wall, run_dir, holder = _rlcore_run([*overrides, *extra])
+            t_total, t_start = _loop_seconds(run_dir, total), _loop_seconds(run_dir, starts)
+            holder.cleanup()
+            post = (
+                (total - starts) / (t_total - t_start)
+                if t_total is not None and t_start is not None and total > starts
+                else float("nan")
+            )
+            return {"whole": total / wall, "post_warmup": post}
+
+        return measure
 
     def sb3_measure() -> dict[str, float]:
         import gymnasium as gym
@@ -647,28 +675,18 @@ def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
 
     if not _has_sb3():
         _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
-    result = alternate(
-        {"rlcore": rlcore_measure, "sb3": sb3_measure if _has_sb3() else None}, args.rounds
-    )
-    ratios = {
-        part: ratio(median_of(result["rlcore"], part), median_of(result["sb3"], part))
-        for part in ("whole", "post_warmup")
-    }
-    table = markdown_table(
-        ["part", "rlcore", "SB3", "rlcore/SB3"],
-        [
-            [
-                label,
-                fmt(median_of(result["rlcore"], part)),
-                fmt(median_of(result["sb3"], part)),
-                fmt(ratios[part], True),
-            ]
-            for part, label in (("whole", "whole run"), ("post_warmup", "after warm-up"))
-        ],
+    variants = {"rlcore": [], "rlcore_bf16": ["algo.precision=bf16"]}
+    result, ratios, table = _run_table(
+        {name: rlcore_measure(extra) for name, extra in variants.items()},
+        sb3_measure,
+        args.rounds,
+        {"whole": "whole run", "post_warmup": "after warm-up"},
+        {"rlcore": "rlcore fp32", "rlcore_bf16": "rlcore bf16"},
     )
     return {
         "title": f"SAC Hopper-v5 training env-steps/s ({total:,} steps, {starts:,} random "
-        "warm-up, UTD 1; rlcore on its default native env back end, SB3 on gym.make)",
+        "warm-up, UTD 1; rlcore on its default native env back end, SB3 on gym.make; "
+        "bf16 = algo.precision=bf16)",
         "unit": "env steps/s",
         "steps_per_s": result,
         "ratios": ratios,
@@ -723,11 +741,14 @@ def section_ppo_run(args: argparse.Namespace) -> dict[str, Any]:
         f"checkpoint_every={10 * total}",
     ]
 
-    def rlcore_measure() -> dict[str, float]:
-        wall, run_dir, holder = _rlcore_run(overrides)
-        loop = _loop_seconds(run_dir, total)
-        holder.cleanup()
-        return {"whole": total / wall, "loop": total / loop if loop else float("nan")}
+    def rlcore_measure(extra: list[str]) -> Callable[[], dict[str, float]]:
+        def measure() -> dict[str, float]:
+            wall, run_dir, holder = _rlcore_run([*overrides, *extra])
+            loop = _loop_seconds(run_dir, total)
+            holder.cleanup()
+            return {"whole": total / wall, "loop": total / loop if loop else float("nan")}
+
+        return measure
 
     def sb3_measure() -> dict[str, float]:
         from stable_baselines3 import PPO
@@ -744,29 +765,19 @@ def section_ppo_run(args: argparse.Namespace) -> dict[str, Any]:
 
     if not _has_sb3():
         _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
-    result = alternate(
-        {"rlcore": rlcore_measure, "sb3": sb3_measure if _has_sb3() else None}, args.rounds
-    )
-    ratios = {
-        part: ratio(median_of(result["rlcore"], part), median_of(result["sb3"], part))
-        for part in ("whole", "loop")
-    }
-    table = markdown_table(
-        ["part", "rlcore", "SB3", "rlcore/SB3"],
-        [
-            [
-                label,
-                fmt(median_of(result["rlcore"], part)),
-                fmt(median_of(result["sb3"], part)),
-                fmt(ratios[part], True),
-            ]
-            for part, label in (("whole", "whole run"), ("loop", "training loop only"))
-        ],
+    variants = {"rlcore": [], "rlcore_fast": ["algo.fused_optimizer=true", "algo.compile=true"]}
+    result, ratios, table = _run_table(
+        {name: rlcore_measure(extra) for name, extra in variants.items()},
+        sb3_measure,
+        args.rounds,
+        {"whole": "whole run", "loop": "training loop only"},
+        {"rlcore": "rlcore", "rlcore_fast": "rlcore fused+compile"},
     )
     return {
         "title": f"PPO Hopper-v5 training env-steps/s ({total:,} steps = "
         f"{total // per_rollout} rollouts of {num_envs} envs x {rollout}; batch 64, 10 epochs, "
-        "64x64; rlcore on its default native env back end, SB3 on DummyVecEnv)",
+        "64x64; rlcore on its default native env back end, SB3 on DummyVecEnv; fused+compile "
+        "= algo.fused_optimizer=true algo.compile=true, compilation time included)",
         "unit": "env steps/s",
         "steps_per_s": result,
         "ratios": ratios,
@@ -973,8 +984,27 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[dict], float | None]]] = [
         False,
         lambda s: s["ratios"]["qensemble_bf16/loop_fp32"],
     ),
-    ("sac_run", "sac_run whole run: rlcore / SB3", 1.2, False, lambda s: s["ratios"]["whole"]),
-    ("ppo_run", "ppo_run whole run: rlcore / SB3", 2.0, False, lambda s: s["ratios"]["whole"]),
+    (
+        "sac_run",
+        "sac_run whole run: rlcore fp32 / SB3",
+        1.2,
+        False,
+        lambda s: s["ratios"]["rlcore/sb3"]["whole"],
+    ),
+    (
+        "sac_run",
+        "sac_run whole run: rlcore bf16 / SB3",
+        2.0,
+        False,
+        lambda s: s["ratios"]["rlcore_bf16/sb3"]["whole"],
+    ),
+    (
+        "ppo_run",
+        "ppo_run whole run: rlcore fused+compile / SB3",
+        2.0,
+        False,
+        lambda s: s["ratios"]["rlcore_fast/sb3"]["whole"],
+    ),
     (
         "memory",
         "memory: rlcore peak RSS / raw data",

@@ -4,6 +4,11 @@ IQL, TD3+BC, CQL and ReBRAC (last and best D4RL-normalised scores).
     python -m offline.collect recipe env=Hopper            # builds local/hopper/*-v0 first
     python -m benchmarks.offline --steps 1000000 --seeds 0
     python -m benchmarks.offline --steps 20000 --algos iql td3_bc   # a quick look
+    python -m benchmarks.offline --steps 50000 --steps-for cql=12000 --jobs 2  # 2 cores
+
+``--steps-for algo=n`` gives one algorithm its own gradient-step budget (CQL costs ~20x an
+IQL step on CPU); ``--jobs n`` runs n trainings at a time in worker processes with one
+torch thread each (longest first); the table states every run's steps.
 
 Each (algorithm, dataset) pair runs with CORL's per-dataset settings
 (``configs/experiment/<algo>_hopper_<dataset>.yaml``) for ``--steps`` gradient steps,
@@ -17,15 +22,29 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = {"medium": "local/hopper/medium-v0", "medium_replay": "local/hopper/medium-replay-v0"}
+# relative cost of one gradient step on CPU (measured, 1 thread): orders the job queue
+COST = {"iql": 1.0, "td3_bc": 0.7, "awac": 1.0, "rebrac": 5.0, "cql": 20.0, "cal_ql": 20.0}
 
 
-def run_one(algo: str, dataset_key: str, dataset_id: str, args, seed: int) -> dict:
+def run_one(
+    algo: str,
+    dataset_key: str,
+    dataset_id: str,
+    steps: int,
+    eval_every: int,
+    run_dir: Path,
+    seed: int,
+    threads: int,
+) -> dict:
+    """Train one (algorithm, dataset, seed) with its experiment config; last/best scores."""
     from hydra import compose, initialize_config_module
 
     from rlcore.logging import read_csv
@@ -34,24 +53,46 @@ def run_one(algo: str, dataset_key: str, dataset_id: str, args, seed: int) -> di
     overrides = [
         f"+experiment={algo}_hopper_{dataset_key}",
         f"dataset={dataset_id}",
-        f"total_steps={args.steps}",
-        f"eval_every={args.eval_every}",
+        f"total_steps={steps}",
+        f"eval_every={min(eval_every, steps)}",
         f"seed={seed}",
-        f"checkpoint_every={args.steps}",
+        f"checkpoint_every={steps}",
         "keep_agent_snapshots=false",
         "logger=quiet",
     ]
+    if threads > 0:
+        overrides.append(f"threads={threads}")
+    run_dir = run_dir / f"{algo}_{dataset_key}_seed{seed}"
+    if (run_dir / "checkpoints" / "latest.pt").is_file():  # an interrupted benchmark
+        overrides.append(f"resume={run_dir}")
     with initialize_config_module(config_module="configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
-    run_dir = args.run_dir / f"{algo}_{dataset_key}_seed{seed}"
     start = time.perf_counter()
     train(cfg, run_dir)
     evals = read_csv(run_dir / "eval.csv")
-    return {
+    result = {
         "last": evals[-1]["eval/normalized_score"],
         "best": max(r["eval/normalized_score"] for r in evals),
+        "steps": steps,
         "seconds": time.perf_counter() - start,
     }
+    print(
+        f"  {dataset_key} {algo} seed {seed} ({steps} steps, {result['seconds']:.0f} s): "
+        f"last {result['last']:.1f} best {result['best']:.1f}",
+        flush=True,
+    )
+    return result
+
+
+def parse_steps_for(items: list[str], algos: list[str]) -> dict[str, int]:
+    """``["cql=12000", ...]`` -> {"cql": 12000}; unknown algorithms are an error."""
+    out = {}
+    for item in items:
+        algo, _, value = item.partition("=")
+        if algo not in algos or not value.isdigit():
+            raise SystemExit(f"--steps-for expects <algo>=<int> with algo in {algos}: {item!r}")
+        out[algo] = int(value)
+    return out
 
 
 def main() -> None:
@@ -61,6 +102,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--algos", nargs="+", default=["iql", "td3_bc", "cql", "rebrac"])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=list(DATASETS))
+    parser.add_argument("--steps-for", nargs="*", default=[], metavar="ALGO=STEPS")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
+    parser.add_argument(
+        "--dataset-id", nargs="*", default=[], metavar="KEY=ID", help="e.g. medium=ns/hopper/m-v1"
+    )
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/offline"))
     parser.add_argument("--out", type=Path, default=RESULTS / "offline.json")
     args = parser.parse_args()
@@ -68,26 +114,66 @@ def main() -> None:
     from offline.datasets import load_dataset
     from offline.scores import normalized_score
 
+    steps_for = parse_steps_for(args.steps_for, args.algos)
+    dataset_ids = dict(DATASETS)
+    for item in args.dataset_id:
+        key, _, dataset_id = item.partition("=")
+        if key not in DATASETS or not dataset_id:
+            raise SystemExit(f"--dataset-id expects KEY=ID with KEY in {list(DATASETS)}: {item!r}")
+        dataset_ids[key] = dataset_id
+    jobs = [
+        (algo, key, steps_for.get(algo, args.steps), seed)
+        for key in args.datasets
+        for algo in args.algos
+        for seed in args.seeds
+    ]
+    jobs.sort(key=lambda job: -job[2] * COST.get(job[0], 1.0))  # longest first
+    threads = 1 if args.jobs > 1 else 0
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+        futures = {
+            job: pool.submit(
+                run_one,
+                job[0],
+                job[1],
+                dataset_ids[job[1]],
+                job[2],
+                args.eval_every,
+                args.run_dir,
+                job[3],
+                threads,
+            )
+            for job in jobs
+        }
+        results = {job: future.result() for job, future in futures.items()}
+
     rows = []
     for key in args.datasets:
-        dataset = load_dataset(DATASETS[key])
+        dataset = load_dataset(dataset_ids[key])
         behaviour = float(normalized_score(float(dataset.episode_returns().mean()), "Hopper-v5"))
-        row = {"dataset": key, "behaviour": behaviour, "steps": args.steps}
+        row = {
+            "dataset": key,
+            "dataset_id": dataset_ids[key],
+            "behaviour": behaviour,
+            "transitions": len(dataset),
+        }
         for algo in args.algos:
-            results = [run_one(algo, key, DATASETS[key], args, seed) for seed in args.seeds]
+            runs = [results[(algo, key, steps_for.get(algo, args.steps), s)] for s in args.seeds]
             row[algo] = {
-                "last": float(np.mean([r["last"] for r in results])),
-                "best": float(np.mean([r["best"] for r in results])),
+                "last": float(np.mean([r["last"] for r in runs])),
+                "best": float(np.mean([r["best"] for r in runs])),
+                "steps": runs[0]["steps"],
                 "seeds": args.seeds,
-                "seconds": float(np.sum([r["seconds"] for r in results])),
+                "seconds": float(np.sum([r["seconds"] for r in runs])),
             }
-            print(
-                f"  {key} {algo}: last {row[algo]['last']:.1f} best {row[algo]['best']:.1f}",
-                flush=True,
-            )
         rows.append(row)
 
-    header = "| dataset | behaviour | " + " | ".join(f"{a} last / best" for a in args.algos) + " |"
+    header = (
+        "| dataset | behaviour | "
+        + " | ".join(
+            f"{a} last / best ({steps_for.get(a, args.steps):,} steps)" for a in args.algos
+        )
+        + " |"
+    )
     print(header)
     print("|" + "---|" * (2 + len(args.algos)))
     for row in rows:

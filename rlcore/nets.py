@@ -376,6 +376,10 @@ class DiagNormal:
     def __init__(self, mean: torch.Tensor, std: torch.Tensor) -> None:
         self.mean, self.std = mean, std
 
+    @property
+    def stddev(self) -> torch.Tensor:  # torch.distributions.Normal's name
+        return self.std
+
     def sample(self) -> torch.Tensor:
         with torch.no_grad():
             return torch.normal(self.mean, self.std)

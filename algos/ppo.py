@@ -13,9 +13,11 @@ Departures from the paper:
   terminal (rlcore.buffers.compute_gae).
 
 Speed options (off by default; same maths, results equal to float tolerance, tested):
-``fused_optimizer`` (one-kernel Adam) and ``compile`` (``torch.compile`` of the minibatch
-loss: forward and backward become a few fused kernels instead of ~150 small ops; needs a
-C++ compiler, costs ~10-20 s of compilation at start).
+``fused_optimizer`` (one-kernel Adam) and ``compile`` (the whole minibatch step, loss,
+gradients, clipping and Adam, as one ``torch.compile``d graph via
+``rlcore.compiled.CompiledAdamStep``: a few fused kernels instead of ~200 small ops and
+the autograd bookkeeping; needs a C++ compiler, costs ~10-20 s of compilation at start;
+a non-finite loss is reported after that minibatch's step instead of before it).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.compiled import CompiledAdamStep
 from rlcore.nets import MLP, GaussianActor, orthogonal_init
 from rlcore.types import RolloutBatch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
@@ -54,7 +57,7 @@ class PPOConfig:
     activation: str = "tanh"  # hidden activation
     init_log_std: float = 0.0  # initial policy log-std
     fused_optimizer: bool = False  # fused Adam (CleanRL uses the default Adam)
-    compile: bool = False  # torch.compile the minibatch loss (speed; float-tolerance equal)
+    compile: bool = False  # torch.compile the whole minibatch step (float-tolerance equal)
     # env-side recipe settings (applied by rlcore.train when building the envs)
     normalize_obs: bool = True  # running observation standardisation (clip 10)
     normalize_reward: bool = True  # scale rewards by the std of discounted returns (clip 10)
@@ -85,11 +88,15 @@ class PPO:
         orthogonal_init(self.critic[-1], gain=1.0)
         self.parameters = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = adam(self.parameters, config.lr, config.fused_optimizer, eps=1e-5)
-        # minibatch loss (forward and, through AOTAutograd, backward) as fused kernels
-        self._losses = (
-            torch.compile(self._minibatch_losses, dynamic=False)
+        self._compiled_step = (
+            CompiledAdamStep(
+                {"actor": self.actor, "critic": self.critic},
+                self._minibatch_losses,
+                self.optimizer,
+                config.max_grad_norm,
+            )
             if config.compile
-            else self._minibatch_losses
+            else None
         )
         self.updates = 0
 
@@ -127,15 +134,22 @@ class PPO:
             shuffled = batch.index(torch.randperm(n, device=self.device))  # one gather
             for start in range(0, n, minibatch):
                 mb = shuffled.rows(start, start + minibatch)
-                loss, policy_loss, value_loss, entropy, approx_kl, clip_frac = self._losses(
-                    mb.obs, mb.action, mb.log_prob, mb.value, mb.advantage, mb.returns
-                )
+                inputs = (mb.obs, mb.action, mb.log_prob, mb.value, mb.advantage, mb.returns)
+                if self._compiled_step is not None:  # the whole step at once
+                    _, policy_loss, value_loss, entropy, approx_kl, clip_frac = self._compiled_step(
+                        *inputs
+                    )
+                    ensure_finite(policy_loss=policy_loss, value_loss=value_loss)
+                else:
+                    loss, policy_loss, value_loss, entropy, approx_kl, clip_frac = (
+                        self._minibatch_losses(*inputs)
+                    )
+                    ensure_finite(policy_loss=policy_loss, value_loss=value_loss)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm)
+                    self.optimizer.step()
                 clip_fracs.append(clip_frac.item())
-                ensure_finite(policy_loss=policy_loss, value_loss=value_loss)
-                self.optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.parameters, cfg.max_grad_norm)
-                self.optimizer.step()
             if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
                 break
         self.updates += 1

@@ -2,16 +2,18 @@
 
     python -m offline.collect env=Hopper policy=random steps=10000 dataset_id=local/hopper/random-v0
     python -m offline.collect env=Hopper policy=runs/sac/hopper/<time> steps=1000000 \\
-        dataset_id=local/hopper/medium-v0 [seed=0] [noise=0.1]
+        dataset_id=local/hopper/medium-v0 [seed=0] [sample=true] [noise=0.1]
     python -m offline.collect policy=replay:runs/sac/hopper/<time> dataset_id=local/hopper/medium-replay-v0
     python -m offline.collect policy=replay:runs/sac/hopper/<time> steps=60000 dataset_id=...
     python -m offline.collect recipe env=Hopper ...      # D4RL-like datasets, see offline/recipe.py
 
 ``policy`` is ``random`` (uniform actions), a run directory or checkpoint file (its
-deterministic policy via ``rlcore.checkpoint.load_policy``, plus optional Gaussian
-``noise``), or ``replay:<run dir>`` (the transitions in that run's checkpointed replay
-buffer; with ``steps=n`` only those of its first n env steps). Optional keys: ``seed``, ``noise`` (std as a fraction of the action half-range),
-``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
+deterministic policy via ``rlcore.checkpoint.load_policy``; with ``sample=true`` actions are
+sampled from the agent's own stochastic policy, as D4RL recorded its datasets; plus optional
+Gaussian ``noise``), or ``replay:<run dir>`` (the transitions in that run's checkpointed
+replay buffer; with ``steps=n`` only those of its first n env steps). Optional keys:
+``seed`` (env resets, noise and policy sampling), ``sample``, ``noise`` (std as a fraction
+of the action half-range), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
 both together). The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
 step budget, is stored as truncated.
@@ -34,7 +36,8 @@ from offline.datasets import DatasetError
 
 USAGE = (
     "usage: python -m offline.collect env=<env> policy=<run dir | random | replay:<run dir>> "
-    "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [noise=0.0] [max_episode_steps=<n>] "
+    "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [sample=false] [noise=0.0] "
+    "[max_episode_steps=<n>] "
     "[ref_min_score=<x> ref_max_score=<y>]\n"
     "       python -m offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
 )
@@ -44,6 +47,7 @@ KEYS = {
     "steps",
     "dataset_id",
     "seed",
+    "sample",
     "noise",
     "max_episode_steps",
     "ref_min_score",
@@ -94,6 +98,18 @@ def number_arg(args: dict[str, str], key: str, kind: type, default: Any = None) 
         return kind(args[key])
     except ValueError:
         raise UsageError(f"{key} must be a{'n integer' if kind is int else ' number'}") from None
+
+
+def bool_arg(args: dict[str, str], key: str, default: bool) -> bool:
+    """``true/false`` (also 1/0, yes/no) -> bool; anything else is a UsageError."""
+    if key not in args:
+        return default
+    value = args[key].strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise UsageError(f"{key} must be true or false, got '{args[key]}'")
 
 
 def rollout(
@@ -307,11 +323,14 @@ def collect(
     steps: int | None = None,
     seed: int = 0,
     noise: float = 0.0,
+    sample: bool = False,
     max_episode_steps: int | None = None,
     ref_min_score: float | None = None,
     ref_max_score: float | None = None,
 ) -> dict[str, Any]:
     """Record (or export) one Minari dataset; returns the summary it prints."""
+    import torch
+
     from rlcore.checkpoint import load_checkpoint, load_policy
 
     check_new_dataset_id(dataset_id)
@@ -320,6 +339,8 @@ def collect(
     make_kwargs: dict[str, Any] = {}
     if policy.startswith("replay:"):
         run = policy.removeprefix("replay:")
+        if sample or noise:
+            raise UsageError("sample / noise do not apply to replay: (it exports stored actions)")
         if steps is not None and steps < 1:
             raise UsageError("steps=<n> (n >= 1) for replay: exports the run's first n env steps")
         state = load_checkpoint(run)
@@ -344,11 +365,15 @@ def collect(
         env_id = resolve_env_id(env)
         if max_episode_steps is not None:
             make_kwargs["max_episode_steps"] = max_episode_steps
-        actor = None if policy == "random" else load_policy(policy)
-        algorithm = "uniform random" if actor is None else f"deterministic policy of {policy}"
+        if policy == "random" and sample:
+            raise UsageError("sample=true needs a trained policy, not policy=random")
+        actor = None if policy == "random" else load_policy(policy, deterministic=not sample)
+        kind = "actions sampled from the policy" if sample else "deterministic policy"
+        algorithm = "uniform random" if actor is None else f"{kind} of {policy}"
         if actor is not None and noise > 0:
             algorithm += f" + Gaussian noise {noise}"
-        with gym.make(env_id, **make_kwargs) as rollout_env:
+        with gym.make(env_id, **make_kwargs) as rollout_env, torch.random.fork_rng():
+            torch.manual_seed(seed)  # the policy's own sampling: same seed, same dataset
             episodes = rollout(rollout_env, actor, steps, seed=seed, noise=noise)
     with gym.make(env_id, **make_kwargs) as env_for_spec:
         path = write_dataset(
@@ -381,6 +406,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             steps=number_arg(args, "steps", int),
             seed=number_arg(args, "seed", int, 0),
             noise=number_arg(args, "noise", float, 0.0),
+            sample=bool_arg(args, "sample", False),
             max_episode_steps=number_arg(args, "max_episode_steps", int),
             ref_min_score=number_arg(args, "ref_min_score", float),
             ref_max_score=number_arg(args, "ref_max_score", float),

@@ -3,7 +3,8 @@ medium-expert) recorded with rlcore's SAC, as D4RL built its MuJoCo datasets.
 
     python -m offline.collect recipe env=Hopper            # same as python -m offline.recipe
     python -m offline.recipe env=HalfCheetah expert_steps=1000000 dataset_steps=1000000 \\
-        eval_every=10000 seed=0 namespace=local version=0 runs_dir=runs/recipe noise=0.0 \\
+        eval_every=10000 seed=0 namespace=local version=0 runs_dir=runs/recipe sample=true \\
+        noise=0.0 \\
         train.algo.batch_size=256 ...                       # train.* = rlcore.train overrides
 
 Steps (datasets are ``<namespace>/<env>/<kind>-v<version>``, e.g. ``local/hopper/medium-v0``):
@@ -17,8 +18,10 @@ Steps (datasets are ``<namespace>/<env>/<kind>-v<version>``, e.g. ``local/hopper
    run's replay buffer cut at the medium step (rlcore runs are deterministic on CPU, so this
    equals the buffer of the run stopped there). Only when the buffer is smaller than
    ``expert_steps`` (its ring overwrote the start) is a second "medium" run trained.
-4. random / medium / expert: ``dataset_steps`` steps each of uniform actions / the
-   deterministic medium / expert policy (plus optional Gaussian ``noise``).
+4. random / medium / expert: ``dataset_steps`` steps each of uniform actions / actions
+   sampled from the medium / expert SAC policy (its tanh-Gaussian, as D4RL sampled from
+   its SAC policies; ``sample=false`` records the deterministic mean action instead, which
+   gives datasets with almost no action diversity), plus optional Gaussian ``noise``.
 5. medium-expert: medium and expert concatenated (``minari.combine_datasets``).
 
 Every dataset stores ref_min_score (mean return of the random dataset's episodes) and
@@ -43,6 +46,7 @@ import numpy as np
 from envs.make import resolve_env_id
 from offline.collect import (
     UsageError,
+    bool_arg,
     check_new_dataset_id,
     collect,
     number_arg,
@@ -61,12 +65,13 @@ KEYS = {
     "namespace",
     "version",
     "runs_dir",
+    "sample",
     "noise",
 }
 USAGE = (
     "usage: python -m offline.collect recipe env=<Hopper|HalfCheetah|Walker2d|...> "
     "[expert_steps=1000000] [dataset_steps=1000000] [eval_every=10000] [seed=0] "
-    "[namespace=local] [version=0] [runs_dir=runs/recipe/<env>] [noise=0.0] "
+    "[namespace=local] [version=0] [runs_dir=runs/recipe/<env>] [sample=true] [noise=0.0] "
     "[train.<rlcore.train override>=<value> ...]"
 )
 
@@ -149,6 +154,7 @@ def build_d4rl_like(
     version: int = 0,
     runs_dir: str | Path | None = None,
     noise: float = 0.0,
+    sample: bool = True,
     train_overrides: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Train SAC and record the five D4RL-like datasets (see the module docstring)."""
@@ -214,6 +220,7 @@ def build_d4rl_like(
             steps=steps,
             seed=seed + offset,
             noise=0.0 if kind == "medium-replay" else noise,
+            sample=sample and kind != "medium-replay",
             **refs,
         )
     combined = minari.combine_datasets(
@@ -232,6 +239,8 @@ def build_d4rl_like(
         "expert_return": returns[expert_step],
         "medium_step": medium_step,
         "medium_return": returns[medium_step],
+        "sample": sample,
+        "noise": noise,
         "eval_returns": returns,
         **refs,
         "datasets": summaries,
@@ -259,6 +268,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             version=number_arg(args, "version", int, 0),
             runs_dir=args.get("runs_dir"),
             noise=number_arg(args, "noise", float, 0.0),
+            sample=bool_arg(args, "sample", True),
             train_overrides=train_overrides,
         )
     except UsageError as error:

@@ -80,10 +80,11 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
 
 
 def load_policy(
-    path: str | Path, device: str | torch.device = "cpu"
+    path: str | Path, device: str | torch.device = "cpu", deterministic: bool = True
 ) -> Callable[[np.ndarray], np.ndarray]:
-    """A deterministic ``policy(obs) -> action`` for deployment, including the observation
-    normalisation the agent was trained with (if any)."""
+    """A ``policy(obs) -> action`` for deployment, including the observation normalisation
+    the agent was trained with (if any). ``deterministic=False`` acts with the agent's own
+    sampling / exploration (e.g. SAC's tanh-Gaussian), drawing from torch's global RNG."""
     state = load_checkpoint(path, map_location=device)
     agent = load_agent(path, device)
     norm = state.get("obs_normalizer")
@@ -93,6 +94,6 @@ def load_policy(
         obs = np.asarray(obs, dtype=np.float64)
         if norm is not None:
             obs = np.clip((obs - norm["mean"]) / np.sqrt(norm["var"] + 1e-8), -clip, clip)
-        return agent.act(obs.astype(np.float32), deterministic=True)
+        return agent.act(obs.astype(np.float32), deterministic=deterministic)
 
     return policy

@@ -353,6 +353,33 @@ def test_collect_from_policy_run(sac_run):
     assert gap.max() > 0.05 and noisy.action.abs().max() <= 3.0
 
 
+def test_collect_sampling_from_the_policy_is_seeded(sac_run):
+    """sample=true records the SAC policy's own tanh-Gaussian draws: actions spread around the
+    deterministic action, inside the box, the same for the same seed and not for another."""
+    base = [f"policy={sac_run}", "env=InvertedPendulum", "steps=200", "sample=true"]
+    summary = collect_main([*base, "dataset_id=l/s/a-v0", "seed=3"])
+    collect_main([*base, "dataset_id=l/s/b-v0", "seed=3"])
+    collect_main([*base, "dataset_id=l/s/c-v0", "seed=4"])
+    first, again, other = (load_dataset(f"l/s/{name}-v0") for name in "abc")
+    assert torch.equal(first.action, again.action) and torch.equal(first.obs, again.obs)
+    assert not torch.equal(first.action[:50], other.action[:50])
+    mean_action = torch.as_tensor(load_policy(sac_run)(first.obs.numpy()))
+    gap = (first.action - mean_action).abs()
+    assert gap.mean() > 1e-3 and first.action.abs().max() <= 3.0
+    name = minari.load_dataset("l/s/a-v0").storage.metadata["algorithm_name"]
+    assert name == f"actions sampled from the policy of {sac_run}"
+    assert summary["steps"] == 200
+    random_sample = ["policy=random", "env=InvertedPendulum", "steps=10", "sample=true"]
+    for bad in (
+        [*random_sample, "dataset_id=l/s/d-v0"],
+        [*base, "dataset_id=l/s/e-v0", "sample=maybe"],
+        [f"policy=replay:{sac_run}", "sample=true", "dataset_id=l/s/f-v0"],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            collect_main(bad)
+        assert exit_info.value.code == 2
+
+
 def test_collect_from_replay_buffer(sac_run):
     summary = collect_main([f"policy=replay:{sac_run}", "dataset_id=local/ip/replay-v0"])
     buffer = load_checkpoint(sac_run)["loop"]["buffer"]
@@ -478,6 +505,14 @@ def test_recipe_builds_five_datasets_on_tiny_settings(tmp_path):
         assert dataset.ref_max_score == report["expert_return"], kind
         assert dataset.ref_min_score == report["ref_min_score"], kind
     assert not (tmp_path / "runs/medium").exists()  # medium-replay came from the expert run
+    names = {
+        kind: minari.load_dataset(f"local/invertedpendulum/{kind}-v0").storage.metadata[
+            "algorithm_name"
+        ]
+        for kind in ("medium", "expert", "medium-replay")
+    }
+    assert "sampled from the policy" in names["medium"] and "sampled" in names["expert"]
+    assert "replay buffer" in names["medium-replay"]
     # re-running after an interruption resumes the finished training instead of retraining
     for kind in report["datasets"]:
         minari.delete_dataset(f"local/invertedpendulum/{kind}-v0")

@@ -17,6 +17,10 @@ Departures from the paper (all as in CleanRL unless said otherwise):
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
   parameters, optimiser state, network outputs and losses in float32; acting and
   evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16.
+* Opt-in ``compile=True``: the critic step and the actor step (loss, gradients, Adam)
+  each run as one ``torch.compile``d graph (``rlcore.compiled.CompiledAdamStep``; the
+  policy's noise comes from torch's generator as in eager mode). Same maths, equal to
+  float tolerance; needs a C++ compiler and ~15-30 s of compilation.
 
 Use in your own loop::
 
@@ -37,6 +41,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.compiled import CompiledAdamStep
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
 from rlcore.types import Batch
@@ -73,6 +78,7 @@ class SACConfig:
     target_frequency: int = 1  # critic updates per target Polyak update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
     precision: str = "float32"  # "bf16": updates' forward passes in bfloat16 autocast
+    compile: bool = False  # torch.compile critic and actor steps (float-tolerance equal)
     # loop settings (read by rlcore.loops.off_policy through rlcore.train)
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
@@ -120,6 +126,14 @@ class SAC:
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self._critic_params = list(self.critic.parameters())
+        self._compiled_critic_step = self._compiled_actor_step = None
+        if config.compile:  # each gradient step as one compiled graph (rlcore.compiled)
+            self._compiled_critic_step = CompiledAdamStep(
+                {"critic": self.critic}, self._critic_losses, self.critic_optimizer
+            )
+            self._compiled_actor_step = CompiledAdamStep(
+                {"actor": self.actor}, self._actor_losses, self.actor_optimizer
+            )
         self.updates = 0
 
     @property
@@ -137,21 +151,18 @@ class SAC:
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic update, plus the actor/temperature burst every ``policy_frequency``."""
         cfg = self.config
-        alpha = self.alpha
-        with torch.no_grad(), self._autocast():
-            next_action, next_log_prob = self.actor(batch.next_obs)
-            next_q = self.target_critic(batch.next_obs, next_action).min(0).values
-            soft_next_v = next_q - alpha * next_log_prob
-            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * soft_next_v
-        with self._autocast():
-            q = self.critic(batch.obs, batch.action)  # (E, B), float32
-        critic_loss = ensemble_mse(q, target_q)  # sum of per-critic MSEs
-        ensure_finite(critic_loss=critic_loss)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
+        inputs = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
+        if self._compiled_critic_step is not None:
+            critic_loss, q_mean = self._compiled_critic_step(*inputs)
+            ensure_finite(critic_loss=critic_loss)
+        else:
+            critic_loss, q_mean = self._critic_losses(*inputs)
+            ensure_finite(critic_loss=critic_loss)
+            self.critic_optimizer.zero_grad()
+            critic_loss.backward()
+            self.critic_optimizer.step()
         self.updates += 1
-        metrics = {"critic_loss": critic_loss.item(), "q": q.detach().mean().item()}
+        metrics = {"critic_loss": critic_loss.item(), "q": q_mean.item()}
 
         if self.updates % cfg.policy_frequency == 0:
             for _ in range(cfg.policy_frequency):
@@ -160,15 +171,44 @@ class SAC:
             polyak_update(self.target_critic, self.critic, cfg.tau)
         return metrics
 
-    def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
-        with frozen(self._critic_params), self._autocast():  # gradients reach actions only
+    def _critic_losses(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(sum of the critics' MSEs to the soft Bellman target, mean Q)."""
+        cfg = self.config
+        alpha = self.alpha
+        with torch.no_grad(), self._autocast():
+            next_action, next_log_prob = self.actor(next_obs)
+            next_q = self.target_critic(next_obs, next_action).min(0).values
+            soft_next_v = next_q - alpha * next_log_prob
+            target_q = reward + cfg.gamma * (1.0 - terminated) * soft_next_v
+        with self._autocast():
+            q = self.critic(obs, action)  # (E, B), float32
+        return ensemble_mse(q, target_q), q.detach().mean()
+
+    def _actor_losses(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(actor loss, log-probabilities of the sampled actions)."""
+        with self._autocast():
             action, log_prob = self.actor(obs)
             q = self.critic(obs, action).min(0).values
-            actor_loss = (self.alpha * log_prob - q).mean()
+            return (self.alpha * log_prob - q).mean(), log_prob
+
+    def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
+        if self._compiled_actor_step is not None:
+            actor_loss, log_prob = self._compiled_actor_step(obs)
             ensure_finite(actor_loss=actor_loss)
-            self.actor_optimizer.zero_grad()
-            actor_loss.backward()
-        self.actor_optimizer.step()
+        else:
+            with frozen(self._critic_params):  # gradients reach the actions only
+                actor_loss, log_prob = self._actor_losses(obs)
+                ensure_finite(actor_loss=actor_loss)
+                self.actor_optimizer.zero_grad()
+                actor_loss.backward()
+            self.actor_optimizer.step()
         metrics = {"actor_loss": actor_loss.item(), "entropy": -log_prob.detach().mean().item()}
         if self.config.autotune_alpha:
             gap = log_prob.detach() + self.target_entropy

@@ -346,7 +346,9 @@ def filled_replay_buffer(capacity: int, obs_dim: int, act_dim: int, seed: int = 
     return buffer
 
 
-def _rlcore_sac_measure(precision: str | None, updates: int, buffer: Any) -> Measure:
+def _rlcore_sac_measure(
+    precision: str | None, updates: int, buffer: Any, compile: bool = False
+) -> Measure:
     import torch
 
     from algos.sac import SAC, SACConfig
@@ -361,6 +363,7 @@ def _rlcore_sac_measure(precision: str | None, updates: int, buffer: Any) -> Mea
     )
     if precision is not None:
         kwargs["precision"] = precision
+    kwargs["compile"] = compile
     torch.manual_seed(0)
     agent = SAC(*_spaces(HOPPER_OBS, HOPPER_ACT), SACConfig(**kwargs))
 
@@ -370,8 +373,16 @@ def _rlcore_sac_measure(precision: str | None, updates: int, buffer: Any) -> Mea
             agent.update(buffer.sample(256))
         return n / (time.perf_counter() - start)
 
-    run(max(5, updates // 10))  # warm-up
+    run(max(5, updates // 10))  # warm-up (and compilation)
     return lambda: run(updates)
+
+
+SAC_UPDATE_VARIANTS = {  # name: (precision, compile, label)
+    "rlcore_fp32": (None, False, "rlcore fp32"),
+    "rlcore_bf16": ("bf16", False, "rlcore bf16"),
+    "rlcore_fp32_compile": (None, True, "rlcore fp32 compile"),
+    "rlcore_bf16_compile": ("bf16", True, "rlcore bf16 compile"),
+}
 
 
 def _sb3_sac_measure(updates: int, capacity: int, seed: int) -> Measure:
@@ -415,9 +426,9 @@ def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
     notes: list[str] = []
     buffer = filled_replay_buffer(args.buffer_size, HOPPER_OBS, HOPPER_ACT, args.seed)
     measures: dict[str, Measure | None] = {
-        "rlcore_fp32": _rlcore_sac_measure(None, args.updates, buffer)
+        name: _rlcore_sac_measure(precision, args.updates, buffer, compile)
+        for name, (precision, compile, _) in SAC_UPDATE_VARIANTS.items()
     }
-    measures["rlcore_bf16"] = _rlcore_sac_measure("bf16", args.updates, buffer)
     if _has_sb3():
         measures["sb3"] = _sb3_sac_measure(args.updates, args.buffer_size, args.seed)
     else:
@@ -425,16 +436,14 @@ def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
         _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
     result = alternate(measures, args.rounds)
     med = {k: median_of(v) for k, v in result.items()}
-    ratios = {
-        "rlcore_fp32/sb3": ratio(med["rlcore_fp32"], med["sb3"]),
-        "rlcore_bf16/sb3": ratio(med["rlcore_bf16"], med["sb3"]),
-    }
+    ratios = {f"{name}/sb3": ratio(med[name], med["sb3"]) for name in SAC_UPDATE_VARIANTS}
+    labels = [label for _, _, label in SAC_UPDATE_VARIANTS.values()]
     table = markdown_table(
-        ["shape", "rlcore fp32", "rlcore bf16", "SB3", "fp32/SB3", "bf16/SB3"],
+        ["shape", *labels, "SB3", *(f"{label} / SB3" for label in labels)],
         [
             [
                 "Hopper obs 11 act 3, batch 256, 256x256",
-                *(fmt(med[k]) for k in ("rlcore_fp32", "rlcore_bf16", "sb3")),
+                *(fmt(med[k]) for k in (*SAC_UPDATE_VARIANTS, "sb3")),
                 *(fmt(v, True) for v in ratios.values()),
             ]
         ],
@@ -442,7 +451,8 @@ def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "title": f"SAC gradient updates/s ({args.updates} per measurement; actor + critic + "
         f"temperature every update, lr 3e-4; batches sampled from a {args.buffer_size:,}-"
-        "transition random buffer on both sides)",
+        "transition random buffer on both sides; compile = algo.compile=true, compiled "
+        "during the warm-up)",
         "unit": "updates/s",
         "updates_per_s": result,
         "ratios": ratios,
@@ -675,18 +685,27 @@ def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
 
     if not _has_sb3():
         _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
-    variants = {"rlcore": [], "rlcore_bf16": ["algo.precision=bf16"]}
+    variants = {
+        "rlcore": [],
+        "rlcore_compile": ["algo.compile=true"],
+        "rlcore_bf16_compile": ["algo.precision=bf16", "algo.compile=true"],
+    }
     result, ratios, table = _run_table(
         {name: rlcore_measure(extra) for name, extra in variants.items()},
         sb3_measure,
         args.rounds,
         {"whole": "whole run", "post_warmup": "after warm-up"},
-        {"rlcore": "rlcore fp32", "rlcore_bf16": "rlcore bf16"},
+        {
+            "rlcore": "rlcore fp32",
+            "rlcore_compile": "rlcore fp32 compile",
+            "rlcore_bf16_compile": "rlcore bf16 compile",
+        },
     )
     return {
         "title": f"SAC Hopper-v5 training env-steps/s ({total:,} steps, {starts:,} random "
         "warm-up, UTD 1; rlcore on its default native env back end, SB3 on gym.make; "
-        "bf16 = algo.precision=bf16)",
+        "bf16 = algo.precision=bf16, compile = algo.compile=true, compilation counted in the "
+        "whole run)",
         "unit": "env steps/s",
         "steps_per_s": result,
         "ratios": ratios,
@@ -1001,10 +1020,24 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[dict], float | None]]] = [
     ),
     (
         "sac_update",
+        "sac_update: rlcore fp32 compile / SB3",
+        1.2,
+        False,
+        lambda s: s["ratios"]["rlcore_fp32_compile/sb3"],
+    ),
+    (
+        "sac_update",
         "sac_update: rlcore bf16 / SB3",
         2.5,
         False,
         lambda s: s["ratios"]["rlcore_bf16/sb3"],
+    ),
+    (
+        "sac_update",
+        "sac_update: rlcore bf16 compile / SB3",
+        2.5,
+        False,
+        lambda s: s["ratios"]["rlcore_bf16_compile/sb3"],
     ),
     (
         "ensemble",
@@ -1029,10 +1062,17 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[dict], float | None]]] = [
     ),
     (
         "sac_run",
-        "sac_run whole run: rlcore bf16 / SB3",
+        "sac_run whole run: rlcore fp32 compile / SB3",
+        1.2,
+        False,
+        lambda s: s["ratios"]["rlcore_compile/sb3"]["whole"],
+    ),
+    (
+        "sac_run",
+        "sac_run whole run: rlcore bf16 compile / SB3",
         2.0,
         False,
-        lambda s: s["ratios"]["rlcore_bf16/sb3"]["whole"],
+        lambda s: s["ratios"]["rlcore_bf16_compile/sb3"]["whole"],
     ),
     (
         "ppo_run",

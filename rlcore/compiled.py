@@ -9,7 +9,8 @@ run time) and replays it as a handful of fused C++ kernels plus the matmuls.
 The maths is ``torch.optim.Adam`` (no weight decay, no amsgrad) after
 ``nn.utils.clip_grad_norm_``, on the optimiser's own state tensors (``step``,
 ``exp_avg``, ``exp_avg_sq``), so ``optimizer.state_dict()`` checkpoints and resumes work
-unchanged and either path can continue the other's run. Results equal the eager path to
+unchanged and either path can continue the other's run. Random ops in the loss draw
+from torch's global generator as eager code would. Results equal the eager path to
 float tolerance (kernel fusion reorders float operations), not bit for bit. Needs a C++
 compiler; compilation costs seconds once per process (per input shape).
 """
@@ -69,7 +70,11 @@ class CompiledAdamStep:
         self.beta1, self.beta2 = (float(b) for b in group["betas"])
         self.eps = float(group["eps"])
         self.max_grad_norm = max_grad_norm
-        self._compiled = torch.compile(self._step, dynamic=False, fullgraph=True)
+        # fallback_random: random ops inside the loss (SAC's policy samples) draw from torch's
+        # global generator exactly as eager code would, so the two paths see the same noise
+        self._compiled = torch.compile(
+            self._step, dynamic=False, fullgraph=True, options={"fallback_random": True}
+        )
 
     def _state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """The optimiser's per-parameter tensors, created as torch's Adam would."""

@@ -10,6 +10,7 @@ from algos.sac import SAC, SACConfig
 from rlcore.nets import MLP, EnsembleMLP, full_precision
 from rlcore.utils import mixed_precision
 from tests.test_algos_contract import ACT, OBS, random_batch
+from tests.test_speed_options import HAS_CXX
 
 
 def test_network_outputs_are_float32_under_bf16_autocast():
@@ -40,11 +41,21 @@ def test_float32_precision_is_the_unchanged_default():
         assert torch.equal(p, q)
 
 
-def test_bf16_sac_updates_track_float32():
+@pytest.mark.parametrize(
+    "compile",
+    [
+        False,
+        pytest.param(
+            True, marks=pytest.mark.skipif(not HAS_CXX, reason="torch.compile needs a compiler")
+        ),
+    ],
+)
+def test_bf16_sac_updates_track_float32(compile: bool):
     torch.manual_seed(0)
     fp32 = SAC(OBS, ACT, SACConfig(policy_frequency=1))
-    bf16, init = copy.deepcopy(fp32), copy.deepcopy(fp32)
-    bf16.config = SACConfig(policy_frequency=1, precision="bf16")
+    init = copy.deepcopy(fp32)
+    bf16 = SAC(OBS, ACT, SACConfig(policy_frequency=1, precision="bf16", compile=compile))
+    bf16.load_state_dict(copy.deepcopy(fp32.state_dict()))
     for seed in range(20):
         batch = random_batch(n=128, seed=seed)
         torch.manual_seed(seed)

@@ -467,10 +467,14 @@ def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
 ENS_MEMBERS, ENS_OBS, ENS_ACT, ENS_BATCH = 10, 17, 6, 256
 
 
-def _ensemble_measure(batched: bool, bf16: bool, updates: int, seed: int) -> Measure:
-    """Update steps/s of 10 256x256 LayerNorm critics regressed (MSE) onto a target."""
+def _ensemble_measure(
+    batched: bool, bf16: bool, updates: int, seed: int, compiled: bool = False
+) -> Measure:
+    """Update steps/s of 10 256x256 LayerNorm critics regressed (MSE) onto a target;
+    ``compiled``: the whole step as one graph (``rlcore.compiled.CompiledAdamStep``)."""
     import torch
 
+    from rlcore.compiled import CompiledAdamStep
     from rlcore.losses import ensemble_mse
     from rlcore.nets import MLP, QEnsemble
     from rlcore.utils import adam
@@ -501,13 +505,20 @@ def _ensemble_measure(batched: bool, bf16: bool, updates: int, seed: int) -> Mea
         for _ in range(8)
     ]
 
+    def losses(obs: torch.Tensor, act: torch.Tensor, target: torch.Tensor) -> tuple:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            q = forward(obs, act)
+        return (ensemble_mse(q.float(), target),)
+
+    step = CompiledAdamStep({"net": net}, losses, optimizer) if compiled else None
+
     def run(n: int) -> float:
         start = time.perf_counter()
         for i in range(n):
-            obs, act, target = batches[i % len(batches)]
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                q = forward(obs, act)
-            loss = ensemble_mse(q.float(), target)
+            if step is not None:
+                step(*batches[i % len(batches)])
+                continue
+            (loss,) = losses(*batches[i % len(batches)])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -519,14 +530,16 @@ def _ensemble_measure(batched: bool, bf16: bool, updates: int, seed: int) -> Mea
 
 def section_ensemble(args: argparse.Namespace) -> dict[str, Any]:
     """10-critic ensemble update steps/s: QEnsemble vs loop of MLPs, fp32 and bf16."""
-    names = {
-        "qensemble_fp32": (True, False),
-        "loop_fp32": (False, False),
-        "qensemble_bf16": (True, True),
-        "loop_bf16": (False, True),
+    names = {  # name: (batched, bf16, compiled)
+        "qensemble_fp32": (True, False, False),
+        "loop_fp32": (False, False, False),
+        "qensemble_bf16": (True, True, False),
+        "loop_bf16": (False, True, False),
+        "qensemble_fp32_compile": (True, False, True),
+        "qensemble_bf16_compile": (True, True, True),
     }
     measures: dict[str, Measure | None] = {
-        k: _ensemble_measure(b, p, args.updates, args.seed) for k, (b, p) in names.items()
+        k: _ensemble_measure(b, p, args.updates, args.seed, c) for k, (b, p, c) in names.items()
     }
     result = alternate(measures, args.rounds)
     med = {k: median_of(v) for k, v in result.items()}
@@ -534,6 +547,8 @@ def section_ensemble(args: argparse.Namespace) -> dict[str, Any]:
         "qensemble_fp32/loop_fp32": ratio(med["qensemble_fp32"], med["loop_fp32"]),
         "qensemble_bf16/loop_bf16": ratio(med["qensemble_bf16"], med["loop_bf16"]),
         "qensemble_bf16/loop_fp32": ratio(med["qensemble_bf16"], med["loop_fp32"]),
+        "qensemble_fp32_compile/loop_fp32": ratio(med["qensemble_fp32_compile"], med["loop_fp32"]),
+        "qensemble_bf16_compile/loop_fp32": ratio(med["qensemble_bf16_compile"], med["loop_fp32"]),
     }
     table = markdown_table(
         ["precision", "QEnsemble", "loop of 10 MLPs", "ratio", "QEnsemble / loop fp32"],
@@ -552,11 +567,22 @@ def section_ensemble(args: argparse.Namespace) -> dict[str, Any]:
                 fmt(ratios["qensemble_bf16/loop_bf16"], True),
                 fmt(ratios["qensemble_bf16/loop_fp32"], True),
             ],
+            *(
+                [
+                    f"{precision} compiled step",
+                    fmt(med[f"qensemble_{precision}_compile"]),
+                    "",
+                    "",
+                    fmt(ratios[f"qensemble_{precision}_compile/loop_fp32"], True),
+                ]
+                for precision in ("fp32", "bf16")
+            ),
         ],
     )
     return {
         "title": f"10-critic ensemble update steps/s ({args.updates} per measurement; obs 17, "
-        "act 6, 256x256 + LayerNorm, batch 256, MSE to a target, fused Adam on both sides)",
+        "act 6, 256x256 + LayerNorm, batch 256, MSE to a target, fused Adam on both sides; "
+        "compiled step = loss, gradients and Adam as one torch.compile graph)",
         "unit": "updates/s",
         "updates_per_s": result,
         "ratios": ratios,
@@ -1048,10 +1074,24 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[dict], float | None]]] = [
     ),
     (
         "ensemble",
+        "ensemble fp32: QEnsemble compiled step / loop",
+        1.2,
+        False,
+        lambda s: s["ratios"]["qensemble_fp32_compile/loop_fp32"],
+    ),
+    (
+        "ensemble",
         "ensemble bf16: QEnsemble bf16 / loop fp32",
         2.5,
         False,
         lambda s: s["ratios"]["qensemble_bf16/loop_fp32"],
+    ),
+    (
+        "ensemble",
+        "ensemble bf16: QEnsemble bf16 compiled step / loop fp32",
+        2.5,
+        False,
+        lambda s: s["ratios"]["qensemble_bf16_compile/loop_fp32"],
     ),
     (
         "sac_run",

@@ -17,12 +17,25 @@ compiler; compilation costs seconds once per process (per input shape).
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value
+
+
+def check_cxx_compiler() -> None:
+    """torch.compile on the CPU builds C++ kernels: fail early, with the fix, without one."""
+    candidates = [os.environ.get("CXX"), "g++", "c++", "clang++"]
+    if not any(name and shutil.which(name) for name in candidates):
+        raise RuntimeError(
+            "compile=true needs a C++ compiler for torch.compile on the CPU (none of "
+            "$CXX, g++, c++, clang++ found): install one (e.g. apt install g++) or set "
+            "algo.compile=false"
+        )
 
 
 class _LossModule(nn.Module):
@@ -54,6 +67,7 @@ class CompiledAdamStep:
         optimizer: torch.optim.Adam,
         max_grad_norm: float | None = None,
     ) -> None:
+        check_cxx_compiler()
         self.wrapper = _LossModule(modules, loss_fn)
         named = dict(self.wrapper.named_parameters())
         self.names = list(named)

@@ -151,3 +151,11 @@ def test_sac_compiled_steps_match_eager():
     m_eager = eager.update(batch)
     torch.manual_seed(99)
     assert fast.update(batch)["critic_loss"] == pytest.approx(m_eager["critic_loss"], rel=1e-4)
+
+
+def test_compile_without_a_cxx_compiler_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr("rlcore.compiled.shutil.which", lambda name: None)
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler.*algo.compile=false"):
+        PPO(OBS, ACT, PPOConfig(compile=True))
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
+        SAC(OBS, ACT, SACConfig(compile=True))

@@ -16,8 +16,10 @@ Speed options (off by default; same maths, results equal to float tolerance, tes
 ``fused_optimizer`` (one-kernel Adam) and ``compile`` (the whole minibatch step, loss,
 gradients, clipping and Adam, as one ``torch.compile``d graph via
 ``rlcore.compiled.CompiledAdamStep``: a few fused kernels instead of ~200 small ops and
-the autograd bookkeeping; needs a C++ compiler, costs ~10-20 s of compilation at start;
-a non-finite loss is reported after that minibatch's step instead of before it).
+the autograd bookkeeping; the rollout's per-step actor + critic evaluation is compiled
+too, drawing the same action noise as eager; needs a C++ compiler, costs ~10-20 s of
+compilation at start; a non-finite loss is reported after that minibatch's step instead
+of before it).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.compiled import CompiledAdamStep
+from rlcore.compiled import CompiledAdamStep, compile_graph
 from rlcore.nets import MLP, GaussianActor, orthogonal_init
 from rlcore.types import RolloutBatch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
@@ -98,6 +100,7 @@ class PPO:
             if config.compile
             else None
         )
+        self._explore_graph = compile_graph(self._explore_with_noise) if config.compile else None
         self.updates = 0
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
@@ -111,8 +114,20 @@ class PPO:
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sampled action, its log-probability and V(obs), for the rollout."""
+        if self._explore_graph is not None:
+            # the standard-normal draws torch.normal(mean, std) would make, drawn eagerly
+            # (a random op inside the C++-wrapped graph is slow), then mean + std * noise
+            noise = torch.randn(obs.shape[0], self.actor.log_std.shape[0], device=obs.device)
+            return self._explore_graph(obs, noise)
         action, log_prob = self.actor(obs)
         return action, log_prob, self.critic(obs).squeeze(-1)
+
+    def _explore_with_noise(
+        self, obs: torch.Tensor, noise: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dist = self.actor.distribution(obs)
+        action = dist.mean + dist.std * noise
+        return action, dist.log_prob(action).sum(-1), self.critic(obs).squeeze(-1)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:

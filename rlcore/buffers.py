@@ -189,6 +189,16 @@ class RolloutBuffer:
         self.terminated = torch.zeros(shape, **f32)
         self.truncated = torch.zeros(shape, **f32)
         self.bootstrap_value = torch.zeros(shape, **f32)
+        self._stores = (  # in add()'s argument order
+            self.obs,
+            self.action,
+            self.log_prob,
+            self.reward,
+            self.value,
+            self.terminated,
+            self.truncated,
+            self.bootstrap_value,
+        )
         self.step = 0
 
     def add(
@@ -206,19 +216,11 @@ class RolloutBuffer:
         if self.step >= self.num_steps:
             raise RuntimeError("RolloutBuffer is full: call compute() and reset()")
         t = self.step
-        for name, value_ in (
-            ("obs", obs),
-            ("action", action),
-            ("log_prob", log_prob),
-            ("reward", reward),
-            ("value", value),
-            ("terminated", terminated),
-            ("truncated", truncated),
-            ("bootstrap_value", bootstrap_value),
-        ):
-            getattr(self, name)[t] = _as_tensor(value_, self.device).reshape(
-                getattr(self, name)[t].shape
-            )
+        fields = (obs, action, log_prob, reward, value, terminated, truncated, bootstrap_value)
+        for store, value_ in zip(self._stores, fields):
+            row = store[t]  # a view: copy_ converts dtype and device in place
+            source = value_ if isinstance(value_, torch.Tensor) else torch.as_tensor(value_)
+            row.copy_(source.reshape(row.shape))
         self.step += 1
 
     def compute(self, last_value: ArrayLike, gamma: float, gae_lambda: float) -> RolloutBatch:

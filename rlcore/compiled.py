@@ -38,6 +38,20 @@ def check_cxx_compiler() -> None:
         )
 
 
+# Inductor settings for every rlcore graph: random ops draw from torch's global generator
+# exactly as eager code would (so compiled and eager runs see the same noise), and the
+# generated wrapper that launches the kernels is C++ rather than Python (on small CPU
+# graphs the Python wrapper's allocations and stride checks cost as much as the maths).
+INDUCTOR_OPTIONS: dict[str, Any] = {"fallback_random": True, "cpp_wrapper": True}
+
+
+def compile_graph(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.compile`` with rlcore's CPU settings: one full graph per input shape
+    (no graph breaks, no dynamic shapes) built with ``INDUCTOR_OPTIONS``."""
+    check_cxx_compiler()
+    return torch.compile(fn, dynamic=False, fullgraph=True, options=INDUCTOR_OPTIONS)
+
+
 class _LossModule(nn.Module):
     """Holds the trained modules so ``functional_call`` can swap their parameters."""
 
@@ -67,7 +81,6 @@ class CompiledAdamStep:
         optimizer: torch.optim.Adam,
         max_grad_norm: float | None = None,
     ) -> None:
-        check_cxx_compiler()
         self.wrapper = _LossModule(modules, loss_fn)
         named = dict(self.wrapper.named_parameters())
         self.names = list(named)
@@ -84,11 +97,7 @@ class CompiledAdamStep:
         self.beta1, self.beta2 = (float(b) for b in group["betas"])
         self.eps = float(group["eps"])
         self.max_grad_norm = max_grad_norm
-        # fallback_random: random ops inside the loss (SAC's policy samples) draw from torch's
-        # global generator exactly as eager code would, so the two paths see the same noise
-        self._compiled = torch.compile(
-            self._step, dynamic=False, fullgraph=True, options={"fallback_random": True}
-        )
+        self._compiled = compile_graph(self._step)
 
     def _state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
         """The optimiser's per-parameter tensors, created as torch's Adam would."""

@@ -150,6 +150,31 @@ def test_rollout_buffer_flattens_and_checks_completeness():
     assert batch.obs[:, 0].tolist() == [0, 0, 1, 1, 2, 2]
 
 
+def test_rollout_buffer_add_converts_numpy_torch_and_bools():
+    """What the on-policy loop hands in: torch tensors from the policy, float64 rewards and
+    bool flags from the env; all stored as float32 in place."""
+    buffer = RolloutBuffer(num_steps=1, num_envs=2, obs_shape=(3,), action_shape=(2,))
+    buffer.add(
+        torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]),
+        torch.tensor([[0.5, -0.5], [0.25, -0.25]]),
+        torch.tensor([-1.0, -2.0]),
+        np.array([1.5, -2.5], dtype=np.float64),
+        [0.1, 0.2],
+        np.array([True, False]),
+        np.array([False, True]),
+        np.array([0.0, 7.0], dtype=np.float32),
+    )
+    assert buffer.obs[0].tolist() == [[1, 2, 3], [4, 5, 6]]
+    assert buffer.action[0].tolist() == [[0.5, -0.5], [0.25, -0.25]]
+    assert buffer.reward[0].tolist() == [1.5, -2.5] and buffer.reward.dtype == torch.float32
+    assert buffer.value[0].tolist() == pytest.approx([0.1, 0.2])
+    assert buffer.terminated[0].tolist() == [1.0, 0.0]
+    assert buffer.truncated[0].tolist() == [0.0, 1.0]
+    assert buffer.bootstrap_value[0].tolist() == [0.0, 7.0]
+    with pytest.raises(RuntimeError, match="shape"):  # a wrong number of envs is refused
+        RolloutBuffer(1, 2, (3,), (2,)).add(*(np.zeros((3, 3)),) * 8)
+
+
 def test_load_into_larger_buffer_keeps_chronological_order():
     small = ReplayBuffer(4, (3,), (2,), num_envs=1)
     for t in range(6):  # wraps: holds steps 2, 3, 4, 5 with pos = 2

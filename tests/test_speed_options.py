@@ -73,10 +73,24 @@ def test_ppo_compiled_step_matches_eager():
     assert state["step"].item() == 2 * 2 * 4  # Adam's own state advanced: 2 updates x 2 x 4
     from torch._dynamo.utils import counters
 
+    batches = [rollout(fast, seed=seed) for seed in (5, 6)]  # compiled explore runs too
     graphs = counters["stats"]["unique_graphs"]
-    for progress in (0.25, 0.5):  # learning-rate annealing must not recompile
-        fast.update(rollout(fast, seed=5), progress=progress)
+    for progress, batch in zip((0.25, 0.5), batches):  # lr annealing must not recompile
+        fast.update(batch, progress=progress)
     assert counters["stats"]["unique_graphs"] == graphs
+
+    # the compiled rollout step draws the same action noise as the eager one
+    eager = PPO(OBS, ACT, PPOConfig(num_minibatches=4, update_epochs=2))
+    eager.load_state_dict(fast.state_dict())
+    obs = torch.randn(2, 5)
+    torch.manual_seed(7)
+    expected, rng_after_eager = eager.explore(obs), torch.get_rng_state()
+    torch.manual_seed(7)
+    got, rng_after_compiled = fast.explore(obs), torch.get_rng_state()
+    assert fast._explore_graph is not None
+    for name, a, b in zip(("action", "log_prob", "value"), got, expected):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    assert torch.equal(rng_after_compiled, rng_after_eager)  # same number of draws
 
 
 def test_sac_fused_adam_matches_foreach_adam():

@@ -482,6 +482,18 @@ def test_collect_usage_errors(capsys, sac_run):
 def test_pick_expert_and_medium():
     returns = {100: 10.0, 200: 31.0, 300: 95.0, 400: 40.0, 500: 120.0, 600: 120.0}
     assert pick_expert_and_medium(returns) == (600, 400)  # target 40; ties: latest expert
+    assert pick_expert_and_medium(returns, 0.25) == (600, 200)  # target 30
+
+
+def test_recipe_rejects_a_medium_fraction_outside_0_1(tmp_path, capsys):
+    from offline.recipe import main
+
+    for bad in ("0", "1.5", "-0.2"):
+        with pytest.raises(SystemExit) as stop:
+            main(["env=InvertedPendulum", f"medium_fraction={bad}", f"runs_dir={tmp_path}"])
+        assert stop.value.code == 2
+        assert "medium_fraction must be in (0, 1]" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing trained or written
 
 
 def test_recipe_builds_five_datasets_on_tiny_settings(tmp_path):

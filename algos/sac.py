@@ -17,10 +17,11 @@ Departures from the paper (all as in CleanRL unless said otherwise):
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
   parameters, optimiser state, network outputs and losses in float32; acting and
   evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16.
-* Opt-in ``compile=True``: the critic step and the actor step (loss, gradients, Adam)
-  each run as one ``torch.compile``d graph (``rlcore.compiled.CompiledAdamStep``; the
+* Opt-in ``compile=True``: the whole update -- critic step, the actor and temperature
+  burst, Polyak average; losses, gradients and Adam -- runs as one ``torch.compile``d
+  graph (``_graph_update``, built from ``rlcore.compiled``'s functional pieces; the
   policy's noise comes from torch's generator as in eager mode). Same maths, equal to
-  float tolerance; needs a C++ compiler and ~15-30 s of compilation.
+  float tolerance; needs a C++ compiler and ~20-40 s of compilation.
 
 Use in your own loop::
 
@@ -41,7 +42,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.compiled import CompiledAdamStep
+from rlcore.compiled import (
+    LossModule,
+    adam_constants,
+    adam_state,
+    adam_update_,
+    compile_graph,
+    functional_grads,
+)
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
 from rlcore.types import Batch
@@ -126,14 +134,19 @@ class SAC:
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self._critic_params = list(self.critic.parameters())
-        self._compiled_critic_step = self._compiled_actor_step = None
-        if config.compile:  # each gradient step as one compiled graph (rlcore.compiled)
-            self._compiled_critic_step = CompiledAdamStep(
-                {"critic": self.critic}, self._critic_losses, self.critic_optimizer
-            )
-            self._compiled_actor_step = CompiledAdamStep(
-                {"actor": self.actor}, self._actor_losses, self.actor_optimizer
-            )
+        self._update_graph = None
+        if config.compile:  # the whole update as one compiled graph (_graph_update)
+            parts = {"actor": self.actor, "critic": self.critic, "target": self.target_critic}
+            self._critic_module = LossModule(parts, self._critic_losses)
+            self._actor_module = LossModule(parts, self._actor_losses)
+            named = dict(self._critic_module.named_parameters())
+            self._names = list(named)  # "parts.<actor|critic|target>.<parameter>"
+            self._graph_params = list(named.values())
+            self._adam_constants = [
+                adam_constants(opt)
+                for opt in (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
+            ]
+            self._update_graph = compile_graph(self._graph_update)
         self.updates = 0
 
     @property
@@ -151,23 +164,22 @@ class SAC:
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic update, plus the actor/temperature burst every ``policy_frequency``."""
         cfg = self.config
-        inputs = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
-        if self._compiled_critic_step is not None:
-            critic_loss, q_mean = self._compiled_critic_step(*inputs)
-            ensure_finite(critic_loss=critic_loss)
-        else:
-            critic_loss, q_mean = self._critic_losses(*inputs)
-            ensure_finite(critic_loss=critic_loss)
-            self.critic_optimizer.zero_grad()
-            critic_loss.backward()
-            self.critic_optimizer.step()
         self.updates += 1
+        actor_burst = self.updates % cfg.policy_frequency == 0
+        polyak = self.updates % cfg.target_frequency == 0
+        inputs = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
+        if self._update_graph is not None:
+            return self._compiled_update(inputs, actor_burst, polyak)
+        critic_loss, q_mean = self._critic_losses(*inputs, self.alpha)
+        ensure_finite(critic_loss=critic_loss)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
         metrics = {"critic_loss": critic_loss.item(), "q": q_mean.item()}
-
-        if self.updates % cfg.policy_frequency == 0:
+        if actor_burst:
             for _ in range(cfg.policy_frequency):
                 metrics.update(self._update_actor_and_alpha(batch.obs))
-        if self.updates % cfg.target_frequency == 0:
+        if polyak:
             polyak_update(self.target_critic, self.critic, cfg.tau)
         return metrics
 
@@ -178,10 +190,10 @@ class SAC:
         reward: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
+        alpha: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(sum of the critics' MSEs to the soft Bellman target, mean Q)."""
         cfg = self.config
-        alpha = self.alpha
         with torch.no_grad(), self._autocast():
             next_action, next_log_prob = self.actor(next_obs)
             next_q = self.target_critic(next_obs, next_action).min(0).values
@@ -191,24 +203,22 @@ class SAC:
             q = self.critic(obs, action)  # (E, B), float32
         return ensemble_mse(q, target_q), q.detach().mean()
 
-    def _actor_losses(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _actor_losses(
+        self, obs: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(actor loss, log-probabilities of the sampled actions)."""
         with self._autocast():
             action, log_prob = self.actor(obs)
             q = self.critic(obs, action).min(0).values
-            return (self.alpha * log_prob - q).mean(), log_prob
+            return (alpha * log_prob - q).mean(), log_prob
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
-        if self._compiled_actor_step is not None:
-            actor_loss, log_prob = self._compiled_actor_step(obs)
+        with frozen(self._critic_params):  # gradients reach the actions only
+            actor_loss, log_prob = self._actor_losses(obs, self.alpha)
             ensure_finite(actor_loss=actor_loss)
-        else:
-            with frozen(self._critic_params):  # gradients reach the actions only
-                actor_loss, log_prob = self._actor_losses(obs)
-                ensure_finite(actor_loss=actor_loss)
-                self.actor_optimizer.zero_grad()
-                actor_loss.backward()
-            self.actor_optimizer.step()
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
+        self.actor_optimizer.step()
         metrics = {"actor_loss": actor_loss.item(), "entropy": -log_prob.detach().mean().item()}
         if self.config.autotune_alpha:
             gap = log_prob.detach() + self.target_entropy
@@ -219,6 +229,80 @@ class SAC:
             metrics["alpha_loss"] = alpha_loss.item()
         metrics["alpha"] = self.alpha.item()
         return metrics
+
+    def _compiled_update(
+        self, inputs: tuple[torch.Tensor, ...], actor_burst: bool, polyak: bool
+    ) -> dict[str, float]:
+        """``update`` through the compiled graph: gather the tensors it reads and writes."""
+        optimizers = (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
+        states = [
+            adam_state(self.critic_optimizer, self._critic_params),
+            adam_state(self.actor_optimizer, list(self.actor.parameters())),
+            adam_state(self.alpha_optimizer, [self.log_alpha]),
+        ]
+        lrs = torch.tensor([float(opt.param_groups[0]["lr"]) for opt in optimizers])
+        with torch.no_grad():  # the graph computes its own gradients (torch.func)
+            out = self._update_graph(
+                self._graph_params, self.log_alpha, states, lrs, *inputs, actor_burst, polyak
+            )
+        ensure_finite(critic_loss=out["critic_loss"])
+        if "actor_loss" in out:
+            ensure_finite(actor_loss=out["actor_loss"])
+        return {key: value.item() for key, value in out.items()}
+
+    def _graph_update(
+        self,
+        params: list[torch.Tensor],
+        log_alpha: torch.Tensor,
+        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+        lrs: torch.Tensor,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        actor_burst: bool,
+        polyak: bool,
+    ) -> dict[str, torch.Tensor]:
+        """The eager ``update``'s maths as traceable tensor code (compiled once per
+        (actor_burst, polyak) pair): every parameter, Adam moment and the temperature come
+        in as tensors and are updated in place."""
+        cfg = self.config
+        values = {name: p.detach() for name, p in zip(self._names, params)}
+        by_part = {
+            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
+            for part in ("actor", "critic", "target")
+        }
+        tensors = {part: [values[n] for n in names] for part, names in by_part.items()}
+        critic_adam, actor_adam, alpha_adam = self._adam_constants
+        grads, (critic_loss, q_mean) = functional_grads(
+            self._critic_module,
+            values,
+            by_part["critic"],
+            obs,
+            action,
+            reward,
+            next_obs,
+            terminated,
+            log_alpha.exp(),
+        )
+        adam_update_(tensors["critic"], grads, states[0], lrs[0], critic_adam)
+        out = {"critic_loss": critic_loss, "q": q_mean}
+        for _ in range(cfg.policy_frequency if actor_burst else 0):
+            grads, (actor_loss, log_prob) = functional_grads(
+                self._actor_module, values, by_part["actor"], obs, log_alpha.exp()
+            )
+            adam_update_(tensors["actor"], grads, states[1], lrs[1], actor_adam)
+            out |= {"actor_loss": actor_loss, "entropy": -log_prob.mean()}
+            if cfg.autotune_alpha:
+                # -(exp(log_alpha) * gap).mean() is its own derivative w.r.t. log_alpha
+                alpha_loss = -log_alpha.exp() * (log_prob + self.target_entropy).mean()
+                adam_update_([log_alpha], [alpha_loss], states[2], lrs[2], alpha_adam)
+                out["alpha_loss"] = alpha_loss
+            out["alpha"] = log_alpha.exp()
+        if polyak:
+            torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
+        return out
 
     def _autocast(self) -> AbstractContextManager[Any]:
         return mixed_precision(self.config.precision, self.device)

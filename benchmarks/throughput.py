@@ -107,6 +107,24 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def cpu_description() -> dict[str, Any]:
+    """The CPU's model name and the matmul features that decide bf16 speed (Linux
+    /proc/cpuinfo; empty elsewhere): AVX512-BF16 and AMX change the bf16 ratios a lot."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())  # the first CPU's entries
+    flags = set(fields.get("flags", "").split())
+    model = fields.get("model name")
+    features = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
+    return {"cpu_model": model, "cpu_features": [f for f in features if f in flags]}
+
+
 def machine_info(threads: int) -> dict[str, Any]:
     """Platform, CPUs, library versions, thread counts and load (contention hint)."""
     import torch
@@ -120,6 +138,7 @@ def machine_info(threads: int) -> dict[str, Any]:
     return {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        **cpu_description(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,

@@ -13,6 +13,12 @@ unchanged and either path can continue the other's run. Random ops in the loss d
 from torch's global generator as eager code would. Results equal the eager path to
 float tolerance (kernel fusion reorders float operations), not bit for bit. Needs a C++
 compiler; compilation costs seconds once per process (per input shape).
+
+An update made of several steps (SAC: critic, actor, temperature, Polyak) can be one
+graph too: ``functional_grads``, ``adam_state`` / ``adam_constants`` / ``adam_update_``
+are the pieces ``CompiledAdamStep`` is built from; pass every parameter and optimiser
+tensor into the compiled function and swap all modules' parameters through
+``functional_call`` (``LossModule``), so no tensor reaches the graph twice under two names.
 """
 
 from __future__ import annotations
@@ -52,8 +58,78 @@ def compile_graph(fn: Callable[..., Any]) -> Callable[..., Any]:
     return torch.compile(fn, dynamic=False, fullgraph=True, options=INDUCTOR_OPTIONS)
 
 
-class _LossModule(nn.Module):
-    """Holds the trained modules so ``functional_call`` can swap their parameters."""
+def adam_state(
+    optimizer: torch.optim.Optimizer, params: list[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+    """The optimiser's per-parameter ``step``, ``exp_avg``, ``exp_avg_sq`` tensors (created
+    as torch's Adam would on its first step), to pass into a compiled graph."""
+    steps, exp_avgs, exp_avg_sqs = [], [], []
+    for param in params:
+        state = optimizer.state[param]
+        if not state:
+            state["step"] = torch.tensor(0.0, dtype=torch.float32)
+            state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        steps.append(state["step"])
+        exp_avgs.append(state["exp_avg"])
+        exp_avg_sqs.append(state["exp_avg_sq"])
+    return steps, exp_avgs, exp_avg_sqs
+
+
+def adam_constants(optimizer: torch.optim.Adam) -> tuple[float, float, float]:
+    """(beta1, beta2, eps) of a one-group plain Adam; anything else is an error here."""
+    groups = optimizer.param_groups
+    if len(groups) != 1:
+        raise ValueError("a compiled Adam step needs an optimiser with one param group")
+    group = groups[0]
+    if group["weight_decay"] or group["amsgrad"] or group["maximize"]:
+        raise ValueError("a compiled Adam step implements plain Adam only (no weight decay)")
+    beta1, beta2 = (float(b) for b in group["betas"])
+    return beta1, beta2, float(group["eps"])
+
+
+def adam_update_(
+    params: list[torch.Tensor],
+    grads: list[torch.Tensor],
+    state: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]],
+    lr: torch.Tensor,
+    constants: tuple[float, float, float],
+) -> None:
+    """``torch.optim.Adam``'s single-tensor update, in place, as traceable tensor code."""
+    beta1, beta2, eps = constants
+    for param, grad, step, exp_avg, exp_avg_sq in zip(params, grads, *state):
+        step.add_(1)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias_correction1 = 1 - beta1**step
+        bias_correction2_sqrt = (1 - beta2**step).sqrt()
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        param.sub_(exp_avg / denom * (lr / bias_correction1))
+
+
+def functional_grads(
+    module: nn.Module,
+    values: dict[str, torch.Tensor],
+    trainable: list[str],
+    *inputs: torch.Tensor,
+) -> tuple[list[torch.Tensor], Any]:
+    """Gradients of ``module(*inputs)[0]`` (a scalar loss) w.r.t. the parameters named in
+    ``trainable``, with every parameter taken from ``values`` (``functional_call``): no
+    autograd graph outlives the call, so it traces into one compiled graph. Returns the
+    gradients (in ``trainable`` order) and the module's whole output."""
+    fixed = {name: value for name, value in values.items() if name not in trainable}
+
+    def loss_of(train_values: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
+        out = functional_call(module, {**fixed, **train_values}, inputs)
+        return out[0], out
+
+    grads, (_, out) = grad_and_value(loss_of, has_aux=True)({n: values[n] for n in trainable})
+    return [grads[name] for name in trainable], out
+
+
+class LossModule(nn.Module):
+    """Holds the trained modules so ``functional_call`` can swap their parameters; its
+    ``forward`` is ``loss_fn`` (which calls those same module objects)."""
 
     def __init__(self, modules: dict[str, nn.Module], loss_fn: Callable[..., Any]) -> None:
         super().__init__()
@@ -81,76 +157,39 @@ class CompiledAdamStep:
         optimizer: torch.optim.Adam,
         max_grad_norm: float | None = None,
     ) -> None:
-        self.wrapper = _LossModule(modules, loss_fn)
+        self.wrapper = LossModule(modules, loss_fn)
         named = dict(self.wrapper.named_parameters())
         self.names = list(named)
         self.params = list(named.values())
-        groups = optimizer.param_groups
-        if len(groups) != 1 or {id(p) for p in groups[0]["params"]} != {id(p) for p in self.params}:
+        self.constants = adam_constants(optimizer)
+        if {id(p) for p in optimizer.param_groups[0]["params"]} != {id(p) for p in self.params}:
             raise ValueError("CompiledAdamStep needs one Adam param group holding every parameter")
-        group = groups[0]
-        if group["weight_decay"] or group["amsgrad"] or group["maximize"]:
-            raise ValueError("CompiledAdamStep implements plain Adam only (no weight decay)")
+        # betas and eps are constants of the graph (reading the param group inside it
+        # would make every lr change a guard failure and a recompilation); lr goes in as
+        # a tensor per call
         self.optimizer = optimizer
-        # constants of the graph (reading the param group inside it would make every lr
-        # change a guard failure and a recompilation); lr goes in as a tensor per call
-        self.beta1, self.beta2 = (float(b) for b in group["betas"])
-        self.eps = float(group["eps"])
         self.max_grad_norm = max_grad_norm
         self._compiled = compile_graph(self._step)
 
-    def _state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
-        """The optimiser's per-parameter tensors, created as torch's Adam would."""
-        steps, exp_avgs, exp_avg_sqs = [], [], []
-        for param in self.params:
-            state = self.optimizer.state[param]
-            if not state:
-                state["step"] = torch.tensor(0.0, dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
-            steps.append(state["step"])
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
-        return steps, exp_avgs, exp_avg_sqs
-
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        group = self.optimizer.param_groups[0]
-        steps, exp_avgs, exp_avg_sqs = self._state()
-        lr = torch.tensor(float(group["lr"]), dtype=torch.float32)
+        state = adam_state(self.optimizer, self.params)
+        lr = torch.tensor(float(self.optimizer.param_groups[0]["lr"]), dtype=torch.float32)
         with torch.no_grad():  # the compiled graph is a pure inference graph
-            return self._compiled(self.params, steps, exp_avgs, exp_avg_sqs, lr, *inputs)
+            return self._compiled(self.params, state, lr, *inputs)
 
     def _step(
         self,
         params: list[torch.Tensor],
-        steps: list[torch.Tensor],
-        exp_avgs: list[torch.Tensor],
-        exp_avg_sqs: list[torch.Tensor],
+        state: tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]],
         lr: torch.Tensor,
         *inputs: torch.Tensor,
     ) -> tuple[torch.Tensor, ...]:
-        beta1, beta2, eps = self.beta1, self.beta2, self.eps
-
-        def loss_of(values: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
-            out = functional_call(self.wrapper, values, inputs)
-            return out[0], out
-
-        detached = {name: p.detach() for name, p in zip(self.names, params)}
-        grads, (_, out) = grad_and_value(loss_of, has_aux=True)(detached)
-        grads = [grads[name] for name in self.names]
+        values = {name: p.detach() for name, p in zip(self.names, params)}
+        grads, out = functional_grads(self.wrapper, values, self.names, *inputs)
         if self.max_grad_norm is not None:  # nn.utils.clip_grad_norm_
             norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
             total = torch.linalg.vector_norm(norms)
             coef = (self.max_grad_norm / (total + 1e-6)).clamp(max=1.0)
             grads = [g * coef for g in grads]
-        for param, grad, step, exp_avg, exp_avg_sq in zip(
-            params, grads, steps, exp_avgs, exp_avg_sqs
-        ):  # torch.optim.Adam's single-tensor update
-            step.add_(1)
-            exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            bias_correction1 = 1 - beta1**step
-            bias_correction2_sqrt = (1 - beta2**step).sqrt()
-            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-            param.sub_(exp_avg / denom * (lr / bias_correction1))
+        adam_update_(params, grads, state, lr, self.constants)
         return tuple(o.detach() for o in out)

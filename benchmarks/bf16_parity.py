@@ -1,0 +1,145 @@
+"""Does SAC's bfloat16 speed mode learn as well as float32? Hopper-v5, same seeds.
+
+    python -m benchmarks.bf16_parity                        # 100k steps, seeds 0 1, 2 jobs
+    python -m benchmarks.bf16_parity --steps 20000 --seeds 0 --jobs 1   # a quick look
+
+Trains rlcore's SAC (CleanRL defaults, ``configs/algo/sac.yaml``) on Hopper-v5 for
+``--steps`` env steps per (mode, seed): ``float32`` (the default) and ``bf16``
+(``algo.precision=bf16 algo.compile=true``, the fast mode the throughput suite times).
+Evaluates every ``--eval-every`` steps (10 deterministic episodes). Reports per run the
+final evaluation return, the mean of the last three evaluations (less noisy) and the
+best, and whether every bf16 seed's final return lies inside the float32 seeds' range
+(the issue's "within the seed spread of float32"). ``--jobs n`` runs n trainings at a
+time with one torch thread each; interrupted runs resume from their checkpoints.
+Prints a table and writes JSON to benchmarks/results/bf16_parity.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODES = {"float32": [], "bf16": ["algo.precision=bf16", "algo.compile=true"]}
+
+
+def run_one(mode: str, seed: int, steps: int, eval_every: int, run_dir: Path, threads: int) -> dict:
+    """Train one (mode, seed) SAC run on Hopper; its evaluation returns."""
+    from hydra import compose, initialize_config_module
+
+    from rlcore.logging import read_csv
+    from rlcore.train import train
+
+    overrides = [
+        "algo=sac",
+        "env=hopper",
+        f"seed={seed}",
+        f"total_steps={steps}",
+        f"eval_every={eval_every}",
+        f"checkpoint_every={max(eval_every, steps // 4)}",
+        "keep_agent_snapshots=false",
+        "logger=quiet",
+        *MODES[mode],
+    ]
+    if threads > 0:
+        overrides.append(f"threads={threads}")
+    run_dir = run_dir / f"{mode}_seed{seed}"
+    if (run_dir / "checkpoints" / "latest.pt").is_file():
+        overrides.append(f"resume={run_dir}")
+    with initialize_config_module(config_module="configs", version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    start = time.perf_counter()
+    train(cfg, run_dir)
+    returns = [float(row["eval/return"]) for row in read_csv(run_dir / "eval.csv")]
+    result = {
+        "final": returns[-1],
+        "last3": float(np.mean(returns[-3:])),
+        "best": max(returns),
+        "evals": returns,
+        "seconds": time.perf_counter() - start,
+    }
+    print(
+        f"  {mode} seed {seed}: final {result['final']:.0f} last-3 {result['last3']:.0f} "
+        f"best {result['best']:.0f} ({result['seconds']:.0f} s)",
+        flush=True,
+    )
+    return result
+
+
+def summarise(results: dict[str, dict], seeds: list[int]) -> dict:
+    """Print the table; per-mode means and where bf16's finals fall against float32's."""
+    fp32_finals = [results[f"float32_seed{s}"]["final"] for s in seeds]
+    low, high = min(fp32_finals), max(fp32_finals)
+    print(
+        f"| mode | {' | '.join(f'seed {s} final / last-3' for s in seeds)} | mean final / last-3 |"
+    )
+    print("|" + "---|" * (2 + len(seeds)))
+    summary = {}
+    for mode in MODES:
+        runs = [results[f"{mode}_seed{s}"] for s in seeds]
+        cells = " | ".join(f"{r['final']:.0f} / {r['last3']:.0f}" for r in runs)
+        summary[mode] = {
+            "mean_final": float(np.mean([r["final"] for r in runs])),
+            "mean_last3": float(np.mean([r["last3"] for r in runs])),
+        }
+        print(
+            f"| {mode} | {cells} | {summary[mode]['mean_final']:.0f} / "
+            f"{summary[mode]['mean_last3']:.0f} |"
+        )
+    bf16_finals = [results[f"bf16_seed{s}"]["final"] for s in seeds]
+    inside = all(low <= r <= high for r in bf16_finals)
+    not_below = all(r >= low for r in bf16_finals)
+    print(
+        f"bf16 finals {[round(r) for r in bf16_finals]} vs the float32 range [{low:.0f}, "
+        f"{high:.0f}]: inside {inside}, none below it {not_below}"
+    )
+    return {
+        "summary": summary,
+        "float32_range": [low, high],
+        "bf16_inside_float32_range": inside,
+        "bf16_none_below_float32_range": not_below,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--eval-every", type=int, default=10_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--jobs", type=int, default=2, help="trainings run at a time")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/bf16_parity"))
+    parser.add_argument("--out", type=Path, default=RESULTS / "bf16_parity.json")
+    args = parser.parse_args()
+
+    jobs = [(mode, seed) for seed in args.seeds for mode in MODES]
+    threads = 1 if args.jobs > 1 else 0
+    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+        futures = {
+            job: pool.submit(run_one, *job, args.steps, args.eval_every, args.run_dir, threads)
+            for job in jobs
+        }
+        results = {f"{mode}_seed{seed}": f.result() for (mode, seed), f in futures.items()}
+
+    report = summarise(results, args.seeds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(
+        json.dumps(
+            {
+                "runs": results,
+                **report,
+                "args": vars(args) | {"run_dir": str(args.run_dir), "out": str(args.out)},
+            },
+            indent=2,
+        )
+    )
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

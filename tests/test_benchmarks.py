@@ -71,3 +71,24 @@ def test_quick_suite_writes_json(tmp_path):
     assert names["env Hopper 64 envs: native / MuJoCo ceiling"]["value"] is None  # not run
     for target in data["targets"]:
         assert target["met"] in (True, False, None)
+
+
+def test_bf16_parity_summary_places_bf16_against_the_float32_range():
+    from benchmarks.bf16_parity import summarise
+
+    def run(final: float) -> dict:
+        return {"final": final, "last3": final - 10.0}
+
+    results = {
+        "float32_seed0": run(1000.0),
+        "float32_seed1": run(1400.0),
+        "bf16_seed0": run(1200.0),
+        "bf16_seed1": run(1500.0),
+    }
+    report = summarise(results, [0, 1])
+    assert report["float32_range"] == [1000.0, 1400.0]
+    assert report["summary"]["bf16"] == {"mean_final": 1350.0, "mean_last3": 1340.0}
+    assert not report["bf16_inside_float32_range"]  # 1500 is above the range
+    assert report["bf16_none_below_float32_range"]
+    results["bf16_seed0"] = run(900.0)
+    assert not summarise(results, [0, 1])["bf16_none_below_float32_range"]

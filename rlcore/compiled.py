@@ -55,6 +55,11 @@ def compile_graph(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.compile`` with rlcore's CPU settings: one full graph per input shape
     (no graph breaks, no dynamic shapes) built with ``INDUCTOR_OPTIONS``."""
     check_cxx_compiler()
+    # every agent compiles its own graph of the same method's code (a guard on ``self``),
+    # and SAC has one per (actor burst, Polyak) pair: dynamo's default of 8 graphs per
+    # code object would make the 5th compiled SAC in one process (tests, in-process
+    # sweeps) a hard error under fullgraph=True
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
     return torch.compile(fn, dynamic=False, fullgraph=True, options=INDUCTOR_OPTIONS)
 
 

@@ -202,6 +202,19 @@ def test_sac_compiled_update_matches_eager_across_settings(flags):
     assert fast.updates == 6
 
 
+@pytest.mark.skipif(not HAS_CXX, reason="torch.compile on CPU needs a C++ compiler")
+def test_many_compiled_sacs_in_one_process():
+    """Agents of different shapes each compile their own graphs of the same method (2 per
+    SAC here): more than dynamo's default 8 per code object must not become a
+    recompile-limit error."""
+    for width in range(8, 13):
+        torch.manual_seed(width)
+        agent = SAC(OBS, ACT, SACConfig(hidden=(width, width), compile=True))
+        for update in range(2):  # policy_frequency 2: the critic-only and the burst graph
+            agent.update(random_batch(seed=update))
+        assert agent.updates == 2
+
+
 def test_compile_without_a_cxx_compiler_is_a_clear_error(monkeypatch):
     monkeypatch.setattr("rlcore.compiled.shutil.which", lambda name: None)
     with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler.*algo.compile=false"):

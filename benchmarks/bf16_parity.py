@@ -17,13 +17,13 @@ Prints a table and writes JSON to benchmarks/results/bf16_parity.json.
 from __future__ import annotations
 
 import argparse
-import json
-import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.runs import train_run, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = {"float32": [], "bf16": ["algo.precision=bf16", "algo.compile=true"]}
@@ -31,11 +31,6 @@ MODES = {"float32": [], "bf16": ["algo.precision=bf16", "algo.compile=true"]}
 
 def run_one(mode: str, seed: int, steps: int, eval_every: int, run_dir: Path, threads: int) -> dict:
     """Train one (mode, seed) SAC run on Hopper; its evaluation returns."""
-    from hydra import compose, initialize_config_module
-
-    from rlcore.logging import read_csv
-    from rlcore.train import train
-
     overrides = [
         "algo=sac",
         "env=hopper",
@@ -43,26 +38,16 @@ def run_one(mode: str, seed: int, steps: int, eval_every: int, run_dir: Path, th
         f"total_steps={steps}",
         f"eval_every={eval_every}",
         f"checkpoint_every={max(eval_every, steps // 4)}",
-        "keep_agent_snapshots=false",
-        "logger=quiet",
         *MODES[mode],
     ]
-    if threads > 0:
-        overrides.append(f"threads={threads}")
-    run_dir = run_dir / f"{mode}_seed{seed}"
-    if (run_dir / "checkpoints" / "latest.pt").is_file():
-        overrides.append(f"resume={run_dir}")
-    with initialize_config_module(config_module="configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    start = time.perf_counter()
-    train(cfg, run_dir)
-    returns = [float(row["eval/return"]) for row in read_csv(run_dir / "eval.csv")]
+    evals, seconds = train_run(run_dir / f"{mode}_seed{seed}", overrides, threads)
+    returns = [row["eval/return"] for row in evals]
     result = {
         "final": returns[-1],
         "last3": float(np.mean(returns[-3:])),
         "best": max(returns),
         "evals": returns,
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
     }
     print(
         f"  {mode} seed {seed}: final {result['final']:.0f} last-3 {result['last3']:.0f} "
@@ -127,18 +112,7 @@ def main() -> None:
         results = {f"{mode}_seed{seed}": f.result() for (mode, seed), f in futures.items()}
 
     report = summarise(results, args.seeds)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "runs": results,
-                **report,
-                "args": vars(args) | {"run_dir": str(args.run_dir), "out": str(args.out)},
-            },
-            indent=2,
-        )
-    )
-    print(f"wrote {args.out}")
+    write_result(args, {"runs": results, **report})
 
 
 if __name__ == "__main__":

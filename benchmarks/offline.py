@@ -20,13 +20,13 @@ Prints a table and writes JSON to benchmarks/results/offline.json.
 from __future__ import annotations
 
 import argparse
-import json
-import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
+
+from benchmarks.runs import train_run, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = {"medium": "local/hopper/medium-v0", "medium_replay": "local/hopper/medium-replay-v0"}
@@ -45,11 +45,6 @@ def run_one(
     threads: int,
 ) -> dict:
     """Train one (algorithm, dataset, seed) with its experiment config; last/best scores."""
-    from hydra import compose, initialize_config_module
-
-    from rlcore.logging import read_csv
-    from rlcore.train import train
-
     overrides = [
         f"+experiment={algo}_hopper_{dataset_key}",
         f"dataset={dataset_id}",
@@ -57,24 +52,13 @@ def run_one(
         f"eval_every={min(eval_every, steps)}",
         f"seed={seed}",
         f"checkpoint_every={steps}",
-        "keep_agent_snapshots=false",
-        "logger=quiet",
     ]
-    if threads > 0:
-        overrides.append(f"threads={threads}")
-    run_dir = run_dir / f"{algo}_{dataset_key}_seed{seed}"
-    if (run_dir / "checkpoints" / "latest.pt").is_file():  # an interrupted benchmark
-        overrides.append(f"resume={run_dir}")
-    with initialize_config_module(config_module="configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
-    start = time.perf_counter()
-    train(cfg, run_dir)
-    evals = read_csv(run_dir / "eval.csv")
+    evals, seconds = train_run(run_dir / f"{algo}_{dataset_key}_seed{seed}", overrides, threads)
     result = {
         "last": evals[-1]["eval/normalized_score"],
         "best": max(r["eval/normalized_score"] for r in evals),
         "steps": steps,
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
     }
     print(
         f"  {dataset_key} {algo} seed {seed} ({steps} steps, {result['seconds']:.0f} s): "
@@ -179,17 +163,7 @@ def main() -> None:
     for row in rows:
         cells = " | ".join(f"{row[a]['last']:.1f} / {row[a]['best']:.1f}" for a in args.algos)
         print(f"| hopper-{row['dataset']} | {row['behaviour']:.1f} | {cells} |")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(
-        json.dumps(
-            {
-                "rows": rows,
-                "args": vars(args) | {"run_dir": str(args.run_dir), "out": str(args.out)},
-            },
-            indent=2,
-        )
-    )
-    print(f"wrote {args.out}")
+    write_result(args, {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ not part of this agent's loop); the normaliser Z(s) of the weights is dropped, a
 paper's practical algorithm and CORL. The twin critics are one batched ensemble with one
 Adam (the same maths as CORL's two optimisers). ``reward_scale`` / ``reward_bias``
 apply r <- scale r + bias to the dataset (CORL's antmaze ``normalize_reward`` is r - 1).
+Opt-in ``precision="bf16"``: hidden-layer matmuls in bfloat16 autocast, everything else
+float32 (a speed mode, not in the paper).
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ import torch
 from rlcore.losses import ensemble_mse
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import (
+    adam,
+    batched_obs,
+    check_precision,
+    ensure_finite,
+    load_state_into,
+    mixed_precision,
+    state_of,
+)
 
 
 @dataclass
@@ -56,6 +66,7 @@ class AWACConfig:
     reward_scale: float = 1.0  # dataset rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipe: reward_bias -1)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
@@ -72,6 +83,7 @@ class AWAC:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or AWACConfig()
+        check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
@@ -108,22 +120,24 @@ class AWAC:
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        with torch.no_grad():
-            next_q = self.target_critic(next_obs, self._sample(next_obs)).min(0).values
-            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-        q = self.critic(obs, batch.action)
-        critic_loss = ensemble_mse(q, target_q)
+        with mixed_precision(cfg.precision, self.device):
+            with torch.no_grad():
+                next_q = self.target_critic(next_obs, self._sample(next_obs)).min(0).values
+                target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+            q = self.critic(obs, batch.action)
+            critic_loss = ensemble_mse(q, target_q)
         ensure_finite(critic_loss=critic_loss)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()
 
-        with torch.no_grad():
-            value = self.critic(obs, self._sample(obs)).min(0).values
-            advantage = self.critic(obs, batch.action).min(0).values - value
-            weight = torch.exp(advantage / cfg.awac_lambda).clamp(max=cfg.exp_adv_max)
-        log_prob = self.actor.distribution(obs).log_prob(batch.action).sum(-1)
-        actor_loss = -(weight * log_prob).mean()
+        with mixed_precision(cfg.precision, self.device):
+            with torch.no_grad():
+                value = self.critic(obs, self._sample(obs)).min(0).values
+                advantage = self.critic(obs, batch.action).min(0).values - value
+                weight = torch.exp(advantage / cfg.awac_lambda).clamp(max=cfg.exp_adv_max)
+            log_prob = self.actor.distribution(obs).log_prob(batch.action).sum(-1)
+            actor_loss = -(weight * log_prob).mean()
         ensure_finite(actor_loss=actor_loss)
         self.actor_optimizer.zero_grad()
         actor_loss.backward()

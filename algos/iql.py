@@ -14,7 +14,9 @@ expectile regression toward min target Q(s, a); (3) twin Q toward r + gamma V(s'
 min(exp(beta (Q - V)), 100) times -log pi(a|s) (or ||pi(s) - a||^2 when deterministic).
 
 Departures from the paper: the Q loss is the mean (not the sum) of the two critics'
-MSEs, as in CORL; the twin critics are one batched ensemble.
+MSEs, as in CORL; the twin critics are one batched ensemble. Opt-in ``precision="bf16"``
+runs the hidden layers' matmuls in bfloat16 autocast (output layers, parameters,
+optimiser state and losses stay float32): a speed mode, not in the paper.
 """
 
 from __future__ import annotations
@@ -36,7 +38,15 @@ from rlcore.nets import (
     polyak_update,
 )
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import (
+    adam,
+    batched_obs,
+    check_precision,
+    ensure_finite,
+    load_state_into,
+    mixed_precision,
+    state_of,
+)
 
 
 @dataclass
@@ -56,6 +66,7 @@ class IQLConfig:
     normalize_states: bool = True  # standardise observations with dataset statistics
     normalize_reward: bool = False  # r * 1000 / (max - min episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps (also the cosine schedule length)
@@ -72,6 +83,7 @@ class IQL:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or IQLConfig()
+        check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
@@ -111,21 +123,22 @@ class IQL:
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        with torch.no_grad():
-            next_v = self.value(next_obs).squeeze(-1)
-            target_q = self.target_critic(obs, batch.action).min(0).values
-
-        value = self.value(obs).squeeze(-1)
-        advantage = target_q - value
-        value_loss = expectile_loss(advantage, cfg.expectile)
+        with mixed_precision(cfg.precision, self.device):
+            with torch.no_grad():
+                next_v = self.value(next_obs).squeeze(-1)
+                target_q = self.target_critic(obs, batch.action).min(0).values
+            value = self.value(obs).squeeze(-1)
+            advantage = target_q - value
+            value_loss = expectile_loss(advantage, cfg.expectile)
         ensure_finite(value_loss=value_loss)
         self.value_optimizer.zero_grad()
         value_loss.backward()
         self.value_optimizer.step()
 
         q_target = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_v
-        q = self.critic(obs, batch.action)
-        q_loss = ensemble_mse(q, q_target) / q.shape[0]
+        with mixed_precision(cfg.precision, self.device):
+            q = self.critic(obs, batch.action)
+            q_loss = ensemble_mse(q, q_target) / q.shape[0]
         ensure_finite(q_loss=q_loss)
         self.critic_optimizer.zero_grad()
         q_loss.backward()
@@ -133,11 +146,12 @@ class IQL:
         polyak_update(self.target_critic, self.critic, cfg.tau)
 
         weight = torch.exp(cfg.beta * advantage.detach()).clamp(max=cfg.max_weight)
-        if cfg.deterministic_actor:
-            regression = (self.actor(obs) - batch.action).pow(2).sum(-1)
-        else:
-            regression = -self.actor.distribution(obs).log_prob(batch.action).sum(-1)
-        actor_loss = (weight * regression).mean()
+        with mixed_precision(cfg.precision, self.device):
+            if cfg.deterministic_actor:
+                regression = (self.actor(obs) - batch.action).pow(2).sum(-1)
+            else:
+                regression = -self.actor.distribution(obs).log_prob(batch.action).sum(-1)
+            actor_loss = (weight * regression).mean()
         ensure_finite(actor_loss=actor_loss)
         set_lr(self.actor_optimizer, cosine_lr(cfg.actor_lr, self.updates, cfg.total_steps))
         self.actor_optimizer.zero_grad()

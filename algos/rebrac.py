@@ -31,6 +31,9 @@ Departures from the paper / CORL:
 - ``reward_scale`` / ``reward_bias`` apply r <- scale r + bias to the dataset (CORL's
   antmaze ``normalize_reward`` is r * 100); ``normalize_reward`` is the library's
   locomotion normalisation (CORL's ReBRAC has none for locomotion).
+- Opt-in ``precision="bf16"``: hidden-layer matmuls in bfloat16 autocast (output layers,
+  parameters, optimiser state and losses float32); a speed mode, ~2x per step on CPUs
+  with AMX.
 """
 
 from __future__ import annotations
@@ -45,7 +48,16 @@ import torch
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, edac_init, polyak_update
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
+from rlcore.utils import (
+    adam,
+    batched_obs,
+    check_precision,
+    ensure_finite,
+    frozen,
+    load_state_into,
+    mixed_precision,
+    state_of,
+)
 
 
 @dataclass
@@ -71,6 +83,7 @@ class ReBRACConfig:
     reward_scale: float = 1.0  # dataset rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipe: reward_scale 100)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 1024  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
@@ -90,6 +103,7 @@ class ReBRAC:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or ReBRACConfig()
+        check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
@@ -127,22 +141,23 @@ class ReBRAC:
         """One critic step; actor and targets on updates 0, f, 2f, ... (f = policy_frequency)."""
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        with torch.no_grad():
-            next_action = smoothed_target_action(
-                self.target_actor(next_obs),
-                self.actor.to_env.scale,
-                self.low,
-                self.high,
-                cfg.policy_noise,
-                cfg.noise_clip,
-            )
-            next_bc = (next_action - batch.extras["next_action"]).pow(2).sum(-1)
-            next_bc = next_bc * batch.extras["has_next_action"]
-            next_q = self.target_critic(next_obs, next_action).min(0).values
-            next_q = next_q - cfg.critic_bc_coef * next_bc
-            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-        q = self.critic(obs, batch.action)
-        critic_loss = ensemble_mse(q, target_q)
+        with mixed_precision(cfg.precision, self.device):
+            with torch.no_grad():
+                next_action = smoothed_target_action(
+                    self.target_actor(next_obs),
+                    self.actor.to_env.scale,
+                    self.low,
+                    self.high,
+                    cfg.policy_noise,
+                    cfg.noise_clip,
+                )
+                next_bc = (next_action - batch.extras["next_action"]).pow(2).sum(-1)
+                next_bc = next_bc * batch.extras["has_next_action"]
+                next_q = self.target_critic(next_obs, next_action).min(0).values
+                next_q = next_q - cfg.critic_bc_coef * next_bc
+                target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
+            q = self.critic(obs, batch.action)
+            critic_loss = ensemble_mse(q, target_q)
         ensure_finite(critic_loss=critic_loss)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
@@ -157,11 +172,12 @@ class ReBRAC:
 
         if actor_step:
             with frozen(self._critic_params):
-                action = self.actor(obs)
-                q_pi = self.critic(obs, action).min(0).values
-                lam = 1.0 / q_pi.abs().mean().detach() if cfg.normalize_q else 1.0
-                bc = (action - batch.action).pow(2).sum(-1)
-                actor_loss = (cfg.actor_bc_coef * bc - lam * q_pi).mean()
+                with mixed_precision(cfg.precision, self.device):
+                    action = self.actor(obs)
+                    q_pi = self.critic(obs, action).min(0).values
+                    lam = 1.0 / q_pi.abs().mean().detach() if cfg.normalize_q else 1.0
+                    bc = (action - batch.action).pow(2).sum(-1)
+                    actor_loss = (cfg.actor_bc_coef * bc - lam * q_pi).mean()
                 ensure_finite(actor_loss=actor_loss)
                 self.actor_optimizer.zero_grad()
                 actor_loss.backward()

@@ -37,6 +37,19 @@ def full_precision(x: torch.Tensor) -> torch.Tensor:
     return x.float() if x.dtype in (torch.bfloat16, torch.float16) else x
 
 
+def float32_output(layer: Callable[..., torch.Tensor], x: torch.Tensor, *args: Any) -> torch.Tensor:
+    """``layer(x, *args)`` in float32 even under half-precision autocast.
+
+    Output layers are tiny (256 -> 1 for a critic) but their values are not: a Q-value of
+    300 rounded to bfloat16's 8 significant bits moves in steps of 2, as large as late
+    TD errors. The hidden layers keep their bf16 matmuls; this one runs in float32."""
+    device_type = x.device.type
+    if not torch.is_autocast_enabled(device_type):
+        return layer(x, *args)
+    with torch.autocast(device_type, enabled=False):
+        return layer(x.float(), *args)
+
+
 def activation(name: str) -> nn.Module:
     """The activation module called ``name`` (clear error listing the choices)."""
     if name not in ACTIVATIONS:
@@ -71,13 +84,18 @@ class MLP(nn.Sequential):
                 layers.append(nn.LayerNorm(width))
             prev = width
         layers.append(nn.Linear(prev, out_dim))
+        output_index = len(layers) - 1
         if output_activation is not None:
             layers.append(activation(output_activation))
         super().__init__(*layers)
+        self.output_index = output_index  # the output nn.Linear (runs in float32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Output in float32 even under bfloat16 autocast (heads and losses stay float32)."""
-        return full_precision(super().forward(x))
+        """Output in float32 even under bfloat16 autocast: the output layer itself runs in
+        float32 (``float32_output``), so heads and losses never see bf16 values."""
+        for index, layer in enumerate(self):
+            x = float32_output(layer, x) if index == self.output_index else layer(x)
+        return full_precision(x)
 
 
 class EnsembleLinear(nn.Module):
@@ -174,7 +192,7 @@ class EnsembleMLP(nn.Module):
             x = self.act(x)
             if self.norms is not None and self.norm_after_activation:
                 x = self.norms[i](x, members)
-        return full_precision(self.output_layer(x, members))
+        return float32_output(self.output_layer, x, members)
 
 
 class QEnsemble(nn.Module):

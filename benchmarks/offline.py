@@ -90,7 +90,8 @@ def parse_steps_for(items: list[str], algos: list[str]) -> dict[str, int]:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
+    """Run the benchmark, print the table, write the JSON; returns the JSON payload."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--eval-every", type=int, default=10_000)
@@ -107,7 +108,7 @@ def main() -> None:
     )
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/offline"))
     parser.add_argument("--out", type=Path, default=RESULTS / "offline.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from offline.datasets import load_dataset
     from offline.scores import normalized_score
@@ -195,6 +196,7 @@ def main() -> None:
         )
         print(f"| hopper-{row['dataset']} | {row['behaviour']:.1f} | {cells} |")
     write_result(args, {"rows": rows})
+    return {"rows": rows}
 
 
 if __name__ == "__main__":

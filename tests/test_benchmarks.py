@@ -1,11 +1,18 @@
-"""Smoke test of the throughput suite (benchmarks/throughput.py): a tiny run, JSON shape."""
+"""Smoke tests of the benchmark scripts (throughput suite, offline table): tiny runs,
+JSON shape."""
 
 from __future__ import annotations
 
 import json
 import math
 
+import pytest
+
+from benchmarks.offline import main as offline_main
 from benchmarks.throughput import alternate, main
+from offline.collect import main as collect_main
+from offline.datasets import load_dataset
+from offline.scores import normalized_score
 
 
 def _positive(value: object) -> bool:
@@ -92,3 +99,33 @@ def test_bf16_parity_summary_places_bf16_against_the_float32_range():
     assert report["bf16_none_below_float32_range"]
     results["bf16_seed0"] = run(900.0)
     assert not summarise(results, [0, 1])["bf16_none_below_float32_range"]
+
+
+def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
+    """benchmarks/offline.py end to end on a tiny random Hopper dataset: rows with the
+    behaviour score, per-algorithm precision and run dirs; a second call resumes the
+    finished runs (same numbers, no retraining); bad --bf16 names fail clearly."""
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
+    argv = ["--datasets", "medium", "--algos", "td3_bc", "iql", "--bf16", "td3_bc"]
+    argv += ["--steps", "30", "--eval-every", "15", "--dataset-id", "medium=t/hopper/rand-v0"]
+    argv += ["--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "offline.json")]
+    first = offline_main(argv)
+    (row,) = first["rows"]
+    returns = load_dataset("t/hopper/rand-v0").episode_returns()
+    assert row["behaviour"] == pytest.approx(normalized_score(float(returns.mean()), "Hopper-v5"))
+    assert row["td3_bc"]["precision"] == "bf16" and row["iql"]["precision"] == "float32"
+    for algo in ("td3_bc", "iql"):
+        assert row[algo]["steps"] == 30 and row[algo]["best"] >= row[algo]["last"]
+        assert math.isfinite(row[algo]["mean_last10"])
+    assert (tmp_path / "runs" / "td3_bc_medium_seed0_bf16" / "eval.csv").is_file()
+    assert (tmp_path / "runs" / "iql_medium_seed0" / "eval.csv").is_file()
+    assert json.loads((tmp_path / "offline.json").read_text())["rows"] == first["rows"]
+    again = offline_main(argv)["rows"][0]
+    for algo in ("td3_bc", "iql"):
+        assert {k: again[algo][k] for k in ("last", "best")} == {
+            k: row[algo][k] for k in ("last", "best")
+        }
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="--bf16 names algorithms not in --algos"):
+        offline_main([*argv[:4], "--bf16", "cql"])

@@ -101,6 +101,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps-for", nargs="*", default=[], metavar="ALGO=STEPS")
     parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
     parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads per training (default: 1 "
+        "with --jobs > 1, else torch's default); 1 when other work shares the cores",
+    )  # fmt: skip
+    parser.add_argument(
         "--bf16", nargs="*", default=[], metavar="ALGO", help="algorithms run with precision=bf16"
     )
     parser.add_argument(
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> dict:
         return job[2] * COST.get(job[0], 1.0) / speedup
 
     jobs.sort(key=lambda job: -cost(job))  # longest first
-    threads = 1 if args.jobs > 1 else 0
+    threads = args.threads if args.threads is not None else (1 if args.jobs > 1 else 0)
     with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
         futures = {
             job: pool.submit(

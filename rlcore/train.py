@@ -154,6 +154,10 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     cfg_dict: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     run_dir = Path(run_dir)
     spec = registry.get(cfg_dict["algo"]["name"])
+    if "total_steps" in cfg_dict["algo"]:
+        # the run's length is the one budget: a top-level ``total_steps=`` override also
+        # sets the algorithm's (IQL anneals its actor lr to 0 over it)
+        cfg_dict["algo"]["total_steps"] = int(cfg_dict["total_steps"])
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
     env_cfg = cfg_dict["env"]
     env_id = resolve_env_id(env_cfg["id"])

@@ -197,3 +197,14 @@ def test_diverged_parameters_keep_previous_checkpoint(tmp_path):
     state = load_checkpoint(tmp_path)
     assert state["loop"]["counters"]["step"] == 300
     assert all(torch.isfinite(v).all() for v in state["agent"]["critic"].values())
+
+
+def test_run_total_steps_sets_the_algorithms_schedule(tmp_path):
+    """``total_steps=300`` on the command line is also IQL's cosine-schedule length: the
+    actor's learning rate is ~0 at the run's end (not 3e-4 of a 1M-step schedule)."""
+    args = [*CASES["iql"], *FAST, "total_steps=300", "checkpoint_every=300", "eval_every=300"]
+    train(make_config(*args), tmp_path / "run")
+    saved = load_checkpoint(tmp_path / "run")
+    assert saved["config"]["algo"]["total_steps"] == 300
+    lr = saved["agent"]["actor_optimizer"]["param_groups"][0]["lr"]
+    assert 0 <= lr < 1e-7  # cosine_lr(3e-4, 299, 300)

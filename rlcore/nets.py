@@ -95,7 +95,7 @@ class MLP(nn.Sequential):
         float32 (``float32_output``), so heads and losses never see bf16 values."""
         for index, layer in enumerate(self):
             x = float32_output(layer, x) if index == self.output_index else layer(x)
-        return full_precision(x)
+        return x
 
 
 class EnsembleLinear(nn.Module):

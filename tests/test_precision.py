@@ -18,6 +18,16 @@ from tests.test_algos_contract import ACT, OBS, random_batch
 from tests.test_speed_options import HAS_CXX
 
 
+def paired_updates(fp32: object, bf16: object, updates: int):
+    """(seed, float32 metrics, bf16 metrics) per update: same batch, same global RNG."""
+    for seed in range(updates):
+        batch = random_batch(n=128, seed=seed)
+        torch.manual_seed(seed)
+        m32 = fp32.update(batch)
+        torch.manual_seed(seed)
+        yield seed, m32, bf16.update(batch)
+
+
 def test_network_outputs_are_float32_under_bf16_autocast():
     torch.manual_seed(0)
     mlp, ensemble = MLP(5, 3, (16,)), EnsembleMLP(4, 5, 1, (16,), layer_norm=True)
@@ -84,12 +94,7 @@ def test_bf16_sac_updates_track_float32(compile: bool):
     init = copy.deepcopy(fp32)
     bf16 = SAC(OBS, ACT, SACConfig(policy_frequency=1, precision="bf16", compile=compile))
     bf16.load_state_dict(copy.deepcopy(fp32.state_dict()))
-    for seed in range(20):
-        batch = random_batch(n=128, seed=seed)
-        torch.manual_seed(seed)
-        m32 = fp32.update(batch)
-        torch.manual_seed(seed)
-        m16 = bf16.update(batch)
+    for seed, m32, m16 in paired_updates(fp32, bf16, 20):
         for key in ("critic_loss", "actor_loss", "alpha"):
             assert m16[key] == pytest.approx(m32[key], rel=0.05, abs=0.05), (seed, key)
     state = bf16.state_dict()
@@ -130,12 +135,7 @@ def test_bf16_offline_updates_track_float32(name, agent_cls, config_cls):
     init = copy.deepcopy(fp32)
     bf16 = agent_cls(OBS, ACT, config_cls(**small, precision="bf16"))
     bf16.load_state_dict(copy.deepcopy(fp32.state_dict()))
-    for seed in range(8):
-        batch = random_batch(n=128, seed=seed)
-        torch.manual_seed(seed)
-        m32 = fp32.update(batch)
-        torch.manual_seed(seed)
-        m16 = bf16.update(batch)
+    for seed, m32, m16 in paired_updates(fp32, bf16, 8):
         assert m16.keys() == m32.keys()
         for key in m32:
             if "loss" in key:

@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.losses import ensemble_mse
+from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.types import Batch
 from rlcore.utils import (
@@ -149,7 +149,7 @@ class AWAC:
             "actor_loss": actor_loss.item(),
             "q": q.detach().mean().item(),
             "advantage": advantage.mean().item(),
-            "weight": weight.mean().item(),
+            **weight_diagnostics(weight, cfg.exp_adv_max),
         }
 
     def _parts(self) -> dict:

@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr
+from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr, weight_diagnostics
 from rlcore.nets import (
     MLP,
     DeterministicActor,
@@ -164,6 +164,7 @@ class IQL:
             "actor_loss": actor_loss.item(),
             "advantage": advantage.detach().mean().item(),
             "q": q.detach().mean().item(),
+            **weight_diagnostics(weight, cfg.max_weight),
         }
 
     def _parts(self) -> dict:

@@ -67,6 +67,7 @@ def run_one(
         "last": evals[-1]["eval/normalized_score"],
         "best": max(r["eval/normalized_score"] for r in evals),
         "mean_last10": float(np.mean([r["eval/normalized_score"] for r in evals[-10:]])),
+        "curve": [[int(r["step"]), round(r["eval/normalized_score"], 2)] for r in evals],
         "steps": steps,
         "precision": precision,
         "seconds": seconds,
@@ -180,6 +181,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "precision": precision[algo],
                 "seeds": args.seeds,
                 "seconds": float(np.sum([r["seconds"] for r in runs])),
+                "curves": [r["curve"] for r in runs],  # (step, score) per seed
             }
         rows.append(row)
 

@@ -13,6 +13,20 @@ def expectile_loss(diff: torch.Tensor, expectile: float) -> torch.Tensor:
     return (weight * diff.pow(2)).mean()
 
 
+def weight_diagnostics(weight: torch.Tensor, max_weight: float) -> dict[str, float]:
+    """How concentrated advantage-regression weights are (IQL, AWAC): ``weight`` mean,
+    ``weight_clamped`` = fraction at the clamp, ``weight_ess`` = effective sample size
+    fraction (sum w)^2 / (n sum w^2): 1 for equal weights (plain behaviour cloning), 1/n
+    when one transition carries the whole batch."""
+    weight = weight.detach().float()
+    ess = weight.sum().square() / (weight.numel() * weight.square().sum())
+    return {
+        "weight": weight.mean().item(),
+        "weight_clamped": (weight >= max_weight).float().mean().item(),
+        "weight_ess": ess.item(),
+    }
+
+
 def smoothed_target_action(
     target_action: torch.Tensor,
     scale: torch.Tensor,

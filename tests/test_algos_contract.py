@@ -211,6 +211,17 @@ def test_td3_bc_actor_loss_hand_computed():
     assert metrics["actor_loss"] == pytest.approx(expected.item(), rel=1e-5)
 
 
+def test_weight_diagnostics_hand_computed():
+    from rlcore.losses import weight_diagnostics
+
+    stats = weight_diagnostics(torch.tensor([1.0, 1.0, 2.0, 100.0]), max_weight=100.0)
+    assert stats["weight"] == pytest.approx(26.0)
+    assert stats["weight_clamped"] == pytest.approx(0.25)
+    assert stats["weight_ess"] == pytest.approx(104.0**2 / (4 * 10006.0))
+    uniform = weight_diagnostics(torch.full((8,), 3.0), max_weight=100.0)
+    assert uniform["weight_ess"] == pytest.approx(1.0) and uniform["weight_clamped"] == 0.0
+
+
 def test_expectile_loss_hand_computed():
     from rlcore.losses import expectile_loss
 

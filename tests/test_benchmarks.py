@@ -118,6 +118,9 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
     for algo in ("td3_bc", "iql"):
         assert row[algo]["steps"] == 30 and row[algo]["best"] >= row[algo]["last"]
         assert math.isfinite(row[algo]["mean_last10"])
+        (curve,) = row[algo]["curves"]  # one seed: (step, score) per evaluation
+        assert [step for step, _ in curve] == [15, 30]
+        assert curve[-1][1] == pytest.approx(row[algo]["last"], abs=0.01)
     assert (tmp_path / "runs" / "td3_bc_medium_seed0_bf16" / "eval.csv").is_file()
     assert (tmp_path / "runs" / "iql_medium_seed0" / "eval.csv").is_file()
     assert json.loads((tmp_path / "offline.json").read_text())["rows"] == first["rows"]

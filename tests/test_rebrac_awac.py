@@ -269,6 +269,7 @@ def test_awac_losses_and_weights_hand_computed(awac_lambda):
         assert (weight == 100.0).any() and (weight < 100.0).any()  # the clamp matters
     assert metrics["critic_loss"] == pytest.approx(critic_loss.item(), rel=1e-5)
     assert metrics["weight"] == pytest.approx(weight.mean().item(), rel=1e-5)
+    assert metrics["weight_clamped"] == pytest.approx((weight == 100.0).float().mean().item())
     assert metrics["advantage"] == pytest.approx(adv.mean().item(), rel=1e-5, abs=1e-6)
     assert metrics["actor_loss"] == pytest.approx(actor_loss.item(), rel=1e-5)
 

@@ -8,7 +8,8 @@ IQL, TD3+BC, CQL and ReBRAC (last and best D4RL-normalised scores).
 
 ``--steps-for algo=n`` gives one algorithm its own gradient-step budget (CQL costs ~20x an
 IQL step on CPU); ``--bf16 cql rebrac`` trains those with ``precision=bf16`` (~2-2.5x
-faster per step on CPUs with AMX; the table marks them); ``--jobs n`` runs n trainings at
+faster per step on CPUs with AMX; the table marks them); ``--set iql:algo.beta=1.0`` adds an override for one algorithm (its run directory
+and JSON row say so); ``--jobs n`` runs n trainings at
 a time in worker processes with one torch thread each (longest first); the table states
 every run's steps.
 
@@ -22,6 +23,7 @@ Prints a table and writes JSON to benchmarks/results/offline.json.
 from __future__ import annotations
 
 import argparse
+import re
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -48,9 +50,11 @@ def run_one(
     seed: int,
     threads: int,
     precision: str = "float32",
+    extra: tuple[str, ...] = (),
 ) -> dict:
-    """Train one (algorithm, dataset, seed) with its experiment config; last/best scores.
-    Checkpoints every 10k steps, so an interrupted benchmark resumes where it stopped."""
+    """Train one (algorithm, dataset, seed) with its experiment config plus ``extra``
+    overrides; last/best scores. Checkpoints every 10k steps, so an interrupted benchmark
+    resumes where it stopped (the run directory's name includes ``extra``)."""
     overrides = [
         f"+experiment={algo}_hopper_{dataset_key}",
         f"dataset={dataset_id}",
@@ -59,8 +63,10 @@ def run_one(
         f"seed={seed}",
         f"checkpoint_every={min(CHECKPOINT_EVERY, steps)}",
         f"algo.precision={precision}",
+        *extra,
     ]
     suffix = "" if precision == "float32" else f"_{precision}"
+    suffix += "".join(f"_{override_tag(item)}" for item in extra)
     name = f"{algo}_{dataset_key}_seed{seed}{suffix}"
     evals, seconds = train_run(run_dir / name, overrides, threads)
     result = {
@@ -79,6 +85,24 @@ def run_one(
         flush=True,
     )
     return result
+
+
+def override_tag(override: str) -> str:
+    """``"algo.beta=1.0"`` -> ``"beta1.0"``: a run-directory-safe name for an override."""
+    key, _, value = override.partition("=")
+    return re.sub(r"[^A-Za-z0-9.\-]", "", key.split(".")[-1] + value)
+
+
+def parse_set(items: list[str], algos: list[str]) -> dict[str, tuple[str, ...]]:
+    """``["iql:algo.beta=1.0", ...]`` -> {"iql": ("algo.beta=1.0",)}: extra Hydra
+    overrides for one algorithm (tuned variants beside the CORL configs)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for item in items:
+        algo, _, override = item.partition(":")
+        if algo not in algos or "=" not in override:
+            raise SystemExit(f"--set expects <algo>:<key>=<value> with algo in {algos}: {item!r}")
+        out[algo] = (*out.get(algo, ()), override)
+    return out
 
 
 def parse_steps_for(items: list[str], algos: list[str]) -> dict[str, int]:
@@ -110,6 +134,10 @@ def main(argv: list[str] | None = None) -> dict:
         "--bf16", nargs="*", default=[], metavar="ALGO", help="algorithms run with precision=bf16"
     )
     parser.add_argument(
+        "--set", nargs="*", default=[], metavar="ALGO:KEY=VALUE",
+        help="extra override for one algorithm, e.g. iql:algo.beta=1.0 (recorded in the JSON)",
+    )  # fmt: skip
+    parser.add_argument(
         "--dataset-id", nargs="*", default=[], metavar="KEY=ID", help="e.g. medium=ns/hopper/m-v1"
     )
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/offline"))
@@ -120,6 +148,7 @@ def main(argv: list[str] | None = None) -> dict:
     from offline.scores import normalized_score
 
     steps_for = parse_steps_for(args.steps_for, args.algos)
+    extra = parse_set(args.set, args.algos)
     unknown = sorted(set(args.bf16) - set(args.algos))
     if unknown:
         raise SystemExit(f"--bf16 names algorithms not in --algos: {unknown}")
@@ -156,6 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
                 job[3],
                 threads,
                 precision[job[0]],
+                extra.get(job[0], ()),
             )
             for job in jobs
         }
@@ -179,6 +209,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "mean_last10": float(np.mean([r["mean_last10"] for r in runs])),
                 "steps": runs[0]["steps"],
                 "precision": precision[algo],
+                "overrides": list(extra.get(algo, ())),
                 "seeds": args.seeds,
                 "seconds": float(np.sum([r["seconds"] for r in runs])),
                 "curves": [r["curve"] for r in runs],  # (step, score) per seed
@@ -188,7 +219,8 @@ def main(argv: list[str] | None = None) -> dict:
     header = (
         "| dataset | behaviour | "
         + " | ".join(
-            f"{a}{' bf16' if precision[a] == 'bf16' else ''} last / best / mean last 10 "
+            f"{a}{' bf16' if precision[a] == 'bf16' else ''}"
+            f"{''.join(f' {item}' for item in extra.get(a, ()))} last / best / mean last 10 "
             f"({steps_for.get(a, args.steps):,} steps)"
             for a in args.algos
         )

@@ -108,6 +108,7 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
     argv = ["--datasets", "medium", "--algos", "td3_bc", "iql", "--bf16", "td3_bc"]
+    argv += ["--set", "iql:algo.beta=0.5", "iql:algo.tau=0.01"]
     argv += ["--steps", "30", "--eval-every", "15", "--dataset-id", "medium=t/hopper/rand-v0"]
     argv += ["--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "offline.json")]
     first = offline_main(argv)
@@ -122,7 +123,11 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
         assert [step for step, _ in curve] == [15, 30]
         assert curve[-1][1] == pytest.approx(row[algo]["last"], abs=0.01)
     assert (tmp_path / "runs" / "td3_bc_medium_seed0_bf16" / "eval.csv").is_file()
-    assert (tmp_path / "runs" / "iql_medium_seed0" / "eval.csv").is_file()
+    assert (tmp_path / "runs" / "iql_medium_seed0_beta0.5_tau0.01" / "eval.csv").is_file()
+    assert row["iql"]["overrides"] == ["algo.beta=0.5", "algo.tau=0.01"]
+    assert row["td3_bc"]["overrides"] == []
+    config = (tmp_path / "runs" / "iql_medium_seed0_beta0.5_tau0.01" / "config.yaml").read_text()
+    assert "beta: 0.5" in config and "tau: 0.01" in config
     assert json.loads((tmp_path / "offline.json").read_text())["rows"] == first["rows"]
     again = offline_main(argv)["rows"][0]
     for algo in ("td3_bc", "iql"):
@@ -132,3 +137,7 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     with pytest.raises(SystemExit, match="--bf16 names algorithms not in --algos"):
         offline_main([*argv[:4], "--bf16", "cql"])
+    with pytest.raises(SystemExit, match="--set expects"):
+        offline_main([*argv[:4], "--set", "cql:algo.beta=1"])
+    with pytest.raises(SystemExit, match="--set expects"):
+        offline_main([*argv[:5], "--set", "iql:beta"])

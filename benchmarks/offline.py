@@ -8,10 +8,10 @@ IQL, TD3+BC, CQL and ReBRAC (last and best D4RL-normalised scores).
 
 ``--steps-for algo=n`` gives one algorithm its own gradient-step budget (CQL costs ~20x an
 IQL step on CPU); ``--bf16 cql rebrac`` trains those with ``precision=bf16`` (~2-2.5x
-faster per step on CPUs with AMX; the table marks them); ``--set iql:algo.beta=1.0`` adds an override for one algorithm (its run directory
-and JSON row say so); ``--jobs n`` runs n trainings at
-a time in worker processes with one torch thread each (longest first); the table states
-every run's steps.
+faster per step on CPUs with AMX; the table marks them); ``--set iql:algo.beta=1.0`` adds
+an override for one algorithm (its run directory and JSON row say so); ``--jobs n`` runs n
+trainings at a time in worker processes with one torch thread each (longest first); the
+table states every run's steps.
 
 Each (algorithm, dataset) pair runs with CORL's per-dataset settings
 (``configs/experiment/<algo>_hopper_<dataset>.yaml``) for ``--steps`` gradient steps,

@@ -20,11 +20,9 @@ def weight_diagnostics(weight: torch.Tensor, max_weight: float) -> dict[str, flo
     when one transition carries the whole batch."""
     weight = weight.detach().float()
     ess = weight.sum().square() / (weight.numel() * weight.square().sum())
-    return {
-        "weight": weight.mean().item(),
-        "weight_clamped": (weight >= max_weight).float().mean().item(),
-        "weight_ess": ess.item(),
-    }
+    clamped = (weight >= max_weight).float().mean()
+    mean, clamped, ess = torch.stack([weight.mean(), clamped, ess]).tolist()  # one transfer
+    return {"weight": mean, "weight_clamped": clamped, "weight_ess": ess}
 
 
 def smoothed_target_action(

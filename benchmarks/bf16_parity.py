@@ -17,13 +17,11 @@ Prints a table and writes JSON to benchmarks/results/bf16_parity.json.
 from __future__ import annotations
 
 import argparse
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.runs import train_run, write_result
+from benchmarks.runs import train_run, worker_pool, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODES = {"float32": [], "bf16": ["algo.precision=bf16", "algo.compile=true"]}
@@ -104,7 +102,7 @@ def main() -> None:
 
     jobs = [(mode, seed) for seed in args.seeds for mode in MODES]
     threads = 1 if args.jobs > 1 else 0
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+    with worker_pool(args.jobs) as pool:
         futures = {
             job: pool.submit(run_one, *job, args.steps, args.eval_every, args.run_dir, threads)
             for job in jobs

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import argparse
 import re
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.runs import train_run, write_result
+from benchmarks.runs import train_run, worker_pool, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = {"medium": "local/hopper/medium-v0", "medium_replay": "local/hopper/medium-replay-v0"}
@@ -172,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     jobs.sort(key=lambda job: -cost(job))  # longest first
     threads = args.threads if args.threads is not None else (1 if args.jobs > 1 else 0)
-    with ProcessPoolExecutor(max_workers=args.jobs, mp_context=get_context("spawn")) as pool:
+    with worker_pool(args.jobs) as pool:
         futures = {
             job: pool.submit(
                 run_one,

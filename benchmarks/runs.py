@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
+import signal
+import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
+
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): signal this process when its parent dies
 
 
 def train_run(
@@ -30,6 +38,26 @@ def train_run(
     start = time.perf_counter()
     train(cfg, run_dir)
     return read_csv(run_dir / "eval.csv"), time.perf_counter() - start
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """Worker initialiser: on Linux the kernel sends this worker SIGTERM when the benchmark
+    process dies, so a killed benchmark (``kill``, not only Ctrl-C, which reaches the whole
+    process group) leaves no training running on the cores it held."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def worker_pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` spawned worker processes that exit when the benchmark process dies."""
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=get_context("spawn"),
+        initializer=_exit_with_parent,
+        initargs=(os.getpid(),),
+    )
 
 
 def write_result(args: argparse.Namespace, payload: dict[str, Any]) -> None:

@@ -5,6 +5,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -141,3 +147,37 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
         offline_main([*argv[:4], "--set", "cql:algo.beta=1"])
     with pytest.raises(SystemExit, match="--set expects"):
         offline_main([*argv[:5], "--set", "iql:beta"])
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
+    status = Path(f"/proc/{pid}/status")
+    try:
+        state = next(line for line in status.read_text().splitlines() if line.startswith("State"))
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return "Z" not in state.split()[1]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal is Linux")
+def test_worker_pool_workers_exit_when_the_benchmark_is_killed():
+    script = (
+        "import os, time\n"
+        "from benchmarks.runs import worker_pool\n"
+        "with worker_pool(1) as pool:\n"
+        "    print(pool.submit(os.getpid).result(), flush=True)\n"
+        "    pool.submit(time.sleep, 120).result()\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE)
+    try:
+        worker = int(parent.stdout.readline())
+        assert _alive(worker)
+        os.kill(parent.pid, signal.SIGKILL)  # no handler runs: only the kernel can stop the worker
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker), "the pool's worker outlived the killed benchmark"
+    finally:
+        parent.kill()

@@ -86,9 +86,11 @@ def run_one(
 
 
 def override_tag(override: str) -> str:
-    """``"algo.beta=1.0"`` -> ``"beta1.0"``: a run-directory-safe name for an override."""
+    """``"algo.beta=1.0"`` -> ``"beta1.0"``, ``"env.clip_obs=5"`` -> ``"env.clip_obs5"``: a
+    run-directory-safe name for an override (only the common ``algo.`` prefix is dropped,
+    so keys with the same leaf in different groups name different runs)."""
     key, _, value = override.partition("=")
-    return re.sub(r"[^A-Za-z0-9.\-]", "", key.split(".")[-1] + value)
+    return re.sub(r"[^A-Za-z0-9._\-]", "", key.removeprefix("algo.") + value)
 
 
 def parse_set(items: list[str], algos: list[str]) -> dict[str, tuple[str, ...]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.offline import main as offline_main
+from benchmarks.offline import override_tag
 from benchmarks.throughput import alternate, main
 from offline.collect import main as collect_main
 from offline.datasets import load_dataset
@@ -181,3 +182,10 @@ def test_worker_pool_workers_exit_when_the_benchmark_is_killed():
         assert not _alive(worker), "the pool's worker outlived the killed benchmark"
     finally:
         parent.kill()
+
+
+def test_override_tag_names_runs_apart():
+    assert override_tag("algo.beta=1.0") == "beta1.0"  # the common case stays short
+    assert override_tag("env.gamma=0.9") != override_tag("algo.gamma=0.9")
+    assert override_tag("env.gamma=0.9") == "env.gamma0.9"
+    assert override_tag("algo.hidden=[64, 64]") == "hidden6464"  # no brackets, commas, spaces

@@ -151,6 +151,27 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
         offline_main([*argv[:5], "--set", "iql:beta"])
 
 
+def test_offline_benchmark_reads_a_d4rl_file(tmp_path, monkeypatch, capsys):
+    """--dataset-id takes a D4RL-format HDF5 path (how users with D4RL's files run it)."""
+    import h5py
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect_main(["env=Hopper", "policy=random", "steps=300", "dataset_id=t/hopper/rand-v0"])
+    data = load_dataset("t/hopper/rand-v0")
+    path = tmp_path / "hopper_random.hdf5"
+    with h5py.File(path, "w") as f:
+        f["observations"], f["next_observations"] = data.obs.numpy(), data.next_obs.numpy()
+        f["actions"], f["rewards"] = data.action.numpy(), data.reward.numpy()
+        f["terminals"], f["timeouts"] = data.terminated.numpy(), data.truncated.numpy()
+    argv = ["--datasets", "medium", "--algos", "td3_bc", "--steps", "10", "--eval-every", "10"]
+    argv += ["--dataset-id", f"medium={path}", "--run-dir", str(tmp_path / "runs")]
+    (row,) = offline_main([*argv, "--out", str(tmp_path / "offline.json")])["rows"]
+    expected = normalized_score(float(data.episode_returns().mean()), "Hopper-v5")
+    assert row["dataset_id"] == str(path) and row["transitions"] == len(data)
+    assert row["behaviour"] == pytest.approx(expected)
+    assert math.isfinite(row["td3_bc"]["last"])
+
+
 def _alive(pid: int) -> bool:
     """True while ``pid`` runs (a zombie waiting to be reaped counts as gone)."""
     status = Path(f"/proc/{pid}/status")

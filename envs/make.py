@@ -239,6 +239,7 @@ def make_vec_env(
     max_episode_steps: int | None = None,
     env_kwargs: dict[str, Any] | None = None,
     num_threads: int | None = None,
+    flatten_obs: bool = False,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -246,6 +247,9 @@ def make_vec_env(
     ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``. ``backend="native"``
     steps all envs in MuJoCo's C threads (``envs/native.py``, ``num_threads`` of them,
     default all CPUs) and supports the tasks in ``envs.native.SUPPORTED_ENVS``.
+    ``flatten_obs`` flattens Dict/Tuple observations (goal-conditioned tasks) into one
+    float vector with gymnasium's ``FlattenObservation`` (the native tasks' observations
+    are flat already).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -257,7 +261,10 @@ def make_vec_env(
         kwargs["max_episode_steps"] = max_episode_steps
 
     def make_one() -> gym.Env:
-        return SimulatorState(gym.make(env_id, **kwargs))
+        env = gym.make(env_id, **kwargs)
+        if flatten_obs:
+            env = gym.wrappers.FlattenObservation(env)
+        return SimulatorState(env)
 
     env: VectorEnv
     if backend == "native":

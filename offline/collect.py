@@ -21,6 +21,7 @@ step budget, is stored as truncated.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -275,7 +276,6 @@ def write_dataset(
 
     if (ref_min_score is None) != (ref_max_score is None):
         raise UsageError("give ref_min_score and ref_max_score together (or neither)")
-    check_new_dataset_id(dataset_id)
     buffers = [
         EpisodeBuffer(
             id=index,
@@ -290,17 +290,27 @@ def write_dataset(
     refs = {}
     if ref_min_score is not None:
         refs = {"ref_min_score": float(ref_min_score), "ref_max_score": float(ref_max_score)}
-    with warnings.catch_warnings():  # minari warns about every optional metadata field
-        warnings.simplefilter("ignore", UserWarning)
-        dataset = minari.create_dataset_from_buffers(
-            dataset_id,
-            buffers,
-            env=env,
-            algorithm_name=algorithm_name,
-            author="rlcore offline.collect",
-            description=description,
-            **refs,
-        )
+    target = check_new_dataset_id(dataset_id)
+    try:
+        with warnings.catch_warnings():  # minari warns about every optional metadata field
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = minari.create_dataset_from_buffers(
+                dataset_id,
+                buffers,
+                env=env,
+                algorithm_name=algorithm_name,
+                author="rlcore offline.collect",
+                description=description,
+                **refs,
+            )
+    except OSError as error:
+        # a half-written dataset must not look like a finished one: remove it
+        shutil.rmtree(target, ignore_errors=True)
+        raise DatasetError(
+            f"could not write dataset {dataset_id} to {target}: {error.strerror or error}; "
+            "removed the partial dataset (other datasets are untouched). Free disk space "
+            "and record it again."
+        ) from error
     return Path(dataset.storage.data_path).parent
 
 

@@ -212,6 +212,12 @@ def returns_to_go(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float) -
 
 
 def _check_finite(name: str, array: np.ndarray, source: str, row_offset: int = 0) -> None:
+    """Numbers only (bool allowed for flags), and no NaN/inf: else a DatasetError."""
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise DatasetError(
+            f"'{name}' in {source} has dtype {array.dtype}; expected numbers (float or int, "
+            "bool for terminals/timeouts): regenerate or convert the dataset"
+        )
     if np.issubdtype(array.dtype, np.floating):
         bad = ~np.isfinite(array)
         if bad.any():

@@ -2,7 +2,8 @@
 
 Metric names are ``group/name`` (``train/critic_loss``, ``eval/return``, ``time/sps``);
 each group gets its own CSV (``train.csv``, ``eval.csv``...) with a ``step`` column.
-On resume, rows and events after the checkpoint's step are dropped so the files read
+Progress lines and notes also go, time-stamped and unthrottled by the console interval
+for notes, to ``train.log`` in the run directory. On resume, rows and events after the checkpoint's step are dropped so the files read
 like one uninterrupted run.
 """
 
@@ -25,10 +26,15 @@ class Logger:
         console: bool = True,
         resume_step: int | None = None,
         progress_interval_s: float = 10.0,
+        log_file: str | None = "train.log",
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.console, self.csv_files = console, csv_files
+        # line-buffered append: a killed run keeps every line written before the kill
+        self._log_file = (
+            (self.run_dir / log_file).open("a", buffering=1) if log_file is not None else None
+        )
         self.progress_interval_s = progress_interval_s
         self._last_print = 0.0
         self._writer = None
@@ -70,20 +76,38 @@ class Logger:
             csv.writer(f).writerow(row)
 
     def progress(self, text: str, force: bool = False) -> None:
-        """Print a progress line at most every ``progress_interval_s`` seconds."""
+        """Print (and append to train.log) a progress line at most every
+        ``progress_interval_s`` seconds; ``force`` prints it now."""
         now = time.monotonic()
-        if self.console and (force or now - self._last_print >= self.progress_interval_s):
-            print(text, file=sys.stdout, flush=True)
+        if force or now - self._last_print >= self.progress_interval_s:
+            if self.console:
+                print(text, file=sys.stdout, flush=True)
+            self.write_log(text)
             self._last_print = now
+
+    def note(self, text: str) -> None:
+        """A message the user must see (a fallback, a warning): stderr and train.log."""
+        if self.console:
+            print(text, file=sys.stderr, flush=True)
+        self.write_log(text)
+
+    def write_log(self, text: str) -> None:
+        """Append ``text`` to train.log with a time stamp (nothing when disabled)."""
+        if self._log_file is not None and not self._log_file.closed:
+            self._log_file.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {text}\n")
 
     def flush(self) -> None:
         if self._writer is not None:
             self._writer.flush()
+        if self._log_file is not None and not self._log_file.closed:
+            self._log_file.flush()
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._log_file is not None:
+            self._log_file.close()
 
 
 def _read_rows(path: Path) -> list[dict[str, str]]:

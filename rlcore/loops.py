@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +51,8 @@ class LoopSettings:
     eval_every: int = 10_000
     eval_episodes: int = 10
     checkpoint_every: int = 50_000
+    # also checkpoint when this many seconds passed since the last one (0: steps only)
+    checkpoint_every_s: float = 0.0
     log_every: int = 1_000
     # off-policy only
     learning_starts: int = 5_000
@@ -66,17 +69,39 @@ class LoopSettings:
 
 @dataclass
 class RunContext:
-    """Where a loop reports to: logger, checkpoint writer, and an optional resume state."""
+    """Where a loop reports to: logger, checkpoint writer, and an optional resume state.
+
+    ``stop_request`` is set (to a signal's name) by whoever wants the run to end early
+    and cleanly, e.g. rlcore.train's SIGINT/SIGTERM handler: the loop then writes a
+    checkpoint at the next point where its state is complete and raises
+    ``TrainingInterrupted``.
+    """
 
     name: str
     logger: Logger
     save: Callable[[dict[str, Any]], Path]
     resume: dict[str, Any] | None = None
     summary: dict[str, float] = field(default_factory=dict)
+    stop_request: str | None = None
+    last_save_time: float = field(default_factory=time.monotonic)
+
+    def checkpoint(self, state: dict[str, Any]) -> Path:
+        """Write ``state`` through ``save`` and remember when (time-based cadence)."""
+        path = self.save(state)
+        self.last_save_time = time.monotonic()
+        return path
 
 
 class TrainingStopped(RuntimeError):
     """The run stopped early for a reason the user must see (e.g. a NaN loss)."""
+
+
+class TrainingInterrupted(TrainingStopped):
+    """The run was asked to stop (Ctrl-C, SIGTERM) and saved a checkpoint first."""
+
+    def __init__(self, signal_name: str, step: int, path: Path) -> None:
+        super().__init__(f"stopped by {signal_name} at step {step:,}; checkpoint saved to {path}")
+        self.signal_name, self.step, self.path = signal_name, step, path
 
 
 def _crossed(step: int, prev: int, every: int) -> bool:
@@ -84,18 +109,55 @@ def _crossed(step: int, prev: int, every: int) -> bool:
     return every > 0 and step // every > prev // every
 
 
-class _Progress:
-    """Console progress line: steps, steps/s, last episode return, eval, ETA."""
+def _checkpoint_if_due(
+    run: RunContext,
+    settings: LoopSettings,
+    step: int,
+    prev: int,
+    done: bool,
+    snapshot: Callable[[], dict[str, Any]],
+) -> None:
+    """Checkpoint at the end, every ``checkpoint_every`` steps, every
+    ``checkpoint_every_s`` seconds and on a stop request (then raise TrainingInterrupted).
+    Call it only where the loop's state is complete (between steps / iterations)."""
+    overdue = (
+        settings.checkpoint_every_s > 0
+        and time.monotonic() - run.last_save_time >= settings.checkpoint_every_s
+    )
+    stop = run.stop_request
+    if done or stop or overdue or _crossed(step, prev, settings.checkpoint_every):
+        path = run.checkpoint(snapshot())
+        if stop and not done:
+            raise TrainingInterrupted(stop, step, path)
 
-    def __init__(self, run: RunContext, total: int, start: int) -> None:
-        self.run, self.total = run, total
+
+class _Progress:
+    """Console progress line: steps, steps/s, last episode return, eval, ETA.
+
+    Speed and ETA come from the last ``window_s`` seconds, not the whole run: a fast
+    random warm-up or a slow compilation at the start must not skew the estimate."""
+
+    def __init__(self, run: RunContext, total: int, start: int, window_s: float = 60.0) -> None:
+        self.run, self.total, self.window_s = run, total, window_s
         self.t0, self.s0 = time.monotonic(), start
+        self._samples: deque[tuple[float, int]] = deque([(self.t0, start)])
 
     def sps(self, step: int) -> float:
+        """Mean steps/s since this process started (logged as ``time/sps``)."""
         return (step - self.s0) / max(time.monotonic() - self.t0, 1e-9)
 
+    def recent_sps(self, step: int) -> float:
+        """Steps/s over the last ``window_s`` seconds."""
+        now = time.monotonic()
+        if now - self._samples[-1][0] >= 1.0:
+            self._samples.append((now, step))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self.window_s:
+            self._samples.popleft()
+        t_old, s_old = self._samples[0]
+        return (step - s_old) / max(now - t_old, 1e-9)
+
     def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
-        sps = self.sps(step)
+        sps = self.recent_sps(step)
         eta = (self.total - step) / sps if sps > 0 else float("inf")
         text = (
             f"[{self.run.name}] step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%)"
@@ -162,7 +224,7 @@ def _stop_on_nan(
     """Save the last good state (if it is finite) and stop with a clear message."""
     snapshot = state()
     if tensors_finite(snapshot["agent"]):
-        path = run.save(snapshot)
+        path = run.checkpoint(snapshot)
         where = f"saved the last good checkpoint to {path}"
     else:
         where = "parameters were already non-finite; kept the previous checkpoint"
@@ -257,8 +319,7 @@ def off_policy(
         else:
             progress.show(step, last_return, last_eval)
         done = step >= settings.total_steps or settings.reached_target(last_eval)
-        if _crossed(step, prev, settings.checkpoint_every) or done:
-            run.save(snapshot())
+        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
         if done:
             break
 
@@ -351,8 +412,7 @@ def on_policy(
             last_eval = _evaluate_and_log(agent, env, eval_env, settings, run, step, best)
             progress.show(step, last_return, last_eval, force=True)
         done = last_iteration or settings.reached_target(last_eval)
-        if _crossed(step, prev, settings.checkpoint_every) or done:
-            run.save(snapshot())
+        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
         if done:
             break
 
@@ -421,8 +481,7 @@ def offline(
         else:
             progress.show(step, math.nan, last_eval)
         done = step >= settings.total_steps or settings.reached_target(last_eval)
-        if _crossed(step, prev, settings.checkpoint_every) or done:
-            run.save(snapshot())
+        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
         if done:
             break
 

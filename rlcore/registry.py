@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
+import types
+import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 
 class UnknownAlgorithmError(ValueError):
     """Raised for an algorithm name that is not registered."""
+
+
+class ConfigError(ValueError):
+    """A config value of the wrong type or out of range; the message names the fix."""
 
 
 @dataclass(frozen=True)
@@ -34,18 +41,119 @@ class AlgoSpec:
     def config_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.config)
 
-    def config_from_dict(self, values: dict[str, Any]) -> Any:
-        """Typed config from a plain dict; unknown keys raise a clear error."""
+    def config_from_dict(self, values: dict[str, Any], prefix: str = "algo.") -> Any:
+        """Typed config from a plain dict. Unknown keys, values of the wrong type and
+        out-of-range sizes/rates raise ``ConfigError`` naming the key and the fix."""
         cls = self.config_class
-        names = {f.name for f in dataclasses.fields(cls)}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        hints = typing.get_type_hints(cls)
         values = {k: v for k, v in values.items() if k != "name"}
-        unknown = sorted(set(values) - names)
+        unknown = sorted(set(values) - set(fields))
         if unknown:
-            raise ValueError(
-                f"unknown {self.name} option(s) {unknown}; valid options: {sorted(names)}"
+            raise ConfigError(
+                f"unknown {self.name} option(s) {unknown}; valid options: {sorted(fields)}"
             )
-        converted = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+        converted = {}
+        for key, value in values.items():
+            default = fields[key].default
+            example = f" (default {prefix}{key}={default})" if _has_default(fields[key]) else ""
+            try:
+                converted[key] = check_value(key, coerce(value, hints[key]))
+            except (TypeError, ValueError) as error:
+                raise ConfigError(f"{prefix}{key}={value!r}: {error}{example}") from None
         return cls(**converted)
+
+
+def _has_default(field: dataclasses.Field) -> bool:
+    return field.default is not dataclasses.MISSING
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def coerce(value: Any, hint: Any) -> Any:
+    """``value`` converted to the annotated type ``hint`` (ints may be given as integral
+    floats such as ``1e5``, floats as ints; lists become tuples), else ``TypeError``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or isinstance(hint, typing.TypeVar):
+        return value
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        for option in args:
+            if option is type(None):
+                continue
+            try:
+                return coerce(value, option)
+            except TypeError:
+                continue
+        names = " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+        raise TypeError(f"expected {names}")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise TypeError("expected true or false")
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise TypeError("expected an integer")
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise TypeError("expected a number")
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise TypeError("expected a string")
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise TypeError("expected a list, e.g. [256,256]")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(coerce(v, args[0]) for v in value)
+        if len(args) != len(value):
+            raise TypeError(f"expected a list of {len(args)} values")
+        return tuple(coerce(v, a) for v, a in zip(value, args))
+    return value
+
+
+# Name rules for ranges, shared by every algorithm's config (no per-algorithm tables):
+# sizes, counts and learning rates must be positive; discounts and averaging rates lie
+# in (0, 1]; warm-up lengths, coefficients and noise scales are non-negative.
+_POSITIVE_NAMES = {"total_steps", "rollout_steps", "updates_per_step", "cql_n_actions"}
+_POSITIVE_SUFFIXES = ("_lr", "_size", "_frequency", "_epochs", "_minibatches")
+_UNIT_NAMES = {"gamma", "tau", "gae_lambda"}
+_NONNEGATIVE_NAMES = {"learning_starts", "bc_steps", "noise_clip", "max_grad_norm"}
+_NONNEGATIVE_SUFFIXES = ("_coef", "_noise")
+
+
+def check_value(key: str, value: Any) -> Any:
+    """``value`` itself when it is in the range ``key``'s name implies, else ``ValueError``."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if key in ("hidden", "critic_hidden") and isinstance(value, tuple):
+        if not value or any(width <= 0 for width in value):
+            raise ValueError("layer widths must be positive integers, e.g. [256,256]")
+        return value
+    if not isinstance(value, int | float):
+        return value
+    if isinstance(value, float) and math.isnan(value):
+        raise ValueError("must be a number, not nan")
+    positive = (
+        key in _POSITIVE_NAMES
+        or key == "lr"
+        or key.startswith("num_")
+        or key.endswith(_POSITIVE_SUFFIXES)
+    )
+    if positive and not value > 0:
+        raise ValueError("must be > 0")
+    if key in _UNIT_NAMES and not 0 < value <= 1:
+        raise ValueError("must lie in (0, 1]")
+    if (key in _NONNEGATIVE_NAMES or key.endswith(_NONNEGATIVE_SUFFIXES)) and value < 0:
+        raise ValueError("must be >= 0")
+    return value
 
 
 ALGORITHMS: dict[str, AlgoSpec] = {

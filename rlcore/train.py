@@ -14,13 +14,20 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
-from importlib import metadata
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -31,18 +38,21 @@ from rlcore.checkpoint import (
     CHECKPOINT_DIR,
     FORMAT_VERSION,
     LATEST,
-    load_checkpoint,
+    CheckpointWriteError,
+    read_checkpoint,
     save_checkpoint,
 )
 from rlcore.logging import Logger
 from rlcore.loops import (
     LoopSettings,
     RunContext,
+    TrainingInterrupted,
     TrainingStopped,
     off_policy,
     offline,
     on_policy,
 )
+from rlcore.registry import ConfigError, coerce
 from rlcore.utils import seed_everything
 
 # Config fields that change tensor shapes or the meaning of saved state: a resumed run
@@ -71,12 +81,141 @@ class ResumeMismatchError(ValueError):
     """The resumed checkpoint was trained with a different shape-changing setting."""
 
 
+class RunDirExistsError(ValueError):
+    """``run_dir`` already holds a run and ``resume=`` was not given: never overwrite it."""
+
+
+# Files and folders that make a directory a run (Hydra's own .hydra/ and an empty
+# train.log do not: Hydra creates them before the run starts).
+RUN_MARKERS = ("config.yaml", "meta.json", "train.csv", "eval.csv", CHECKPOINT_DIR, "tb")
+
+
+def existing_run_markers(run_dir: str | Path) -> list[str]:
+    """The run files already in ``run_dir`` (empty for a new or empty directory)."""
+    run_dir = Path(run_dir)
+    return [name for name in RUN_MARKERS if (run_dir / name).exists()]
+
+
+def check_new_run_dir(run_dir: str | Path) -> None:
+    """Raise RunDirExistsError when ``run_dir`` already holds a run."""
+    found = existing_run_markers(run_dir)
+    if found:
+        raise RunDirExistsError(
+            f"run_dir={run_dir} already holds a run ({', '.join(found)}); refusing to write a "
+            f"new run into it. Continue that run with resume={run_dir}, or choose another "
+            "run_dir= (or leave it out for a fresh time-stamped one)."
+        )
+
+
+def _top_level_keys() -> set[str]:
+    """Keys of the packaged configs/config.yaml (the documented top-level options)."""
+    text = resources.files("configs").joinpath("config.yaml").read_text()
+    return set(OmegaConf.create(text).keys()) - {"defaults", "hydra"} | {"algo", "env", "logger"}
+
+
+# (type, range check) of the top-level options and the env options the loops use
+_RUN_SCHEMA: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
+    "seed": (int, lambda v: v >= 0, ">= 0"),
+    "total_steps": (int, lambda v: v > 0, "> 0"),
+    "eval_every": (int, lambda v: v >= 0, ">= 0 (0: evaluate at the end only)"),
+    "eval_episodes": (int, lambda v: v >= 1, ">= 1"),
+    "eval_envs": (int, lambda v: v >= 1, ">= 1"),
+    "checkpoint_every": (int, lambda v: v >= 0, ">= 0 (0: by time and at the end only)"),
+    "checkpoint_every_s": (float, lambda v: v >= 0, ">= 0 (0: by steps only)"),
+    "log_every": (int, lambda v: v > 0, "> 0"),
+    "threads": (int | None, lambda v: v is None or v >= 1, ">= 1 or null"),
+    "stop_at_return": (float | None, lambda v: True, "a number or null"),
+    "keep_agent_snapshots": (bool, lambda v: True, "true or false"),
+    "env.num_envs": (int, lambda v: v >= 1, ">= 1"),
+    "env.max_episode_steps": (int | None, lambda v: v is None or v >= 1, ">= 1 or null"),
+    "env.flatten_obs": (bool, lambda v: True, "true or false"),
+}
+
+
+def check_run_config(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: Any) -> None:
+    """Refuse, with one message naming the fix, a config that cannot make a sensible run:
+    unknown top-level keys, values of the wrong type or out of range, and schedules that
+    would end before any learning happens. Converts valid values in place (``1e5`` -> int)."""
+    unknown = sorted(set(cfg_dict) - _top_level_keys())
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {unknown}; top-level options are {sorted(_top_level_keys())}"
+        )
+    for dotted, (hint, ok, rule) in _RUN_SCHEMA.items():
+        group, _, key = dotted.rpartition(".")
+        node = cfg_dict[group] if group else cfg_dict
+        if key not in node:
+            continue
+        try:
+            value = coerce(node[key], hint)
+        except TypeError as error:
+            raise ConfigError(f"{dotted}={node[key]!r}: {error}") from None
+        if not ok(value) or (isinstance(value, float) and value != value):
+            raise ConfigError(f"{dotted}={node[key]!r}: must be {rule}")
+        node[key] = value
+    total = cfg_dict["total_steps"]
+    if spec.loop == "off_policy":
+        starts = int(getattr(algo_cfg, "learning_starts", 0))
+        if total <= starts:
+            raise ConfigError(
+                f"total_steps={total:,} <= algo.learning_starts={starts:,}: the run would end "
+                "before the first gradient update. Raise total_steps or lower "
+                "algo.learning_starts."
+            )
+    if spec.loop == "on_policy":
+        per_rollout = int(algo_cfg.rollout_steps) * int(cfg_dict["env"]["num_envs"])
+        if total < per_rollout:
+            raise ConfigError(
+                f"total_steps={total:,} is less than one rollout (algo.rollout_steps x "
+                f"env.num_envs = {per_rollout:,}): the run would not complete one update. "
+                "Raise total_steps or lower algo.rollout_steps."
+            )
+    minibatches = getattr(algo_cfg, "num_minibatches", None)
+    if spec.loop == "on_policy" and minibatches is not None:
+        per_rollout = int(algo_cfg.rollout_steps) * int(cfg_dict["env"]["num_envs"])
+        if minibatches > per_rollout:
+            raise ConfigError(
+                f"algo.num_minibatches={minibatches} exceeds the rollout's {per_rollout} "
+                "samples; lower algo.num_minibatches"
+            )
+
+
+def check_spaces(
+    spec: registry.AlgoSpec, env_id: str, obs_space: gym.Space, action_space: gym.Space
+) -> None:
+    """Refuse, naming what is supported and the fix, observation spaces the networks
+    cannot take (Dict/Tuple observations need ``env.flatten_obs=true``)."""
+    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
+        return
+    hint = (
+        " Pass env.flatten_obs=true to flatten it into one vector (goal-conditioned "
+        "tasks: observation, achieved_goal, desired_goal)."
+        if isinstance(obs_space, gym.spaces.Dict | gym.spaces.Tuple)
+        else ""
+    )
+    raise ConfigError(
+        f"algo={spec.name} supports flat Box observation spaces (shape (n,)); {env_id} has "
+        f"{obs_space}.{hint}"
+    )
+
+
+def _resuming(resume: str | None) -> bool:
+    return resume not in (None, "", "None", "null")
+
+
 def _run_dir_resolver(resume: str | None, default: str) -> str:
-    return str(resume) if resume not in (None, "", "None", "null") else default
+    return str(resume) if _resuming(resume) else default
+
+
+def _hydra_subdir_resolver(resume: str | None) -> str:
+    """Hydra's own record of a resumed run goes beside the original's, not over it."""
+    return ".hydra_resumed" if _resuming(resume) else ".hydra"
 
 
 if not OmegaConf.has_resolver("rlcore_run_dir"):
     OmegaConf.register_new_resolver("rlcore_run_dir", _run_dir_resolver)
+if not OmegaConf.has_resolver("rlcore_hydra_subdir"):
+    OmegaConf.register_new_resolver("rlcore_hydra_subdir", _hydra_subdir_resolver)
 
 
 def _select(cfg: dict[str, Any], dotted: str) -> Any:
@@ -154,19 +293,26 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     cfg_dict: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     run_dir = Path(run_dir)
     spec = registry.get(cfg_dict["algo"]["name"])
-    if "total_steps" in cfg_dict["algo"]:
+    total = cfg_dict["total_steps"]
+    if "total_steps" in cfg_dict["algo"] and not isinstance(total, bool | str):
         # the run's length is the one budget: a top-level ``total_steps=`` override also
         # sets the algorithm's (IQL anneals its actor lr to 0 over it)
-        cfg_dict["algo"]["total_steps"] = int(cfg_dict["total_steps"])
+        cfg_dict["algo"]["total_steps"] = total
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
+    check_run_config(cfg_dict, spec, algo_cfg)
     env_cfg = cfg_dict["env"]
     env_id = resolve_env_id(env_cfg["id"])
     cfg_dict["env"]["id"] = env_id
 
-    resume_state = None
+    resume_state, resume_notes = None, []
     if cfg_dict.get("resume"):
-        resume_state = load_checkpoint(cfg_dict["resume"])
+        resume_state, resume_file, problems = read_checkpoint(cfg_dict["resume"])
         check_resume_compatible(resume_state["config"], cfg_dict)
+        step = resume_state["loop"]["counters"]["step"]
+        resume_notes = [f"note: {problem}" for problem in problems]
+        resume_notes.append(f"resuming from {resume_file} (step {step:,})")
+    else:
+        check_new_run_dir(run_dir)
     if cfg_dict.get("threads"):
         torch.set_num_threads(int(cfg_dict["threads"]))
     seed = int(cfg_dict["seed"])
@@ -181,6 +327,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         "clip_obs": float(env_cfg.get("clip_obs", 10.0)),
         "max_episode_steps": env_cfg.get("max_episode_steps"),
         "env_kwargs": env_cfg.get("kwargs") or {},
+        "flatten_obs": bool(env_cfg.get("flatten_obs", False)),
     }
     offline_run = spec.loop == "offline"
     if offline_run and not cfg_dict.get("dataset"):
@@ -202,6 +349,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         env_id, max(1, min(int(cfg_dict["eval_envs"]), eval_episodes)), seed=seed + 1, **normalize
     )
     obs_space, action_space = env.single_observation_space, env.single_action_space
+    try:
+        check_spaces(spec, env_id, obs_space, action_space)
+    except ConfigError:
+        env.close()
+        eval_env.close()
+        raise
     agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
 
     resume_step = resume_state["loop"]["counters"]["step"] if resume_state else None
@@ -215,6 +368,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         progress_interval_s=float(log_cfg.get("progress_interval_s", 10.0)),
     )
     _write_run_metadata(run_dir, cfg_dict, resumed=resume_state is not None)
+    for note in resume_notes:
+        logger.note(note)
     spaces = {
         "obs_shape": list(obs_space.shape),
         "action_low": action_space.low,
@@ -236,6 +391,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         path = save_checkpoint(
             {**base, "loop": loop_state, "agent": loop_state["agent"]},
             run_dir / CHECKPOINT_DIR / LATEST,
+            keep_previous=True,
         )
         if cfg_dict.get("keep_agent_snapshots", True):
             save_checkpoint(
@@ -260,6 +416,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         eval_every=int(cfg_dict["eval_every"]),
         eval_episodes=eval_episodes,
         checkpoint_every=int(cfg_dict["checkpoint_every"]),
+        checkpoint_every_s=float(cfg_dict.get("checkpoint_every_s") or 0.0),
         log_every=int(cfg_dict["log_every"]),
         learning_starts=int(getattr(algo_cfg, "learning_starts", 0)),
         batch_size=int(getattr(algo_cfg, "batch_size", 256)),
@@ -268,29 +425,89 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         stop_at_return=cfg_dict.get("stop_at_return"),
     )
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
-    try:
-        if offline_run:
-            dataset, score = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
-            settings.learning_starts = 0
-            return offline(agent, dataset, eval_env, settings, run, score)
-        if spec.loop == "off_policy":
-            buffer = ReplayBuffer(
-                min(algo_cfg.buffer_size, max(settings.total_steps, env.num_envs)),
-                obs_space.shape,
-                action_space.shape,
-                env.num_envs,
-                device=device,
-                seed=seed,
-            )
-            return off_policy(agent, env, eval_env, buffer, settings, run)
-        rollout = RolloutBuffer(
-            settings.rollout_steps, env.num_envs, obs_space.shape, action_space.shape, device
+    with stop_signals(run, logger), log_warnings(logger):
+        try:
+            return _run_loop(spec, cfg_dict, algo_cfg, agent, env, eval_env, settings, run, logger)
+        finally:
+            logger.close()
+            env.close()
+            eval_env.close()
+
+
+def _run_loop(
+    spec: registry.AlgoSpec,
+    cfg_dict: dict[str, Any],
+    algo_cfg: Any,
+    agent: Any,
+    env: Any,
+    eval_env: Any,
+    settings: LoopSettings,
+    run: RunContext,
+    logger: Logger,
+) -> dict[str, float]:
+    """Build the buffer (or load the dataset) the algorithm's loop needs and run it."""
+    obs_space, action_space = env.single_observation_space, env.single_action_space
+    if spec.loop == "offline":
+        dataset, score = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
+        settings.learning_starts = 0
+        return offline(agent, dataset, eval_env, settings, run, score)
+    if spec.loop == "off_policy":
+        buffer = ReplayBuffer(
+            min(algo_cfg.buffer_size, max(settings.total_steps, env.num_envs)),
+            obs_space.shape,
+            action_space.shape,
+            env.num_envs,
+            device=agent.device,
+            seed=settings.seed,
         )
-        return on_policy(agent, env, eval_env, rollout, settings, run)
+        return off_policy(agent, env, eval_env, buffer, settings, run)
+    rollout = RolloutBuffer(
+        settings.rollout_steps, env.num_envs, obs_space.shape, action_space.shape, agent.device
+    )
+    return on_policy(agent, env, eval_env, rollout, settings, run)
+
+
+@contextmanager
+def stop_signals(run: RunContext, logger: Logger) -> Iterator[None]:
+    """While the block runs, SIGINT (Ctrl-C) and SIGTERM ask the loop to save a checkpoint
+    and stop (``run.stop_request``); a second Ctrl-C aborts at once without saving.
+    Only in the main thread (signal handlers cannot be set elsewhere)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if run.stop_request is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        run.stop_request = name
+        logger.note(
+            f"received {name}: saving a checkpoint at the next step boundary, then stopping"
+            + (" (Ctrl-C again aborts without saving)" if signum == signal.SIGINT else "")
+        )
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
     finally:
-        logger.close()
-        env.close()
-        eval_env.close()
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+@contextmanager
+def log_warnings(logger: Logger) -> Iterator[None]:
+    """Warnings raised during the run are shown as usual and also written to train.log."""
+    original = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        original(message, category, filename, lineno, file, line)
+        logger.write_log(f"{category.__name__}: {message}")
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = original
 
 
 def _prepare_offline(
@@ -329,8 +546,12 @@ def _prepare_offline(
     return dataset.to(agent.device), score
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2, run_dir: Path | None = None) -> None:
+    """Print one ``error:`` line (also into the run's train.log) and exit with ``code``."""
     print(f"error: {message}", file=sys.stderr)
+    if run_dir is not None and run_dir.is_dir():
+        with (run_dir / "train.log").open("a") as log:
+            log.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] error: {message}\n")
     raise SystemExit(code)
 
 
@@ -370,17 +591,70 @@ def normalize_overrides(args: list[str]) -> list[str]:
     return out
 
 
+def _remove_if_never_started(run_dir: Path) -> None:
+    """Delete a run directory that holds only what Hydra wrote before the run was refused
+    (.hydra/, an empty train.log), so a mistyped override leaves no empty run behind."""
+    if not run_dir.is_dir():
+        return
+    entries = {p.name for p in run_dir.iterdir()}
+    log = run_dir / "train.log"
+    if entries <= {".hydra", "train.log"} and (not log.exists() or log.stat().st_size == 0):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
 def _hydra_main(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
 
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     try:
         result = train(cfg, run_dir)
+    except ConfigError as error:
+        if not cfg.get("resume"):
+            _remove_if_never_started(run_dir)
+        _fail(str(error), 2)
+    except TrainingInterrupted as error:
+        code = 130 if error.signal_name == "SIGINT" else 143
+        _fail(f"{error}. Continue with resume={run_dir}", code, run_dir)
+    except CheckpointWriteError as error:
+        _fail(
+            f"{error}. The run stopped; free disk space, then continue with "
+            f"resume={run_dir} (from its last good checkpoint)",
+            1,
+            run_dir,
+        )
     except (ResumeMismatchError, TrainingStopped, FileNotFoundError, ValueError) as error:
-        _fail(str(error), 1)
+        _fail(str(error), 1, run_dir)
     except KeyboardInterrupt:
-        _fail(f"interrupted; continue with resume={run_dir} (from its last checkpoint)", 130)
+        _fail(
+            f"aborted without saving; resume={run_dir} continues from the last checkpoint "
+            "written before (if any)",
+            130,
+            run_dir,
+        )
     return float(result.get("eval/return", float("nan")))
+
+
+def check_run_dir_overrides(args: list[str]) -> None:
+    """Before Hydra touches the disk: ``resume=`` must exist, and ``run_dir=`` (or
+    ``hydra.run.dir=``) must not already hold a run unless it is being resumed."""
+    if "-m" in args or "--multirun" in args:
+        return
+    values = dict(arg.split("=", 1) for arg in args if "=" in arg and not arg.startswith("-"))
+    resume = values.get("resume")
+    if resume not in (None, "", "null", "None"):
+        if not Path(resume).exists():
+            _fail(
+                f"resume={resume}: no such run directory or checkpoint file (nothing was "
+                "created); pass the directory of an earlier run",
+                1,
+            )
+        return
+    for key in ("run_dir", "hydra.run.dir"):
+        if key in values:
+            try:
+                check_new_run_dir(values[key])
+            except RunDirExistsError as error:
+                _fail(str(error), 1)
 
 
 def cli(argv: list[str] | None = None) -> None:
@@ -392,6 +666,7 @@ def cli(argv: list[str] | None = None) -> None:
         args = normalize_overrides(args)
     except (registry.UnknownAlgorithmError, UnknownEnvError) as error:
         _fail(str(error))
+    check_run_dir_overrides(args)
     sys.argv = [sys.argv[0], *args]
     main = hydra.main(version_base="1.3", config_path="pkg://configs", config_name="config")(
         _hydra_main

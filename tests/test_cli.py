@@ -134,5 +134,6 @@ def test_nan_loss_stops_with_message_and_good_checkpoint(tmp_path):
 
 def test_resume_of_missing_run_is_a_clear_error(tmp_path):
     out = run_cli(["algo=sac", "env=Hopper", *TINY, f"resume={tmp_path / 'nope'}"], tmp_path)
-    assert out.returncode == 1 and "no checkpoint found" in out.stderr
+    assert out.returncode == 1 and "no such run directory" in out.stderr
+    assert not (tmp_path / "nope").exists()
     assert "Traceback" not in out.stderr

@@ -13,6 +13,7 @@ algorithm's loop. ``train(cfg, run_dir)`` does the same from Python.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import signal
@@ -547,11 +548,15 @@ def _prepare_offline(
 
 
 def _fail(message: str, code: int = 2, run_dir: Path | None = None) -> None:
-    """Print one ``error:`` line (also into the run's train.log) and exit with ``code``."""
+    """Print one ``error:`` line (also into the run's train.log) and exit with ``code``.
+    Called while handling an exception with ``HYDRA_FULL_ERROR=1`` set, it re-raises that
+    exception instead, so its traceback is shown."""
     print(f"error: {message}", file=sys.stderr)
     if run_dir is not None and run_dir.is_dir():
         with (run_dir / "train.log").open("a") as log:
             log.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] error: {message}\n")
+    if os.environ.get("HYDRA_FULL_ERROR") == "1" and sys.exc_info()[1] is not None:
+        raise  # noqa: PLE0704 - re-raise the exception being handled by the caller
     raise SystemExit(code)
 
 
@@ -600,6 +605,11 @@ def _remove_if_never_started(run_dir: Path) -> None:
     log = run_dir / "train.log"
     if entries <= {".hydra", "train.log"} and (not log.exists() or log.stat().st_size == 0):
         shutil.rmtree(run_dir, ignore_errors=True)
+        # and the runs/<algo>/<env>/ folders it may have created, while they are empty
+        for parent in list(run_dir.parents)[:3]:
+            if parent == Path.cwd() or not parent.is_dir() or any(parent.iterdir()):
+                break
+            parent.rmdir()
 
 
 def _hydra_main(cfg: DictConfig) -> float:

@@ -90,7 +90,35 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
-from mujoco.batch import Batch
+
+try:
+    from mujoco.batch import Batch
+except ImportError:  # MuJoCo < 4.0: the task tables stay importable, the back end refuses
+    Batch = None
+
+# The first MuJoCo release with ``mujoco.batch`` (pyproject.toml requires it too; an
+# older MuJoCo installed anyway makes ``backend="auto"`` fall back to sync).
+REQUIRED_MUJOCO = "4.0"
+
+
+class NativeBackendUnavailableError(RuntimeError):
+    """The installed MuJoCo has no ``mujoco.batch``, which the native back end needs."""
+
+
+def batch_available() -> bool:
+    """Whether the installed MuJoCo provides ``mujoco.batch`` (MuJoCo >= 4.0)."""
+    return Batch is not None
+
+
+def require_batch() -> None:
+    """Raise NativeBackendUnavailableError, naming the fix, unless ``batch_available()``."""
+    if not batch_available():
+        raise NativeBackendUnavailableError(
+            f"env backend 'native' needs MuJoCo >= {REQUIRED_MUJOCO} (mujoco.batch); "
+            f"installed: mujoco {getattr(mujoco, '__version__', '?')}. Upgrade with "
+            f"pip install 'mujoco>={REQUIRED_MUJOCO}', or use env.backend=sync "
+            "(or env.backend=auto, which picks native only where it is available)."
+        )
 
 
 @dataclass(frozen=True)
@@ -281,6 +309,7 @@ class NativeVectorEnv(VectorEnv):
         num_threads: int | None = None,
         **task_kwargs: Any,
     ) -> None:
+        require_batch()
         spec = self.spec_task = task_spec(env_id, **task_kwargs)
         if max_episode_steps is None:
             max_episode_steps = gym.spec(env_id).max_episode_steps

@@ -267,7 +267,7 @@ def make_vec_env(
         backend = _auto_backend(env_id)
     env: VectorEnv
     if backend == "native":
-        from envs.native import NativeVectorEnv  # raises, naming MuJoCo 4.0, without it
+        from envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
         env = NativeVectorEnv(env_id, num_envs, num_threads=num_threads, **kwargs)
     else:

@@ -101,8 +101,9 @@ except ImportError:  # MuJoCo < 4.0: the task tables stay importable, the back e
 REQUIRED_MUJOCO = "4.0"
 
 
-class NativeBackendUnavailableError(RuntimeError):
-    """The installed MuJoCo has no ``mujoco.batch``, which the native back end needs."""
+class NativeBackendUnavailableError(ValueError):
+    """The installed MuJoCo has no ``mujoco.batch``, which the native back end needs (a
+    ValueError, like an unknown back end name: the CLI prints it as one line)."""
 
 
 def batch_available() -> bool:

@@ -56,3 +56,18 @@ def test_auto_without_batch_falls_back_to_sync_with_one_warning(old_mujoco):
     with warnings.catch_warnings():  # a task without a native version: sync, no warning
         warnings.simplefilter("error")
         make_vec_env("Reacher", 1, backend="auto").close()
+
+
+def test_cli_reports_the_missing_mujoco_version_in_one_line(
+    old_mujoco, tmp_path, capsys, monkeypatch
+):
+    import sys
+
+    from rlcore.train import cli
+
+    monkeypatch.setattr(sys, "argv", ["rlcore.train"])  # cli() rewrites sys.argv
+    with pytest.raises(SystemExit) as exit_info:
+        cli(["algo=sac", "env=Hopper", "env.backend=native", f"hydra.run.dir={tmp_path}"])
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "MuJoCo >= 4.0" in err and "Traceback" not in err

@@ -105,8 +105,9 @@ class AWAC:
         """One policy sample per (normalised) observation, clamped to the action box."""
         return torch.clamp(self.actor.distribution(obs).sample(), self.low, self.high)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
-        """Action for raw observation(s): the mean (or a sample), clipped to the box."""
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Action for raw observation(s), clipped to the box: a sample from the Gaussian
+        policy, or its mean when ``deterministic``."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
             obs_t = self.obs_normalizer(obs_t)

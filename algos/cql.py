@@ -245,8 +245,10 @@ class CQL:
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.detach().exp()
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
-        """Action for raw observation(s): tanh of the mean (or a sample), in the box."""
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Action for raw observation(s), in the box: a sample from the tanh-Gaussian
+        policy, or tanh of its mean (the mode of the pre-tanh Gaussian) when
+        ``deterministic``."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
             action, _ = self.actor(

@@ -108,8 +108,10 @@ class IQL:
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
         self.updates = 0
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
-        """Action for raw observation(s): the mean (or a sample), clipped to the box."""
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Action for raw observation(s), clipped to the box: a sample from the Gaussian
+        policy, or its mean when ``deterministic``. With ``deterministic_actor`` the policy
+        has no noise and the flag is ignored."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
             obs_t = self.obs_normalizer(obs_t)

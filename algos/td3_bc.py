@@ -94,8 +94,9 @@ class TD3BC:
         self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
         self.updates = 0
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = True) -> np.ndarray:
-        """Policy action for raw observation(s) (the policy is deterministic)."""
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Policy action for raw observation(s). The policy is deterministic (no
+        exploration noise offline), so ``deterministic`` is ignored."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
             action = self.actor(self.obs_normalizer(obs_t)).cpu().numpy()

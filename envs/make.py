@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -35,7 +36,7 @@ SHORT_NAMES: dict[str, str] = {
     "reacher": "Reacher-v5",
     "pusher": "Pusher-v5",
 }
-BACKENDS = ("sync", "async", "native")
+BACKENDS = ("sync", "async", "native", "auto")
 
 
 class UnknownEnvError(ValueError):
@@ -246,7 +247,10 @@ def make_vec_env(
     ``seed`` (if given) seeds the action spaces; the loop seeds the physics through
     ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``. ``backend="native"``
     steps all envs in MuJoCo's C threads (``envs/native.py``, ``num_threads`` of them,
-    default all CPUs) and supports the tasks in ``envs.native.SUPPORTED_ENVS``.
+    default all CPUs) and supports the tasks in ``envs.native.SUPPORTED_ENVS``; it needs
+    MuJoCo >= 4.0 (``mujoco.batch``) and says so when it is missing. ``backend="auto"``
+    (the env configs' default for those tasks) picks native for them when MuJoCo has
+    ``mujoco.batch``, and otherwise sync (with one warning if the reason is an old MuJoCo).
     ``flatten_obs`` flattens Dict/Tuple observations (goal-conditioned tasks) into one
     float vector with gymnasium's ``FlattenObservation`` (the native tasks' observations
     are flat already).
@@ -266,9 +270,11 @@ def make_vec_env(
             env = gym.wrappers.FlattenObservation(env)
         return SimulatorState(env)
 
+    if backend == "auto":
+        backend = _auto_backend(env_id)
     env: VectorEnv
     if backend == "native":
-        from envs.native import NativeVectorEnv
+        from envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
         env = NativeVectorEnv(env_id, num_envs, num_threads=num_threads, **kwargs)
     else:
@@ -285,6 +291,24 @@ def make_vec_env(
         env.action_space.seed(seed)
         env.observation_space.seed(seed)
     return env
+
+
+def _auto_backend(env_id: str) -> str:
+    """``native`` for the tasks it implements when MuJoCo has ``mujoco.batch``, else ``sync``."""
+    from envs import native
+
+    if env_id not in native.SUPPORTED_ENVS:
+        return "sync"
+    if native.batch_available():
+        return "native"
+    warnings.warn(
+        f"env backend 'auto': MuJoCo has no mujoco.batch (needs MuJoCo >= "
+        f"{native.REQUIRED_MUJOCO}), so {env_id} runs on gymnasium's sync vector env "
+        "(same task, slower). Upgrade MuJoCo to use the native back end.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+    return "sync"
 
 
 def final_next_obs(obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:

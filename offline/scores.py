@@ -3,7 +3,7 @@
 normalised = 100 * (return - random) / (expert - random)   (``rlcore.evaluate``)
 
 The table is D4RL's (``d4rl/infos.py``, the -random-v0 / expert values that the -v1/-v2
-datasets reuse), copied from ALGORITHMS.md. Minari datasets may carry their own
+datasets reuse), copied from there. Minari datasets may carry their own
 ``ref_min_score`` / ``ref_max_score`` (random and expert policy returns on their env);
 those are used only for environments the table does not pin.
 """

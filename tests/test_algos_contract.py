@@ -181,15 +181,17 @@ def test_offline_agents_normalise_raw_observations(name):
     torch.manual_seed(0)
     agent = AGENTS[name]()
     obs = np.full(5, 50.0, np.float32)
-    before = agent.act(obs)
+    before = agent.act(obs, deterministic=True)
     agent.obs_normalizer.fit(torch.full((10, 5), 50.0) + torch.randn(10, 5))
     assert torch.allclose(
         agent.obs_normalizer(torch.full((1, 5), 50.0)).abs().mean(), torch.tensor(0.0), atol=1.0
     )
-    assert not np.allclose(before, agent.act(obs))
+    assert not np.allclose(before, agent.act(obs, deterministic=True))
     clone = AGENTS[name]()
     clone.load_state_dict(agent.state_dict())
-    np.testing.assert_array_equal(clone.act(obs), agent.act(obs))
+    np.testing.assert_array_equal(
+        clone.act(obs, deterministic=True), agent.act(obs, deterministic=True)
+    )
 
 
 def test_td3_bc_actor_loss_hand_computed():
@@ -228,3 +230,64 @@ def test_expectile_loss_hand_computed():
     diff = torch.tensor([1.0, -2.0])
     # 0.7 * 1 + 0.3 * 4, averaged
     assert expectile_loss(diff, 0.7).item() == pytest.approx((0.7 * 1 + 0.3 * 4) / 2)
+
+
+# ------------------------------------------------- act(obs, deterministic=False) semantics
+
+# Agents whose policy has no noise: ``deterministic`` is ignored. Every other agent samples
+# by default (SAC, CQL, Cal-QL: tanh-Gaussian; IQL, AWAC, PPO: Gaussian; TD3: its
+# exploration noise) and returns the mode with ``deterministic=True``.
+DETERMINISTIC_ACTORS = {"td3_bc", "rebrac", "iql_deterministic"}
+
+
+def test_every_registered_algorithm_is_in_the_contract():
+    from rlcore import registry
+
+    assert set(registry.ALGORITHMS) <= set(AGENTS)
+
+
+def policy_mode(name: str, agent, obs: np.ndarray) -> np.ndarray:
+    """The policy's most likely action, computed from its networks (not through act)."""
+    from rlcore.nets import DeterministicActor, GaussianActor, TanhGaussianActor
+
+    with torch.no_grad():
+        x = torch.as_tensor(obs)[None]
+        if hasattr(agent, "obs_normalizer"):
+            x = agent.obs_normalizer(x)
+        if isinstance(agent.actor, TanhGaussianActor):  # tanh of the pre-tanh mean
+            mean, _ = agent.actor.net(x).chunk(2, dim=-1)
+            action = agent.actor.to_env(torch.tanh(mean))
+        elif isinstance(agent.actor, GaussianActor):
+            action = agent.actor.distribution(x).mean
+        else:
+            assert isinstance(agent.actor, DeterministicActor)
+            action = agent.actor(x)
+        if name != "ppo":  # PPO's act is unclipped (the loop clips for the env)
+            action = action.clamp(torch.as_tensor(ACT.low), torch.as_tensor(ACT.high))
+    return action[0].numpy()
+
+
+@pytest.mark.parametrize("name", list(AGENTS))
+def test_act_deterministic_is_the_mode_and_default_samples(name):
+    torch.manual_seed(0)
+    agent = AGENTS[name]()
+    if hasattr(agent, "obs_normalizer"):
+        agent.obs_normalizer.fit(torch.randn(50, 5) * 3 + 1)
+    obs = np.random.default_rng(1).normal(size=5).astype(np.float32)
+    mode = policy_mode(name, agent, obs)
+    det = agent.act(obs, deterministic=True)
+    np.testing.assert_allclose(det, mode, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(det, agent.act(obs, deterministic=True))
+    if name in DETERMINISTIC_ACTORS:
+        np.testing.assert_array_equal(agent.act(obs), det)
+        np.testing.assert_array_equal(agent.act(obs, deterministic=False), det)
+        return
+    first, second = agent.act(obs), agent.act(obs)  # the default samples
+    assert not np.allclose(first, second)
+    samples = agent.act(np.repeat(obs[None], 4000, axis=0))
+    assert samples.std(axis=0).min() > 1e-3
+    if name != "ppo":
+        assert (samples >= ACT.low).all() and (samples <= ACT.high).all()
+    # tanh and the clip to the box are monotonic per dimension, so the median of the
+    # sampled actions is the mode (tanh of the pre-tanh mean, or the clipped mean)
+    np.testing.assert_allclose(np.median(samples, axis=0), mode, atol=0.06)

@@ -297,9 +297,9 @@ def test_act_on_raw_observations_inside_the_box(cls):
     torch.manual_seed(0)
     agent = make(cls)
     raw = np.full(5, 50.0, np.float32)
-    before = agent.act(raw)
+    before = agent.act(raw, deterministic=True)
     agent.obs_normalizer.fit(torch.full((10, 5), 50.0) + torch.randn(10, 5))
-    assert not np.allclose(before, agent.act(raw))  # the actor sees normalised inputs
+    assert not np.allclose(before, agent.act(raw, deterministic=True))  # sees normalised inputs
     many = np.random.default_rng(0).normal(50.0, 100.0, size=(7, 5)).astype(np.float32)
     for deterministic in (True, False):
         single = agent.act(raw, deterministic=deterministic)
@@ -308,7 +308,9 @@ def test_act_on_raw_observations_inside_the_box(cls):
         assert batched.dtype == np.float32
         for action in (single, batched):
             assert (action >= ACT.low).all() and (action <= ACT.high).all()
-    np.testing.assert_array_equal(agent.act(raw), agent.act(raw))  # deterministic by default
+    # the default samples (as in every agent); deterministic=True gives the mode
+    assert not np.allclose(agent.act(raw), agent.act(raw))
+    np.testing.assert_array_equal(agent.act(raw, deterministic=True), agent.act(raw, True))
 
 
 # ------------------------------------------------------------------ networks and configs

@@ -1,0 +1,75 @@
+"""The README's "Use an algorithm in your own code" loops run as written (with shorter
+run lengths): the SAC off-policy loop and the PPO on-policy loop."""
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SECTION = "## Use an algorithm in your own code"
+# the line ending in "# run length..." holds every loop length of an example
+# (PPO: 2 x 128 steps per env pass Pendulum's 200-step time limit, so the truncation
+# bootstrap runs)
+SHORT = {
+    "total_steps": 300,
+    "learning_starts": 200,
+    "num_envs": 2,
+    "num_steps": 128,
+    "iterations": 2,
+}
+
+
+def section_examples() -> list[str]:
+    """The python blocks of the section that train (call ``agent.update``)."""
+    text = README.read_text()
+    start = text.index(SECTION) + len(SECTION)
+    body = text[start : text.index("\n## ", start)]
+    blocks = re.findall(r"```python\n(.*?)```", body, flags=re.S)
+    return [block for block in blocks if "agent.update(" in block]
+
+
+def shortened(code: str) -> str:
+    """``code`` with its run-length line replaced by the SHORT values."""
+    pattern = re.compile(r"^([\w, ]+?) = ([^#\n]+?)  # run length.*$", flags=re.M)
+    match = pattern.search(code)
+    assert match, "each README loop example keeps its loop lengths on one '# run length' line"
+    names = [n.strip() for n in match.group(1).split(",")]
+    assert set(names) <= set(SHORT), names
+    values = ", ".join(str(SHORT[n]) for n in names)
+    return code[: match.start()] + f"{', '.join(names)} = {values}" + code[match.end() :]
+
+
+def test_section_has_the_sac_and_ppo_loops():
+    examples = section_examples()
+    assert len(examples) == 2
+    assert "SAC(" in examples[0] and "ReplayBuffer(" in examples[0]
+    assert "PPO(" in examples[1] and "RolloutBuffer(" in examples[1]
+    for name in ("agent.explore(", "agent.value(", "rollout.compute(", "progress="):
+        assert name in examples[1]
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["sac", "ppo"])
+def test_readme_loop_example_runs(index):
+    import torch
+
+    torch.manual_seed(0)
+    namespace: dict = {}
+    exec(
+        compile(shortened(section_examples()[index]), f"README example {index}", "exec"), namespace
+    )
+    metrics = namespace["metrics"]  # the last update's metrics
+    assert metrics and all(math.isfinite(v) for v in metrics.values()), metrics
+    agent = namespace["agent"]
+    if index == 0:
+        assert "critic_loss" in metrics and len(namespace["buffer"]) == SHORT["total_steps"]
+        assert set(namespace["state"]) >= {"actor", "critic"}
+    else:
+        assert "policy_loss" in metrics and agent.updates == SHORT["iterations"]
+        rollout = namespace["rollout"]
+        assert rollout.step == SHORT["num_steps"]
+        truncated = rollout.truncated > 0  # the time limit at env step 200: row 200 - 128 - 1
+        assert truncated.any(dim=1).nonzero().flatten().tolist() == [200 - SHORT["num_steps"] - 1]
+        assert (rollout.bootstrap_value[truncated] != 0).all()
+        assert (rollout.bootstrap_value[~truncated] == 0).all()

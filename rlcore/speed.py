@@ -32,11 +32,11 @@ from rlcore.utils import check_precision
 
 ALLOW_EMULATED_BF16 = "RLCORE_ALLOW_EMULATED_BF16"
 
-# compile="auto" compiles runs of more than this many env steps (offline: gradient steps).
-# Compilation costs ~20-60 s once per process; it is repaid after ~5k SAC updates (57.9 ->
-# 99.9 updates/s on an AVX2 EPYC, 172 -> 285 on a Xeon) or one PPO rollout's update, so
-# 100k leaves a wide margin on slower machines, while the suite's runs (<= 100k steps) and
-# quick looks stay eager and start at once.
+# compile="auto" compiles runs of more than this many env steps. Compilation costs ~20-60 s
+# once per process; SAC repays it within ~5-15k updates (57.9 -> 99.9 updates/s on an
+# AVX2-only EPYC, 172 -> 285 on a Xeon with AMX), PPO within its first rollouts, so 100k
+# leaves a wide margin on slower machines, while short runs (quick looks, every run of
+# the test suite, <= 100k steps) skip the start-up wait.
 AUTO_COMPILE_ABOVE_STEPS = 100_000
 COMPILE_CHOICES = (True, False, "auto")
 

@@ -16,6 +16,12 @@ effective ``precision`` / ``compile`` of an agent.
 ``resolve_speed_modes`` applies both to an algorithm's config, once, in its constructor;
 the agent's ``config`` then holds the effective values (``precision`` float32 / bf16,
 ``compile`` a bool).
+
+Simulating an AVX2-only CPU on a bf16 machine takes ``ONEDNN_MAX_CPU_ISA=AVX2`` (bf16
+matmuls run in oneDNN; alone it makes SAC's bf16 update ~8-10x slower than float32 here)
+and ``ATEN_CPU_CAPABILITY=avx2`` (ATen's own kernels; alone it leaves bf16 fast). Detection
+treats either as emulated, erring toward float32. Compiled graphs then need a fresh
+``TORCHINDUCTOR_CACHE_DIR``: kernels cached without the variables crashed with them set.
 """
 
 from __future__ import annotations

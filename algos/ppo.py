@@ -81,7 +81,7 @@ class PPO:
         device: str | torch.device = "cpu",
     ) -> None:
         self.device = torch.device(device)
-        # effective compile: "auto" -> long runs only; eager, with one warning, without a C++ compiler
+        # effective compile: "auto" compiles long runs only; no C++ compiler -> eager + warning
         self.config = config = resolve_speed_modes(config or PPOConfig(), self.device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

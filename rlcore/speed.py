@@ -18,7 +18,7 @@ the agent's ``config`` then holds the effective values (``precision`` float32 / 
 ``compile`` a bool).
 
 Simulating an AVX2-only CPU on a bf16 machine takes ``ONEDNN_MAX_CPU_ISA=AVX2`` (bf16
-matmuls run in oneDNN; alone it makes SAC's bf16 update ~8-10x slower than float32 here)
+matmuls run in oneDNN; alone it makes SAC's bf16 update ~8-15x slower than float32 here)
 and ``ATEN_CPU_CAPABILITY=avx2`` (ATen's own kernels; alone it leaves bf16 fast). Detection
 treats either as emulated, erring toward float32. Compiled graphs then need a fresh
 ``TORCHINDUCTOR_CACHE_DIR``: kernels cached without the variables crashed with them set.
@@ -153,7 +153,8 @@ def resolve_speed_modes(config: T, device: str | torch.device = "cpu") -> T:
     names = {field.name for field in dataclasses.fields(config)}  # type: ignore[arg-type]
     changes: dict[str, Any] = {}
     if "precision" in names:
-        changes["precision"] = resolve_precision(config.precision, device)  # type: ignore[attr-defined]
+        precision = config.precision  # type: ignore[attr-defined]
+        changes["precision"] = resolve_precision(precision, device)
     if "compile" in names:
         changes["compile"] = resolve_compile(
             config.compile,  # type: ignore[attr-defined]

@@ -38,11 +38,11 @@ import torch
 
 from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     batched_obs,
-    check_precision,
     ensure_finite,
     load_state_into,
     mixed_precision,
@@ -82,8 +82,8 @@ class AWAC:
         config: AWACConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.config = config = config or AWACConfig()
-        check_precision(config.precision)
+        # effective precision: float32, with one warning, where bf16 would be emulated
+        self.config = config = resolve_speed_modes(config or AWACConfig(), device)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

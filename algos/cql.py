@@ -71,11 +71,11 @@ from rlcore.nets import (
     polyak_update,
     xavier_uniform_init,
 )
+from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     batched_obs,
-    check_precision,
     ensure_finite,
     frozen,
     load_state_into,
@@ -183,8 +183,8 @@ class CQL:
         device: str | torch.device = "cpu",
         calibrate: bool = False,
     ) -> None:
-        self.config = config = config or CQLConfig()
-        check_precision(config.precision)
+        # effective precision: float32, with one warning, where bf16 would be emulated
+        self.config = config = resolve_speed_modes(config or CQLConfig(), device)
         if config.network_init not in NETWORK_INITS:
             raise ValueError(
                 f"unknown network_init '{config.network_init}', choose from {NETWORK_INITS}"

@@ -37,11 +37,11 @@ from rlcore.nets import (
     QEnsemble,
     polyak_update,
 )
+from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     batched_obs,
-    check_precision,
     ensure_finite,
     load_state_into,
     mixed_precision,
@@ -82,8 +82,8 @@ class IQL:
         config: IQLConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.config = config = config or IQLConfig()
-        check_precision(config.precision)
+        # effective precision: float32, with one warning, where bf16 would be emulated
+        self.config = config = resolve_speed_modes(config or IQLConfig(), device)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

@@ -12,14 +12,15 @@ Departures from the paper:
 * Truncated episodes bootstrap from V(final observation) instead of being treated as
   terminal (rlcore.buffers.compute_gae).
 
-Speed options (off by default; same maths, results equal to float tolerance, tested):
-``fused_optimizer`` (one-kernel Adam) and ``compile`` (the whole minibatch step, loss,
-gradients, clipping and Adam, as one ``torch.compile``d graph via
-``rlcore.compiled.CompiledAdamStep``: a few fused kernels instead of ~200 small ops and
-the autograd bookkeeping; the rollout's per-step actor + critic evaluation is compiled
-too, drawing the same action noise as eager; needs a C++ compiler, costs ~10-20 s of
-compilation at start; a non-finite loss is reported after that minibatch's step instead
-of before it).
+Speed options (off by default, ``compile="auto"`` on the command line; same maths, results
+equal to float tolerance, tested): ``fused_optimizer`` (one-kernel Adam) and ``compile``
+(the whole minibatch step, loss, gradients, clipping and Adam, as one ``torch.compile``d
+graph via ``rlcore.compiled.CompiledAdamStep``: a few fused kernels instead of ~200 small
+ops and the autograd bookkeeping; the rollout's per-step actor + critic evaluation is
+compiled too, drawing the same action noise as eager; needs a C++ compiler (eager, with
+one warning, without one), costs ~10-20 s of compilation at start, so ``"auto"`` compiles
+only runs of more than 100k steps (``rlcore.speed``); a non-finite loss is reported after
+that minibatch's step instead of before it).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from torch import nn
 
 from rlcore.compiled import CompiledAdamStep, compile_graph
 from rlcore.nets import MLP, GaussianActor, orthogonal_init
+from rlcore.speed import resolve_speed_modes
 from rlcore.types import RolloutBatch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
 
@@ -59,7 +61,7 @@ class PPOConfig:
     activation: str = "tanh"  # hidden activation
     init_log_std: float = 0.0  # initial policy log-std
     fused_optimizer: bool = False  # fused Adam (CleanRL uses the default Adam)
-    compile: bool = False  # torch.compile the whole minibatch step (float-tolerance equal)
+    compile: bool | str = False  # True | False | "auto": the minibatch step as one graph
     # env-side recipe settings (applied by rlcore.train when building the envs)
     normalize_obs: bool = True  # running observation standardisation (clip 10)
     normalize_reward: bool = True  # scale rewards by the std of discounted returns (clip 10)
@@ -78,8 +80,9 @@ class PPO:
         config: PPOConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.config = config = config or PPOConfig()
         self.device = torch.device(device)
+        # effective compile: "auto" compiles long runs only; no C++ compiler -> eager + warning
+        self.config = config = resolve_speed_modes(config or PPOConfig(), self.device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
         self.actor = GaussianActor(

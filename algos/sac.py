@@ -16,12 +16,15 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   runs without autograd, Adam uses the fused step.
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
   parameters, optimiser state, network outputs and losses in float32; acting and
-  evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16.
-* Opt-in ``compile=True``: the whole update -- critic step, the actor and temperature
+  evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16
+  (float32, with one warning, where bf16 would be emulated: ``rlcore.speed``).
+* ``compile=True``: the whole update -- critic step, the actor and temperature
   burst, Polyak average; losses, gradients and Adam -- runs as one ``torch.compile``d
   graph (``_graph_update``, built from ``rlcore.compiled``'s functional pieces; the
   policy's noise comes from torch's generator as in eager mode). Same maths, equal to
-  float tolerance; needs a C++ compiler and ~20-40 s of compilation.
+  float tolerance; needs a C++ compiler (eager, with one warning, without one) and ~20-40 s
+  of compilation. ``"auto"`` (the command line's default) compiles runs of more than 100k
+  steps; the dataclass default stays eager (an agent built by hand has no run length).
 
 Use in your own loop::
 
@@ -52,11 +55,11 @@ from rlcore.compiled import (
 )
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
+from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     batched_obs,
-    check_precision,
     ensure_finite,
     frozen,
     load_state_into,
@@ -86,7 +89,7 @@ class SACConfig:
     target_frequency: int = 1  # critic updates per target Polyak update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
     precision: str = "float32"  # "bf16": updates' forward passes in bfloat16 autocast
-    compile: bool = False  # torch.compile critic and actor steps (float-tolerance equal)
+    compile: bool | str = False  # True | False | "auto": the update as one compiled graph
     # loop settings (read by rlcore.loops.off_policy through rlcore.train)
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
@@ -105,9 +108,9 @@ class SAC:
         config: SACConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.config = config = config or SACConfig()
         self.device = torch.device(device)
-        check_precision(config.precision)
+        # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
+        self.config = config = resolve_speed_modes(config or SACConfig(), self.device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
         self.actor = TanhGaussianActor(

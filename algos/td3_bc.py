@@ -25,11 +25,11 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     batched_obs,
-    check_precision,
     ensure_finite,
     frozen,
     load_state_into,
@@ -72,8 +72,8 @@ class TD3BC:
         config: TD3BCConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.config = config = config or TD3BCConfig()
-        check_precision(config.precision)
+        # effective precision: float32, with one warning, where bf16 would be emulated
+        self.config = config = resolve_speed_modes(config or TD3BCConfig(), device)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

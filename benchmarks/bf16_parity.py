@@ -11,7 +11,13 @@ final evaluation return, the mean of the last three evaluations (less noisy) and
 best, and whether every bf16 seed's final return lies inside the float32 seeds' range
 (the issue's "within the seed spread of float32"). ``--jobs n`` runs n trainings at a
 time with one torch thread each; interrupted runs resume from their checkpoints.
-Prints a table and writes JSON to benchmarks/results/bf16_parity.json.
+Prints a table and writes JSON to benchmarks/results/bf16_parity.json, with which speed
+modes were native (``speed_modes``).
+
+Needs a machine where bf16 is native (a GPU with bf16, a CPU with AVX512-BF16 or AMX):
+elsewhere rlcore runs precision=bf16 as float32 (``rlcore.speed``), so the comparison
+would be float32 against itself, and emulated bf16 (``RLCORE_ALLOW_EMULATED_BF16=1``)
+would take ~13x longer; the script stops with that message instead.
 """
 
 from __future__ import annotations
@@ -22,9 +28,22 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.runs import train_run, worker_pool, write_result
+from rlcore.speed import ALLOW_EMULATED_BF16, speed_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MODES = {"float32": [], "bf16": ["algo.precision=bf16", "algo.compile=true"]}
+# float32 eager as the reference (compile named: the default "auto" depends on the length)
+MODES = {"float32": ["algo.compile=false"], "bf16": ["algo.precision=bf16", "algo.compile=true"]}
+
+
+def check_bf16_native(report: dict) -> None:
+    """Stop with the reason unless bf16 is native here (or emulation was asked for)."""
+    if not report["bf16_native"] and not report["emulated_bf16_allowed"]:
+        raise SystemExit(
+            f"bf16 is not native on this machine ({report['bf16_reason']}): precision=bf16 "
+            "would run float32 and this benchmark would compare float32 with itself. Run it "
+            f"on a CPU with AVX512-BF16/AMX or a GPU ({ALLOW_EMULATED_BF16}=1 runs emulated "
+            "bf16, ~13x slower)."
+        )
 
 
 def run_one(mode: str, seed: int, steps: int, eval_every: int, run_dir: Path, threads: int) -> dict:
@@ -99,6 +118,8 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/bf16_parity"))
     parser.add_argument("--out", type=Path, default=RESULTS / "bf16_parity.json")
     args = parser.parse_args()
+    modes = speed_report("cpu")
+    check_bf16_native(modes)
 
     jobs = [(mode, seed) for seed in args.seeds for mode in MODES]
     threads = 1 if args.jobs > 1 else 0
@@ -110,7 +131,7 @@ def main() -> None:
         results = {f"{mode}_seed{seed}": f.result() for (mode, seed), f in futures.items()}
 
     report = summarise(results, args.seeds)
-    write_result(args, {"runs": results, **report})
+    write_result(args, {"runs": results, **report, "speed_modes": modes})
 
 
 if __name__ == "__main__":

@@ -25,10 +25,14 @@ Sections (``--sections``, default all):
 
 Every measurement alternates the contenders (A B A B ..., ``--rounds``) and reports
 per-contender medians and the ratio of medians. Baselines that are not installed are
-skipped with a note and ``null`` in the JSON. The JSON (``--out``; default
+skipped with a note and ``null`` in the JSON. So are speed modes this machine lacks
+(``rlcore.speed``): bf16 columns where bf16 would be emulated (an AVX2-only CPU: ~13x
+slower, not a speed mode; ``RLCORE_ALLOW_EMULATED_BF16=1`` times them anyway) and compile
+columns without a C++ compiler. The JSON (``--out``; default
 ``benchmarks/results/throughput.json``, ``throughput_quick.json`` with ``--quick``) is
-rewritten after every section and holds the machine description, every sample, the
-medians, the ratios and the target checks.
+rewritten after every section and holds the machine description (with
+``speed_modes``: CPU capability, bf16 native or not and why, the C++ compiler), every
+sample, the medians, the ratios and the target checks.
 """
 
 from __future__ import annotations
@@ -125,9 +129,47 @@ def cpu_description() -> dict[str, Any]:
     return {"cpu_model": model, "cpu_features": [f for f in features if f in flags]}
 
 
+def mode_skips() -> dict[str, str | None]:
+    """Why each speed mode is not timed on this machine (None: it is): ``bf16`` where it
+    would be emulated, ``compile`` without a C++ compiler (rlcore.speed decides both)."""
+    from rlcore.speed import ALLOW_EMULATED_BF16, speed_report
+
+    report = speed_report("cpu")
+    bf16 = None
+    if not report["bf16_native"] and not report["emulated_bf16_allowed"]:
+        bf16 = (
+            f"bf16 would be emulated here ({report['bf16_reason']}): bf16 columns skipped, "
+            f"not timed ({ALLOW_EMULATED_BF16}=1 times them anyway)"
+        )
+    compile = None
+    if report["cxx_compiler"] is None:
+        compile = (
+            "no C++ compiler ($CXX, g++, c++, clang++): compile columns skipped "
+            "(compile=true would run eager)"
+        )
+    return {"bf16": bf16, "compile": compile}
+
+
+def _modes(bf16: bool, compile: bool) -> list[str]:
+    return [mode for mode, used in (("bf16", bf16), ("compile", compile)) if used]
+
+
+def skip_mode(modes: Sequence[str], notes: list[str]) -> bool:
+    """True when a contender using ``modes`` ("bf16", "compile") is not to be timed here;
+    each reason is noted once per section."""
+    reasons = [reason for mode, reason in mode_skips().items() if mode in modes and reason]
+    for reason in reasons:
+        if reason not in notes:
+            _note(notes, reason)
+    return bool(reasons)
+
+
 def machine_info(threads: int) -> dict[str, Any]:
-    """Platform, CPUs, library versions, thread counts and load (contention hint)."""
+    """Platform, CPUs, library versions, thread counts, load (contention hint) and which
+    speed modes are native (bf16, a C++ compiler for compile)."""
     import torch
+
+    from rlcore.speed import speed_report
 
     def version(module: str) -> str | None:
         try:
@@ -152,6 +194,7 @@ def machine_info(threads: int) -> dict[str, Any]:
         "gymnasium": version("gymnasium"),
         "stable_baselines3": version("stable_baselines3"),
         "envpool": version("envpool"),
+        "speed_modes": speed_report("cpu"),
     }
 
 
@@ -445,7 +488,9 @@ def section_sac_update(args: argparse.Namespace) -> dict[str, Any]:
     notes: list[str] = []
     buffer = filled_replay_buffer(args.buffer_size, HOPPER_OBS, HOPPER_ACT, args.seed)
     measures: dict[str, Measure | None] = {
-        name: _rlcore_sac_measure(precision, args.updates, buffer, compile)
+        name: None
+        if skip_mode(_modes(precision == "bf16", compile), notes)
+        else _rlcore_sac_measure(precision, args.updates, buffer, compile)
         for name, (precision, compile, _) in SAC_UPDATE_VARIANTS.items()
     }
     if _has_sb3():
@@ -557,8 +602,12 @@ def section_ensemble(args: argparse.Namespace) -> dict[str, Any]:
         "qensemble_fp32_compile": (True, False, True),
         "qensemble_bf16_compile": (True, True, True),
     }
+    notes: list[str] = []
     measures: dict[str, Measure | None] = {
-        k: _ensemble_measure(b, p, args.updates, args.seed, c) for k, (b, p, c) in names.items()
+        k: None
+        if skip_mode(_modes(p, c), notes)
+        else _ensemble_measure(b, p, args.updates, args.seed, c)
+        for k, (b, p, c) in names.items()
     }
     result = alternate(measures, args.rounds)
     med = {k: median_of(v) for k, v in result.items()}
@@ -605,7 +654,7 @@ def section_ensemble(args: argparse.Namespace) -> dict[str, Any]:
         "unit": "updates/s",
         "updates_per_s": result,
         "ratios": ratios,
-        "notes": [],
+        "notes": notes,
         "table": table,
     }
 
@@ -647,8 +696,14 @@ def _loop_seconds(run_dir: Path, step: int) -> float | None:
     return None
 
 
+def _run_modes(overrides: list[str]) -> list[str]:
+    """The speed modes a run's overrides ask for ("bf16", "compile")."""
+    modes = {"algo.precision=bf16": "bf16", "algo.compile=true": "compile"}
+    return [modes[o] for o in overrides if o in modes]
+
+
 def _run_table(
-    rlcore: dict[str, Callable[[], dict[str, float]]],
+    rlcore: dict[str, Callable[[], dict[str, float]] | None],
     sb3: Callable[[], dict[str, float]],
     rounds: int,
     parts: dict[str, str],
@@ -738,13 +793,16 @@ def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
 
     if not _has_sb3():
         _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
-    variants = {
-        "rlcore": [],
+    variants = {  # compile named explicitly: the default "auto" depends on the run length
+        "rlcore": ["algo.compile=false"],
         "rlcore_compile": ["algo.compile=true"],
         "rlcore_bf16_compile": ["algo.precision=bf16", "algo.compile=true"],
     }
     result, ratios, table = _run_table(
-        {name: rlcore_measure(extra) for name, extra in variants.items()},
+        {
+            name: None if skip_mode(_run_modes(extra), notes) else rlcore_measure(extra)
+            for name, extra in variants.items()
+        },
         sb3_measure,
         args.rounds,
         {"whole": "whole run", "post_warmup": "after warm-up"},
@@ -868,9 +926,15 @@ def section_ppo_run(args: argparse.Namespace) -> dict[str, Any]:
 
     if not _has_sb3():
         _note(notes, "stable-baselines3 is not installed: SB3 column skipped")
-    variants = {"rlcore": [], "rlcore_fast": ["algo.fused_optimizer=true", "algo.compile=true"]}
+    variants = {  # compile named explicitly: the default "auto" depends on the run length
+        "rlcore": ["algo.compile=false"],
+        "rlcore_fast": ["algo.fused_optimizer=true", "algo.compile=true"],
+    }
     result, ratios, table = _run_table(
-        {name: rlcore_measure(extra) for name, extra in variants.items()},
+        {
+            name: None if skip_mode(_run_modes(extra), notes) else rlcore_measure(extra)
+            for name, extra in variants.items()
+        },
         sb3_measure,
         args.rounds,
         {
@@ -1270,6 +1334,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "targets": [],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    modes = payload["machine"]["speed_modes"]
+    print(
+        f"{payload['machine'].get('cpu_model')}: CPU capability {modes['cpu_capability']}, "
+        f"bf16 native {modes['bf16_native']} ({modes['bf16_reason']}), C++ compiler "
+        f"{modes['cxx_compiler']}",
+        flush=True,
+    )
     for name in args.sections:
         print(f"\n## {name}", flush=True)
         t0 = time.perf_counter()

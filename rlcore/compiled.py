@@ -33,10 +33,20 @@ from torch import nn
 from torch.func import functional_call, grad_and_value
 
 
+def cxx_compiler() -> str | None:
+    """Path of the C++ compiler torch.compile would build CPU kernels with ($CXX, g++,
+    c++ or clang++), or None when there is none."""
+    for name in (os.environ.get("CXX"), "g++", "c++", "clang++"):
+        path = shutil.which(name) if name else None
+        if path:
+            return path
+    return None
+
+
 def check_cxx_compiler() -> None:
-    """torch.compile on the CPU builds C++ kernels: fail early, with the fix, without one."""
-    candidates = [os.environ.get("CXX"), "g++", "c++", "clang++"]
-    if not any(name and shutil.which(name) for name in candidates):
+    """torch.compile on the CPU builds C++ kernels: fail early, with the fix, without one.
+    (Agents never get here without one: rlcore.speed resolves their ``compile`` first.)"""
+    if cxx_compiler() is None:
         raise RuntimeError(
             "compile=true needs a C++ compiler for torch.compile on the CPU (none of "
             "$CXX, g++, c++, clang++ found): install one (e.g. apt install g++) or set "

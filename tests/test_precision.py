@@ -1,5 +1,8 @@
 """Opt-in bfloat16 mixed precision: float32 stays bit-identical, bf16 updates track
-float32 closely, parameters and optimiser state stay float32, bad values fail clearly."""
+float32 closely, parameters and optimiser state stay float32, bad values fail clearly.
+
+These test bf16's maths, not its speed: they run on every CPU, with bf16 emulated where
+it is not native (RLCORE_ALLOW_EMULATED_BF16=1), at sizes that stay fast emulated."""
 
 import copy
 
@@ -13,9 +16,15 @@ from algos.rebrac import ReBRAC, ReBRACConfig
 from algos.sac import SAC, SACConfig
 from algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.nets import MLP, EnsembleMLP, full_precision
+from rlcore.speed import ALLOW_EMULATED_BF16
 from rlcore.utils import mixed_precision
 from tests.test_algos_contract import ACT, OBS, random_batch
 from tests.test_speed_options import HAS_CXX
+
+
+@pytest.fixture(autouse=True)
+def emulated_bf16_allowed(monkeypatch):
+    monkeypatch.setenv(ALLOW_EMULATED_BF16, "1")
 
 
 def paired_updates(fp32: object, bf16: object, updates: int):

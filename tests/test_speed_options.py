@@ -2,7 +2,6 @@
 equal to the plain run within float tolerance; DiagNormal is torch's Normal exactly."""
 
 import copy
-import shutil
 
 import pytest
 import torch
@@ -10,10 +9,18 @@ import torch
 from algos.ppo import PPO, PPOConfig
 from algos.sac import SAC, SACConfig
 from rlcore.buffers import RolloutBuffer
+from rlcore.compiled import cxx_compiler
 from rlcore.nets import DiagNormal
+from rlcore.speed import ALLOW_EMULATED_BF16
 from tests.test_algos_contract import ACT, OBS, random_batch
 
-HAS_CXX = shutil.which("c++") is not None or shutil.which("g++") is not None
+HAS_CXX = cxx_compiler() is not None
+
+
+@pytest.fixture(autouse=True)
+def emulated_bf16_allowed(monkeypatch):
+    """bf16 cases test maths, not speed: run them on every CPU, emulated or not."""
+    monkeypatch.setenv(ALLOW_EMULATED_BF16, "1")
 
 
 def rollout(agent: PPO, seed: int, steps: int = 64, envs: int = 2):
@@ -215,9 +222,19 @@ def test_many_compiled_sacs_in_one_process():
         assert agent.updates == 2
 
 
-def test_compile_without_a_cxx_compiler_is_a_clear_error(monkeypatch):
+def test_compile_without_a_cxx_compiler_is_the_eager_update(monkeypatch):
+    """No C++ compiler: compile=true warns once (tests/test_speed_modes.py) and runs the
+    eager update itself, bit for bit."""
+    monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr("rlcore.compiled.shutil.which", lambda name: None)
-    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler.*algo.compile=false"):
-        PPO(OBS, ACT, PPOConfig(compile=True))
-    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
-        SAC(OBS, ACT, SACConfig(compile=True))
+    with pytest.warns(UserWarning, match="needs a C\\+\\+ compiler"):
+        asked = SAC(OBS, ACT, SACConfig(compile=True, policy_frequency=1))
+    plain = SAC(OBS, ACT, SACConfig(policy_frequency=1))
+    plain.load_state_dict(copy.deepcopy(asked.state_dict()))
+    for seed in range(2):
+        torch.manual_seed(seed)
+        m_asked = asked.update(random_batch(seed=seed))
+        torch.manual_seed(seed)
+        assert plain.update(random_batch(seed=seed)) == m_asked
+    for p, q in zip(plain.critic.parameters(), asked.critic.parameters()):
+        assert torch.equal(p, q)

@@ -22,6 +22,7 @@ Prints a table and writes JSON to benchmarks/results/offline.json.
 
 from __future__ import annotations
 
+import os
 import argparse
 import re
 from pathlib import Path
@@ -152,6 +153,13 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = sorted(set(args.bf16) - set(args.algos))
     if unknown:
         raise SystemExit(f"--bf16 names algorithms not in --algos: {unknown}")
+    if args.bf16:
+        from rlcore.speed import ALLOW_EMULATED_BF16, bf16_native
+
+        native, reason = bf16_native("cpu")
+        if not native and os.environ.get(ALLOW_EMULATED_BF16) != "1":
+            print(f"note: --bf16 ignored, every algorithm runs float32 ({reason})")
+            args.bf16 = []
     precision = {algo: "bf16" if algo in args.bf16 else "float32" for algo in args.algos}
     dataset_ids = dict(DATASETS)
     for item in args.dataset_id:

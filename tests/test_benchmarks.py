@@ -114,6 +114,7 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
     behaviour score, per-algorithm precision and run dirs; a second call resumes the
     finished runs (same numbers, no retraining); bad --bf16 names fail clearly."""
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    monkeypatch.setenv("RLCORE_ALLOW_EMULATED_BF16", "1")  # the label logic, on any CPU
     collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
     argv = ["--datasets", "medium", "--algos", "td3_bc", "iql", "--bf16", "td3_bc"]
     argv += ["--set", "iql:algo.beta=0.5", "iql:algo.tau=0.01"]

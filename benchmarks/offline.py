@@ -22,8 +22,8 @@ Prints a table and writes JSON to benchmarks/results/offline.json.
 
 from __future__ import annotations
 
-import os
 import argparse
+import os
 import re
 from pathlib import Path
 

@@ -131,6 +131,11 @@ def _checkpoint_if_due(
             raise TrainingInterrupted(stop, step, path)
 
 
+def _number(value: float) -> str:
+    """``12.3`` for a number, ``-`` before the first episode or evaluation."""
+    return f"{value:.1f}" if math.isfinite(value) else "-"
+
+
 class _Progress:
     """Console progress line: steps, steps/s, last episode return, eval, ETA.
 
@@ -161,8 +166,8 @@ class _Progress:
         eta = (self.total - step) / sps if sps > 0 else float("inf")
         text = (
             f"[{self.run.name}] step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%)"
-            f" | {sps:,.0f} steps/s | episode return {last_return:.1f}"
-            f" | eval {last_eval:.1f} | ETA {format_duration(eta) if math.isfinite(eta) else '?'}"
+            f" | {sps:,.0f} steps/s | episode return {_number(last_return)}"
+            f" | eval {_number(last_eval)} | ETA {format_duration(eta) if math.isfinite(eta) else '?'}"
         )
         self.run.logger.progress(text, force=force)
 

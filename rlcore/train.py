@@ -273,7 +273,9 @@ def _git_commit() -> str | None:
         return None
 
 
-def _write_run_metadata(run_dir: Path, cfg_dict: dict[str, Any], resumed: bool) -> None:
+def _write_run_metadata(
+    run_dir: Path, cfg_dict: dict[str, Any], resumed: bool, effective: dict[str, Any]
+) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     name = "config_resumed.yaml" if resumed else "config.yaml"
     (run_dir / name).write_text(OmegaConf.to_yaml(OmegaConf.create(cfg_dict)))
@@ -283,6 +285,8 @@ def _write_run_metadata(run_dir: Path, cfg_dict: dict[str, Any], resumed: bool) 
         "command": sys.argv,
         "host": platform.node(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        # what actually ran where the config left a choice (auto back end, speed modes)
+        "effective": effective,
     }
     (run_dir / ("meta_resumed.json" if resumed else "meta.json")).write_text(
         json.dumps(meta, indent=2)
@@ -368,7 +372,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         resume_step=resume_step,
         progress_interval_s=float(log_cfg.get("progress_interval_s", 10.0)),
     )
-    _write_run_metadata(run_dir, cfg_dict, resumed=resume_state is not None)
+    effective = {
+        "env_backend": type(env.unwrapped if hasattr(env, "unwrapped") else env).__name__,
+        "precision": getattr(agent.config, "precision", "float32"),
+        "compile": bool(getattr(agent.config, "compile", False)),
+    }
+    _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
     for note in resume_notes:
         logger.note(note)
     spaces = {

@@ -19,13 +19,17 @@ rliable 1.2.0 does not import with pandas 3:
 - IQM = ``scipy.stats.trim_mean(all scores, 0.25)`` over all runs x tasks (rliable's
   ``aggregate_iqm``: ``int(0.25 n)`` scores cut from each end, so three runs give their
   plain mean; ``rlcore.evaluate.interquartile_mean`` weights fractional ends instead);
+- mean = mean over tasks of per-task mean scores; median = median over tasks of per-task
+  mean scores (rliable's ``aggregate_mean`` / ``aggregate_median``);
 - stratified bootstrap = resample runs with replacement within each task, never across
   tasks (rliable's ``StratifiedBootstrap``); percentile intervals (2.5 / 97.5 % for 95 %);
 - performance profile = fraction of runs with score > tau, averaged over tasks
   (rliable's ``run_score_distribution``), with the same bootstrap band.
 
-Departures from rliable: 2000 bootstrap repetitions by default (rliable: 50,000); one
-set of resampled indices per group serves every statistic (rliable draws per statistic).
+Departures from rliable: with a single task (one group's seeds) the median is taken over
+runs, since rliable's median of one per-task mean is the mean; tasks may hold different
+numbers of runs; 2000 bootstrap repetitions by default (rliable: 50,000); one set of
+resampled indices serves every statistic of a key (rliable draws per statistic).
 """
 
 from __future__ import annotations
@@ -78,16 +82,37 @@ def iqm(scores: np.ndarray, axis: int | None = -1) -> np.ndarray | float:
     return trim_mean(scores, proportiontocut=0.25, axis=axis)
 
 
-def _mean(scores: np.ndarray, axis: int | None = -1) -> np.ndarray | float:
-    return np.mean(scores, axis=axis)
+def _task_means(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per-task mean scores along a new last axis: (..., runs) -> (..., tasks)."""
+    return np.stack([scores[..., owner == j].mean(axis=-1) for j in np.unique(owner)], -1)
 
 
-def _median(scores: np.ndarray, axis: int | None = -1) -> np.ndarray | float:
-    return np.median(scores, axis=axis)
+def aggregate_iqm(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """rliable's ``aggregate_iqm``: 25 % trimmed mean over all runs x tasks."""
+    return np.asarray(iqm(scores, axis=-1))
 
 
-# name -> statistic reducing the last axis (so one call handles every bootstrap sample)
-AGGREGATES: dict[str, Callable[..., Any]] = {"iqm": iqm, "mean": _mean, "median": _median}
+def aggregate_mean(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """rliable's ``aggregate_mean``: mean over tasks of the per-task mean scores."""
+    return _task_means(scores, owner).mean(axis=-1)
+
+
+def aggregate_median(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """rliable's ``aggregate_median`` (median over tasks of per-task mean scores) when
+    there are several tasks; with one task, the median over runs (rliable's would equal
+    the mean there)."""
+    if np.unique(owner).size == 1:
+        return np.median(scores, axis=-1)
+    return np.median(_task_means(scores, owner), axis=-1)
+
+
+# name -> statistic of (..., runs) scores whose columns belong to the tasks in ``owner``;
+# reducing the last axis lets one call handle every bootstrap sample
+AGGREGATES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "iqm": aggregate_iqm,
+    "mean": aggregate_mean,
+    "median": aggregate_median,
+}
 
 Scores = Sequence[Sequence[float]] | np.ndarray
 
@@ -168,13 +193,12 @@ def interval_estimates(
     out: dict[str, dict[str, Estimate]] = {}
     for key, scores in score_dict.items():
         tasks = as_tasks(scores)
-        pooled = np.concatenate(tasks)
-        samples, _ = stratified_bootstrap(tasks, reps, seed)
+        samples, owner = stratified_bootstrap(tasks, reps, seed)
         out[key] = {}
         for name in statistics:
             fn = AGGREGATES[name]
-            low, high = percentile_interval(fn(samples, axis=-1), confidence)
-            out[key][name] = Estimate(float(fn(pooled, axis=None)), low, high)
+            low, high = percentile_interval(fn(samples, owner), confidence)
+            out[key][name] = Estimate(float(fn(np.concatenate(tasks), owner)), low, high)
     return out
 
 

@@ -32,6 +32,13 @@ def test_iqm_mean_median_exact_values():
     # rliable pools runs x tasks: the same 8 scores as a (4 runs, 2 tasks) matrix
     matrix = np.array([[0.0, 10], [1, 20], [2, 100], [3, 4]])
     assert report.interval_estimates({"m": matrix}, reps=10)["m"]["iqm"].point == 4.75
+    # several tasks: mean and median are over per-task means (task means 1.5, 33.5, 5)
+    matrix = np.array([[0.0, 10, 5], [1, 20, 5], [2, 100, 5], [3, 4, 5]])
+    est = report.interval_estimates({"m": matrix}, reps=10)["m"]
+    assert est["mean"].point == pytest.approx(40 / 3) and est["median"].point == 5.0
+    assert est["iqm"].point == pytest.approx(np.mean([3, 4, 5, 5, 5, 5]))  # 12 runs, cut 3+3
+    # tasks with different numbers of runs weigh the same in the mean (pooled: 20/3)
+    assert report.interval_estimates({"r": [[0.0, 0.0], [10.0] * 4]})["r"]["mean"].point == 5.0
     # five runs: int(0.25 * 5) = 1 score cut from each end
     assert report.iqm(np.array([100.0, 0, 40, 10, 20]), axis=None) == pytest.approx(70 / 3)
 
@@ -69,14 +76,17 @@ def test_bootstrap_interval_of_two_runs_is_exact():
 
 def test_stratified_bootstrap_never_mixes_tasks():
     # task A scores 0, task B scores 100 (different numbers of runs): every stratified
-    # resample keeps 2 zeros and 6 hundreds, so the mean is always 75 (pooled resampling
-    # would spread it from 0 to 100)
+    # resample keeps 2 zeros and 6 hundreds, so the mean of task means is always 50 and
+    # the IQM always 100 (pooled resampling would spread both)
     tasks = [np.zeros(2), np.full(6, 100.0)]
     samples, owner = report.stratified_bootstrap(tasks, reps=1000, seed=0)
     assert samples.shape == (1000, 8) and owner.tolist() == [0, 0] + [1] * 6
     assert np.all(samples[:, owner == 0] == 0.0) and np.all(samples[:, owner == 1] == 100.0)
-    est = report.interval_estimates({"x": tasks}, reps=1000)["x"]["mean"]
-    assert (est.point, est.low, est.high) == (75.0, 75.0, 75.0)
+    est = report.interval_estimates({"x": tasks}, reps=1000)["x"]
+    assert (est["mean"].point, est["mean"].low, est["mean"].high) == (50.0, 50.0, 50.0)
+    assert (est["iqm"].point, est["iqm"].low, est["iqm"].high) == (100.0, 100.0, 100.0)
+    pooled = report.interval_estimates({"x": np.concatenate(tasks)}, reps=1000)["x"]
+    assert pooled["iqm"].low < 100.0  # the same scores as one task do move
     # distinct scores per task: resampled values come only from their own task
     tasks = [np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0])]
     samples, owner = report.stratified_bootstrap(tasks, reps=500, seed=4)
@@ -226,7 +236,7 @@ def assert_png(path: Path) -> None:
     assert data[:8] == PNG_MAGIC and len(data) > 1000
 
 
-def test_cli_end_to_end_on_fake_runs(tmp_path):
+def test_cli_end_to_end_on_fake_runs(tmp_path, capsys):
     sweep = tmp_path / "sweep"
     for seed, final in enumerate([0.0, 10.0, 20.0, 40.0, 100.0]):
         write_run(sweep / f"sac/s{seed}", "sac", seed, [final - 2, final + 5, final])
@@ -260,8 +270,10 @@ def test_cli_end_to_end_on_fake_runs(tmp_path):
     assert g["final"]["iqm"]["point"] == pytest.approx(70 / 3)
     assert sorted(g["final_scores"]) == [0, 10, 20, 40, 100] and g["seeds"] == [0, 1, 2, 3, 4]
     # the same seed gives the same numbers; --out elsewhere
-    again = run_report(sweep, "--reps", "500", "--out", tmp_path / "o", cwd=tmp_path)
-    assert again.returncode == 0 and again.stdout.split("\n\n")[1] == out.stdout.split("\n\n")[1]
+    assert report.main([str(sweep), "--reps", "500", "--out", str(tmp_path / "o")]) == 0
+    again = capsys.readouterr().out
+    assert again.split("\n\n")[1] == out.stdout.split("\n\n")[1]
+    assert (tmp_path / "o" / "report.md").read_text() == md
 
 
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
@@ -287,18 +299,28 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_matches_rliable_when_installed():
-    rliable = pytest.importorskip("rliable.library")
+    """Cross-check against rliable 1.2.0 (needs pandas<3; skipped when not installed)."""
+    rly = pytest.importorskip("rliable.library")
     from rliable import metrics
 
     rng = np.random.default_rng(0)
-    scores = rng.normal(size=(10, 3))
+    scores = rng.normal(size=(10, 3))  # 10 runs x 3 tasks: the bootstrap is stratified
     ours = report.interval_estimates({"x": scores}, reps=20000, seed=0)["x"]
-    points, intervals = rliable.get_interval_estimates(
-        {"x": scores}, lambda s: np.array([metrics.aggregate_iqm(s)]), reps=20000
-    )
-    assert ours["iqm"].point == pytest.approx(points["x"][0])
-    assert ours["iqm"].low == pytest.approx(intervals["x"][0, 0], abs=0.02)
-    assert ours["iqm"].high == pytest.approx(intervals["x"][1, 0], abs=0.02)
+    fns = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
+    fns["median"] = metrics.aggregate_median
+    for stat, fn in fns.items():
+        points, intervals = rly.get_interval_estimates(
+            {"x": scores}, lambda s, f=fn: np.array([f(s)]), reps=20000
+        )
+        assert ours[stat].point == pytest.approx(points["x"][0])
+        assert ours[stat].low == pytest.approx(intervals["x"][0, 0], abs=0.02)
+        assert ours[stat].high == pytest.approx(intervals["x"][1, 0], abs=0.02)
+    taus = np.linspace(-2.0, 2.0, 9)
+    point, low, high = report.performance_profile(scores, taus, reps=20000)
+    r_point, r_cis = rly.create_performance_profile({"x": scores}, taus, reps=20000)
+    assert point == pytest.approx(r_point["x"])
+    assert low == pytest.approx(r_cis["x"][0], abs=0.03)
+    assert high == pytest.approx(r_cis["x"][1], abs=0.03)
 
 
 # --------------------------------------------------------------------------- real runs

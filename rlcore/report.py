@@ -265,10 +265,18 @@ class Run:
     def available_metrics(self) -> list[str]:
         return sorted({k for rows in self.tables.values() for r in rows for k in r} - {"step"})
 
+    def has_metric(self, metric: str) -> bool:
+        rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
+        return any(metric in r and math.isfinite(r[metric]) for r in rows)
+
     def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of ``metric`` over the rows that have it, in step order."""
         rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
-        pairs = sorted((r["step"], r[metric]) for r in rows if metric in r and "step" in r)
+        pairs = sorted(
+            (r["step"], r[metric])
+            for r in rows
+            if metric in r and "step" in r and math.isfinite(r[metric])
+        )
         if not pairs:
             raise ReportError(
                 f"metric '{metric}' not found in run {self.path}; available metrics: "
@@ -334,6 +342,18 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
             )
         dirs.extend(d for d in found if d not in dirs)
     return [load_run(d) for d in dirs]
+
+
+def split_by_metric(runs: Sequence[Run], metric: str) -> tuple[list[Run], list[Run]]:
+    """(runs that logged ``metric``, runs that did not); an error when none did."""
+    kept = [r for r in runs if r.has_metric(metric)]
+    if not kept:
+        available = sorted({m for r in runs for m in r.available_metrics()})
+        raise ReportError(
+            f"metric '{metric}' not found in any of the {len(runs)} run(s); available "
+            "metrics: " + (", ".join(available) or "none (empty CSV files)")
+        )
+    return kept, [r for r in runs if not r.has_metric(metric)]
 
 
 # --------------------------------------------------------------------------- grouping
@@ -828,7 +848,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.reps < 1 or not 0.0 < args.confidence < 1.0:
             raise ReportError("--reps must be >= 1 and --confidence inside (0, 1)")
-        runs = load_runs(args.dirs)
+        runs, skipped = split_by_metric(load_runs(args.dirs), args.metric)
+        if skipped:
+            print(
+                f"note: skipping {len(skipped)} run(s) without '{args.metric}' values "
+                "(crashed or still starting): " + ", ".join(str(r.path) for r in skipped),
+                file=sys.stderr,
+            )
         results = aggregate(
             group_runs(runs), args.metric, args.last_k, args.reps, args.confidence, args.seed
         )

@@ -284,7 +284,7 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
         ([str(tmp_path / "empty")], "no runs under"),
         (
             [str(tmp_path / "runs"), "--metric", "eval/score"],
-            "metric 'eval/score' not found in run",
+            "metric 'eval/score' not found in any of the 1 run(s)",
         ),
         ([str(tmp_path / "runs"), "--last-k", "0"], "--last-k must be >= 1"),
     ]
@@ -296,6 +296,33 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "available metrics: eval/best_return, eval/length, eval/return, train/critic_loss" in err
     assert not (tmp_path / "runs" / "report").exists()
+
+
+def test_cli_skips_runs_without_the_metric_with_a_note(tmp_path, capsys):
+    write_run(tmp_path / "a", "sac", 0, [1.0, 2.0])
+    write_run(tmp_path / "b", "sac", 1, [3.0, 4.0])
+    crashed = write_run(tmp_path / "c", "sac", 2, [])  # header only: no evaluation yet
+    assert report.main([str(tmp_path), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert "note: skipping 1 run(s) without 'eval/return' values" in captured.err
+    assert str(crashed) in captured.err
+    assert "| sac InvertedPendulum-v5 | 0,1 | 2 | 3.00 [2.00, 4.00] |" in captured.out
+
+
+def test_resumed_run_is_read_with_its_last_config(tmp_path):
+    run = write_run(tmp_path / "a", "sac", 0, [1.0, 2.0])
+    config = OmegaConf.load(run / "config.yaml")
+    config.total_steps = 6000
+    config.resume = str(run)
+    OmegaConf.save(config, run / "config_resumed.yaml")
+    write_run(tmp_path / "b", "sac", 1, [1.0, 2.0])
+    runs = report.load_runs([tmp_path])
+    assert [r.resumed for r in runs] == [True, False]
+    labels = [g.label for g in report.group_runs(runs)]
+    assert labels == [
+        "sac InvertedPendulum-v5 total_steps=3000",
+        "sac InvertedPendulum-v5 total_steps=6000",
+    ]
 
 
 def test_matches_rliable_when_installed():

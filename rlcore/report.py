@@ -796,6 +796,20 @@ def write_report(
         "",
         "Normalised scores: " + "; ".join(f"{r.group.label}: {r.reference}" for r in results) + ".",
         "",
+        "Per-seed final (best) scores:",
+        "",
+        *(
+            f"- {r.group.label}: "
+            + ", ".join(
+                f"seed {_show(run.seed)} {fmt(f)} ({fmt(b)})"
+                for run, f, b in sorted(
+                    zip(r.group.runs, r.final_scores, r.best_scores),
+                    key=lambda t: (str(type(t[0].seed)), t[0].seed),
+                )
+            )
+            for r in results
+        ),
+        "",
         "## Learning curves",
         "",
         "![learning curves](learning_curves.png)",

@@ -452,6 +452,7 @@ class GroupResult:
     best_scores: np.ndarray
     normalized_final: dict[str, Estimate] | None
     normalized_best: dict[str, Estimate] | None
+    normalized_final_scores: np.ndarray | None
     reference: str  # where the normalised scores come from, or why there are none
     curve_steps: np.ndarray
     curve: tuple[np.ndarray, np.ndarray, np.ndarray]  # IQM, low, high
@@ -602,12 +603,60 @@ def aggregate(
                 best_scores=best,
                 normalized_final=est.get("normalized_final"),
                 normalized_best=est.get("normalized_best"),
+                normalized_final_scores=norm_final,
                 reference=reference,
                 curve_steps=steps,
                 curve=aggregate_curves(curves, reps, confidence, seed),
             )
         )
     return results
+
+
+@dataclass
+class AcrossTasks:
+    """Normalised final scores of one configuration pooled over several tasks."""
+
+    label: str  # the groups' label without the env / dataset
+    tasks: list[str]
+    runs_per_task: list[int]
+    estimates: dict[str, Estimate]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "tasks": self.tasks,
+            "runs_per_task": self.runs_per_task,
+            "normalized_final": {k: v.to_dict() for k, v in self.estimates.items()},
+        }
+
+
+def aggregate_across_tasks(
+    results: Sequence[GroupResult], reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> list[AcrossTasks]:
+    """IQM / mean / median of normalised final scores over tasks, per configuration.
+
+    Groups with the same algorithm and overrides on different envs or datasets are one
+    configuration; only groups with normalised scores count, and a configuration needs
+    two tasks or more. The bootstrap is stratified: seeds are resampled within each task.
+    """
+    configs: dict[str, list[GroupResult]] = {}
+    for r in results:
+        if r.normalized_final_scores is not None:
+            g = r.group
+            extra = [f"{k}={_show(v)}" for k, v in g.overrides.items() if k not in DERIVED_KEYS]
+            configs.setdefault(" ".join([g.algo, *extra]), []).append(r)
+    out = []
+    for label, members in configs.items():
+        if len({m.group.task for m in members}) < 2:
+            continue
+        scores = [np.asarray(m.normalized_final_scores) for m in members]
+        est = interval_estimates({label: scores}, reps=reps, confidence=confidence, seed=seed)
+        out.append(
+            AcrossTasks(
+                label, [m.group.task for m in members], [len(x) for x in scores], est[label]
+            )
+        )
+    return out
 
 
 # --------------------------------------------------------------------------- output
@@ -640,6 +689,21 @@ def markdown_table(results: Sequence[GroupResult]) -> str:
             f"| {r.group.label} | {seeds} | {len(r.group.runs)} | {fmt_estimate(r.final['iqm'])} "
             f"| {fmt_estimate(r.final['mean'])} | {fmt_estimate(r.final['median'])} "
             f"| {fmt_estimate(r.best['iqm'])} | {norm} |"
+        )
+    return "\n".join(lines)
+
+
+def across_tasks_table(rows: Sequence[AcrossTasks]) -> str:
+    """One row per configuration seen on several tasks (normalised final scores)."""
+    lines = [
+        "| configuration | tasks (runs) | normalised final IQM [CI] | mean [CI] | median [CI] |",
+        "|" + "---|" * 5,
+    ]
+    for a in rows:
+        tasks = ", ".join(f"{t} ({n})" for t, n in zip(a.tasks, a.runs_per_task))
+        lines.append(
+            f"| {a.label} | {tasks} | {fmt_estimate(a.estimates['iqm'])} "
+            f"| {fmt_estimate(a.estimates['mean'])} | {fmt_estimate(a.estimates['median'])} |"
         )
     return "\n".join(lines)
 
@@ -769,8 +833,14 @@ def write_report(
     confidence: float = 0.95,
     seed: int = 0,
     sources: Sequence[str | Path] = (),
+    across: Sequence[AcrossTasks] | None = None,
 ) -> dict[str, Path]:
-    """Write report.md, report.json and the three PNG figures into ``out``."""
+    """Write report.md, report.json and the three PNG figures into ``out``.
+
+    ``across`` is ``aggregate_across_tasks(results, ...)``, computed when not given.
+    """
+    if across is None:
+        across = aggregate_across_tasks(results, reps, confidence, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {
@@ -796,6 +866,16 @@ def write_report(
         "",
         "Normalised scores: " + "; ".join(f"{r.group.label}: {r.reference}" for r in results) + ".",
         "",
+        *(
+            [
+                "Across tasks (normalised final scores; seeds resampled within each task):",
+                "",
+                across_tasks_table(across),
+                "",
+            ]
+            if across
+            else []
+        ),
         "Per-seed final (best) scores:",
         "",
         *(
@@ -833,6 +913,7 @@ def write_report(
         "seed": seed,
         "sources": [str(s) for s in sources],
         "groups": [r.to_dict() for r in results],
+        "across_tasks": [a.to_dict() for a in across],
         "performance_profiles": profiles,
     }
     files["json"] = out / "report.json"
@@ -872,9 +953,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = aggregate(
             group_runs(runs), args.metric, args.last_k, args.reps, args.confidence, args.seed
         )
+        across = aggregate_across_tasks(results, args.reps, args.confidence, args.seed)
         out = Path(args.out) if args.out else Path(args.dirs[0]) / "report"
         files = write_report(
-            results, out, args.metric, args.last_k, args.reps, args.confidence, args.seed, args.dirs
+            results,
+            out,
+            args.metric,
+            args.last_k,
+            args.reps,
+            args.confidence,
+            args.seed,
+            args.dirs,
+            across,
         )
     except ReportError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -882,6 +972,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_settings_line(args.metric, args.last_k, args.reps, args.confidence, args.seed))
     print(f"{len(runs)} runs in {len(results)} groups\n")
     print(markdown_table(results))
+    if across:
+        print("\nacross tasks (normalised final scores):\n" + across_tasks_table(across))
     print("\nwrote " + ", ".join(str(p) for p in files.values()))
     return 0
 

@@ -215,6 +215,28 @@ def test_normalised_scores_from_d4rl_reference(tmp_path):
     assert "D4RL" in result.reference
 
 
+def test_across_tasks_pools_normalised_scores_per_configuration(tmp_path):
+    def norm(value, random, expert):
+        return 100 * (value - random) / (expert - random)
+
+    hopper, walker = [1000.0, 3000.0], [500.0, 1500.0, 2500.0, 4000.0]
+    for seed, value in enumerate(hopper):
+        write_run(tmp_path / f"h{seed}", "sac", seed, [value], env_id="Hopper-v5")
+    for seed, value in enumerate(walker):
+        write_run(tmp_path / f"w{seed}", "sac", seed, [value], env_id="Walker2d-v5")
+    write_run(tmp_path / "ip", "sac", 0, [1.0])  # no reference: left out
+    write_run(tmp_path / "td3", "td3", 0, [1.0], env_id="Hopper-v5")  # one task: left out
+    results = report.aggregate(report.group_runs(report.load_runs([tmp_path])), reps=200)
+    (row,) = report.aggregate_across_tasks(results, reps=200)
+    assert row.label == "sac" and row.tasks == ["Hopper-v5", "Walker2d-v5"]
+    assert row.runs_per_task == [2, 4]
+    h = [norm(v, -20.272305, 3234.3) for v in hopper]
+    w = [norm(v, 1.629008, 4592.3) for v in walker]
+    assert row.estimates["mean"].point == pytest.approx((np.mean(h) + np.mean(w)) / 2)
+    assert row.estimates["iqm"].point == pytest.approx(np.mean(sorted(h + w)[1:-1]))
+    assert row.estimates["iqm"].low < row.estimates["iqm"].point < row.estimates["iqm"].high
+
+
 # --------------------------------------------------------------------------- CLI
 
 

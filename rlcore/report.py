@@ -120,8 +120,8 @@ Scores = Sequence[Sequence[float]] | np.ndarray
 def as_tasks(scores: Scores) -> list[np.ndarray]:
     """Scores as a list of per-task float arrays of run scores.
 
-    A 1-D array (or flat list) is one task; a 2-D array is rliable's (runs, tasks) matrix; a list of
-    arrays is one array per task (the number of runs may differ between tasks).
+    A 1-D array (or a flat list) is one task; a 2-D array is rliable's (runs, tasks)
+    matrix; a list of arrays is one array per task (their numbers of runs may differ).
     """
     if not isinstance(scores, np.ndarray) and all(np.ndim(t) == 0 for t in scores):
         scores = np.asarray(scores, dtype=np.float64)  # a flat list: one task
@@ -534,11 +534,7 @@ def _normalised_scores(
     """
     if metric not in NORMALISABLE:
         return None, None, f"not a return metric ({metric})"
-    logged = all(
-        any("eval/normalized_score" in row for row in run.tables.get("eval", []))
-        for run in group.runs
-    )
-    if metric == "eval/return" and logged:
+    if metric == "eval/return" and all(r.has_metric("eval/normalized_score") for r in group.runs):
         pairs = [_scores(run, "eval/normalized_score", last_k)[:2] for run in group.runs]
         return np.asarray([p[0] for p in pairs]), np.asarray([p[1] for p in pairs]), LOGGED
     for candidate in (group.env, group.dataset):
@@ -551,7 +547,7 @@ def _normalised_scores(
             return (
                 (final - low) * scale,
                 (best - low) * scale,
-                f"D4RL reference (random {low:g}, expert {high:g})",
+                f"reference returns of {candidate}: random {low:g}, expert {high:g}",
             )
     return None, None, "no reference"
 

@@ -212,7 +212,19 @@ def test_normalised_scores_from_d4rl_reference(tmp_path):
     (result,) = report.aggregate(report.group_runs(report.load_runs([tmp_path])), reps=10)
     expected = 100 * (2000 + 20.272305) / (3234.3 + 20.272305)
     assert result.normalized_final["iqm"].point == pytest.approx(expected)
-    assert "D4RL" in result.reference
+    assert result.reference == "reference returns of Hopper-v5: random -20.2723, expert 3234.3"
+    # offline runs logged their own normalised score (e.g. from Minari references): used as is
+    for seed in range(2):
+        run = tmp_path / "offline" / f"r{seed}"
+        run.mkdir(parents=True)
+        (tmp_path / f"r{seed}" / "config.yaml").rename(run / "config.yaml")
+        (run / "eval.csv").write_text(
+            f"step,eval/normalized_score,eval/return\n1000,40,1000\n2000,{50 + seed},2000\n"
+        )
+    (result,) = report.aggregate(report.group_runs(report.load_runs([tmp_path / "offline"])))
+    assert result.reference == "logged eval/normalized_score"
+    assert result.normalized_final["mean"].point == pytest.approx(50.5)
+    assert result.normalized_best["iqm"].point == pytest.approx(50.5)
 
 
 def test_across_tasks_pools_normalised_scores_per_configuration(tmp_path):

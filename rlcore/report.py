@@ -737,7 +737,9 @@ def _colors(n: int) -> list[Any]:
     return [cmap(i % 10) for i in range(n)]
 
 
-def plot_learning_curves(results: Sequence[GroupResult], metric: str, path: Path) -> Path:
+def plot_learning_curves(
+    results: Sequence[GroupResult], metric: str, path: Path, confidence: float = 0.95
+) -> Path:
     """One panel per task: each group's IQM curve over seeds with its CI band."""
     tasks = _tasks(results)
     fig, axes = _new_figure(1, len(tasks), 5.0, 3.6)
@@ -751,7 +753,7 @@ def plot_learning_curves(results: Sequence[GroupResult], metric: str, path: Path
             ax.fill_between(r.curve_steps, r.curve[1], r.curve[2], color=c, alpha=0.2, lw=0)
         ax.set_title(task, fontsize=10)
         ax.set_xlabel("step")
-        ax.set_ylabel(f"{metric} (IQM, 95% CI)")
+        ax.set_ylabel(f"{metric} (IQM, {confidence:.0%} CI)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
     fig.savefig(path)
@@ -840,7 +842,9 @@ def write_report(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {
-        "learning_curves": plot_learning_curves(results, metric, out / "learning_curves.png"),
+        "learning_curves": plot_learning_curves(
+            results, metric, out / "learning_curves.png", confidence
+        ),
         "final_scores": plot_interval_estimates(results, out / "final_scores.png"),
     }
     files["performance_profile"], profiles = plot_performance_profiles(
@@ -887,6 +891,10 @@ def write_report(
         ),
         "",
         "## Learning curves",
+        "",
+        f"IQM over a group's runs at each evaluation step, with its {confidence:.0%} bootstrap "
+        "band; a curve covers the steps every run of its group reached (runs with different "
+        "evaluation steps are linearly interpolated onto a common grid).",
         "",
         "![learning curves](learning_curves.png)",
         "",

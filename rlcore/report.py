@@ -1,0 +1,999 @@
+"""Reports over finished runs: grouped scores with confidence intervals, figures, Markdown.
+
+    python -m rlcore.report runs/multirun/2026-11-25_17-25-00
+    python -m rlcore.report runs/sac runs/td3 --metric eval/return --last-k 3 --out report/
+
+Runs are found recursively (any folder holding ``config.yaml`` and ``eval.csv``, as
+``rlcore/train.py`` writes them) and grouped by their saved config: (algorithm, env id,
+dataset) plus every other setting that differs between runs of that triple, except the
+per-run keys of ``PER_RUN_KEYS`` (seed, run dir, resume, device...). Per group the report
+gives the seeds, the final and the best score as IQM, mean and median with stratified
+bootstrap confidence intervals, and the normalised scores where a reference exists.
+
+The estimators follow rliable (Agarwal et al. 2021, "Deep RL at the Edge of the
+Statistical Precipice"; google-research/rliable), written here on numpy/scipy because
+rliable 1.2.0 does not import with pandas 3:
+
+- scores are a list of tasks, each an array of per-run scores (rliable's runs x tasks
+  matrix; tasks may have different numbers of runs here);
+- IQM = ``scipy.stats.trim_mean(all scores, 0.25)`` over all runs x tasks (rliable's
+  ``aggregate_iqm``: ``int(0.25 n)`` scores cut from each end, so three runs give their
+  plain mean; ``rlcore.evaluate.interquartile_mean`` weights fractional ends instead);
+- mean = mean over tasks of per-task mean scores; median = median over tasks of per-task
+  mean scores (rliable's ``aggregate_mean`` / ``aggregate_median``);
+- stratified bootstrap = resample runs with replacement within each task, never across
+  tasks (rliable's ``StratifiedBootstrap``); percentile intervals (2.5 / 97.5 % for 95 %);
+- performance profile = fraction of runs with score > tau, averaged over tasks
+  (rliable's ``run_score_distribution``), with the same bootstrap band.
+
+Departures from rliable: with a single task (one group's seeds) the median is taken over
+runs, since rliable's median of one per-task mean is the mean; tasks may hold different
+numbers of runs; 2000 bootstrap repetitions by default (rliable: 50,000); one set of
+resampled indices serves every statistic of a key (rliable draws per statistic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+from scipy.stats import trim_mean
+
+from rlcore.logging import read_csv
+
+# Keys that differ from run to run without making a different experiment.
+PER_RUN_KEYS = (
+    "seed",
+    "run_dir",
+    "resume",
+    "device",
+    "threads",
+    "checkpoint_every",
+    "keep_agent_snapshots",
+    "logger",
+    "algo.compile",
+    "algo.fused_optimizer",
+)
+# Keys copied from another key by train.py: they group runs but are left out of labels.
+DERIVED_KEYS = ("algo.total_steps",)
+IDENTITY_KEYS = ("algo.name", "env.id", "dataset")
+NORMALISABLE = ("eval/return", "eval/best_return", "eval/return_min", "eval/return_max")
+STATISTICS = ("iqm", "mean", "median")
+STAT_TITLES = {"iqm": "IQM", "mean": "Mean", "median": "Median"}
+
+
+class ReportError(ValueError):
+    """Input a user can fix: no runs found, an unknown metric, an unreadable file."""
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def iqm(scores: np.ndarray, axis: int | None = -1) -> np.ndarray | float:
+    """Interquartile mean as rliable defines it: the 25 % trimmed mean."""
+    return trim_mean(scores, proportiontocut=0.25, axis=axis)
+
+
+def _task_means(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per-task mean scores along a new last axis: (..., runs) -> (..., tasks)."""
+    return np.stack([scores[..., owner == j].mean(axis=-1) for j in np.unique(owner)], -1)
+
+
+def aggregate_iqm(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """rliable's ``aggregate_iqm``: 25 % trimmed mean over all runs x tasks."""
+    return np.asarray(iqm(scores, axis=-1))
+
+
+def aggregate_mean(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """rliable's ``aggregate_mean``: mean over tasks of the per-task mean scores."""
+    return _task_means(scores, owner).mean(axis=-1)
+
+
+def aggregate_median(scores: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """rliable's ``aggregate_median`` (median over tasks of per-task mean scores) when
+    there are several tasks; with one task, the median over runs (rliable's would equal
+    the mean there)."""
+    if np.unique(owner).size == 1:
+        return np.median(scores, axis=-1)
+    return np.median(_task_means(scores, owner), axis=-1)
+
+
+# name -> statistic of (..., runs) scores whose columns belong to the tasks in ``owner``;
+# reducing the last axis lets one call handle every bootstrap sample
+AGGREGATES: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "iqm": aggregate_iqm,
+    "mean": aggregate_mean,
+    "median": aggregate_median,
+}
+
+Scores = Sequence[Sequence[float]] | np.ndarray
+
+
+def as_tasks(scores: Scores) -> list[np.ndarray]:
+    """Scores as a list of per-task float arrays of run scores.
+
+    A 1-D array (or a flat list) is one task; a 2-D array is rliable's (runs, tasks)
+    matrix; a list of arrays is one array per task (their numbers of runs may differ).
+    """
+    if not isinstance(scores, np.ndarray) and all(np.ndim(t) == 0 for t in scores):
+        scores = np.asarray(scores, dtype=np.float64)  # a flat list: one task
+    if isinstance(scores, np.ndarray):
+        if scores.ndim == 1:
+            tasks = [scores]
+        elif scores.ndim == 2:
+            tasks = [scores[:, j] for j in range(scores.shape[1])]
+        else:
+            raise ValueError(f"scores must be 1-D or (runs, tasks), got shape {scores.shape}")
+    else:
+        tasks = list(scores)
+    out = [np.asarray(t, dtype=np.float64).ravel() for t in tasks]
+    if not out or any(t.size == 0 for t in out):
+        raise ValueError("every task needs at least one run score")
+    if any(not np.all(np.isfinite(t)) for t in out):
+        raise ValueError("scores contain NaN or inf")
+    return out
+
+
+def stratified_bootstrap(
+    scores: Scores, reps: int = 2000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``reps`` stratified resamples: runs drawn with replacement within each task.
+
+    Returns ``(samples, task_of_column)``: ``samples`` is (reps, total runs), its columns
+    ordered task by task like the input, and ``task_of_column`` names each column's task.
+    A resample never moves a score from one task to another.
+    """
+    tasks = as_tasks(scores)
+    rng = np.random.default_rng(seed)
+    blocks = [t[rng.integers(0, t.size, size=(reps, t.size))] for t in tasks]
+    owner = np.concatenate([np.full(t.size, j) for j, t in enumerate(tasks)])
+    return np.concatenate(blocks, axis=1), owner
+
+
+def percentile_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The percentile bootstrap interval of 1-D bootstrap ``samples``."""
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(samples, [alpha, 1.0 - alpha])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with its confidence interval."""
+
+    point: float
+    low: float
+    high: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {"point": self.point, "low": self.low, "high": self.high}
+
+
+def interval_estimates(
+    score_dict: Mapping[str, Scores],
+    statistics: Sequence[str] = STATISTICS,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> dict[str, dict[str, Estimate]]:
+    """rliable's ``get_interval_estimates``: ``{key: {statistic: Estimate}}``.
+
+    Point estimates use all scores; intervals are percentile intervals over ``reps``
+    stratified bootstrap resamples drawn with ``seed`` (the same seed for every key, so
+    the result does not depend on the keys' order).
+    """
+    out: dict[str, dict[str, Estimate]] = {}
+    for key, scores in score_dict.items():
+        tasks = as_tasks(scores)
+        samples, owner = stratified_bootstrap(tasks, reps, seed)
+        out[key] = {}
+        for name in statistics:
+            fn = AGGREGATES[name]
+            low, high = percentile_interval(fn(samples, owner), confidence)
+            out[key][name] = Estimate(float(fn(np.concatenate(tasks), owner)), low, high)
+    return out
+
+
+def performance_profile(
+    scores: Scores,
+    taus: np.ndarray,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fraction of runs with score > tau (averaged over tasks) and its bootstrap band.
+
+    Returns ``(profile, low, high)``, each of ``taus``' length.
+    """
+    tasks = as_tasks(scores)
+    taus = np.asarray(taus, dtype=np.float64)
+
+    def distribution(columns: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        above = columns[..., None] > taus  # (..., runs, taus)
+        per_task = [above[..., owner == j, :].mean(axis=-2) for j in range(len(tasks))]
+        return np.mean(per_task, axis=0)
+
+    owner = np.concatenate([np.full(t.size, j) for j, t in enumerate(tasks)])
+    point = distribution(np.concatenate(tasks), owner)
+    samples, owner = stratified_bootstrap(tasks, reps, seed)
+    boot = distribution(samples, owner)  # (reps, taus)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
+    return point, low, high
+
+
+def aggregate_curves(
+    values: np.ndarray, reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """IQM over runs at every step of ``values`` (runs, steps) and its bootstrap band.
+
+    The runs are resampled together across steps (a resample is a set of whole curves).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, values.shape[0], size=(reps, values.shape[0]))
+    boot = iqm(values[idx], axis=1)  # (reps, steps)
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [alpha, 1.0 - alpha], axis=0)
+    return np.asarray(iqm(values, axis=0)), low, high
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Run:
+    """One run directory: its flattened config and its metric tables."""
+
+    path: Path
+    config: dict[str, Any]
+    tables: dict[str, list[dict[str, float]]]  # csv group ("eval", "train") -> rows
+    resumed: bool = False
+
+    @property
+    def seed(self) -> Any:
+        return self.config.get("seed")
+
+    def available_metrics(self) -> list[str]:
+        return sorted({k for rows in self.tables.values() for r in rows for k in r} - {"step"})
+
+    def has_metric(self, metric: str) -> bool:
+        rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
+        return any(metric in r and math.isfinite(r[metric]) for r in rows)
+
+    def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of ``metric`` over the rows that have it, in step order."""
+        rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
+        pairs = sorted(
+            (r["step"], r[metric])
+            for r in rows
+            if metric in r and "step" in r and math.isfinite(r[metric])
+        )
+        if not pairs:
+            raise ReportError(
+                f"metric '{metric}' not found in run {self.path}; available metrics: "
+                + (", ".join(self.available_metrics()) or "none (empty CSV files)")
+            )
+        steps, values = zip(*pairs)
+        return np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
+
+
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, Mapping):
+        if not node and prefix:
+            return {prefix: "{}"}
+        flat: dict[str, Any] = {}
+        for key, value in node.items():
+            flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    if isinstance(node, list | tuple):  # hashable, so values can be compared and grouped
+        return {prefix: tuple(v if not isinstance(v, Mapping | list) else repr(v) for v in node)}
+    return {prefix: node}
+
+
+def find_run_dirs(path: str | Path) -> list[Path]:
+    """Every folder under ``path`` (itself included) holding config.yaml and eval.csv."""
+    root = Path(path)
+    if not root.exists():
+        raise ReportError(f"no such directory: {root}")
+    if not root.is_dir():
+        raise ReportError(f"not a directory: {root} (pass run directories or a sweep directory)")
+    found = [
+        d.parent
+        for d in root.rglob("config.yaml")
+        if (d.parent / "eval.csv").is_file()
+        and not any(part.startswith(".") for part in d.parent.relative_to(root).parts)
+    ]
+    return sorted(set(found))
+
+
+def load_run(path: str | Path) -> Run:
+    """Read one run dir; ``config_resumed.yaml`` (the last resume's config) wins if present."""
+    path = Path(path)
+    resumed = (path / "config_resumed.yaml").is_file()
+    config_file = path / ("config_resumed.yaml" if resumed else "config.yaml")
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(config_file), resolve=False)
+    except Exception as error:  # malformed YAML: name the file
+        raise ReportError(f"cannot read {config_file}: {error}") from error
+    tables = {csv.stem: read_csv(csv) for csv in sorted(path.glob("*.csv"))}
+    return Run(path, _flatten(config), tables, resumed)
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[Run]:
+    """All runs under ``paths`` (run dirs or sweep dirs, searched recursively)."""
+    if not paths:
+        raise ReportError("no directories given")
+    dirs: list[Path] = []
+    for path in paths:
+        found = find_run_dirs(path)
+        if not found:
+            raise ReportError(
+                f"no runs under {path}: a run dir holds config.yaml and eval.csv "
+                "(written by python -m rlcore.train)"
+            )
+        dirs.extend(d for d in found if d not in dirs)
+    return [load_run(d) for d in dirs]
+
+
+def split_by_metric(runs: Sequence[Run], metric: str) -> tuple[list[Run], list[Run]]:
+    """(runs that logged ``metric``, runs that did not); an error when none did."""
+    kept = [r for r in runs if r.has_metric(metric)]
+    if not kept:
+        available = sorted({m for r in runs for m in r.available_metrics()})
+        raise ReportError(
+            f"metric '{metric}' not found in any of the {len(runs)} run(s); available "
+            "metrics: " + (", ".join(available) or "none (empty CSV files)")
+        )
+    return kept, [r for r in runs if not r.has_metric(metric)]
+
+
+# --------------------------------------------------------------------------- grouping
+
+
+def _ignored(key: str) -> bool:
+    return any(key == k or key.startswith(k + ".") for k in PER_RUN_KEYS)
+
+
+def _short_dataset(dataset: Any) -> str | None:
+    if dataset in (None, "", "None"):
+        return None
+    text = str(dataset)
+    return Path(text).name if text.endswith((".hdf5", ".h5")) or text.startswith("/") else text
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    return "null" if value is None else str(value)
+
+
+@dataclass
+class Group:
+    """Runs that share a config up to per-run keys."""
+
+    algo: str
+    env: str
+    dataset: str | None
+    overrides: dict[str, Any]  # the keys that single this group out, with their values
+    runs: list[Run] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        parts = [self.algo, self.env]
+        if self.dataset:
+            parts.append(self.dataset)
+        parts += [f"{k}={_show(v)}" for k, v in self.overrides.items() if k not in DERIVED_KEYS]
+        return " ".join(parts)
+
+    @property
+    def task(self) -> str:
+        """The environment (and dataset) the group's scores belong to."""
+        return self.env + (f" {self.dataset}" if self.dataset else "")
+
+    @property
+    def seeds(self) -> list[Any]:
+        return sorted((r.seed for r in self.runs), key=lambda s: (str(type(s)), s))
+
+
+_MISSING = "<unset>"
+
+
+def group_runs(runs: Sequence[Run]) -> list[Group]:
+    """Group runs by (algo, env id, dataset) and every other differing config key.
+
+    Keys are compared within one (algo, env, dataset) triple, so SAC's and TD3's own
+    hyper-parameters do not label each other's groups; keys of ``PER_RUN_KEYS`` never
+    count. A key missing from some runs counts as a differing value ("<unset>").
+    """
+    triples: dict[tuple[str, str, str | None], list[Run]] = {}
+    for run in runs:
+        algo = str(run.config.get("algo.name", "?"))
+        env = str(run.config.get("env.id", run.config.get("env.name", "?")))
+        triples.setdefault((algo, env, _short_dataset(run.config.get("dataset"))), []).append(run)
+    groups: list[Group] = []
+    for (algo, env, dataset), members in sorted(triples.items(), key=lambda kv: str(kv[0])):
+        keys = sorted(
+            {k for r in members for k in r.config}
+            - set(IDENTITY_KEYS)
+            - {k for r in members for k in r.config if _ignored(k)}
+        )
+        differing = [k for k in keys if len({repr(r.config.get(k, _MISSING)) for r in members}) > 1]
+        by_values: dict[tuple[str, ...], Group] = {}
+        for run in members:
+            values = {k: run.config.get(k, _MISSING) for k in differing}
+            sig = tuple(repr(v) for v in values.values())
+            if sig not in by_values:
+                by_values[sig] = Group(algo, env, dataset, values)
+            by_values[sig].runs.append(run)
+        groups.extend(sorted(by_values.values(), key=lambda g: g.label))
+    return groups
+
+
+# --------------------------------------------------------------------------- aggregation
+
+
+@dataclass
+class GroupResult:
+    """Every number the report shows for one group."""
+
+    group: Group
+    final: dict[str, Estimate]
+    best: dict[str, Estimate]
+    final_scores: np.ndarray  # per run, in the order of group.runs
+    best_scores: np.ndarray
+    normalized_final: dict[str, Estimate] | None
+    normalized_best: dict[str, Estimate] | None
+    normalized_final_scores: np.ndarray | None
+    reference: str  # where the normalised scores come from, or why there are none
+    curve_steps: np.ndarray
+    curve: tuple[np.ndarray, np.ndarray, np.ndarray]  # IQM, low, high
+
+    def to_dict(self) -> dict[str, Any]:
+        def est(d: dict[str, Estimate] | None) -> dict[str, Any] | None:
+            return None if d is None else {k: v.to_dict() for k, v in d.items()}
+
+        return {
+            "label": self.group.label,
+            "algo": self.group.algo,
+            "env": self.group.env,
+            "dataset": self.group.dataset,
+            "overrides": {k: _show(v) for k, v in self.group.overrides.items()},
+            "seeds": list(self.group.seeds),
+            "runs": [str(r.path) for r in self.group.runs],
+            "final_scores": self.final_scores.tolist(),
+            "best_scores": self.best_scores.tolist(),
+            "final": est(self.final),
+            "best": est(self.best),
+            "normalized_final": est(self.normalized_final),
+            "normalized_best": est(self.normalized_best),
+            "normalization": self.reference,
+            "curve": {
+                "step": self.curve_steps.tolist(),
+                "iqm": self.curve[0].tolist(),
+                "low": self.curve[1].tolist(),
+                "high": self.curve[2].tolist(),
+            },
+        }
+
+
+def align_curves(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Runs' (steps, values) on one step grid: (steps, values of shape (runs, steps)).
+
+    Identical step lists are used as they are; otherwise every run is linearly
+    interpolated onto the union of all steps inside the range every run covers (a
+    run that stopped early shortens the curve rather than being extrapolated).
+    """
+    first_steps = series[0][0]
+    if all(s.shape == first_steps.shape and np.array_equal(s, first_steps) for s, _ in series):
+        return first_steps, np.stack([v for _, v in series])
+    start = max(s[0] for s, _ in series)
+    stop = min(s[-1] for s, _ in series)
+    grid = np.unique(np.concatenate([s for s, _ in series]))
+    grid = grid[(grid >= start) & (grid <= stop)]
+    if grid.size == 0:
+        grid = np.asarray([stop])
+    return grid, np.stack([np.interp(grid, s, v) for s, v in series])
+
+
+References = Callable[[str], tuple[float, float]]
+LOGGED = "logged eval/normalized_score"
+
+
+def d4rl_references(env_or_dataset_id: str) -> tuple[float, float]:
+    """(random, expert) returns from offline/scores.py's pinned D4RL table.
+
+    Raises ValueError (ScoreReferenceError) when the id has no entry.
+    """
+    from offline.scores import reference_scores  # the table lives with the datasets
+
+    return reference_scores(env_or_dataset_id)
+
+
+def _normalised_scores(
+    group: Group,
+    metric: str,
+    final: np.ndarray,
+    best: np.ndarray,
+    last_k: int,
+    references: References | None,
+) -> tuple[np.ndarray | None, np.ndarray | None, str]:
+    """(normalised final, normalised best, where the reference comes from or why none).
+
+    A run that logged ``eval/normalized_score`` (offline runs: D4RL table or the
+    dataset's Minari references) is normalised by that column; otherwise the env id
+    (then the dataset) is looked up in ``references``.
+    """
+    if metric not in NORMALISABLE:
+        return None, None, f"not a return metric ({metric})"
+    if metric == "eval/return" and all(r.has_metric("eval/normalized_score") for r in group.runs):
+        pairs = [_scores(run, "eval/normalized_score", last_k)[:2] for run in group.runs]
+        return np.asarray([p[0] for p in pairs]), np.asarray([p[1] for p in pairs]), LOGGED
+    for candidate in (group.env, group.dataset):
+        if candidate and references is not None:
+            try:
+                low, high = references(candidate)
+            except ValueError:
+                continue
+            scale = 100.0 / (high - low)
+            return (
+                (final - low) * scale,
+                (best - low) * scale,
+                f"reference returns of {candidate}: random {low:g}, expert {high:g}",
+            )
+    return None, None, "no reference"
+
+
+def _scores(
+    run: Run, metric: str, last_k: int
+) -> tuple[float, float, tuple[np.ndarray, np.ndarray]]:
+    steps, values = run.series(metric)
+    return float(np.mean(values[-last_k:])), float(np.max(values)), (steps, values)
+
+
+def aggregate(
+    groups: Sequence[Group],
+    metric: str = "eval/return",
+    last_k: int = 1,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    references: References | None = d4rl_references,
+) -> list[GroupResult]:
+    """Final and best scores per group with interval estimates, plus learning curves.
+
+    ``final`` = mean of a run's last ``last_k`` evaluations of ``metric``; ``best`` = its
+    maximum over evaluations. Each group is one task, so its bootstrap resamples seeds.
+    ``references`` maps an env or dataset id to (random, expert) returns for normalised
+    scores (None: none).
+    """
+    if last_k < 1:
+        raise ReportError(f"--last-k must be >= 1, got {last_k}")
+    results = []
+    for group in groups:
+        per_run = [_scores(run, metric, last_k) for run in group.runs]
+        final = np.asarray([p[0] for p in per_run])
+        best = np.asarray([p[1] for p in per_run])
+        steps, curves = align_curves([p[2] for p in per_run])
+        norm_final, norm_best, reference = _normalised_scores(
+            group, metric, final, best, last_k, references
+        )
+        score_dict: dict[str, np.ndarray] = {"final": final, "best": best}
+        if norm_final is not None and norm_best is not None:
+            score_dict.update(normalized_final=norm_final, normalized_best=norm_best)
+        est = interval_estimates(score_dict, reps=reps, confidence=confidence, seed=seed)
+        results.append(
+            GroupResult(
+                group=group,
+                final=est["final"],
+                best=est["best"],
+                final_scores=final,
+                best_scores=best,
+                normalized_final=est.get("normalized_final"),
+                normalized_best=est.get("normalized_best"),
+                normalized_final_scores=norm_final,
+                reference=reference,
+                curve_steps=steps,
+                curve=aggregate_curves(curves, reps, confidence, seed),
+            )
+        )
+    return results
+
+
+@dataclass
+class AcrossTasks:
+    """Normalised final scores of one configuration pooled over several tasks."""
+
+    label: str  # the groups' label without the env / dataset
+    tasks: list[str]
+    runs_per_task: list[int]
+    estimates: dict[str, Estimate]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "tasks": self.tasks,
+            "runs_per_task": self.runs_per_task,
+            "normalized_final": {k: v.to_dict() for k, v in self.estimates.items()},
+        }
+
+
+def aggregate_across_tasks(
+    results: Sequence[GroupResult], reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> list[AcrossTasks]:
+    """IQM / mean / median of normalised final scores over tasks, per configuration.
+
+    Groups with the same algorithm and overrides on different envs or datasets are one
+    configuration; only groups with normalised scores count, and a configuration needs
+    two tasks or more. The bootstrap is stratified: seeds are resampled within each task.
+    """
+    configs: dict[str, list[GroupResult]] = {}
+    for r in results:
+        if r.normalized_final_scores is not None:
+            g = r.group
+            extra = [f"{k}={_show(v)}" for k, v in g.overrides.items() if k not in DERIVED_KEYS]
+            configs.setdefault(" ".join([g.algo, *extra]), []).append(r)
+    out = []
+    for label, members in configs.items():
+        if len({m.group.task for m in members}) < 2:
+            continue
+        scores = [np.asarray(m.normalized_final_scores) for m in members]
+        est = interval_estimates({label: scores}, reps=reps, confidence=confidence, seed=seed)
+        out.append(
+            AcrossTasks(
+                label, [m.group.task for m in members], [len(x) for x in scores], est[label]
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- output
+
+
+def fmt(value: float) -> str:
+    """Numbers as the tables print them (2 decimals)."""
+    return "nan" if math.isnan(value) else f"{value:.2f}"
+
+
+def fmt_estimate(e: Estimate) -> str:
+    return f"{fmt(e.point)} [{fmt(e.low)}, {fmt(e.high)}]"
+
+
+def markdown_table(results: Sequence[GroupResult]) -> str:
+    """One row per group: seeds, final IQM / mean / median, best IQM, normalised."""
+    header = (
+        "| group | seeds | n | final IQM [CI] | final mean [CI] | final median [CI] "
+        "| best IQM [CI] | normalised final IQM [CI] |"
+    )
+    lines = [header, "|" + "---|" * 8]
+    for r in results:
+        norm = (
+            fmt_estimate(r.normalized_final["iqm"])
+            if r.normalized_final is not None
+            else r.reference
+        )
+        seeds = ",".join(_show(s) for s in r.group.seeds)
+        lines.append(
+            f"| {r.group.label} | {seeds} | {len(r.group.runs)} | {fmt_estimate(r.final['iqm'])} "
+            f"| {fmt_estimate(r.final['mean'])} | {fmt_estimate(r.final['median'])} "
+            f"| {fmt_estimate(r.best['iqm'])} | {norm} |"
+        )
+    return "\n".join(lines)
+
+
+def across_tasks_table(rows: Sequence[AcrossTasks]) -> str:
+    """One row per configuration seen on several tasks (normalised final scores)."""
+    lines = [
+        "| configuration | tasks (runs) | normalised final IQM [CI] | mean [CI] | median [CI] |",
+        "|" + "---|" * 5,
+    ]
+    for a in rows:
+        tasks = ", ".join(f"{t} ({n})" for t, n in zip(a.tasks, a.runs_per_task))
+        lines.append(
+            f"| {a.label} | {tasks} | {fmt_estimate(a.estimates['iqm'])} "
+            f"| {fmt_estimate(a.estimates['mean'])} | {fmt_estimate(a.estimates['median'])} |"
+        )
+    return "\n".join(lines)
+
+
+def _settings_line(metric: str, last_k: int, reps: int, confidence: float, seed: int) -> str:
+    final = "last evaluation" if last_k == 1 else f"mean of the last {last_k} evaluations"
+    return (
+        f"metric `{metric}`; final = {final}, best = max over evaluations; "
+        f"IQM = 25% trimmed mean; {confidence:.0%} percentile intervals from {reps} "
+        f"stratified bootstrap resamples of runs (seed {seed})"
+    )
+
+
+def _tasks(results: Sequence[GroupResult]) -> dict[str, list[GroupResult]]:
+    tasks: dict[str, list[GroupResult]] = {}
+    for r in results:
+        tasks.setdefault(r.group.task, []).append(r)
+    return tasks
+
+
+def _new_figure(nrows: int, ncols: int, width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height * nrows), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
+    return fig, axes
+
+
+def _colors(n: int) -> list[Any]:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return [cmap(i % 10) for i in range(n)]
+
+
+def plot_learning_curves(
+    results: Sequence[GroupResult], metric: str, path: Path, confidence: float = 0.95
+) -> Path:
+    """One panel per task: each group's IQM curve over seeds with its CI band."""
+    tasks = _tasks(results)
+    fig, axes = _new_figure(1, len(tasks), 5.0, 3.6)
+    colors = _colors(len(results))
+    color_of = {id(r): colors[i] for i, r in enumerate(results)}
+    for ax, (task, members) in zip(axes[0], tasks.items()):
+        for r in members:
+            c = color_of[id(r)]
+            label = f"{r.group.label} (n={len(r.group.runs)})"
+            ax.plot(r.curve_steps, r.curve[0], color=c, label=label, lw=1.6)
+            ax.fill_between(r.curve_steps, r.curve[1], r.curve[2], color=c, alpha=0.2, lw=0)
+        ax.set_title(task, fontsize=10)
+        ax.set_xlabel("step")
+        ax.set_ylabel(f"{metric} (IQM, {confidence:.0%} CI)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.savefig(path)
+    return path
+
+
+def _padded_range(estimates: Sequence[Estimate]) -> tuple[float, float]:
+    """x-limits around every interval, never zero-width (equal scores collapse a CI)."""
+    low = min(e.low for e in estimates)
+    high = max(e.high for e in estimates)
+    pad = 0.05 * (high - low) if high > low else max(1.0, 0.05 * abs(low))
+    return low - pad, high + pad
+
+
+def plot_interval_estimates(results: Sequence[GroupResult], path: Path) -> Path:
+    """rliable-style interval estimates of the final score: rows = tasks, cols = IQM/median/mean."""
+    tasks = _tasks(results)
+    stats = ("iqm", "median", "mean")
+    height = max(1.4, 0.45 * max(len(m) for m in tasks.values()) + 0.9)
+    fig, axes = _new_figure(len(tasks), len(stats), 3.2, height)
+    colors = _colors(len(results))
+    color_of = {id(r): colors[i] for i, r in enumerate(results)}
+    for row, (task, members) in enumerate(tasks.items()):
+        for col, stat in enumerate(stats):
+            ax = axes[row][col]
+            for y, r in enumerate(members):
+                e = r.final[stat]
+                c = color_of[id(r)]
+                ax.barh(y, e.high - e.low, left=e.low, height=0.6, color=c, alpha=0.7)
+                ax.vlines(e.point, y - 0.3, y + 0.3, color=c if e.high == e.low else "black", lw=2)
+            ax.set_xlim(*_padded_range([r.final[stat] for r in members]))
+            ax.ticklabel_format(axis="x", useOffset=False)
+            ax.set_yticks(range(len(members)))
+            ax.set_yticklabels([r.group.label for r in members] if col == 0 else [], fontsize=8)
+            ax.set_ylim(-0.6, len(members) - 0.4)
+            ax.grid(axis="x", alpha=0.3)
+            ax.set_title(STAT_TITLES[stat] + (f"  ({task})" if col == 0 else ""), fontsize=9)
+            if row == len(tasks) - 1:
+                ax.set_xlabel("final score")
+    fig.savefig(path)
+    return path
+
+
+def plot_performance_profiles(
+    results: Sequence[GroupResult], path: Path, reps: int, confidence: float, seed: int
+) -> tuple[Path, dict[str, dict[str, list[float]]]]:
+    """Per task: fraction of runs whose final score exceeds tau, with its CI band."""
+    tasks = _tasks(results)
+    fig, axes = _new_figure(1, len(tasks), 5.0, 3.6)
+    colors = _colors(len(results))
+    color_of = {id(r): colors[i] for i, r in enumerate(results)}
+    profiles: dict[str, dict[str, list[float]]] = {}
+    for ax, (task, members) in zip(axes[0], tasks.items()):
+        pooled = np.concatenate([r.final_scores for r in members])
+        lo, hi = float(pooled.min()), float(pooled.max())
+        taus = np.linspace(*_padded_range([Estimate(lo, lo, hi)]), 101)
+        for r in members:
+            c = color_of[id(r)]
+            p, plow, phigh = performance_profile(r.final_scores, taus, reps, confidence, seed)
+            ax.plot(taus, p, color=c, label=r.group.label, lw=1.6)
+            ax.fill_between(taus, plow, phigh, color=c, alpha=0.2, lw=0)
+            profiles[r.group.label] = {
+                "tau": taus.tolist(),
+                "fraction": p.tolist(),
+                "low": plow.tolist(),
+                "high": phigh.tolist(),
+            }
+        ax.set_title(task, fontsize=10)
+        ax.set_xlabel(r"final score $\tau$")
+        ax.set_ylabel(r"fraction of runs with score > $\tau$")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.savefig(path)
+    return path, profiles
+
+
+def write_report(
+    results: Sequence[GroupResult],
+    out: str | Path,
+    metric: str = "eval/return",
+    last_k: int = 1,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    sources: Sequence[str | Path] = (),
+    across: Sequence[AcrossTasks] | None = None,
+    command: str | None = None,
+) -> dict[str, Path]:
+    """Write report.md, report.json and the three PNG figures into ``out``.
+
+    ``across`` is ``aggregate_across_tasks(results, ...)``, computed when not given;
+    ``command`` (the command line that made the report) is quoted in report.md.
+    """
+    if across is None:
+        across = aggregate_across_tasks(results, reps, confidence, seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {
+        "learning_curves": plot_learning_curves(
+            results, metric, out / "learning_curves.png", confidence
+        ),
+        "final_scores": plot_interval_estimates(results, out / "final_scores.png"),
+    }
+    files["performance_profile"], profiles = plot_performance_profiles(
+        results, out / "performance_profile.png", reps, confidence, seed
+    )
+    settings = _settings_line(metric, last_k, reps, confidence, seed)
+    lines = [
+        "# Run report",
+        "",
+        f"Generated by `{command}`."
+        if command
+        else f"Generated by `rlcore.report` from {', '.join(f'`{s}`' for s in sources)}.",
+        "",
+        settings + ".",
+        "Groups: runs with the same algorithm, env, dataset and config up to per-run keys "
+        "(seed, run dir, resume, device, threads, logger); a label lists the keys that differ.",
+        "",
+        markdown_table(results),
+        "",
+        "Normalised scores: " + "; ".join(f"{r.group.label}: {r.reference}" for r in results) + ".",
+        "",
+        *(
+            [
+                "Across tasks (normalised final scores; seeds resampled within each task):",
+                "",
+                across_tasks_table(across),
+                "",
+            ]
+            if across
+            else []
+        ),
+        "Per-seed final (best) scores:",
+        "",
+        *(
+            f"- {r.group.label}: "
+            + ", ".join(
+                f"seed {_show(run.seed)} {fmt(f)} ({fmt(b)})"
+                for run, f, b in sorted(
+                    zip(r.group.runs, r.final_scores, r.best_scores),
+                    key=lambda t: (str(type(t[0].seed)), t[0].seed),
+                )
+            )
+            for r in results
+        ),
+        "",
+        "## Learning curves",
+        "",
+        f"IQM over a group's runs at each evaluation step, with its {confidence:.0%} bootstrap "
+        "band; a curve covers the steps every run of its group reached (runs with different "
+        "evaluation steps are linearly interpolated onto a common grid).",
+        "",
+        "![learning curves](learning_curves.png)",
+        "",
+        "## Final scores (interval estimates)",
+        "",
+        "![final scores](final_scores.png)",
+        "",
+        "## Performance profiles",
+        "",
+        "![performance profile](performance_profile.png)",
+        "",
+    ]
+    files["markdown"] = out / "report.md"
+    files["markdown"].write_text("\n".join(lines))
+    payload = {
+        "metric": metric,
+        "last_k": last_k,
+        "reps": reps,
+        "confidence": confidence,
+        "seed": seed,
+        "sources": [str(s) for s in sources],
+        "command": command,
+        "groups": [r.to_dict() for r in results],
+        "across_tasks": [a.to_dict() for a in across],
+        "performance_profiles": profiles,
+    }
+    files["json"] = out / "report.json"
+    files["json"].write_text(json.dumps(payload, indent=1))
+    return files
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlcore.report DIRS...``: print the table, write the report files."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rlcore.report",
+        description="Group runs by config; IQM/mean/median with bootstrap CIs; figures.",
+    )
+    parser.add_argument("dirs", nargs="+", help="run dirs or sweep dirs (searched recursively)")
+    parser.add_argument(
+        "--metric", default="eval/return", help="column of eval.csv (or group/name)"
+    )
+    parser.add_argument("--out", default=None, help="output folder (default <first dir>/report)")
+    parser.add_argument("--last-k", type=int, default=1, help="final = mean of the last k evals")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument("--confidence", type=float, default=0.95, help="interval size")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    args = parser.parse_args(argv)
+    try:
+        if args.reps < 1 or not 0.0 < args.confidence < 1.0:
+            raise ReportError("--reps must be >= 1 and --confidence inside (0, 1)")
+        runs, skipped = split_by_metric(load_runs(args.dirs), args.metric)
+        if skipped:
+            print(
+                f"note: skipping {len(skipped)} run(s) without '{args.metric}' values "
+                "(crashed or still starting): " + ", ".join(str(r.path) for r in skipped),
+                file=sys.stderr,
+            )
+        results = aggregate(
+            group_runs(runs), args.metric, args.last_k, args.reps, args.confidence, args.seed
+        )
+        across = aggregate_across_tasks(results, args.reps, args.confidence, args.seed)
+        out = Path(args.out) if args.out else Path(args.dirs[0]) / "report"
+        files = write_report(
+            results,
+            out,
+            args.metric,
+            args.last_k,
+            args.reps,
+            args.confidence,
+            args.seed,
+            args.dirs,
+            across,
+            " ".join(["python -m rlcore.report", *(argv if argv is not None else sys.argv[1:])]),
+        )
+    except ReportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(_settings_line(args.metric, args.last_k, args.reps, args.confidence, args.seed))
+    print(f"{len(runs)} runs in {len(results)} groups\n")
+    print(markdown_table(results))
+    if across:
+        print("\nacross tasks (normalised final scores):\n" + across_tasks_table(across))
+    print("\nwrote " + ", ".join(str(p) for p in files.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,417 @@
+"""rlcore.report: rliable's estimators on hand-made scores, grouping, CLI and figures."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from rlcore import report
+from rlcore.evaluate import interquartile_mean
+from tests.conftest import REPO
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------- estimators
+
+
+def test_iqm_mean_median_exact_values():
+    x = np.array([0.0, 1, 2, 3, 4, 10, 20, 100])  # 8 runs: IQM drops 2 from each end
+    est = report.interval_estimates({"a": x}, reps=200)["a"]
+    assert est["iqm"].point == pytest.approx((2 + 3 + 4 + 10) / 4)  # 4.75
+    assert est["mean"].point == pytest.approx(140 / 8)
+    assert est["median"].point == pytest.approx(3.5)
+    # rliable pools runs x tasks: the same 8 scores as a (4 runs, 2 tasks) matrix
+    matrix = np.array([[0.0, 10], [1, 20], [2, 100], [3, 4]])
+    assert report.interval_estimates({"m": matrix}, reps=10)["m"]["iqm"].point == 4.75
+    # several tasks: mean and median are over per-task means (task means 1.5, 33.5, 5)
+    matrix = np.array([[0.0, 10, 5], [1, 20, 5], [2, 100, 5], [3, 4, 5]])
+    est = report.interval_estimates({"m": matrix}, reps=10)["m"]
+    assert est["mean"].point == pytest.approx(40 / 3) and est["median"].point == 5.0
+    assert est["iqm"].point == pytest.approx(np.mean([3, 4, 5, 5, 5, 5]))  # 12 runs, cut 3+3
+    # tasks with different numbers of runs weigh the same in the mean (pooled: 20/3)
+    assert report.interval_estimates({"r": [[0.0, 0.0], [10.0] * 4]})["r"]["mean"].point == 5.0
+    # five runs: int(0.25 * 5) = 1 score cut from each end
+    assert report.iqm(np.array([100.0, 0, 40, 10, 20]), axis=None) == pytest.approx(70 / 3)
+
+
+def test_iqm_of_three_runs_is_rliable_trim_mean_not_fractional_iqm():
+    x = np.array([1.0, 2.0, 9.0])
+    assert report.iqm(x, axis=None) == pytest.approx(4.0)  # trim_mean cuts int(0.75) = 0
+    assert interquartile_mean(x) == pytest.approx(3.0)  # evaluate.py: ends weighted 1/4
+
+
+def test_bootstrap_interval_contains_point_and_is_seeded():
+    rng = np.random.default_rng(3)
+    scores = rng.normal(50.0, 20.0, size=(7, 3))
+    a = report.interval_estimates({"x": scores}, reps=500, seed=1)["x"]
+    b = report.interval_estimates({"x": scores}, reps=500, seed=1)["x"]
+    c = report.interval_estimates({"x": scores}, reps=500, seed=2)["x"]
+    for stat in report.STATISTICS:
+        assert a[stat].low <= a[stat].point <= a[stat].high
+        assert a[stat].low < a[stat].high
+        assert a[stat] == b[stat]
+    assert a["iqm"] != c["iqm"]
+
+
+def test_bootstrap_interval_collapses_when_scores_are_equal():
+    est = report.interval_estimates({"x": np.full((4, 2), 5.0)}, reps=300)["x"]
+    for stat in report.STATISTICS:
+        assert (est[stat].point, est[stat].low, est[stat].high) == (5.0, 5.0, 5.0)
+
+
+def test_bootstrap_interval_of_two_runs_is_exact():
+    # resampled means of [0, 1] are 0, 0.5, 1 with p = 1/4, 1/2, 1/4: 95% CI = [0, 1]
+    est = report.interval_estimates({"x": [0.0, 1.0]}, reps=4000)["x"]["mean"]
+    assert (est.point, est.low, est.high) == (0.5, 0.0, 1.0)
+
+
+def test_stratified_bootstrap_never_mixes_tasks():
+    # task A scores 0, task B scores 100 (different numbers of runs): every stratified
+    # resample keeps 2 zeros and 6 hundreds, so the mean of task means is always 50 and
+    # the IQM always 100 (pooled resampling would spread both)
+    tasks = [np.zeros(2), np.full(6, 100.0)]
+    samples, owner = report.stratified_bootstrap(tasks, reps=1000, seed=0)
+    assert samples.shape == (1000, 8) and owner.tolist() == [0, 0] + [1] * 6
+    assert np.all(samples[:, owner == 0] == 0.0) and np.all(samples[:, owner == 1] == 100.0)
+    est = report.interval_estimates({"x": tasks}, reps=1000)["x"]
+    assert (est["mean"].point, est["mean"].low, est["mean"].high) == (50.0, 50.0, 50.0)
+    assert (est["iqm"].point, est["iqm"].low, est["iqm"].high) == (100.0, 100.0, 100.0)
+    pooled = report.interval_estimates({"x": np.concatenate(tasks)}, reps=1000)["x"]
+    assert pooled["iqm"].low < 100.0  # the same scores as one task do move
+    # distinct scores per task: resampled values come only from their own task
+    tasks = [np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0])]
+    samples, owner = report.stratified_bootstrap(tasks, reps=500, seed=4)
+    assert set(np.unique(samples[:, owner == 0])) == {1.0, 2.0, 3.0}
+    assert set(np.unique(samples[:, owner == 1])) == {10.0, 20.0}
+
+
+def test_performance_profile_exact_and_averaged_over_tasks():
+    taus = np.array([0.0, 2.5, 4.0])
+    point, low, high = report.performance_profile([1.0, 2.0, 3.0, 4.0], taus, reps=500)
+    assert point.tolist() == [1.0, 0.5, 0.0]  # strictly above tau
+    assert np.all(low <= point) and np.all(point <= high)
+    # per-task fractions 0 and 1 average to 0.5 (pooled runs would give 4/6)
+    point, low, high = report.performance_profile([[0.0, 0.0], [10.0] * 4], [5.0], reps=200)
+    assert point.tolist() == [0.5] and low.tolist() == [0.5] and high.tolist() == [0.5]
+
+
+def test_align_curves_uses_equal_steps_and_interpolates_otherwise():
+    a = (np.array([0.0, 10, 20]), np.array([0.0, 1, 2]))
+    b = (np.array([0.0, 10, 20]), np.array([5.0, 5, 5]))
+    steps, values = report.align_curves([a, b])
+    assert steps.tolist() == [0, 10, 20] and values.tolist() == [[0, 1, 2], [5, 5, 5]]
+    c = (np.array([5.0, 15]), np.array([10.0, 30]))  # shorter, shifted grid
+    steps, values = report.align_curves([a, c])
+    assert steps.tolist() == [5, 10, 15]
+    assert values.tolist() == [[0.5, 1.0, 1.5], [10.0, 20.0, 30.0]]
+
+
+# --------------------------------------------------------------------------- fake runs
+
+
+def write_run(
+    path: Path,
+    algo: str,
+    seed: int,
+    returns: list[float],
+    env_id: str = "InvertedPendulum-v5",
+    steps: list[int] | None = None,
+    **overrides,
+) -> Path:
+    """A run dir as rlcore.train writes it (config.yaml + eval.csv), with given returns."""
+    config = {
+        "algo": {"name": algo, "gamma": 0.99, "tau": 0.005, "total_steps": 3000},
+        "env": {"name": env_id.split("-")[0].lower(), "id": env_id, "num_envs": 1},
+        "logger": {"tensorboard": False, "csv": True},
+        "seed": seed,
+        "device": "cpu",
+        "threads": 1,
+        "total_steps": 3000,
+        "dataset": None,
+        "resume": None,
+        "run_dir": str(path),
+    }
+    if algo == "td3":
+        config["algo"]["policy_noise"] = 0.2
+    for dotted, value in overrides.items():
+        node = config
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    path.mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(config), path / "config.yaml")
+    steps = steps or [1000 * (i + 1) for i in range(len(returns))]
+    with (path / "eval.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", "eval/best_return", "eval/length", "eval/return"])
+        best = -np.inf
+        for step, value in zip(steps, returns):
+            best = max(best, value)
+            writer.writerow([step, best, 100, value])
+    (path / "train.csv").write_text("step,train/critic_loss\n1000,0.5\n")
+    return path
+
+
+def make_sweep(root: Path) -> Path:
+    """2 algos x 3 seeds; SAC also at gamma 0.98; TD3 with per-run threads differing."""
+    for seed in range(3):
+        write_run(root / f"sac/seed{seed}", "sac", seed, [0.0, 10.0 * seed, 5.0])
+        write_run(root / f"sac98/seed{seed}", "sac", seed, [1.0, 2.0], algo__gamma=0.98)
+        write_run(root / f"td3/seed{seed}", "td3", seed, [3.0, 4.0], threads=seed + 1)
+    return root
+
+
+def test_grouping_by_config_with_differing_override(tmp_path):
+    runs = report.load_runs([make_sweep(tmp_path / "sweep")])
+    assert len(runs) == 9
+    groups = report.group_runs(runs)
+    labels = [g.label for g in groups]
+    assert labels == [
+        "sac InvertedPendulum-v5 algo.gamma=0.98",
+        "sac InvertedPendulum-v5 algo.gamma=0.99",
+        "td3 InvertedPendulum-v5",
+    ]
+    for g in groups:
+        assert g.seeds == [0, 1, 2] and len(g.runs) == 3
+    assert {r.path.parent.name for r in groups[0].runs} == {"sac98"}
+    assert {r.path.parent.name for r in groups[2].runs} == {"td3"}
+    # run dirs given one by one group the same way; hidden folders are skipped
+    (tmp_path / "sweep" / "sac" / "seed0" / ".hydra").mkdir()
+    write_run(tmp_path / "sweep" / "sac" / "seed0" / ".hydra" / "x", "sac", 9, [1.0])
+    assert len(report.find_run_dirs(tmp_path / "sweep")) == 9
+
+
+def test_aggregate_final_best_last_k_and_no_reference(tmp_path):
+    for seed, final in enumerate([0.0, 10.0, 20.0, 40.0, 100.0]):
+        write_run(tmp_path / f"r{seed}", "sac", seed, [final - 2, final + 5, final])
+    (result,) = report.aggregate(report.group_runs(report.load_runs([tmp_path])), reps=300)
+    assert result.final["iqm"].point == pytest.approx(70 / 3)
+    assert result.final["mean"].point == pytest.approx(34.0)
+    assert result.final["median"].point == pytest.approx(20.0)
+    assert result.best["iqm"].point == pytest.approx(70 / 3 + 5)
+    assert result.normalized_final is None and result.reference == "no reference"
+    assert result.curve_steps.tolist() == [1000, 2000, 3000]
+    assert result.curve[0].tolist() == pytest.approx([70 / 3 - 2, 70 / 3 + 5, 70 / 3])
+    (k2,) = report.aggregate(report.group_runs(report.load_runs([tmp_path])), last_k=2, reps=10)
+    assert k2.final["mean"].point == pytest.approx(34.0 + 2.5)
+
+
+def test_normalised_scores_from_d4rl_reference(tmp_path):
+    for seed in range(2):
+        write_run(tmp_path / f"r{seed}", "sac", seed, [1000.0, 2000.0], env_id="Hopper-v5")
+    (result,) = report.aggregate(report.group_runs(report.load_runs([tmp_path])), reps=10)
+    expected = 100 * (2000 + 20.272305) / (3234.3 + 20.272305)
+    assert result.normalized_final["iqm"].point == pytest.approx(expected)
+    assert result.reference == "reference returns of Hopper-v5: random -20.2723, expert 3234.3"
+    # offline runs logged their own normalised score (e.g. from Minari references): used as is
+    for seed in range(2):
+        run = tmp_path / "offline" / f"r{seed}"
+        run.mkdir(parents=True)
+        (tmp_path / f"r{seed}" / "config.yaml").rename(run / "config.yaml")
+        (run / "eval.csv").write_text(
+            f"step,eval/normalized_score,eval/return\n1000,40,1000\n2000,{50 + seed},2000\n"
+        )
+    (result,) = report.aggregate(report.group_runs(report.load_runs([tmp_path / "offline"])))
+    assert result.reference == "logged eval/normalized_score"
+    assert result.normalized_final["mean"].point == pytest.approx(50.5)
+    assert result.normalized_best["iqm"].point == pytest.approx(50.5)
+
+
+def test_across_tasks_pools_normalised_scores_per_configuration(tmp_path):
+    def norm(value, random, expert):
+        return 100 * (value - random) / (expert - random)
+
+    hopper, walker = [1000.0, 3000.0], [500.0, 1500.0, 2500.0, 4000.0]
+    for seed, value in enumerate(hopper):
+        write_run(tmp_path / f"h{seed}", "sac", seed, [value], env_id="Hopper-v5")
+    for seed, value in enumerate(walker):
+        write_run(tmp_path / f"w{seed}", "sac", seed, [value], env_id="Walker2d-v5")
+    write_run(tmp_path / "ip", "sac", 0, [1.0])  # no reference: left out
+    write_run(tmp_path / "td3", "td3", 0, [1.0], env_id="Hopper-v5")  # one task: left out
+    results = report.aggregate(report.group_runs(report.load_runs([tmp_path])), reps=200)
+    (row,) = report.aggregate_across_tasks(results, reps=200)
+    assert row.label == "sac" and row.tasks == ["Hopper-v5", "Walker2d-v5"]
+    assert row.runs_per_task == [2, 4]
+    h = [norm(v, -20.272305, 3234.3) for v in hopper]
+    w = [norm(v, 1.629008, 4592.3) for v in walker]
+    assert row.estimates["mean"].point == pytest.approx((np.mean(h) + np.mean(w)) / 2)
+    assert row.estimates["iqm"].point == pytest.approx(np.mean(sorted(h + w)[1:-1]))
+    assert row.estimates["iqm"].low < row.estimates["iqm"].point < row.estimates["iqm"].high
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def run_report(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run(
+        [sys.executable, "-m", "rlcore.report", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC and len(data) > 1000
+
+
+def test_cli_end_to_end_on_fake_runs(tmp_path, capsys):
+    sweep = tmp_path / "sweep"
+    for seed, final in enumerate([0.0, 10.0, 20.0, 40.0, 100.0]):
+        write_run(sweep / f"sac/s{seed}", "sac", seed, [final - 2, final + 5, final])
+    for seed in range(3):
+        write_run(sweep / f"td3/s{seed}", "td3", seed, [1.0, 7.0], env_id="Hopper-v5")
+    out = run_report(sweep, "--reps", "500", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in out.stdout.splitlines()}
+    sac = lines["sac InvertedPendulum-v5"]
+    assert "| 0,1,2,3,4 | 5 | 23.33 [" in sac and "| 34.00 [" in sac and "| 20.00 [" in sac
+    assert "| 28.33 [" in sac and sac.endswith("| no reference |")
+    td3 = lines["td3 Hopper-v5"]
+    norm = 100 * (7 + 20.272305) / (3234.3 + 20.272305)
+    assert "| 7.00 [7.00, 7.00] |" in td3 and td3.endswith(
+        f"| {norm:.2f} [{norm:.2f}, {norm:.2f}] |"
+    )
+    files = sorted(p.name for p in (sweep / "report").iterdir())
+    assert files == [
+        "final_scores.png",
+        "learning_curves.png",
+        "performance_profile.png",
+        "report.json",
+        "report.md",
+    ]
+    for name in ("final_scores.png", "learning_curves.png", "performance_profile.png"):
+        assert_png(sweep / "report" / name)
+    md = (sweep / "report" / "report.md").read_text()
+    assert sac in md and "![learning curves](learning_curves.png)" in md
+    data = json.loads((sweep / "report" / "report.json").read_text())
+    (g,) = [g for g in data["groups"] if g["algo"] == "sac"]
+    assert g["final"]["iqm"]["point"] == pytest.approx(70 / 3)
+    assert sorted(g["final_scores"]) == [0, 10, 20, 40, 100] and g["seeds"] == [0, 1, 2, 3, 4]
+    # the same seed gives the same numbers; --out elsewhere
+    assert report.main([str(sweep), "--reps", "500", "--out", str(tmp_path / "o")]) == 0
+    again = capsys.readouterr().out
+    assert again.split("\n\n")[1] == out.stdout.split("\n\n")[1]
+    md_again = (tmp_path / "o" / "report.md").read_text()
+    assert md_again.split("\n")[3:] == md.split("\n")[3:]  # all but the quoted command
+    assert "Generated by `python -m rlcore.report " in md and "--reps 500" in md
+
+
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
+    write_run(tmp_path / "runs" / "a", "sac", 0, [1.0, 2.0])
+    (tmp_path / "empty").mkdir()
+    cases = [
+        ([str(tmp_path / "missing")], "no such directory"),
+        ([str(tmp_path / "empty")], "no runs under"),
+        (
+            [str(tmp_path / "runs"), "--metric", "eval/score"],
+            "metric 'eval/score' not found in any of the 1 run(s)",
+        ),
+        ([str(tmp_path / "runs"), "--last-k", "0"], "--last-k must be >= 1"),
+    ]
+    for argv, message in cases:
+        assert report.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and err.count("\n") == 1
+    report.main([str(tmp_path / "runs"), "--metric", "eval/score"])
+    err = capsys.readouterr().err
+    assert "available metrics: eval/best_return, eval/length, eval/return, train/critic_loss" in err
+    assert not (tmp_path / "runs" / "report").exists()
+
+
+def test_cli_skips_runs_without_the_metric_with_a_note(tmp_path, capsys):
+    write_run(tmp_path / "a", "sac", 0, [1.0, 2.0])
+    write_run(tmp_path / "b", "sac", 1, [3.0, 4.0])
+    crashed = write_run(tmp_path / "c", "sac", 2, [])  # header only: no evaluation yet
+    assert report.main([str(tmp_path), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert "note: skipping 1 run(s) without 'eval/return' values" in captured.err
+    assert str(crashed) in captured.err
+    assert "| sac InvertedPendulum-v5 | 0,1 | 2 | 3.00 [2.00, 4.00] |" in captured.out
+
+
+def test_resumed_run_is_read_with_its_last_config(tmp_path):
+    run = write_run(tmp_path / "a", "sac", 0, [1.0, 2.0])
+    config = OmegaConf.load(run / "config.yaml")
+    config.total_steps = 6000
+    config.resume = str(run)
+    OmegaConf.save(config, run / "config_resumed.yaml")
+    write_run(tmp_path / "b", "sac", 1, [1.0, 2.0])
+    runs = report.load_runs([tmp_path])
+    assert [r.resumed for r in runs] == [True, False]
+    labels = [g.label for g in report.group_runs(runs)]
+    assert labels == [
+        "sac InvertedPendulum-v5 total_steps=3000",
+        "sac InvertedPendulum-v5 total_steps=6000",
+    ]
+
+
+def test_matches_rliable_when_installed():
+    """Cross-check against rliable 1.2.0 (needs pandas<3; skipped when not installed)."""
+    rly = pytest.importorskip("rliable.library")
+    from rliable import metrics
+
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(10, 3))  # 10 runs x 3 tasks: the bootstrap is stratified
+    ours = report.interval_estimates({"x": scores}, reps=20000, seed=0)["x"]
+    fns = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean}
+    fns["median"] = metrics.aggregate_median
+    for stat, fn in fns.items():
+        points, intervals = rly.get_interval_estimates(
+            {"x": scores}, lambda s, f=fn: np.array([f(s)]), reps=20000
+        )
+        assert ours[stat].point == pytest.approx(points["x"][0])
+        assert ours[stat].low == pytest.approx(intervals["x"][0, 0], abs=0.02)
+        assert ours[stat].high == pytest.approx(intervals["x"][1, 0], abs=0.02)
+    taus = np.linspace(-2.0, 2.0, 9)
+    point, low, high = report.performance_profile(scores, taus, reps=20000)
+    r_point, r_cis = rly.create_performance_profile({"x": scores}, taus, reps=20000)
+    assert point == pytest.approx(r_point["x"])
+    assert low == pytest.approx(r_cis["x"][0], abs=0.03)
+    assert high == pytest.approx(r_cis["x"][1], abs=0.03)
+
+
+# --------------------------------------------------------------------------- real runs
+
+
+def test_report_on_real_tiny_runs(tmp_path):
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    for seed in (0, 1):
+        cfg = make_config(
+            "algo=sac",
+            "env=InvertedPendulum",
+            *FAST,
+            f"seed={seed}",
+            "total_steps=400",
+            "algo.learning_starts=100",
+            "algo.batch_size=32",
+            "eval_every=200",
+            "eval_episodes=1",
+            "eval_envs=1",
+            "env.max_episode_steps=50",
+        )
+        train(cfg, tmp_path / "runs" / f"seed{seed}")
+    assert report.main([str(tmp_path / "runs"), "--reps", "200"]) == 0
+    data = json.loads((tmp_path / "runs" / "report" / "report.json").read_text())
+    (g,) = data["groups"]
+    assert g["label"] == "sac InvertedPendulum-v5" and g["seeds"] == [0, 1]
+    assert g["curve"]["step"] == [200, 400]
+    for name in ("final_scores.png", "learning_curves.png", "performance_profile.png"):
+        assert_png(tmp_path / "runs" / "report" / name)

@@ -52,29 +52,5 @@ def normalized_score(value: float, random_score: float, expert_score: float) -> 
     return 100.0 * (value - random_score) / (expert_score - random_score)
 
 
-def interquartile_mean(values: np.ndarray | list[float]) -> float:
-    """Mean of the middle 50% of ``values`` (rliable's IQM; fractional ends weighted)."""
-    x = np.sort(np.asarray(values, dtype=np.float64).ravel())
-    n = x.size
-    if n == 0:
-        raise ValueError("interquartile_mean of an empty sequence")
-    # weight of each sorted sample inside the quantile range [n/4, 3n/4]
-    lo, hi = n / 4.0, 3.0 * n / 4.0
-    edges = np.arange(n + 1, dtype=np.float64)
-    weights = np.clip(np.minimum(edges[1:], hi) - np.maximum(edges[:-1], lo), 0.0, None)
-    return float((weights * x).sum() / weights.sum())
-
-
-def bootstrap_ci(
-    values: np.ndarray | list[float],
-    statistic=interquartile_mean,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval of ``statistic`` over runs (seeds)."""
-    x = np.asarray(values, dtype=np.float64).ravel()
-    rng = np.random.default_rng(seed)
-    stats = [statistic(x[rng.integers(0, x.size, x.size)]) for _ in range(resamples)]
-    alpha = (1.0 - confidence) / 2.0
-    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1.0 - alpha))
+# Aggregates over seeds and tasks (IQM, stratified bootstrap confidence intervals,
+# performance profiles, rliable's definitions) live in rlcore.report.

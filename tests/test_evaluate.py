@@ -2,23 +2,7 @@ import numpy as np
 import pytest
 
 from envs.make import make_vec_env
-from rlcore.evaluate import bootstrap_ci, evaluate, interquartile_mean, normalized_score
-
-
-def test_interquartile_mean_hand_computed():
-    assert interquartile_mean([1, 2, 3, 4, 5, 6, 7, 8]) == pytest.approx(4.5)  # mean of 3,4,5,6
-    assert interquartile_mean([100, 1, 2, 3]) == pytest.approx(2.5)  # mean of 2,3
-    # n=5: quartile range [1.25, 3.75] covers 0.75 of x[1], all of x[2], 0.75 of x[3]
-    expected = (0.75 * 2 + 3 + 0.75 * 4) / 2.5
-    assert interquartile_mean([5, 4, 3, 2, 1]) == pytest.approx(expected)
-    with pytest.raises(ValueError):
-        interquartile_mean([])
-
-
-def test_bootstrap_ci_brackets_statistic():
-    values = np.random.default_rng(0).normal(10, 1, size=50)
-    low, high = bootstrap_ci(values, resamples=500)
-    assert low < interquartile_mean(values) < high and high - low < 1.5
+from rlcore.evaluate import evaluate, normalized_score
 
 
 def test_normalized_score():

@@ -38,6 +38,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
@@ -83,6 +84,7 @@ class AWAC:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or AWACConfig()
+        require_box_actions(action_space, "AWAC")
         check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))

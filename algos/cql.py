@@ -71,6 +71,7 @@ from rlcore.nets import (
     polyak_update,
     xavier_uniform_init,
 )
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
@@ -184,6 +185,7 @@ class CQL:
         calibrate: bool = False,
     ) -> None:
         self.config = config = config or CQLConfig()
+        require_box_actions(action_space, "Cal-QL" if calibrate else "CQL")
         check_precision(config.precision)
         if config.network_init not in NETWORK_INITS:
             raise ValueError(

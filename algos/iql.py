@@ -37,6 +37,7 @@ from rlcore.nets import (
     QEnsemble,
     polyak_update,
 )
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
@@ -83,6 +84,7 @@ class IQL:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or IQLConfig()
+        require_box_actions(action_space, "IQL")
         check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))

@@ -47,6 +47,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, edac_init, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
@@ -103,6 +104,7 @@ class ReBRAC:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or ReBRACConfig()
+        require_box_actions(action_space, "ReBRAC")
         check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))

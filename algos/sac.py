@@ -52,6 +52,7 @@ from rlcore.compiled import (
 )
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
@@ -106,6 +107,7 @@ class SAC:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or SACConfig()
+        require_box_actions(action_space, "SAC")
         self.device = torch.device(device)
         check_precision(config.precision)
         obs_dim = int(np.prod(observation_space.shape))

@@ -25,6 +25,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
@@ -73,6 +74,7 @@ class TD3BC:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or TD3BCConfig()
+        require_box_actions(action_space, "TD3+BC")
         check_precision(config.precision)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))

@@ -43,6 +43,7 @@ from rlcore.loops import (
     offline,
     on_policy,
 )
+from rlcore.spaces import action_storage, check_action_space, describe_action_space
 from rlcore.utils import seed_everything
 
 # Config fields that change tensor shapes or the meaning of saved state: a resumed run
@@ -202,6 +203,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         env_id, max(1, min(int(cfg_dict["eval_envs"]), eval_episodes)), seed=seed + 1, **normalize
     )
     obs_space, action_space = env.single_observation_space, env.single_action_space
+    _check_action_space(spec, action_space, env_id, env, eval_env)
     agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
 
     resume_step = resume_state["loop"]["counters"]["step"] if resume_state else None
@@ -215,11 +217,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         progress_interval_s=float(log_cfg.get("progress_interval_s", 10.0)),
     )
     _write_run_metadata(run_dir, cfg_dict, resumed=resume_state is not None)
-    spaces = {
-        "obs_shape": list(obs_space.shape),
-        "action_low": action_space.low,
-        "action_high": action_space.high,
-    }
+    spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
 
     def save(loop_state: dict[str, Any]) -> Path:
         step = loop_state["counters"]["step"]
@@ -274,23 +272,42 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             settings.learning_starts = 0
             return offline(agent, dataset, eval_env, settings, run, score)
         if spec.loop == "off_policy":
+            action_shape, action_dtype = action_storage(action_space)
             buffer = ReplayBuffer(
                 min(algo_cfg.buffer_size, max(settings.total_steps, env.num_envs)),
                 obs_space.shape,
-                action_space.shape,
+                action_shape,
                 env.num_envs,
                 device=device,
                 seed=seed,
+                action_dtype=action_dtype,
             )
             return off_policy(agent, env, eval_env, buffer, settings, run)
+        action_shape, action_dtype = action_storage(action_space)
         rollout = RolloutBuffer(
-            settings.rollout_steps, env.num_envs, obs_space.shape, action_space.shape, device
+            settings.rollout_steps,
+            env.num_envs,
+            obs_space.shape,
+            action_shape,
+            device,
+            action_dtype,
         )
         return on_policy(agent, env, eval_env, rollout, settings, run)
     finally:
         logger.close()
         env.close()
         eval_env.close()
+
+
+def _check_action_space(spec: Any, action_space: Any, env_id: str, *envs: Any) -> None:
+    """Refuse, with one message naming the env, an action space the algorithm cannot use
+    (the agent constructors refuse too, for library users; this one names the env)."""
+    try:
+        check_action_space(action_space, spec.agent, spec.action_spaces, env_id)
+    except ValueError:
+        for env in envs:
+            env.close()
+        raise
 
 
 def _prepare_offline(

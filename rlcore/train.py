@@ -63,6 +63,7 @@ SHAPE_FIELDS = (
     "algo.normalize_reward",
     "algo.normalize_states",
     "algo.deterministic_actor",
+    "algo.dueling",
     "dataset",
 )
 PACKAGES = ("torch", "numpy", "mujoco", "gymnasium", "minari", "hydra-core", "rlcore")

@@ -38,6 +38,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
@@ -84,6 +85,7 @@ class AWAC:
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or AWACConfig(), device)
+        require_box_actions(action_space, "AWAC")
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

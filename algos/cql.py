@@ -71,6 +71,7 @@ from rlcore.nets import (
     polyak_update,
     xavier_uniform_init,
 )
+from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
@@ -185,6 +186,7 @@ class CQL:
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or CQLConfig(), device)
+        require_box_actions(action_space, "Cal-QL" if calibrate else "CQL")
         if config.network_init not in NETWORK_INITS:
             raise ValueError(
                 f"unknown network_init '{config.network_init}', choose from {NETWORK_INITS}"

@@ -1,10 +1,18 @@
-"""Proximal Policy Optimization (PPO), clipped objective, continuous actions.
+"""Proximal Policy Optimization (PPO), clipped objective, continuous or discrete actions.
 
 Paper: J. Schulman et al., "Proximal Policy Optimization Algorithms", arXiv:1707.06347
 (2017). Defaults follow CleanRL's ``ppo_continuous_action.py`` for MuJoCo: 2048 steps
 per rollout, 32 minibatches, 10 epochs, clip 0.2, GAE lambda 0.95, lr 3e-4 annealed
 linearly to 0, 64x64 tanh networks with orthogonal init, state-independent log-std,
 observation and reward normalisation (env wrappers, statistics saved in checkpoints).
+
+Discrete actions (``gym.spaces.Discrete``, e.g. CartPole-v1): the Gaussian actor is
+replaced by a categorical one (``rlcore.nets.CategoricalActor``: logits from the same
+64x64 tanh MLP, orthogonal init with gain 0.01 on the last layer, as CleanRL's ``ppo.py``);
+actions are int64 indices 0..n-1 (stored so in the rollout buffer, never clipped), the
+deterministic action is the most likely one, and everything else (GAE, clipped surrogate,
+value loss, entropy bonus) is unchanged. CleanRL's CartPole defaults differ from MuJoCo's
+and live in ``configs/algo_env/ppo_cartpole.yaml``.
 
 Departures from the paper:
 * Value loss is clipped (CleanRL default), advantages are normalised per minibatch,
@@ -20,7 +28,8 @@ ops and the autograd bookkeeping; the rollout's per-step actor + critic evaluati
 compiled too, drawing the same action noise as eager; needs a C++ compiler (eager, with
 one warning, without one), costs ~10-20 s of compilation at start, so ``"auto"`` compiles
 only runs of more than 100k steps (``rlcore.speed``); a non-finite loss is reported after
-that minibatch's step instead of before it).
+that minibatch's step instead of before it). With discrete actions ``compile`` covers
+the minibatch step only; the rollout's categorical sampling stays eager.
 """
 
 from __future__ import annotations
@@ -34,7 +43,8 @@ import torch
 from torch import nn
 
 from rlcore.compiled import CompiledAdamStep, compile_graph
-from rlcore.nets import MLP, GaussianActor, orthogonal_init
+from rlcore.nets import MLP, CategoricalActor, GaussianActor, orthogonal_init
+from rlcore.spaces import BOX, DISCRETE, action_kind, check_action_space
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import RolloutBatch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
@@ -59,7 +69,7 @@ class PPOConfig:
     target_kl: float | None = None  # stop the epochs early above this approx. KL
     hidden: tuple[int, ...] = (64, 64)  # hidden widths of actor and critic
     activation: str = "tanh"  # hidden activation
-    init_log_std: float = 0.0  # initial policy log-std
+    init_log_std: float = 0.0  # initial policy log-std (Box actions only)
     fused_optimizer: bool = False  # fused Adam (CleanRL uses the default Adam)
     compile: bool | str = False  # True | False | "auto": the minibatch step as one graph
     # env-side recipe settings (applied by rlcore.train when building the envs)
@@ -76,18 +86,28 @@ class PPO:
     def __init__(
         self,
         observation_space: gym.spaces.Box,
-        action_space: gym.spaces.Box,
+        action_space: gym.spaces.Box | gym.spaces.Discrete,
         config: PPOConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         self.device = torch.device(device)
         # effective compile: "auto" compiles long runs only; no C++ compiler -> eager + warning
         self.config = config = resolve_speed_modes(config or PPOConfig(), self.device)
+        check_action_space(action_space, "PPO", (BOX, DISCRETE))
+        self.discrete = action_kind(action_space) == DISCRETE
         obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        self.actor = GaussianActor(
-            obs_dim, action_dim, config.hidden, config.activation, config.init_log_std
-        ).to(self.device)
+        if self.discrete:
+            self.actor = CategoricalActor(
+                obs_dim, int(action_space.n), config.hidden, config.activation
+            ).to(self.device)
+        else:
+            self.actor = GaussianActor(
+                obs_dim,
+                int(np.prod(action_space.shape)),
+                config.hidden,
+                config.activation,
+                config.init_log_std,
+            ).to(self.device)
         self.critic = MLP(obs_dim, 1, config.hidden, config.activation).to(self.device)
         orthogonal_init(self.critic)
         orthogonal_init(self.critic[-1], gain=1.0)
@@ -103,11 +123,16 @@ class PPO:
             if config.compile
             else None
         )
-        self._explore_graph = compile_graph(self._explore_with_noise) if config.compile else None
+        self._explore_graph = (
+            compile_graph(self._explore_with_noise)
+            if config.compile and not self.discrete
+            else None
+        )
         self.updates = 0
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
-        """Action(s) for observation(s) already normalised like the training env's."""
+        """Action(s) for observation(s) already normalised like the training env's
+        (float32 vectors, or int64 indices for a discrete action space)."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
             action, _ = self.actor(obs_t, deterministic=deterministic)
@@ -177,7 +202,7 @@ class PPO:
             if var_returns == 0
             else 1.0 - (batch.returns - batch.value).var().item() / var_returns
         )
-        return {
+        metrics = {
             "policy_loss": policy_loss.item(),
             "value_loss": value_loss.item(),
             "entropy": entropy.item(),
@@ -185,8 +210,10 @@ class PPO:
             "clip_fraction": float(np.mean(clip_fracs)),
             "explained_variance": explained if math.isfinite(explained) else 0.0,
             "learning_rate": lr,
-            "std": self.actor.log_std.exp().mean().item(),
         }
+        if not self.discrete:
+            metrics["std"] = self.actor.log_std.exp().mean().item()
+        return metrics
 
     def _minibatch_losses(
         self,
@@ -199,9 +226,8 @@ class PPO:
     ) -> tuple[torch.Tensor, ...]:
         """(total, policy, value, entropy, approx. KL, clip fraction) for one minibatch."""
         cfg = self.config
-        dist = self.actor.distribution(obs)
-        log_prob = dist.log_prob(action).sum(-1)
-        entropy = dist.entropy().sum(-1).mean()
+        log_prob, entropy = self.actor.log_prob_entropy(obs, action)
+        entropy = entropy.mean()
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
         with torch.no_grad():

@@ -47,6 +47,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, edac_init, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
@@ -104,6 +105,7 @@ class ReBRAC:
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or ReBRACConfig(), device)
+        require_box_actions(action_space, "ReBRAC")
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

@@ -55,6 +55,7 @@ from rlcore.compiled import (
 )
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
@@ -108,6 +109,7 @@ class SAC:
         config: SACConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
+        require_box_actions(action_space, "SAC")
         self.device = torch.device(device)
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or SACConfig(), self.device)

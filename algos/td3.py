@@ -25,6 +25,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
 
@@ -64,6 +65,7 @@ class TD3:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or TD3Config()
+        require_box_actions(action_space, "TD3")
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

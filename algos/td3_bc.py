@@ -25,6 +25,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
@@ -74,6 +75,7 @@ class TD3BC:
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or TD3BCConfig(), device)
+        require_box_actions(action_space, "TD3+BC")
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))

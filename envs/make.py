@@ -35,6 +35,7 @@ SHORT_NAMES: dict[str, str] = {
     "inverteddoublependulum": "InvertedDoublePendulum-v5",
     "reacher": "Reacher-v5",
     "pusher": "Pusher-v5",
+    "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
 }
 BACKENDS = ("sync", "async", "native", "auto")
 

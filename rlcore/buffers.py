@@ -34,7 +34,10 @@ class ReplayBuffer:
         num_envs: int = 1,
         device: torch.device | str = "cpu",
         seed: int = 0,
+        action_dtype: torch.dtype = torch.float32,
     ) -> None:
+        """``action_dtype``: float32 for Box actions; int64 with ``action_shape=()`` for
+        discrete action indices (``rlcore.spaces.action_storage`` gives both)."""
         if capacity < num_envs:
             raise ValueError(f"capacity ({capacity}) must be >= num_envs ({num_envs})")
         self.capacity = int(capacity)
@@ -43,7 +46,9 @@ class ReplayBuffer:
         f32 = dict(dtype=torch.float32, device=self.device)
         self.obs = torch.zeros((self.capacity, *obs_shape), **f32)
         self.next_obs = torch.zeros((self.capacity, *obs_shape), **f32)
-        self.action = torch.zeros((self.capacity, *action_shape), **f32)
+        self.action = torch.zeros(
+            (self.capacity, *action_shape), dtype=action_dtype, device=self.device
+        )
         self.reward = torch.zeros(self.capacity, **f32)
         self.terminated = torch.zeros(self.capacity, **f32)
         self.truncated = torch.zeros(self.capacity, **f32)
@@ -72,8 +77,8 @@ class ReplayBuffer:
         else:
             rows = torch.arange(self.pos, self.pos + n, device=self.device) % self.capacity
         for name, value in zip(self.FIELDS, values):
-            tensor = _as_tensor(value, self.device)
             target = getattr(self, name)
+            tensor = _as_tensor(value, self.device, target.dtype)
             if tensor.shape[0] != n:
                 raise ValueError(f"{name} has leading dim {tensor.shape[0]}, expected num_envs={n}")
             target[rows] = tensor.reshape(target[rows].shape)
@@ -176,13 +181,15 @@ class RolloutBuffer:
         obs_shape: tuple[int, ...],
         action_shape: tuple[int, ...],
         device: torch.device | str = "cpu",
+        action_dtype: torch.dtype = torch.float32,
     ) -> None:
+        """``action_dtype``: as ``ReplayBuffer``'s (int64, shape () for discrete actions)."""
         self.num_steps, self.num_envs = num_steps, num_envs
         self.device = torch.device(device)
         shape = (num_steps, num_envs)
         f32 = dict(dtype=torch.float32, device=self.device)
         self.obs = torch.zeros((*shape, *obs_shape), **f32)
-        self.action = torch.zeros((*shape, *action_shape), **f32)
+        self.action = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=self.device)
         self.log_prob = torch.zeros(shape, **f32)
         self.reward = torch.zeros(shape, **f32)
         self.value = torch.zeros(shape, **f32)

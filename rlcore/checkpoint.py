@@ -133,13 +133,14 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
     import gymnasium as gym
 
     from rlcore import registry
+    from rlcore.spaces import action_space_from
 
     state = load_checkpoint(path, map_location=device)
     spec = registry.get(state["algo"])
     config = spec.config_from_dict(state["config"]["algo"])
     spaces = state["spaces"]
     observation_space = gym.spaces.Box(-np.inf, np.inf, tuple(spaces["obs_shape"]), np.float32)
-    action_space = gym.spaces.Box(spaces["action_low"], spaces["action_high"], dtype=np.float32)
+    action_space = action_space_from(spaces)
     agent = spec.agent_class(observation_space, action_space, config, device=device)
     agent.load_state_dict(state["agent"])
     return agent
@@ -151,8 +152,12 @@ def load_policy(
     """A ``policy(obs) -> action`` for deployment, including the observation normalisation
     the agent was trained with (if any). ``deterministic=False`` acts with the agent's own
     sampling / exploration (e.g. SAC's tanh-Gaussian), drawing from torch's global RNG."""
+    from rlcore.spaces import DISCRETE, action_kind, action_space_from, to_env_action
+
     state = load_checkpoint(path, map_location=device)
     agent = load_agent(path, device)
+    action_space = action_space_from(state["spaces"])
+    discrete = action_kind(action_space) == DISCRETE
     norm = state.get("obs_normalizer")
     clip = float(state["config"].get("env", {}).get("clip_obs", 10.0))
 
@@ -160,6 +165,8 @@ def load_policy(
         obs = np.asarray(obs, dtype=np.float64)
         if norm is not None:
             obs = np.clip((obs - norm["mean"]) / np.sqrt(norm["var"] + 1e-8), -clip, clip)
-        return agent.act(obs.astype(np.float32), deterministic=deterministic)
+        action = agent.act(obs.astype(np.float32), deterministic=deterministic)
+        # discrete agents act in indices 0..n-1; the env's actions start at space.start
+        return to_env_action(action, action_space) if discrete else action
 
     return policy

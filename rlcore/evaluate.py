@@ -7,6 +7,8 @@ from collections.abc import Callable
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from rlcore.spaces import to_env_action
+
 
 def evaluate(
     policy: Callable[[np.ndarray], np.ndarray],
@@ -27,9 +29,8 @@ def evaluate(
     lengths: list[float] = []
     done_count = np.zeros(n, dtype=np.int64)
     obs, _ = env.reset(seed=seed)
-    low, high = env.single_action_space.low, env.single_action_space.high
     while (done_count < quota).any():
-        action = np.clip(policy(obs), low, high)
+        action = to_env_action(policy(obs), env.single_action_space)
         obs, _, _, _, info = env.step(action)
         finished = ~np.isnan(info["episode_return"])
         for i in np.flatnonzero(finished):

@@ -30,6 +30,7 @@ from envs.make import (
 from rlcore.buffers import ReplayBuffer, RolloutBuffer
 from rlcore.evaluate import evaluate
 from rlcore.logging import Logger, format_duration
+from rlcore.spaces import random_actions, to_env_action
 from rlcore.utils import NonFiniteLossError, get_rng_state, set_rng_state, tensors_finite
 
 
@@ -250,7 +251,7 @@ def off_policy(
     """Off-policy training (SAC, TD3, ...): uniform random warm-up, then
     ``updates_per_step`` gradient updates per environment step (fractions carry over)."""
     num_envs = env.num_envs
-    low, high = env.single_action_space.low, env.single_action_space.high
+    action_space = env.single_action_space
     warmup_rng = np.random.default_rng(settings.seed)
     counters = {"step": 0, "updates": 0, "update_debt": 0.0, "episodes": 0}
     last_return, last_eval, best = float("nan"), float("nan"), {}
@@ -288,10 +289,12 @@ def off_policy(
     while counters["step"] < settings.total_steps:
         prev = counters["step"]
         if prev < settings.learning_starts:
-            action = warmup_rng.uniform(low, high, size=(num_envs, *low.shape)).astype(np.float32)
+            action = random_actions(action_space, warmup_rng, num_envs)
         else:
             action = agent.act(obs)
-        next_obs, reward, terminated, truncated, info = env.step(action)
+        next_obs, reward, terminated, truncated, info = env.step(
+            to_env_action(action, action_space)
+        )
         buffer.add(obs, action, reward, final_next_obs(next_obs, info), terminated, truncated)
         obs = next_obs
         step = counters["step"] = prev + num_envs
@@ -347,10 +350,11 @@ def on_policy(
     """On-policy training (PPO): collect ``rollout_steps`` x num_envs, then ``agent.update``.
 
     The agent provides ``explore(obs) -> (action, log_prob, value)`` and ``value(obs)``;
-    actions are clipped to the action box for the env but stored unclipped.
+    actions are clipped to the action box for the env but stored unclipped (discrete
+    actions are stored as the int64 indices the agent drew).
     """
     num_envs = env.num_envs
-    low, high = env.single_action_space.low, env.single_action_space.high
+    action_space = env.single_action_space
     batch = settings.rollout_steps * num_envs
     iterations = max(1, settings.total_steps // batch)
     counters = {"step": 0, "iteration": 0, "episodes": 0}
@@ -387,7 +391,9 @@ def on_policy(
             obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
             action, log_prob, value = agent.explore(obs_t)
             action_np = action.cpu().numpy()
-            next_obs, reward, terminated, truncated, info = env.step(np.clip(action_np, low, high))
+            next_obs, reward, terminated, truncated, info = env.step(
+                to_env_action(action_np, action_space)
+            )
             bootstrap = np.zeros(num_envs, np.float32)
             if truncated.any():
                 final = final_next_obs(next_obs, info)[truncated]

@@ -458,6 +458,116 @@ class GaussianActor(nn.Module):
         action = dist.mean if deterministic else dist.sample()
         return action, dist.log_prob(action).sum(-1)
 
+    def log_prob_entropy(
+        self, obs: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(action | obs) and the policy's entropy, both (B,) (summed over dims)."""
+        dist = self.distribution(obs)
+        return dist.log_prob(action).sum(-1), dist.entropy().sum(-1)
+
+
+class Categorical:
+    """Categorical distribution over the last dim of ``logits`` with the few methods PPO
+    and DQN need (no argument validation, as ``DiagNormal``)."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.log_probs = logits - logits.logsumexp(-1, keepdim=True)  # normalised
+
+    @property
+    def probs(self) -> torch.Tensor:
+        return self.log_probs.exp()
+
+    def sample(self) -> torch.Tensor:
+        """int64 indices, one per row, drawn from torch's global RNG."""
+        with torch.no_grad():
+            flat = self.probs.reshape(-1, self.log_probs.shape[-1])
+            return torch.multinomial(flat, 1).reshape(self.log_probs.shape[:-1])
+
+    def mode(self) -> torch.Tensor:
+        return self.log_probs.argmax(-1)
+
+    def log_prob(self, action: torch.Tensor) -> torch.Tensor:
+        return self.log_probs.gather(-1, action.long().unsqueeze(-1)).squeeze(-1)
+
+    def entropy(self) -> torch.Tensor:
+        return -(self.probs * self.log_probs).sum(-1)
+
+
+class CategoricalActor(nn.Module):
+    """pi(a | s) = softmax(f(s)) over ``num_actions`` discrete actions (PPO on Discrete
+    spaces). Same MLP and initialisation as ``GaussianActor``'s mean (CleanRL's ppo.py:
+    orthogonal, gain 0.01 on the logits layer, so the initial policy is near uniform)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        hidden: Sequence[int] = (64, 64),
+        activation_name: str = "tanh",
+        orthogonal: bool = True,
+    ) -> None:
+        super().__init__()
+        self.logits = MLP(obs_dim, num_actions, hidden, activation_name)
+        if orthogonal:
+            orthogonal_init(self.logits)
+            orthogonal_init(self.logits[-1], gain=0.01)
+
+    def distribution(self, obs: torch.Tensor) -> Categorical:
+        return Categorical(self.logits(obs))
+
+    def forward(
+        self, obs: torch.Tensor, deterministic: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Action indices (B,) int64 (sampled, or the most likely) and their log-probability."""
+        dist = self.distribution(obs)
+        action = dist.mode() if deterministic else dist.sample()
+        return action, dist.log_prob(action)
+
+    def log_prob_entropy(
+        self, obs: torch.Tensor, action: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """log pi(action | obs) and the policy's entropy, both (B,)."""
+        dist = self.distribution(obs)
+        return dist.log_prob(action), dist.entropy()
+
+
+class DiscreteQNetwork(nn.Module):
+    """Q(s, .) for every discrete action at once, (B, num_actions) (DQN).
+
+    ``dueling=True`` (Wang et al. 2016): a shared trunk, then a value head V(s) and an
+    advantage head A(s, a), combined as Q = V + A - mean_a A, so mean_a Q(s, a) = V(s)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        num_actions: int,
+        hidden: Sequence[int] = (120, 84),
+        activation_name: str = "relu",
+        dueling: bool = False,
+    ) -> None:
+        super().__init__()
+        self.dueling = dueling
+        if not dueling:
+            self.q = MLP(obs_dim, num_actions, hidden, activation_name)
+            return
+        *trunk_hidden, width = hidden
+        self.trunk = MLP(
+            obs_dim, width, trunk_hidden, activation_name, output_activation=activation_name
+        )
+        self.value = nn.Linear(width, 1)
+        self.advantage = nn.Linear(width, num_actions)
+
+    def streams(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Dueling only: V(s) (B, 1) and A(s, .) (B, num_actions) before they are combined."""
+        features = self.trunk(obs)
+        return float32_output(self.value, features), float32_output(self.advantage, features)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        if not self.dueling:
+            return self.q(obs)
+        value, advantage = self.streams(obs)
+        return value + advantage - advantage.mean(-1, keepdim=True)
+
 
 class ObsNormalizer(nn.Module):
     """(obs - mean) / std with statistics fitted once on a dataset (offline algorithms).

@@ -32,6 +32,7 @@ class AlgoSpec:
     agent: str
     config: str
     loop: str  # "off_policy" | "on_policy" | "offline"
+    action_spaces: tuple[str, ...] = ("box",)  # kinds it acts in (rlcore.spaces.action_kind)
 
     @property
     def agent_class(self) -> type:
@@ -159,7 +160,8 @@ def check_value(key: str, value: Any) -> Any:
 ALGORITHMS: dict[str, AlgoSpec] = {
     "sac": AlgoSpec("sac", "algos.sac", "SAC", "SACConfig", "off_policy"),
     "td3": AlgoSpec("td3", "algos.td3", "TD3", "TD3Config", "off_policy"),
-    "ppo": AlgoSpec("ppo", "algos.ppo", "PPO", "PPOConfig", "on_policy"),
+    "ppo": AlgoSpec("ppo", "algos.ppo", "PPO", "PPOConfig", "on_policy", ("box", "discrete")),
+    "dqn": AlgoSpec("dqn", "algos.dqn", "DQN", "DQNConfig", "off_policy", ("discrete",)),
     "iql": AlgoSpec("iql", "algos.iql", "IQL", "IQLConfig", "offline"),
     "td3_bc": AlgoSpec("td3_bc", "algos.td3_bc", "TD3BC", "TD3BCConfig", "offline"),
     "rebrac": AlgoSpec("rebrac", "algos.rebrac", "ReBRAC", "ReBRACConfig", "offline"),

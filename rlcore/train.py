@@ -54,6 +54,7 @@ from rlcore.loops import (
     on_policy,
 )
 from rlcore.registry import ConfigError, coerce
+from rlcore.spaces import action_storage, check_action_space, describe_action_space
 from rlcore.utils import seed_everything
 
 # Config fields that change tensor shapes or the meaning of saved state: a resumed run
@@ -73,6 +74,7 @@ SHAPE_FIELDS = (
     "algo.normalize_reward",
     "algo.normalize_states",
     "algo.deterministic_actor",
+    "algo.dueling",
     "dataset",
 )
 PACKAGES = ("torch", "numpy", "mujoco", "gymnasium", "minari", "hydra-core", "rlcore")
@@ -184,8 +186,13 @@ def check_run_config(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg
 def check_spaces(
     spec: registry.AlgoSpec, env_id: str, obs_space: gym.Space, action_space: gym.Space
 ) -> None:
-    """Refuse, naming what is supported and the fix, observation spaces the networks
-    cannot take (Dict/Tuple observations need ``env.flatten_obs=true``)."""
+    """Refuse, naming what is supported and the fix, action spaces the algorithm cannot
+    act in (the agent constructors refuse too, for library users; this names the env) and
+    observation spaces the networks cannot take (Dict/Tuple need ``env.flatten_obs=true``)."""
+    try:
+        check_action_space(action_space, spec.agent, spec.action_spaces, env_id)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
         return
     hint = (
@@ -380,11 +387,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
     for note in resume_notes:
         logger.note(note)
-    spaces = {
-        "obs_shape": list(obs_space.shape),
-        "action_low": action_space.low,
-        "action_high": action_space.high,
-    }
+    spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
 
     def save(loop_state: dict[str, Any]) -> Path:
         step = loop_state["counters"]["step"]
@@ -456,7 +459,8 @@ def _run_loop(
     logger: Logger,
 ) -> dict[str, float]:
     """Build the buffer (or load the dataset) the algorithm's loop needs and run it."""
-    obs_space, action_space = env.single_observation_space, env.single_action_space
+    obs_space = env.single_observation_space
+    action_shape, action_dtype = action_storage(env.single_action_space)
     if spec.loop == "offline":
         dataset, score = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
         settings.learning_starts = 0
@@ -465,14 +469,20 @@ def _run_loop(
         buffer = ReplayBuffer(
             min(algo_cfg.buffer_size, max(settings.total_steps, env.num_envs)),
             obs_space.shape,
-            action_space.shape,
+            action_shape,
             env.num_envs,
             device=agent.device,
             seed=settings.seed,
+            action_dtype=action_dtype,
         )
         return off_policy(agent, env, eval_env, buffer, settings, run)
     rollout = RolloutBuffer(
-        settings.rollout_steps, env.num_envs, obs_space.shape, action_space.shape, agent.device
+        settings.rollout_steps,
+        env.num_envs,
+        obs_space.shape,
+        action_shape,
+        agent.device,
+        action_dtype,
     )
     return on_policy(agent, env, eval_env, rollout, settings, run)
 

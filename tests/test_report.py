@@ -14,7 +14,6 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlcore import report
-from rlcore.evaluate import interquartile_mean
 from tests.conftest import REPO
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -46,7 +45,6 @@ def test_iqm_mean_median_exact_values():
 def test_iqm_of_three_runs_is_rliable_trim_mean_not_fractional_iqm():
     x = np.array([1.0, 2.0, 9.0])
     assert report.iqm(x, axis=None) == pytest.approx(4.0)  # trim_mean cuts int(0.75) = 0
-    assert interquartile_mean(x) == pytest.approx(3.0)  # evaluate.py: ends weighted 1/4
 
 
 def test_bootstrap_interval_contains_point_and_is_seeded():

@@ -13,6 +13,7 @@ algorithm's loop. ``train(cfg, run_dir)`` does the same from Python.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -142,6 +143,7 @@ def _write_run_metadata(run_dir: Path, cfg_dict: dict[str, Any], resumed: bool) 
         "versions": _package_versions(),
         "command": sys.argv,
         "host": platform.node(),
+        "pid": os.getpid(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     (run_dir / ("meta_resumed.json" if resumed else "meta.json")).write_text(
@@ -372,12 +374,16 @@ def normalize_overrides(args: list[str]) -> list[str]:
 
 def _hydra_main(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    # in a sweep, say which job failed (launchers run the jobs in other processes)
+    job = f"job {hydra_cfg.job.num} ({run_dir}): " if hydra_cfg.mode == RunMode.MULTIRUN else ""
     try:
         result = train(cfg, run_dir)
     except (ResumeMismatchError, TrainingStopped, FileNotFoundError, ValueError) as error:
-        _fail(str(error), 1)
+        _fail(f"{job}{error}", 1)
     except KeyboardInterrupt:
         _fail(f"interrupted; continue with resume={run_dir} (from its last checkpoint)", 130)
     return float(result.get("eval/return", float("nan")))

@@ -21,7 +21,8 @@ TINY = [*FAST, "seed=0", "total_steps=400", "algo.learning_starts=100", "eval_ev
 def _sweep(
     tmp_path: Path, *args: str, tiny: list[str] = TINY, timeout: int = 120
 ) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HYDRA_FULL_ERROR": "0"}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "HYDRA_FULL_ERROR": "0"}
     return subprocess.run(
         python_cmd("-m", *args, *tiny),
         cwd=tmp_path,

@@ -16,9 +16,11 @@ Full SAC (one update per env step) for 1M steps takes hours on 2 cores, so the u
 is a flag: ``--updates-per-step 0.02`` (the default) still exercises every part of the
 loop (acting, buffer writes and sampling, updates, periodic evaluation and checkpoints that
 include the buffer) at a cost that fits a background budget; the buffer's size and the
-steps are flags too. The buffer is preallocated, but its pages become resident as they are
-first written, so RSS is expected to rise until the buffer is full and then stay flat: the
-table reports RSS at a few steps and the growth from the step the buffer filled to the end.
+steps are flags too. The replay buffer is preallocated with ``torch.zeros`` (its pages are
+resident from the start), so after the run is built a leak-free loop keeps RSS flat: the
+table reports RSS at a few steps and the growth from the step the buffer filled (its ring
+starts overwriting) to the end. The first sample (step 0) is taken after the imports,
+before the run's envs, agent and buffer exist.
 
 Prints a table, writes JSON (every (step, rss_mb) pair + settings + machine) to
 ``benchmarks/results/soak_sac_native.json`` and, when matplotlib is installed, the curve

@@ -291,6 +291,7 @@ def _write_run_metadata(
         "versions": _package_versions(),
         "command": sys.argv,
         "host": platform.node(),
+        "pid": os.getpid(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
         # what actually ran where the config left a choice (auto back end, speed modes)
         "effective": effective,
@@ -633,26 +634,30 @@ def _remove_if_never_started(run_dir: Path) -> None:
 
 def _hydra_main(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    # in a sweep, say which job failed (launchers run the jobs in other processes)
+    job = f"job {hydra_cfg.job.num} ({run_dir}): " if hydra_cfg.mode == RunMode.MULTIRUN else ""
     try:
         result = train(cfg, run_dir)
     except ConfigError as error:
         if not cfg.get("resume"):
             _remove_if_never_started(run_dir)
-        _fail(str(error), 2)
+        _fail(f"{job}{error}", 2)
     except TrainingInterrupted as error:
         code = 130 if error.signal_name == "SIGINT" else 143
-        _fail(f"{error}. Continue with resume={run_dir}", code, run_dir)
+        _fail(f"{job}{error}. Continue with resume={run_dir}", code, run_dir)
     except CheckpointWriteError as error:
         _fail(
-            f"{error}. The run stopped; free disk space, then continue with "
+            f"{job}{error}. The run stopped; free disk space, then continue with "
             f"resume={run_dir} (from its last good checkpoint)",
             1,
             run_dir,
         )
     except (ResumeMismatchError, TrainingStopped, FileNotFoundError, ValueError) as error:
-        _fail(str(error), 1, run_dir)
+        _fail(f"{job}{error}", 1, run_dir)
     except KeyboardInterrupt:
         _fail(
             f"aborted without saving; resume={run_dir} continues from the last checkpoint "

@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks.offline import main as offline_main
 from benchmarks.offline import override_tag
+from benchmarks.runs import write_figures
 from benchmarks.throughput import alternate, main
 from offline.collect import main as collect_main
 from offline.datasets import load_dataset
@@ -195,6 +196,71 @@ def test_offline_benchmark_table_bf16_resume_and_report(tmp_path, monkeypatch, c
         offline_main([*argv[:4], "--set", "cql:algo.beta=1"])
     with pytest.raises(SystemExit, match="--set expects"):
         offline_main([*argv[:5], "--set", "iql:beta"])
+
+
+def _fake_run(path: Path, config: str, evals: list[tuple[int, float]]) -> Path:
+    """A run dir as rlcore.train leaves it, for the report: config.yaml and eval.csv."""
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(config)
+    rows = "".join(f"{step},{value}\n" for step, value in evals)
+    (path / "eval.csv").write_text("step,eval/return\n" + rows)
+    return path
+
+
+def test_bf16_parity_figures_group_the_runs_by_mode(tmp_path):
+    """bf16_parity's report: one group per mode (labelled by its precision), each with
+    its seeds' final returns, drawn by rlcore.report."""
+    from benchmarks.bf16_parity import MODES, figures, run_name
+
+    finals = {
+        ("float32", 0): 900.0,
+        ("float32", 1): 1100.0,
+        ("bf16", 0): 950.0,
+        ("bf16", 1): 1300.0,
+    }
+    for (mode, seed), final in finals.items():
+        precision, compile_ = ("bf16", "true") if mode == "bf16" else ("float32", "false")
+        config = f"algo:\n  name: sac\n  precision: {precision}\n  compile: {compile_}\n"
+        config += f"env:\n  id: Hopper-v5\nseed: {seed}\n"
+        _fake_run(tmp_path / "runs" / run_name(mode, seed), config, [(50, 10.0), (100, final)])
+    assert list(MODES) == ["float32", "bf16"]
+    figures(tmp_path / "runs", [0, 1], tmp_path / "report")
+    report = assert_report(tmp_path / "report", "eval/return")
+    groups = {g["label"]: g for g in report["groups"]}
+    # algo.compile is a per-run key of rlcore.report (a speed setting): precision labels
+    assert sorted(groups) == [
+        "sac Hopper-v5 algo.precision=bf16",
+        "sac Hopper-v5 algo.precision=float32",
+    ]
+    bf16 = groups["sac Hopper-v5 algo.precision=bf16"]
+    assert bf16["seeds"] == [0, 1] and sorted(bf16["final_scores"]) == [950.0, 1300.0]
+    assert bf16["final"]["mean"]["point"] == pytest.approx(1125.0)
+
+
+def test_sac_vs_sb3_report_draws_both_libraries_on_one_task(tmp_path):
+    """The SB3 side's run dir (write_sb3_run) is read by rlcore.report next to rlcore's
+    run: two groups of the same task, SB3's curve from its per-chunk evaluations."""
+    import argparse
+
+    from benchmarks.sac_hopper_vs_sb3 import SB3_ALGO, write_sb3_run
+
+    args = argparse.Namespace(seed=3, steps=400, learning_starts=100)
+    sb3 = tmp_path / "stamp" / "sb3"
+    write_sb3_run(sb3, args, "2.9.2", [(200, 50.0)])
+    write_sb3_run(sb3, args, "2.9.2", [(200, 50.0), (400, 80.0)])  # rewritten per chunk
+    config = "algo:\n  name: sac\n  actor_lr: 0.0003\nenv:\n  id: Hopper-v5\nseed: 3\n"
+    rlcore = _fake_run(tmp_path / "stamp" / "rlcore", config, [(200, 40.0), (400, 120.0)])
+    write_figures([rlcore, sb3], tmp_path / "report")
+    report = assert_report(tmp_path / "report", "eval/return")
+    groups = {g["label"]: g for g in report["groups"]}
+    assert sorted(groups) == ["sac Hopper-v5", f"{SB3_ALGO} Hopper-v5"]
+    theirs = groups[f"{SB3_ALGO} Hopper-v5"]
+    assert theirs["seeds"] == [3] and theirs["final_scores"] == [80.0]
+    assert theirs["curve"]["step"] == [200, 400] and theirs["curve"]["iqm"] == [50.0, 80.0]
+    assert groups["sac Hopper-v5"]["best_scores"] == [120.0]
+    assert "algo:\n  name: sb3_sac\n  library: stable-baselines3 2.9.2" in (
+        (sb3 / "config.yaml").read_text()
+    )
 
 
 def test_offline_benchmark_reads_a_d4rl_file(tmp_path, monkeypatch, capsys):

@@ -147,10 +147,7 @@ def main(argv: list[str] | None = None) -> None:
         results = {f"{mode}_seed{seed}": f.result() for (mode, seed), f in futures.items()}
 
     report = summarise(results, args.seeds)
-    figures_dir = None
-    if not args.no_figures:
-        figures_dir = report_dir(args.out)
-        figures(args.run_dir, args.seeds, figures_dir)
+    figures_dir = None if args.no_figures else report_dir(args.out)
     write_result(
         args,
         {
@@ -160,6 +157,8 @@ def main(argv: list[str] | None = None) -> None:
             "report": None if figures_dir is None else str(figures_dir),
         },
     )
+    if figures_dir is not None:  # after the JSON, so a failing report cannot lose the table
+        figures(args.run_dir, args.seeds, figures_dir)
 
 
 if __name__ == "__main__":

@@ -248,11 +248,10 @@ def main(argv: list[str] | None = None) -> dict:
             for a in args.algos
         )
         print(f"| hopper-{row['dataset']} | {row['behaviour']:.1f} | {cells} |")
-    report = None
-    if not args.no_figures:
-        report = report_dir(args.out)
-        write_figures(sorted(Path(results[job]["run_dir"]) for job in jobs), report)
+    report = None if args.no_figures else report_dir(args.out)
     write_result(args, {"rows": rows, "report": None if report is None else str(report)})
+    if report is not None:  # after the JSON, so a failing report cannot lose the table
+        write_figures(sorted(Path(results[job]["run_dir"]) for job in jobs), report)
     return {"rows": rows, "report": report}
 
 

@@ -253,11 +253,11 @@ def main(argv: list[str] | None = None) -> None:
         "summary": summary,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    if not args.no_figures:
-        payload["report"] = str(report_dir(args.out))
-        write_figures([run_dir, sb3_dir], report_dir(args.out))
+    payload["report"] = None if args.no_figures else str(report_dir(args.out))
     args.out.write_text(json.dumps(payload, indent=2))
     print(f"wrote {args.out}")
+    if not args.no_figures:  # after the JSON, so a failing report cannot lose the table
+        write_figures([run_dir, sb3_dir], report_dir(args.out))
 
 
 if __name__ == "__main__":

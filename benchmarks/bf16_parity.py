@@ -12,7 +12,9 @@ best, and whether every bf16 seed's final return lies inside the float32 seeds' 
 (the issue's "within the seed spread of float32"). ``--jobs n`` runs n trainings at a
 time with one torch thread each; interrupted runs resume from their checkpoints.
 Prints a table and writes JSON to benchmarks/results/bf16_parity.json, with which speed
-modes were native (``speed_modes``).
+modes were native (``speed_modes``), then the report of the runs (``rlcore.report``:
+report.md, report.json and PNG figures, one group per mode) to ``<JSON stem>_report/``
+beside it (``--no-figures``: none).
 
 Needs a machine where bf16 is native (a GPU with bf16, a CPU with AVX512-BF16 or AMX):
 elsewhere rlcore runs precision=bf16 as float32 (``rlcore.speed``), so the comparison
@@ -27,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.runs import train_run, worker_pool, write_result
+from benchmarks.runs import report_dir, train_run, worker_pool, write_figures, write_result
 from rlcore.speed import ALLOW_EMULATED_BF16, speed_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -46,6 +48,16 @@ def check_bf16_native(report: dict) -> None:
         )
 
 
+def run_name(mode: str, seed: int) -> str:
+    """The run directory's name (under ``--run-dir``) of one (mode, seed)."""
+    return f"{mode}_seed{seed}"
+
+
+def figures(run_dir: Path, seeds: list[int], out: Path) -> dict[str, Path]:
+    """rlcore.report's report and figures of every (mode, seed) run, written to ``out``."""
+    return write_figures([run_dir / run_name(m, s) for m in MODES for s in seeds], out)
+
+
 def run_one(mode: str, seed: int, steps: int, eval_every: int, run_dir: Path, threads: int) -> dict:
     """Train one (mode, seed) SAC run on Hopper; its evaluation returns."""
     overrides = [
@@ -57,7 +69,7 @@ def run_one(mode: str, seed: int, steps: int, eval_every: int, run_dir: Path, th
         f"checkpoint_every={max(eval_every, steps // 4)}",
         *MODES[mode],
     ]
-    evals, seconds = train_run(run_dir / f"{mode}_seed{seed}", overrides, threads)
+    evals, seconds = train_run(run_dir / run_name(mode, seed), overrides, threads)
     returns = [row["eval/return"] for row in evals]
     result = {
         "final": returns[-1],
@@ -109,7 +121,8 @@ def summarise(results: dict[str, dict], seeds: list[int]) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Train the runs, print the table, write the JSON and the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--eval-every", type=int, default=10_000)
@@ -117,7 +130,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="trainings run at a time")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/bf16_parity"))
     parser.add_argument("--out", type=Path, default=RESULTS / "bf16_parity.json")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the rlcore.report report and figures"
+    )
+    args = parser.parse_args(argv)
     modes = speed_report("cpu")
     check_bf16_native(modes)
 
@@ -131,7 +147,18 @@ def main() -> None:
         results = {f"{mode}_seed{seed}": f.result() for (mode, seed), f in futures.items()}
 
     report = summarise(results, args.seeds)
-    write_result(args, {"runs": results, **report, "speed_modes": modes})
+    figures_dir = None if args.no_figures else report_dir(args.out)
+    write_result(
+        args,
+        {
+            "runs": results,
+            **report,
+            "speed_modes": modes,
+            "report": None if figures_dir is None else str(figures_dir),
+        },
+    )
+    if figures_dir is not None:  # after the JSON, so a failing report cannot lose the table
+        figures(args.run_dir, args.seeds, figures_dir)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ Each (algorithm, dataset) pair runs with CORL's per-dataset settings
 (``configs/experiment/<algo>_hopper_<dataset>.yaml``) for ``--steps`` gradient steps,
 evaluating every ``--eval-every`` steps (10 episodes). The behaviour score is the mean
 return of the dataset's episodes, normalised with the same D4RL reference table.
-Prints a table and writes JSON to benchmarks/results/offline.json.
+Prints a table and writes JSON to benchmarks/results/offline.json, then the report of
+this invocation's runs (``rlcore.report``: report.md, report.json and PNG figures of the
+normalised scores) to ``<JSON stem>_report/`` beside it (``--no-figures``: none).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.runs import train_run, worker_pool, write_result
+from benchmarks.runs import report_dir, train_run, worker_pool, write_figures, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = {"medium": "local/hopper/medium-v0", "medium_replay": "local/hopper/medium-replay-v0"}
@@ -69,6 +71,7 @@ def run_one(
     name = f"{algo}_{dataset_key}_seed{seed}{suffix}"
     evals, seconds = train_run(run_dir / name, overrides, threads)
     result = {
+        "run_dir": str(run_dir / name),
         "last": evals[-1]["eval/normalized_score"],
         "best": max(r["eval/normalized_score"] for r in evals),
         "mean_last10": float(np.mean([r["eval/normalized_score"] for r in evals[-10:]])),
@@ -143,6 +146,9 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/offline"))
     parser.add_argument("--out", type=Path, default=RESULTS / "offline.json")
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the rlcore.report report and figures"
+    )
     args = parser.parse_args(argv)
 
     from offline.datasets import load_dataset
@@ -242,8 +248,11 @@ def main(argv: list[str] | None = None) -> dict:
             for a in args.algos
         )
         print(f"| hopper-{row['dataset']} | {row['behaviour']:.1f} | {cells} |")
-    write_result(args, {"rows": rows})
-    return {"rows": rows}
+    report = None if args.no_figures else report_dir(args.out)
+    write_result(args, {"rows": rows, "report": None if report is None else str(report)})
+    if report is not None:  # after the JSON, so a failing report cannot lose the table
+        write_figures(sorted(Path(results[job]["run_dir"]) for job in jobs), report)
+    return {"rows": rows, "report": report}
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Pieces shared by the benchmarks that train rlcore runs (offline, bf16_parity)."""
+"""Pieces shared by the benchmarks that train rlcore runs (offline, bf16_parity,
+sac_hopper_vs_sb3): training one run dir, worker processes, the JSON, and the figures,
+which always come from ``rlcore.report`` (no benchmark draws its own)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,12 @@ import argparse
 import ctypes
 import json
 import os
+import shlex
+import shutil
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -22,22 +27,41 @@ def train_run(
 ) -> tuple[list[dict[str, float]], float]:
     """Compose rlcore's config with ``overrides`` (quiet logger, ``threads`` torch threads
     when > 0) and train in ``run_dir``, resuming from its checkpoint when an earlier
-    benchmark was interrupted. Returns (the run's eval.csv rows, wall seconds)."""
+    benchmark was interrupted. A run dir with run files but no checkpoint (a run killed
+    before its first checkpoint) is emptied and trained afresh: rlcore.train refuses to
+    write a new run over an old one, and there is nothing to resume from.
+    Returns (the run's eval.csv rows, wall seconds)."""
     from hydra import compose, initialize_config_module
 
     from rlcore.logging import read_csv
-    from rlcore.train import train
+    from rlcore.train import existing_run_markers, train
 
     overrides = [*overrides, "keep_agent_snapshots=false", "logger=quiet"]
     if threads > 0:
         overrides.append(f"threads={threads}")
     if (run_dir / "checkpoints" / "latest.pt").is_file():
         overrides.append(f"resume={run_dir}")
+    elif existing_run_markers(run_dir):
+        print(
+            f"  {run_dir} holds run files ({', '.join(existing_run_markers(run_dir))}) but no "
+            "checkpoint (killed before its first one): removing them and starting afresh",
+            flush=True,
+        )
+        clear_dir(run_dir)
     with initialize_config_module(config_module="configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     start = time.perf_counter()
     train(cfg, run_dir)
     return read_csv(run_dir / "eval.csv"), time.perf_counter() - start
+
+
+def clear_dir(path: Path) -> None:
+    """Remove everything inside ``path`` (the folder itself stays)."""
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -66,3 +90,34 @@ def write_result(args: argparse.Namespace, payload: dict[str, Any]) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**payload, "args": plain}, indent=2))
     print(f"wrote {args.out}")
+
+
+NORMALIZED = "eval/normalized_score"
+
+
+def report_dir(out: Path) -> Path:
+    """Where a benchmark writing JSON to ``out`` puts its report: ``<out stem>_report/``."""
+    return out.with_name(out.stem + "_report")
+
+
+def write_figures(run_dirs: Sequence[Path], out: Path, reps: int = 2000) -> dict[str, Path]:
+    """The report of ``run_dirs`` (report.md, report.json, learning-curve, final-score and
+    performance-profile PNGs) written into ``out`` by ``rlcore.report``, the one place
+    figures are drawn. The metric is ``eval/normalized_score`` when every run logged it
+    (offline runs), else ``eval/return``. report.md quotes the equivalent
+    ``python -m rlcore.report`` command, which redraws the same files."""
+    from rlcore import report
+
+    runs = report.load_runs(list(run_dirs))
+    metric = NORMALIZED if all(run.has_metric(NORMALIZED) for run in runs) else "eval/return"
+    runs, skipped = report.split_by_metric(runs, metric)
+    if skipped:
+        print(f"note: report skips {len(skipped)} run(s) without '{metric}' values")
+    results = report.aggregate(report.group_runs(runs), metric, reps=reps)
+    command = " ".join(
+        ["python -m rlcore.report", *(shlex.quote(str(d)) for d in run_dirs)]
+        + ["--metric", metric, "--reps", str(reps), "--out", shlex.quote(str(out))]
+    )
+    files = report.write_report(results, out, metric, reps=reps, sources=run_dirs, command=command)
+    print(f"wrote the report ({metric}, {len(results)} groups) and figures to {out}")
+    return files

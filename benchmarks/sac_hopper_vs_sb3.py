@@ -11,6 +11,13 @@ chunk both are evaluated with the same protocol (10 deterministic episodes, same
 seeds, rlcore.evaluate). Chunk wall time includes that evaluation for both, and for
 rlcore also loading and saving its checkpoint (so the comparison is conservative).
 
+Prints a table and writes JSON to benchmarks/results/sac_hopper_vs_sb3.json. Under
+``--run-dir``/<time stamp>/, ``rlcore/`` is rlcore's run and ``sb3/`` holds SB3's
+evaluations in the same form (config.yaml with ``algo.name: sb3_sac``, eval.csv with
+``step`` and ``eval/return``), so ``rlcore.report`` draws both learning curves in one
+panel: report.md, report.json and PNG figures go to ``<JSON stem>_report/`` beside the
+JSON (``--no-figures``: none).
+
 Hyper-parameters (SB3's SAC defaults where they differ from CleanRL's): lr 3e-4 for
 actor, critic and temperature; batch 256; 256x256 ReLU; tau 0.005; gamma 0.99; one
 gradient step per env step, actor updated every step; initial temperature 1.0, target
@@ -21,6 +28,7 @@ squashes log-std into [-5, 2] with tanh, SB3 clips it to [-20, 2].
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import statistics
 import time
@@ -30,7 +38,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.runs import report_dir, write_figures
+
 RESULTS = Path(__file__).resolve().parent / "results"
+SB3_ALGO = "sb3_sac"  # algo.name of the SB3 side's run dir (its group in the report)
 
 
 def rlcore_sac_overrides(
@@ -126,7 +137,35 @@ class _SB3:
         return result["return"]
 
 
-def main() -> None:
+def write_sb3_run(
+    run_dir: Path, args: argparse.Namespace, version: str, evals: list[tuple[int, float]]
+) -> None:
+    """SB3's ``(env steps, mean return)`` evaluations as a run dir ``rlcore.report`` reads:
+    config.yaml (``algo.name: sb3_sac``, Hopper-v5, the seed and SB3's settings) and
+    eval.csv (``step``, ``eval/return``). Rewritten after every chunk."""
+    from omegaconf import OmegaConf
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "algo": {
+            "name": SB3_ALGO,
+            "library": f"stable-baselines3 {version}",
+            "learning_starts": args.learning_starts,
+            "buffer_size": args.steps,
+        },
+        "env": {"id": "Hopper-v5"},
+        "seed": args.seed,
+        "total_steps": args.steps,
+    }
+    OmegaConf.save(OmegaConf.create(config), run_dir / "config.yaml")
+    with (run_dir / "eval.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", "eval/return"])
+        writer.writerows([step, value] for step, value in evals)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Train both in alternating chunks, print the table, write the JSON and the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--chunks", type=int, default=8)
@@ -134,7 +173,10 @@ def main() -> None:
     parser.add_argument("--learning-starts", type=int, default=5_000)
     parser.add_argument("--out", type=Path, default=RESULTS / "sac_hopper_vs_sb3.json")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/sac_hopper_vs_sb3"))
-    args = parser.parse_args()
+    parser.add_argument(
+        "--no-figures", action="store_true", help="skip the rlcore.report report and figures"
+    )
+    args = parser.parse_args(argv)
     try:
         import stable_baselines3
     except ImportError:
@@ -143,7 +185,8 @@ def main() -> None:
 
     torch.set_num_threads(torch.get_num_threads())
     chunk = args.steps // args.chunks
-    run_dir = args.run_dir / time.strftime("%Y-%m-%d_%H-%M-%S")
+    run_dir = args.run_dir / time.strftime("%Y-%m-%d_%H-%M-%S") / "rlcore"
+    sb3_dir = run_dir.parent / "sb3"
     sb3 = _SB3(args)
     rows = []
     for i in range(args.chunks):
@@ -154,6 +197,8 @@ def main() -> None:
         t0 = time.perf_counter()
         theirs = sb3.chunk(chunk)
         t_sb3 = time.perf_counter() - t0
+        evals = [(r["env_steps"], r["sb3_return"]) for r in rows] + [(total, theirs)]
+        write_sb3_run(sb3_dir, args, stable_baselines3.__version__, evals)
         rows.append(
             {
                 "env_steps": total,
@@ -208,8 +253,11 @@ def main() -> None:
         "summary": summary,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+    payload["report"] = None if args.no_figures else str(report_dir(args.out))
     args.out.write_text(json.dumps(payload, indent=2))
     print(f"wrote {args.out}")
+    if not args.no_figures:  # after the JSON, so a failing report cannot lose the table
+        write_figures([run_dir, sb3_dir], report_dir(args.out))
 
 
 if __name__ == "__main__":

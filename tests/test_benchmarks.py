@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks.offline import main as offline_main
 from benchmarks.offline import override_tag
+from benchmarks.runs import write_figures
 from benchmarks.throughput import alternate, main
 from offline.collect import main as collect_main
 from offline.datasets import load_dataset
@@ -109,18 +110,43 @@ def test_bf16_parity_summary_places_bf16_against_the_float32_range():
     assert not summarise(results, [0, 1])["bf16_none_below_float32_range"]
 
 
-def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def assert_report(folder: Path, metric: str) -> dict:
+    """The rlcore.report files in ``folder`` (three real PNGs, report.md quoting the
+    command that redraws them); returns report.json."""
+    for name in ("learning_curves", "final_scores", "performance_profile"):
+        assert (folder / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+    report = json.loads((folder / "report.json").read_text())
+    assert report["metric"] == metric
+    assert "python -m rlcore.report " in (folder / "report.md").read_text()
+    return report
+
+
+def test_offline_benchmark_table_bf16_resume_and_report(tmp_path, monkeypatch, capfd):
     """benchmarks/offline.py end to end on a tiny random Hopper dataset: rows with the
-    behaviour score, per-algorithm precision and run dirs; a second call resumes the
-    finished runs (same numbers, no retraining); bad --bf16 names fail clearly."""
+    behaviour score, per-algorithm precision and run dirs; a run dir left by a run killed
+    before its first checkpoint is emptied and trained afresh; the report and figures of
+    the runs come from rlcore.report (normalised scores, one group per algorithm); a
+    second call resumes the finished runs (same numbers, no retraining); bad --bf16 names
+    fail clearly."""
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     monkeypatch.setenv("RLCORE_ALLOW_EMULATED_BF16", "1")  # the label logic, on any CPU
     collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
+    stale = tmp_path / "runs" / "td3_bc_medium_seed0_bf16"  # killed before a checkpoint
+    (stale / "tb").mkdir(parents=True)
+    (stale / "config.yaml").write_text("stale: true\n")
+    (stale / "eval.csv").write_text("step,eval/normalized_score\n5,-99.0\n")
     argv = ["--datasets", "medium", "--algos", "td3_bc", "iql", "--bf16", "td3_bc"]
     argv += ["--set", "iql:algo.beta=0.5", "iql:algo.tau=0.01"]
     argv += ["--steps", "30", "--eval-every", "15", "--dataset-id", "medium=t/hopper/rand-v0"]
     argv += ["--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "offline.json")]
     first = offline_main(argv)
+    printed = capfd.readouterr().out  # the trainings print from worker processes
+    assert f"{stale} holds run files (config.yaml, eval.csv, tb) but no checkpoint" in printed
+    assert "removing them and starting afresh" in printed
+    assert not (stale / "tb").exists() and "stale" not in (stale / "config.yaml").read_text()
     (row,) = first["rows"]
     returns = load_dataset("t/hopper/rand-v0").episode_returns()
     assert row["behaviour"] == pytest.approx(normalized_score(float(returns.mean()), "Hopper-v5"))
@@ -137,19 +163,104 @@ def test_offline_benchmark_table_bf16_and_resume(tmp_path, monkeypatch, capsys):
     assert row["td3_bc"]["overrides"] == []
     config = (tmp_path / "runs" / "iql_medium_seed0_beta0.5_tau0.01" / "config.yaml").read_text()
     assert "beta: 0.5" in config and "tau: 0.01" in config
-    assert json.loads((tmp_path / "offline.json").read_text())["rows"] == first["rows"]
-    again = offline_main(argv)["rows"][0]
+    written = json.loads((tmp_path / "offline.json").read_text())
+    assert written["rows"] == first["rows"]
+    assert first["report"] == tmp_path / "offline_report"
+    assert written["report"] == str(tmp_path / "offline_report")
+    report = assert_report(tmp_path / "offline_report", "eval/normalized_score")
+    groups = {g["label"]: g for g in report["groups"]}
+    assert sorted(groups) == [
+        "iql Hopper-v5 t/hopper/rand-v0",
+        "td3_bc Hopper-v5 t/hopper/rand-v0",
+    ]  # one run each: no differing keys to label
+    for algo in ("td3_bc", "iql"):
+        group = groups[f"{algo} Hopper-v5 t/hopper/rand-v0"]
+        assert group["final_scores"] == [pytest.approx(row[algo]["last"])]
+        assert group["best_scores"] == [pytest.approx(row[algo]["best"])]
+        assert group["curve"]["step"] == [15, 30]
+    assert {Path(p).name for g in report["groups"] for p in g["runs"]} == {
+        "td3_bc_medium_seed0_bf16",
+        "iql_medium_seed0_beta0.5_tau0.01",
+    }
+    again_result = offline_main([*argv, "--no-figures"])
+    assert again_result["report"] is None
+    again = again_result["rows"][0]
     for algo in ("td3_bc", "iql"):
         assert {k: again[algo][k] for k in ("last", "best")} == {
             k: row[algo][k] for k in ("last", "best")
         }
-    capsys.readouterr()
+    capfd.readouterr()
     with pytest.raises(SystemExit, match="--bf16 names algorithms not in --algos"):
         offline_main([*argv[:4], "--bf16", "cql"])
     with pytest.raises(SystemExit, match="--set expects"):
         offline_main([*argv[:4], "--set", "cql:algo.beta=1"])
     with pytest.raises(SystemExit, match="--set expects"):
         offline_main([*argv[:5], "--set", "iql:beta"])
+
+
+def _fake_run(path: Path, config: str, evals: list[tuple[int, float]]) -> Path:
+    """A run dir as rlcore.train leaves it, for the report: config.yaml and eval.csv."""
+    path.mkdir(parents=True)
+    (path / "config.yaml").write_text(config)
+    rows = "".join(f"{step},{value}\n" for step, value in evals)
+    (path / "eval.csv").write_text("step,eval/return\n" + rows)
+    return path
+
+
+def test_bf16_parity_figures_group_the_runs_by_mode(tmp_path):
+    """bf16_parity's report: one group per mode (labelled by its precision), each with
+    its seeds' final returns, drawn by rlcore.report."""
+    from benchmarks.bf16_parity import MODES, figures, run_name
+
+    finals = {
+        ("float32", 0): 900.0,
+        ("float32", 1): 1100.0,
+        ("bf16", 0): 950.0,
+        ("bf16", 1): 1300.0,
+    }
+    for (mode, seed), final in finals.items():
+        precision, compile_ = ("bf16", "true") if mode == "bf16" else ("float32", "false")
+        config = f"algo:\n  name: sac\n  precision: {precision}\n  compile: {compile_}\n"
+        config += f"env:\n  id: Hopper-v5\nseed: {seed}\n"
+        _fake_run(tmp_path / "runs" / run_name(mode, seed), config, [(50, 10.0), (100, final)])
+    assert list(MODES) == ["float32", "bf16"]
+    figures(tmp_path / "runs", [0, 1], tmp_path / "report")
+    report = assert_report(tmp_path / "report", "eval/return")
+    groups = {g["label"]: g for g in report["groups"]}
+    # algo.compile is a per-run key of rlcore.report (a speed setting): precision labels
+    assert sorted(groups) == [
+        "sac Hopper-v5 algo.precision=bf16",
+        "sac Hopper-v5 algo.precision=float32",
+    ]
+    bf16 = groups["sac Hopper-v5 algo.precision=bf16"]
+    assert bf16["seeds"] == [0, 1] and sorted(bf16["final_scores"]) == [950.0, 1300.0]
+    assert bf16["final"]["mean"]["point"] == pytest.approx(1125.0)
+
+
+def test_sac_vs_sb3_report_draws_both_libraries_on_one_task(tmp_path):
+    """The SB3 side's run dir (write_sb3_run) is read by rlcore.report next to rlcore's
+    run: two groups of the same task, SB3's curve from its per-chunk evaluations."""
+    import argparse
+
+    from benchmarks.sac_hopper_vs_sb3 import SB3_ALGO, write_sb3_run
+
+    args = argparse.Namespace(seed=3, steps=400, learning_starts=100)
+    sb3 = tmp_path / "stamp" / "sb3"
+    write_sb3_run(sb3, args, "2.9.2", [(200, 50.0)])
+    write_sb3_run(sb3, args, "2.9.2", [(200, 50.0), (400, 80.0)])  # rewritten per chunk
+    config = "algo:\n  name: sac\n  actor_lr: 0.0003\nenv:\n  id: Hopper-v5\nseed: 3\n"
+    rlcore = _fake_run(tmp_path / "stamp" / "rlcore", config, [(200, 40.0), (400, 120.0)])
+    write_figures([rlcore, sb3], tmp_path / "report")
+    report = assert_report(tmp_path / "report", "eval/return")
+    groups = {g["label"]: g for g in report["groups"]}
+    assert sorted(groups) == ["sac Hopper-v5", f"{SB3_ALGO} Hopper-v5"]
+    theirs = groups[f"{SB3_ALGO} Hopper-v5"]
+    assert theirs["seeds"] == [3] and theirs["final_scores"] == [80.0]
+    assert theirs["curve"]["step"] == [200, 400] and theirs["curve"]["iqm"] == [50.0, 80.0]
+    assert groups["sac Hopper-v5"]["best_scores"] == [120.0]
+    assert "algo:\n  name: sb3_sac\n  library: stable-baselines3 2.9.2" in (
+        (sb3 / "config.yaml").read_text()
+    )
 
 
 def test_offline_benchmark_reads_a_d4rl_file(tmp_path, monkeypatch, capsys):
@@ -166,7 +277,7 @@ def test_offline_benchmark_reads_a_d4rl_file(tmp_path, monkeypatch, capsys):
         f["terminals"], f["timeouts"] = data.terminated.numpy(), data.truncated.numpy()
     argv = ["--datasets", "medium", "--algos", "td3_bc", "--steps", "10", "--eval-every", "10"]
     argv += ["--dataset-id", f"medium={path}", "--run-dir", str(tmp_path / "runs")]
-    (row,) = offline_main([*argv, "--out", str(tmp_path / "offline.json")])["rows"]
+    (row,) = offline_main([*argv, "--no-figures", "--out", str(tmp_path / "offline.json")])["rows"]
     expected = normalized_score(float(data.episode_returns().mean()), "Hopper-v5")
     assert row["dataset_id"] == str(path) and row["transitions"] == len(data)
     assert row["behaviour"] == pytest.approx(expected)
@@ -246,7 +357,7 @@ def test_offline_diagnostics_end_to_end(tmp_path, monkeypatch, capsys):
     collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
     argv = ["--datasets", "medium", "--algos", "iql", "--steps", "20", "--eval-every", "20"]
     argv += ["--dataset-id", "medium=t/hopper/rand-v0", "--run-dir", str(tmp_path / "runs")]
-    offline_main([*argv, "--out", str(tmp_path / "offline.json")])
+    offline_main([*argv, "--no-figures", "--out", str(tmp_path / "offline.json")])
     run = str(tmp_path / "runs" / "iql_medium_seed0")
     out = ["--out", str(tmp_path / "diag.json")]
     gaits = diagnostics_main(["gaits", "--policy", f"iql={run}", "--episodes", "3", *out])

@@ -27,20 +27,43 @@ BUDGETS = [
 ]
 
 
+# CartPole-v1 (discrete actions): mean eval return over 10 episodes >= 475 (its own
+# "solved" bar). PPO: the shipped CleanRL settings anneal the learning rate over 500k
+# steps (2.5e-4 -> 2.0e-4 by 100k); a flat 2.5e-4 under a 100k cap keeps the test short
+# when it fails (a lr annealed to 0 over 50k stalled at ~400-440 on 2 of 5 seeds).
+# Measured (seeds 0-4): PPO solved at 10-20k steps, DQN at 8-12k.
+CARTPOLE_BUDGETS = [
+    ("ppo", 100_000, ("algo.anneal_lr=false",)),
+    ("dqn", 50_000, ()),
+]
+
+
+def reaches(algo: str, env: str, steps: int, threshold: float, extra, run_dir) -> None:
+    """Train ``algo`` on ``env`` until an evaluation reaches ``threshold`` (or ``steps``)."""
+    cfg = make_config(
+        f"algo={algo}",
+        f"env={env}",
+        f"total_steps={steps}",
+        "logger=quiet",
+        "threads=1",
+        "checkpoint_every=1000000",
+        f"stop_at_return={threshold}",
+        *extra,
+    )
+    train(cfg, run_dir)
+    evals = read_csv(run_dir / "eval.csv")
+    assert all(row["step"] <= steps for row in evals)
+    best = max(row["eval/return"] for row in evals)
+    assert best >= threshold, f"{algo}: best eval return {best:.1f} within {steps} steps: {evals}"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("algo,steps,extra", BUDGETS)
 def test_reaches_900_on_inverted_pendulum(algo, steps, extra, tmp_path):
-    cfg = make_config(
-        f"algo={algo}",
-        "env=InvertedPendulum",
-        f"total_steps={steps}",
-        "logger=quiet",
-        "checkpoint_every=1000000",
-        "stop_at_return=900",
-        *extra,
-    )
-    train(cfg, tmp_path)
-    evals = read_csv(tmp_path / "eval.csv")
-    assert all(row["step"] <= steps for row in evals)
-    best = max(row["eval/return"] for row in evals)
-    assert best >= 900, f"{algo}: best eval return {best:.1f} within {steps} steps: {evals}"
+    reaches(algo, "InvertedPendulum", steps, 900, extra, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo,steps,extra", CARTPOLE_BUDGETS)
+def test_reaches_475_on_cartpole(algo, steps, extra, tmp_path):
+    reaches(algo, "CartPole-v1", steps, 475, extra, tmp_path)

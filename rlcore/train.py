@@ -135,10 +135,9 @@ _RUN_SCHEMA: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
 }
 
 
-def check_run_config(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: Any) -> None:
-    """Refuse, with one message naming the fix, a config that cannot make a sensible run:
-    unknown top-level keys, values of the wrong type or out of range, and schedules that
-    would end before any learning happens. Converts valid values in place (``1e5`` -> int)."""
+def check_run_config(cfg_dict: dict[str, Any]) -> None:
+    """Refuse, with one message naming the fix, unknown top-level keys and run values of
+    the wrong type or out of range. Converts valid values in place (``1e5`` -> int)."""
     unknown = sorted(set(cfg_dict) - _top_level_keys())
     if unknown:
         raise ConfigError(
@@ -156,6 +155,10 @@ def check_run_config(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg
         if not ok(value) or (isinstance(value, float) and value != value):
             raise ConfigError(f"{dotted}={node[key]!r}: must be {rule}")
         node[key] = value
+
+
+def check_schedule(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: Any) -> None:
+    """Refuse schedules that would end before any learning happens."""
     total = cfg_dict["total_steps"]
     if spec.loop == "off_policy":
         starts = int(getattr(algo_cfg, "learning_starts", 0))
@@ -306,13 +309,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     cfg_dict: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     run_dir = Path(run_dir)
     spec = registry.get(cfg_dict["algo"]["name"])
-    total = cfg_dict["total_steps"]
-    if "total_steps" in cfg_dict["algo"] and not isinstance(total, bool | str):
+    check_run_config(cfg_dict)
+    if "total_steps" in cfg_dict["algo"]:
         # the run's length is the one budget: a top-level ``total_steps=`` override also
         # sets the algorithm's (IQL anneals its actor lr to 0 over it)
-        cfg_dict["algo"]["total_steps"] = total
+        cfg_dict["algo"]["total_steps"] = cfg_dict["total_steps"]
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
-    check_run_config(cfg_dict, spec, algo_cfg)
     env_cfg = cfg_dict["env"]
     env_id = resolve_env_id(env_cfg["id"])
     cfg_dict["env"]["id"] = env_id
@@ -364,6 +366,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     obs_space, action_space = env.single_observation_space, env.single_action_space
     try:
         check_spaces(spec, env_id, obs_space, action_space)
+        check_schedule(cfg_dict, spec, algo_cfg)
     except ConfigError:
         env.close()
         eval_env.close()

@@ -96,7 +96,9 @@ def _read(file: Path, map_location: str | torch.device) -> dict[str, Any]:
     try:
         state = torch.load(file, map_location=map_location, weights_only=False)
     except Exception as error:  # truncated zip, bad pickle, ...: torch raises many types
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        text = str(error).strip()
+        # first sentence only: torch appends a paragraph of generic advice
+        reason = text.splitlines()[0].split(". ")[0] if text else type(error).__name__
         raise CheckpointReadError(f"{file} is unreadable ({reason})") from error
     if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
         found = state.get("format") if isinstance(state, dict) else type(state).__name__

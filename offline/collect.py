@@ -179,7 +179,8 @@ def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> li
     is stored as truncated (and the oldest one may start mid-episode once the ring wrapped).
     """
     loop = state.get("loop", {})
-    if "buffer" not in loop:
+    buffer = loop.get("buffer") or (loop.get("stateful") or {}).get("buffer")  # older layout first
+    if buffer is None:
         raise DatasetError(
             "this checkpoint holds no replay buffer (agent-only snapshot or on-policy run); "
             "pass the run directory of an off-policy run (its checkpoints/latest.pt)"
@@ -191,7 +192,6 @@ def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> li
         )
     if state["config"].get("algo", {}).get("normalize_reward"):
         raise DatasetError("the run normalised rewards; its buffer holds scaled rewards")
-    buffer = loop["buffer"]
     size, pos, capacity = int(buffer["size"]), int(buffer["pos"]), int(buffer["capacity"])
     if size < capacity and pos != size:
         raise DatasetError(f"inconsistent replay buffer: size {size}, pos {pos}, cap {capacity}")

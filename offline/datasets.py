@@ -78,6 +78,9 @@ class OfflineDataset:
     ref_min_score: float | None = None
     ref_max_score: float | None = None
     source: str = ""
+    generator: torch.Generator = dataclasses.field(
+        default_factory=lambda: torch.Generator().manual_seed(0), repr=False, compare=False
+    )
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -101,12 +104,27 @@ class OfflineDataset:
         starts[1:] = self.episode_id[1:] != self.episode_id[:-1]
         return starts
 
+    def seed(self, seed: int) -> OfflineDataset:
+        """Seed the dataset's own generator, which ``sample`` draws from (the sampler
+        protocol of rlcore.buffers: ``sample(batch_size)``); returns the dataset."""
+        self.generator = torch.Generator().manual_seed(int(seed))
+        return self
+
+    def state_dict(self) -> dict:
+        """The sampling generator's state (the rows never change during training)."""
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.generator.set_state(state["generator"])
+
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
-        """Uniform minibatch with replacement (reproducible with a seeded ``generator``).
+        """Uniform minibatch with replacement from the dataset's own seeded generator
+        (``seed``), or from ``generator`` when one is given.
 
         ``extras["next_action"]`` is the action stored on the next row of the same episode
         (ReBRAC's critic penalty); ``extras["has_next_action"]`` is 0 on an episode's last
         row, where no such action exists (the own action stands in)."""
+        generator = self.generator if generator is None else generator
         idx = torch.randint(0, len(self), (batch_size,), generator=generator)
         nxt = (idx + 1).clamp(max=len(self) - 1)
         has_next = (self.episode_id[nxt] == self.episode_id[idx]) & (nxt != idx)
@@ -165,7 +183,9 @@ class OfflineDataset:
     ) -> ReplayBuffer:
         """A ``ReplayBuffer`` (one env) holding every transition, ready for online
         fine-tuning: rows are copied directly; the write pointer sits after the data.
-        ``mc_return`` is not carried (the buffer has no such field)."""
+        Every channel is kept: ``mc_return`` is a buffer channel, and the buffer derives
+        ``next_action`` / ``has_next_action`` from its rows as ``sample`` does here (so
+        Cal-QL's bound and ReBRAC's penalty work on it, and on online rows appended later)."""
         n = len(self)
         capacity = n if capacity is None else int(capacity)
         if capacity < n:
@@ -174,10 +194,17 @@ class OfflineDataset:
                 f"{self.source}); pass capacity >= {n}"
             )
         buffer = ReplayBuffer(
-            capacity, (self.obs_dim,), (self.act_dim,), num_envs=1, device=device, seed=seed
+            capacity,
+            (self.obs_dim,),
+            (self.act_dim,),
+            num_envs=1,
+            device=device,
+            seed=seed,
+            channels={"mc_return": ((), torch.float32)},
+            next_action=True,
         )
-        for name in ReplayBuffer.FIELDS:
-            getattr(buffer, name)[:n] = getattr(self, name).to(buffer.device)
+        for name in (*ReplayBuffer.FIELDS, "mc_return"):
+            buffer.data[name][:n] = getattr(self, name).to(buffer.device)
         buffer.pos, buffer.size = n % capacity, n
         return buffer
 

@@ -142,7 +142,8 @@ def buffer_holds_start(run_dir: Path) -> bool:
     from rlcore.checkpoint import load_checkpoint
 
     loop = load_checkpoint(run_dir)["loop"]
-    return int(loop["buffer"]["size"]) >= int(loop["counters"]["step"])
+    buffer = loop.get("buffer") or loop["stateful"]["buffer"]  # older checkpoint layout first
+    return int(buffer["size"]) >= int(loop["counters"]["step"])
 
 
 def dataset_ids(env: str, namespace: str = "local", version: int = 0) -> dict[str, str]:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
 import numpy as np
 import torch
 
@@ -16,12 +20,36 @@ def _as_tensor(x: ArrayLike, device: torch.device, dtype=torch.float32) -> torch
     return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
 
 
+class Sampler(Protocol):
+    """Anything a loop draws training batches from: ``ReplayBuffer``, an offline dataset
+    (``offline.datasets.OfflineDataset``, which owns its generator) and ``MixedSampler``.
+    ``state_dict`` holds what sampling needs to continue exactly (e.g. the generator)."""
+
+    def sample(self, batch_size: int) -> Batch: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+# channels whose names are ``Batch`` fields; every other channel goes to ``Batch.extras``
+_BATCH_FIELDS = ("cost", "mc_return", "discount")
+
+
 class ReplayBuffer:
-    """Ring buffer of transitions written ``num_envs`` at a time.
+    """Ring buffer of transitions written ``num_envs`` at a time, stored as named channels.
 
     Layout: the transition of env ``i`` at vector step ``t`` lives at row
     ``(t * num_envs + i) % capacity``. ``next_obs`` is stored explicitly, so the loop
     hands in the *final* observation of an episode that ended (not the reset one).
+
+    The six transition fields (``FIELDS``) always exist; ``channels`` adds more, each
+    ``name -> (shape, dtype)`` (e.g. ``{"mc_return": ((), torch.float32)}``). ``add`` takes
+    them as keyword arguments; a channel left out of an ``add`` is written as zeros (the
+    online rows of a buffer built from a dataset have no Monte-Carlo return).
+    ``cost`` / ``mc_return`` / ``discount`` come back as the Batch fields of that name,
+    the rest in ``Batch.extras``. With ``next_action=True``, ``sample`` also returns
+    ``extras["next_action"]`` (the action stored for the same env one step later) and
+    ``extras["has_next_action"]`` (0 where the episode ended or the next step is not
+    stored yet; the own action stands in), as an offline dataset does.
     """
 
     FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
@@ -35,6 +63,8 @@ class ReplayBuffer:
         device: torch.device | str = "cpu",
         seed: int = 0,
         action_dtype: torch.dtype = torch.float32,
+        channels: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
+        next_action: bool = False,
     ) -> None:
         """``action_dtype``: float32 for Box actions; int64 with ``action_shape=()`` for
         discrete action indices (``rlcore.spaces.action_storage`` gives both)."""
@@ -43,22 +73,43 @@ class ReplayBuffer:
         self.capacity = int(capacity)
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
-        f32 = dict(dtype=torch.float32, device=self.device)
-        self.obs = torch.zeros((self.capacity, *obs_shape), **f32)
-        self.next_obs = torch.zeros((self.capacity, *obs_shape), **f32)
-        self.action = torch.zeros(
-            (self.capacity, *action_shape), dtype=action_dtype, device=self.device
-        )
-        self.reward = torch.zeros(self.capacity, **f32)
-        self.terminated = torch.zeros(self.capacity, **f32)
-        self.truncated = torch.zeros(self.capacity, **f32)
+        self.next_action = next_action
+        specs = {
+            "obs": (tuple(obs_shape), torch.float32),
+            "action": (tuple(action_shape), action_dtype),
+            "reward": ((), torch.float32),
+            "next_obs": (tuple(obs_shape), torch.float32),
+            "terminated": ((), torch.float32),
+            "truncated": ((), torch.float32),
+        }
+        for name, (shape, dtype) in (channels or {}).items():
+            if name in specs:
+                raise ValueError(f"channel '{name}' is one of the fixed fields {self.FIELDS}")
+            specs[name] = (tuple(shape), dtype)
+        self.specs = specs
+        self.data = {
+            name: torch.zeros((self.capacity, *shape), dtype=dtype, device=self.device)
+            for name, (shape, dtype) in specs.items()
+        }
         self.pos = 0
         self.size = 0
         self.generator = torch.Generator(device="cpu")
         self.generator.manual_seed(seed)
 
+    def __getattr__(self, name: str) -> torch.Tensor:
+        """Channels read as attributes: ``buffer.obs``, ``buffer.mc_return``."""
+        data = self.__dict__.get("data")
+        if data is not None and name in data:
+            return data[name]
+        raise AttributeError(f"{type(self).__name__} has no attribute or channel '{name}'")
+
     def __len__(self) -> int:
         return self.size
+
+    @property
+    def extra_channels(self) -> tuple[str, ...]:
+        """Names of the channels beyond the six transition fields."""
+        return tuple(name for name in self.specs if name not in self.FIELDS)
 
     def add(
         self,
@@ -68,17 +119,26 @@ class ReplayBuffer:
         next_obs: ArrayLike,
         terminated: ArrayLike,
         truncated: ArrayLike,
+        **channels: ArrayLike,
     ) -> None:
         """Write one vector step: every argument has leading dimension ``num_envs``."""
+        unknown = set(channels) - set(self.specs)
+        if unknown:
+            raise ValueError(
+                f"unknown channel(s) {sorted(unknown)}; this buffer has {list(self.specs)}"
+            )
         n = self.num_envs
-        values = (obs, action, reward, next_obs, terminated, truncated)
+        values = dict(zip(self.FIELDS, (obs, action, reward, next_obs, terminated, truncated)))
+        values.update(channels)
         if self.pos + n <= self.capacity:
             rows: slice | torch.Tensor = slice(self.pos, self.pos + n)
         else:
             rows = torch.arange(self.pos, self.pos + n, device=self.device) % self.capacity
-        for name, value in zip(self.FIELDS, values):
-            target = getattr(self, name)
-            tensor = _as_tensor(value, self.device, target.dtype)
+        for name, target in self.data.items():
+            if name not in values:
+                target[rows] = 0
+                continue
+            tensor = _as_tensor(values[name], self.device, target.dtype)
             if tensor.shape[0] != n:
                 raise ValueError(f"{name} has leading dim {tensor.shape[0]}, expected num_envs={n}")
             target[rows] = tensor.reshape(target[rows].shape)
@@ -90,21 +150,35 @@ class ReplayBuffer:
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty ReplayBuffer")
         idx = torch.randint(0, self.size, (batch_size,), generator=self.generator)
-        idx = idx.to(self.device)
-        return Batch(
-            obs=self.obs[idx],
-            action=self.action[idx],
-            reward=self.reward[idx],
-            next_obs=self.next_obs[idx],
-            terminated=self.terminated[idx],
-            truncated=self.truncated[idx],
-        )
+        return self.batch(idx.to(self.device))
+
+    def batch(self, idx: torch.Tensor) -> Batch:
+        """The transitions at rows ``idx`` as a Batch (every channel)."""
+        rows = {name: tensor[idx] for name, tensor in self.data.items()}
+        fields = {name: rows.pop(name) for name in self.FIELDS}
+        fields.update({name: rows.pop(name) for name in _BATCH_FIELDS if name in rows})
+        if self.next_action:
+            has_next = self._has_successor(idx)
+            successor = (idx + self.num_envs) % self.capacity
+            mask = has_next.reshape(-1, *([1] * (fields["action"].dim() - 1)))
+            rows["next_action"] = torch.where(
+                mask, self.data["action"][successor], fields["action"]
+            )
+            rows["has_next_action"] = has_next.float()
+        return Batch(**fields, extras=rows)
+
+    def _has_successor(self, idx: torch.Tensor) -> torch.Tensor:
+        """True where row ``idx``'s env has its next transition stored: the episode did not
+        end there and the row is not among the ``num_envs`` newest."""
+        age = (self.pos - 1 - idx) % self.capacity  # 0 for the newest row
+        ended = (self.data["terminated"][idx] + self.data["truncated"][idx]) > 0
+        return (age >= self.num_envs) & ~ended
 
     def state_dict(self) -> dict:
-        """Filled rows, write position and sampler RNG: enough to continue exactly."""
+        """Filled rows of every channel, write position and sampler RNG: enough to
+        continue exactly."""
         data = {}
-        for name in self.FIELDS:
-            tensor = getattr(self, name)
+        for name, tensor in self.data.items():
             data[name] = tensor if self.size == self.capacity else tensor[: self.size].clone()
         return {
             "data": data,
@@ -119,6 +193,11 @@ class ReplayBuffer:
         ``total_steps`` grew) keeps every transition, in chronological order."""
         size, saved_capacity = state["size"], state["capacity"]
         data = state["data"]
+        if set(data) != set(self.data):
+            raise ValueError(
+                f"the saved replay buffer has channels {sorted(data)}, this one "
+                f"{sorted(self.data)}: resume with the configuration that wrote it"
+            )
         if saved_capacity != self.capacity:
             if size > self.capacity:
                 raise ValueError(
@@ -131,10 +210,84 @@ class ReplayBuffer:
             pos = size % self.capacity
         else:
             pos = state["pos"]
-        for name in self.FIELDS:
-            getattr(self, name)[:size] = data[name].to(self.device)
+        for name, tensor in self.data.items():
+            tensor[:size] = data[name].to(self.device)
         self.pos, self.size = pos, size
         self.generator.set_state(state["generator"])
+
+
+class MixedSampler:
+    """Batches drawn from several samplers with exact per-batch counts.
+
+    ``MixedSampler([(dataset, 0.5), (buffer, 0.5)])`` is RLPD's symmetric sampling: every
+    batch of 256 holds 128 dataset rows then 128 buffer rows. Counts are the fractions
+    times the batch size rounded by largest remainder (ties to the earlier source), so they
+    always sum to the batch size. With ``final_fractions`` and ``anneal_batches`` the
+    fractions move linearly from ``fractions`` to ``final_fractions`` over that many
+    ``sample`` calls, then stay. Rows come in source order; optional Batch fields survive
+    only where every source has them (``Batch.cat``). ``state_dict`` holds the call count
+    only: each source's own state (buffer rows, generators) is saved by its owner.
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[tuple[Sampler, float]],
+        final_fractions: Sequence[float] | None = None,
+        anneal_batches: int = 0,
+    ) -> None:
+        if not sources:
+            raise ValueError("MixedSampler needs at least one (sampler, fraction) pair")
+        self.samplers = [sampler for sampler, _ in sources]
+        self.fractions = self._checked([fraction for _, fraction in sources], "fractions")
+        self.final_fractions = (
+            None if final_fractions is None else self._checked(final_fractions, "final_fractions")
+        )
+        if self.final_fractions is not None and len(self.final_fractions) != len(self.samplers):
+            raise ValueError("final_fractions needs one value per source")
+        self.anneal_batches = int(anneal_batches)
+        self.calls = 0
+
+    @staticmethod
+    def _checked(fractions: Sequence[float], name: str) -> list[float]:
+        values = [float(f) for f in fractions]
+        if any(f < 0 for f in values) or abs(sum(values) - 1.0) > 1e-6:
+            raise ValueError(f"MixedSampler {name} must be >= 0 and sum to 1, got {values}")
+        return values
+
+    def current_fractions(self) -> list[float]:
+        """The fractions the next ``sample`` call uses (annealed by the call count)."""
+        if self.final_fractions is None or self.anneal_batches <= 0:
+            return list(self.fractions)
+        progress = min(1.0, self.calls / self.anneal_batches)
+        return [a + progress * (b - a) for a, b in zip(self.fractions, self.final_fractions)]
+
+    def counts(self, batch_size: int) -> list[int]:
+        """Rows per source for a batch of ``batch_size`` (exact, summing to it)."""
+        shares = [f * batch_size for f in self.current_fractions()]
+        counts = [int(math.floor(s + 1e-9)) for s in shares]
+        remainders = sorted(range(len(shares)), key=lambda i: (-(shares[i] - counts[i]), i))
+        for i in remainders[: batch_size - sum(counts)]:
+            counts[i] += 1
+        return counts
+
+    def sample(self, batch_size: int) -> Batch:
+        counts = self.counts(batch_size)
+        self.calls += 1
+        parts = [s.sample(c) for s, c in zip(self.samplers, counts) if c > 0]
+        return Batch.cat(parts)
+
+    def state_dict(self) -> dict:
+        return {"calls": self.calls}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.calls = int(state["calls"])
+
+
+def draw(sampler: Sampler, batch_size: int, minibatches: int = 1) -> Batch:
+    """``minibatches`` independent samples of ``batch_size`` rows, concatenated: an agent
+    making ``utd_ratio`` critic steps per update splits them back with ``Batch.chunks``
+    (each minibatch keeps a MixedSampler's exact fractions)."""
+    return Batch.cat([sampler.sample(batch_size) for _ in range(minibatches)])
 
 
 def compute_gae(

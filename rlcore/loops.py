@@ -27,7 +27,7 @@ from envs.make import (
     get_vec_env_state,
     set_vec_env_state,
 )
-from rlcore.buffers import ReplayBuffer, RolloutBuffer
+from rlcore.buffers import ReplayBuffer, RolloutBuffer, Sampler, draw
 from rlcore.evaluate import evaluate
 from rlcore.logging import Logger, format_duration
 from rlcore.spaces import random_actions, to_env_action
@@ -59,6 +59,8 @@ class LoopSettings:
     learning_starts: int = 5_000
     batch_size: int = 256
     updates_per_step: float = 1.0
+    # minibatches of batch_size per update call (the agent splits them: Batch.chunks)
+    utd_ratio: int = 1
     # on-policy only
     rollout_steps: int = 2048
     # stop early once an evaluation's mean return reaches this (None: never)
@@ -199,9 +201,11 @@ def _evaluate_and_log(
     step: int,
     best: dict[str, float],
     score: Callable[[float], float] | None = None,
+    extra: dict[str, float] | None = None,
 ) -> float:
     """Evaluate and log ``eval/*`` at ``step`` (plus ``eval/normalized_score`` when a
-    ``score`` function is given) with running bests in ``best``; returns the mean return."""
+    ``score`` function is given, and ``extra`` values) with running bests in ``best``;
+    returns the mean return."""
     result = _evaluate_agent(agent, env, eval_env, settings)
     if score is not None:
         result["eval/normalized_score"] = score(result["eval/return"])
@@ -209,7 +213,7 @@ def _evaluate_and_log(
         if key in result:
             best[key] = max(best.get(key, -math.inf), result[key])
             result[key.replace("eval/", "eval/best_")] = best[key]
-    run.logger.log(result, step)
+    run.logger.log({**result, **(extra or {})}, step)
     return result["eval/return"]
 
 
@@ -240,6 +244,237 @@ def _stop_on_nan(
     ) from error
 
 
+@dataclass
+class Phase:
+    """One stretch of a run (see ``run_phases``).
+
+    ``name`` is what the agent is told (``agent.set_phase``): "offline" (gradient steps on
+    ``sampler``, no environment), "warmup" (the environment is stepped, no updates: the
+    policy acts, or uniform random actions with ``random_actions``) or "online" (env steps
+    with ``updates_per_step`` updates each, on batches from ``sampler``). ``steps`` counts
+    gradient steps offline and environment steps (summed over sub-envs) otherwise.
+    """
+
+    name: str
+    steps: int
+    sampler: Sampler | None = None
+    random_actions: bool = False
+    updates_per_step: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.name not in ("offline", "warmup", "online"):
+            raise ValueError(f"unknown phase '{self.name}': offline, warmup or online")
+        if self.name != "warmup" and self.sampler is None:
+            raise ValueError(f"the {self.name} phase needs a sampler to draw batches from")
+
+    @property
+    def interacts(self) -> bool:
+        """True when the phase steps the environment."""
+        return self.name != "offline"
+
+
+@dataclass
+class _Record:
+    """What every loop reports and checkpoints besides the agent: counters, last episode
+    and evaluation returns, running bests and the last training metrics."""
+
+    counters: dict[str, Any]
+    last_return: float = math.nan
+    last_eval: float = math.nan
+    best: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    def state(self) -> dict[str, Any]:
+        return {
+            "counters": dict(self.counters),
+            "returns": (self.last_return, self.last_eval, dict(self.best)),
+            "metrics": dict(self.metrics),
+            "rng": get_rng_state(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.counters = dict(state["counters"])
+        self.last_return, self.last_eval, best = state["returns"]
+        self.best = dict(best)
+        self.metrics = dict(state.get("metrics", {}))
+        set_rng_state(state["rng"])
+
+    def summary(self, score: Callable[[float], float] | None = None) -> dict[str, float]:
+        out = {
+            "eval/return": self.last_eval,
+            "eval/best_return": self.best.get("eval/return", math.nan),
+            "train/episode_return": self.last_return,
+        }
+        if score is not None:
+            out["eval/normalized_score"] = score(self.last_eval)
+            out["eval/best_normalized_score"] = self.best.get("eval/normalized_score", math.nan)
+        return out
+
+
+def run_phases(
+    agent: Agent,
+    phases: list[Phase],
+    env: VectorEnv | None,
+    eval_env: VectorEnv,
+    settings: LoopSettings,
+    run: RunContext,
+    buffer: ReplayBuffer | None = None,
+    stateful: dict[str, Any] | None = None,
+    score: Callable[[float], float] | None = None,
+    reward_transform: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Off-policy training as a sequence of phases, e.g. ``offline`` -> ``warmup`` ->
+    ``online`` (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline``.
+
+    Environment steps write into ``buffer`` (after ``reward_transform``, e.g. the
+    dataset's reward normalisation); each update draws ``settings.utd_ratio`` minibatches
+    of ``settings.batch_size`` from the phase's sampler. One global step counter runs
+    through the phases (gradient steps offline, then env steps) and is the x-axis of
+    every log. The agent is told each phase (``agent.set_phase(name)``, if it has one)
+    when it starts and after a resume. Every phase ends with an evaluation, and the
+    online phase evaluates again after its first update: the returns right before and
+    right after the switch are always logged. ``stateful`` names the objects besides the
+    agent and the buffer whose ``state_dict`` a checkpoint must hold (dataset and
+    MixedSampler generators); resuming gives the uninterrupted run's numbers (CPU).
+    """
+    if not phases:
+        raise ValueError("run_phases needs at least one phase")
+    if any(p.interacts for p in phases) and (env is None or buffer is None):
+        raise ValueError("phases that step the environment need an env and a buffer")
+    stateful = {**({"buffer": buffer} if buffer is not None else {}), **(stateful or {})}
+    warmup_rng = np.random.default_rng(settings.seed)
+    record = _Record(
+        {
+            "step": 0,
+            "phase": 0,
+            "phase_step": 0,
+            "env_steps": 0,
+            "updates": 0,
+            "update_debt": 0.0,
+            "episodes": 0,
+            "env_started": False,
+        }  # fmt: skip
+    )
+    obs: np.ndarray | None = None
+    if run.resume is not None:
+        state = run.resume
+        agent.load_state_dict(state["agent"])
+        for name, obj in stateful.items():
+            obj.load_state_dict(state["stateful"][name])
+        record.restore(state)
+        warmup_rng.bit_generator.state = state["warmup_rng"]
+        if record.counters["env_started"]:
+            env.reset(seed=settings.seed)
+            set_vec_env_state(env, state["env"])
+            obs = state["obs"]
+    counters = record.counters
+
+    def snapshot() -> dict[str, Any]:
+        return {
+            "agent": agent.state_dict(),
+            "stateful": {name: obj.state_dict() for name, obj in stateful.items()},
+            "env": get_vec_env_state(env) if counters["env_started"] else None,
+            "obs": obs,
+            "warmup_rng": warmup_rng.bit_generator.state,
+            **record.state(),
+        }
+
+    def evaluate_now(step: int) -> None:
+        record.last_eval = _evaluate_and_log(
+            agent, env, eval_env, settings, run, step, record.best, score,
+            extra={"eval/env_steps": counters["env_steps"], "eval/phase": counters["phase"]},
+        )  # fmt: skip
+        progress.show(step, record.last_return, record.last_eval, force=True)
+
+    def update(phase: Phase, step: int) -> None:
+        try:
+            batch = draw(phase.sampler, settings.batch_size, settings.utd_ratio)
+            record.metrics.update(agent.update(batch))
+        except NonFiniteLossError as error:
+            _stop_on_nan(run, error, step, snapshot)
+        counters["updates"] += 1
+
+    total = sum(p.steps for p in phases)
+    progress = _Progress(run, total, counters["step"])
+    set_phase = getattr(agent, "set_phase", None)
+    if set_phase is not None and counters["phase"] < len(phases):
+        set_phase(phases[counters["phase"]].name)
+    while counters["phase"] < len(phases):
+        phase = phases[counters["phase"]]
+        if counters["phase_step"] >= phase.steps:  # empty phase
+            counters["phase"] += 1
+            counters["phase_step"] = 0
+            continue
+        if counters["phase_step"] == 0 and len(phases) > 1:
+            run.logger.note(
+                f"phase {phase.name} ({phase.steps:,} steps) from step {counters['step']:,}"
+            )
+        prev = step = counters["step"]
+        if phase.interacts:
+            if not counters["env_started"]:
+                obs, _ = env.reset(seed=settings.seed)
+                counters["env_started"] = True
+            if phase.random_actions:
+                action = random_actions(env.single_action_space, warmup_rng, env.num_envs)
+            else:
+                action = agent.act(obs)
+            next_obs, reward, terminated, truncated, info = env.step(
+                to_env_action(action, env.single_action_space)
+            )
+            stored = reward if reward_transform is None else reward_transform(reward)
+            buffer.add(obs, action, stored, final_next_obs(next_obs, info), terminated, truncated)
+            obs = next_obs
+            step = prev + env.num_envs
+            counters["env_steps"] += env.num_envs
+            counters["phase_step"] += env.num_envs
+            counters["step"] = step
+            if finished := _log_episodes(run, info, step):
+                counters["episodes"] += len(finished)
+                record.last_return = finished[-1]
+            if phase.name == "online":
+                counters["update_debt"] += phase.updates_per_step * env.num_envs
+                first = counters["phase_step"] == env.num_envs
+                while counters["update_debt"] >= 1.0:
+                    update(phase, step)
+                    counters["update_debt"] -= 1.0
+                if first and any(p.name == "offline" for p in phases[: counters["phase"]]):
+                    evaluate_now(step)  # right after the switch to online updates
+        else:
+            update(phase, prev)
+            step = counters["step"] = prev + 1
+            counters["phase_step"] += 1
+        phase_done = counters["phase_step"] >= phase.steps
+        last = phase_done and counters["phase"] == len(phases) - 1
+        if _crossed(step, prev, settings.log_every) and record.metrics:
+            speed = {"time/sps": progress.sps(step)} if phase.interacts else {
+                "time/updates_per_s": progress.sps(step)}  # fmt: skip
+            run.logger.log(
+                {**{f"train/{k}": v for k, v in record.metrics.items()}, **speed,
+                 "time/updates": counters["updates"]},
+                step,
+            )  # fmt: skip
+        # a phase's end is evaluated (not a random-action warm-up: no policy was involved)
+        if _crossed(step, prev, settings.eval_every) or (
+            phase_done and (last or not phase.random_actions)
+        ):
+            evaluate_now(step)
+        else:
+            progress.show(step, record.last_return, record.last_eval)
+        if phase_done and not last:
+            counters["phase"] += 1
+            counters["phase_step"] = 0
+            counters["update_debt"] = 0.0
+            if set_phase is not None:
+                set_phase(phases[counters["phase"]].name)
+        done = last or settings.reached_target(record.last_eval)
+        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
+        if done:
+            break
+
+    run.logger.flush()
+    return record.summary(score)
+
+
 def off_policy(
     agent: Agent,
     env: VectorEnv,
@@ -248,95 +483,15 @@ def off_policy(
     settings: LoopSettings,
     run: RunContext,
 ) -> dict[str, float]:
-    """Off-policy training (SAC, TD3, ...): uniform random warm-up, then
-    ``updates_per_step`` gradient updates per environment step (fractions carry over)."""
-    num_envs = env.num_envs
-    action_space = env.single_action_space
-    warmup_rng = np.random.default_rng(settings.seed)
-    counters = {"step": 0, "updates": 0, "update_debt": 0.0, "episodes": 0}
-    last_return, last_eval, best = float("nan"), float("nan"), {}
-    metrics: dict[str, float] = {}
-
-    if run.resume is None:
-        obs, _ = env.reset(seed=settings.seed)
-    else:
-        state = run.resume
-        agent.load_state_dict(state["agent"])
-        buffer.load_state_dict(state["buffer"])
-        env.reset(seed=settings.seed)
-        set_vec_env_state(env, state["env"])
-        obs = state["obs"]
-        counters = dict(state["counters"])
-        warmup_rng.bit_generator.state = state["warmup_rng"]
-        last_return, last_eval, best = state["returns"]
-        metrics = dict(state["metrics"])
-        set_rng_state(state["rng"])
-
-    def snapshot() -> dict[str, Any]:
-        return {
-            "agent": agent.state_dict(),
-            "buffer": buffer.state_dict(),
-            "env": get_vec_env_state(env),
-            "obs": obs,
-            "counters": dict(counters),
-            "warmup_rng": warmup_rng.bit_generator.state,
-            "returns": (last_return, last_eval, dict(best)),
-            "metrics": dict(metrics),
-            "rng": get_rng_state(),
-        }
-
-    progress = _Progress(run, settings.total_steps, counters["step"])
-    while counters["step"] < settings.total_steps:
-        prev = counters["step"]
-        if prev < settings.learning_starts:
-            action = random_actions(action_space, warmup_rng, num_envs)
-        else:
-            action = agent.act(obs)
-        next_obs, reward, terminated, truncated, info = env.step(
-            to_env_action(action, action_space)
-        )
-        buffer.add(obs, action, reward, final_next_obs(next_obs, info), terminated, truncated)
-        obs = next_obs
-        step = counters["step"] = prev + num_envs
-        if finished := _log_episodes(run, info, step):
-            counters["episodes"] += len(finished)
-            last_return = finished[-1]
-
-        if step >= settings.learning_starts:
-            counters["update_debt"] += settings.updates_per_step * num_envs
-            try:
-                while counters["update_debt"] >= 1.0:
-                    metrics.update(agent.update(buffer.sample(settings.batch_size)))
-                    counters["update_debt"] -= 1.0
-                    counters["updates"] += 1
-            except NonFiniteLossError as error:
-                _stop_on_nan(run, error, step, snapshot)
-
-        if _crossed(step, prev, settings.log_every) and metrics:
-            run.logger.log(
-                {
-                    **{f"train/{k}": v for k, v in metrics.items()},
-                    "time/sps": progress.sps(step),
-                    "time/updates": counters["updates"],
-                },
-                step,
-            )
-        if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
-            last_eval = _evaluate_and_log(agent, env, eval_env, settings, run, step, best)
-            progress.show(step, last_return, last_eval, force=True)
-        else:
-            progress.show(step, last_return, last_eval)
-        done = step >= settings.total_steps or settings.reached_target(last_eval)
-        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
-        if done:
-            break
-
-    run.logger.flush()
-    return {
-        "eval/return": last_eval,
-        "eval/best_return": best.get("eval/return", math.nan),
-        "train/episode_return": last_return,
-    }
+    """Off-policy training from scratch (SAC, TD3, ...): ``learning_starts`` steps of
+    uniform random actions, then ``updates_per_step`` updates per env step (fractions
+    carry over) on batches from ``buffer``."""
+    random_steps = min(settings.learning_starts, settings.total_steps)
+    phases = [
+        Phase("warmup", random_steps, random_actions=True),
+        Phase("online", settings.total_steps - random_steps, buffer, settings.updates_per_step),
+    ]
+    return run_phases(agent, phases, env, eval_env, settings, run, buffer)
 
 
 def on_policy(
@@ -357,31 +512,22 @@ def on_policy(
     action_space = env.single_action_space
     batch = settings.rollout_steps * num_envs
     iterations = max(1, settings.total_steps // batch)
-    counters = {"step": 0, "iteration": 0, "episodes": 0}
-    last_return, last_eval, best = float("nan"), float("nan"), {}
+    record = _Record({"step": 0, "iteration": 0, "episodes": 0})
     device = rollout.device
 
-    if run.resume is None:
-        obs, _ = env.reset(seed=settings.seed)
-    else:
+    env_reset = env.reset(seed=settings.seed)
+    obs = env_reset[0]
+    if run.resume is not None:
         state = run.resume
         agent.load_state_dict(state["agent"])
-        env.reset(seed=settings.seed)
         set_vec_env_state(env, state["env"])
         obs = state["obs"]
-        counters = dict(state["counters"])
-        last_return, last_eval, best = state["returns"]
-        set_rng_state(state["rng"])
+        record.restore(state)
+    counters = record.counters
 
     def snapshot() -> dict[str, Any]:
-        return {
-            "agent": agent.state_dict(),
-            "env": get_vec_env_state(env),
-            "obs": obs,
-            "counters": dict(counters),
-            "returns": (last_return, last_eval, dict(best)),
-            "rng": get_rng_state(),
-        }
+        return {"agent": agent.state_dict(), "env": get_vec_env_state(env), "obs": obs,
+                **record.state()}  # fmt: skip
 
     progress = _Progress(run, iterations * batch, counters["step"])
     while counters["iteration"] < iterations:
@@ -405,101 +551,48 @@ def on_policy(
             counters["step"] += num_envs
             if finished := _log_episodes(run, info, counters["step"]):
                 counters["episodes"] += len(finished)
-                last_return = finished[-1]
-            progress.show(counters["step"], last_return, last_eval)
+                record.last_return = finished[-1]
+            progress.show(counters["step"], record.last_return, record.last_eval)
         last_value = agent.value(torch.as_tensor(obs, dtype=torch.float32, device=device))
         samples = rollout.compute(last_value, agent.config.gamma, agent.config.gae_lambda)
         try:
-            metrics = agent.update(samples, progress=counters["iteration"] / iterations)
+            record.metrics = agent.update(samples, progress=counters["iteration"] / iterations)
         except NonFiniteLossError as error:
             _stop_on_nan(run, error, counters["step"], snapshot)
         counters["iteration"] += 1
         step = counters["step"]
         run.logger.log(
-            {**{f"train/{k}": v for k, v in metrics.items()}, "time/sps": progress.sps(step)}, step
-        )
+            {**{f"train/{k}": v for k, v in record.metrics.items()},
+             "time/sps": progress.sps(step)},
+            step,
+        )  # fmt: skip
         last_iteration = counters["iteration"] >= iterations
         if _crossed(step, prev, settings.eval_every) or last_iteration:
-            last_eval = _evaluate_and_log(agent, env, eval_env, settings, run, step, best)
-            progress.show(step, last_return, last_eval, force=True)
-        done = last_iteration or settings.reached_target(last_eval)
+            record.last_eval = _evaluate_and_log(
+                agent, env, eval_env, settings, run, step, record.best
+            )
+            progress.show(step, record.last_return, record.last_eval, force=True)
+        done = last_iteration or settings.reached_target(record.last_eval)
         _checkpoint_if_due(run, settings, step, prev, done, snapshot)
         if done:
             break
 
     run.logger.flush()
-    return {
-        "eval/return": last_eval,
-        "eval/best_return": best.get("eval/return", math.nan),
-        "train/episode_return": last_return,
-    }
-
-
-class Dataset(Protocol):
-    """What the offline loop needs from a dataset (see offline.datasets)."""
-
-    def sample(self, batch_size: int, generator: torch.Generator) -> Any: ...
+    return record.summary()
 
 
 def offline(
     agent: Agent,
-    dataset: Dataset,
+    dataset: Sampler,
     eval_env: VectorEnv,
     settings: LoopSettings,
     run: RunContext,
     score: Callable[[float], float] | None = None,
 ) -> dict[str, float]:
     """Pure offline training: ``total_steps`` gradient steps on batches sampled from a
-    fixed dataset. The canonical step is the gradient step; evaluations log the return
-    and, with ``score``, the normalised score (last and best)."""
-    generator = torch.Generator().manual_seed(settings.seed)
-    counters = {"step": 0}
-    last_eval, best = float("nan"), {}
-    metrics: dict[str, float] = {}
-    if run.resume is not None:
-        state = run.resume
-        agent.load_state_dict(state["agent"])
-        counters = dict(state["counters"])
-        generator.set_state(state["generator"])
-        last_eval, best = state["returns"]
-        metrics = dict(state["metrics"])
-        set_rng_state(state["rng"])
-
-    def snapshot() -> dict[str, Any]:
-        return {
-            "agent": agent.state_dict(),
-            "counters": dict(counters),
-            "generator": generator.get_state(),
-            "returns": (last_eval, dict(best)),
-            "metrics": dict(metrics),
-            "rng": get_rng_state(),
-        }
-
-    progress = _Progress(run, settings.total_steps, counters["step"])
-    while counters["step"] < settings.total_steps:
-        prev = counters["step"]
-        try:
-            metrics.update(agent.update(dataset.sample(settings.batch_size, generator)))
-        except NonFiniteLossError as error:
-            _stop_on_nan(run, error, prev, snapshot)
-        step = counters["step"] = prev + 1
-        if _crossed(step, prev, settings.log_every):
-            metrics_out = {f"train/{k}": v for k, v in metrics.items()}
-            run.logger.log({**metrics_out, "time/updates_per_s": progress.sps(step)}, step)
-        if _crossed(step, prev, settings.eval_every) or step >= settings.total_steps:
-            last_eval = _evaluate_and_log(agent, None, eval_env, settings, run, step, best, score)
-            progress.show(step, math.nan, last_eval, force=True)
-        else:
-            progress.show(step, math.nan, last_eval)
-        done = step >= settings.total_steps or settings.reached_target(last_eval)
-        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
-        if done:
-            break
-
-    run.logger.flush()
-    return {
-        "eval/return": last_eval,
-        "eval/best_return": best.get("eval/return", math.nan),
-        "eval/normalized_score": score(last_eval) if score is not None else math.nan,
-        "eval/best_normalized_score": best.get("eval/normalized_score", math.nan),
-    }
+    fixed dataset (its own seeded generator). Evaluations log the return and, with
+    ``score``, the normalised score (last and best)."""
+    phases = [Phase("offline", settings.total_steps, dataset)]
+    return run_phases(
+        agent, phases, None, eval_env, settings, run, stateful={"dataset": dataset}, score=score
+    )

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore import registry
-from rlcore.buffers import ReplayBuffer, RolloutBuffer
+from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
 from rlcore.checkpoint import (
     CHECKPOINT_DIR,
     FORMAT_VERSION,
@@ -46,12 +46,12 @@ from rlcore.checkpoint import (
 from rlcore.logging import Logger
 from rlcore.loops import (
     LoopSettings,
+    Phase,
     RunContext,
     TrainingInterrupted,
     TrainingStopped,
-    off_policy,
-    offline,
     on_policy,
+    run_phases,
 )
 from rlcore.registry import ConfigError, coerce
 from rlcore.spaces import action_storage, check_action_space, describe_action_space
@@ -75,7 +75,9 @@ SHAPE_FIELDS = (
     "algo.normalize_states",
     "algo.deterministic_actor",
     "algo.dueling",
+    "algo.offline_data",
     "dataset",
+    "init_from",
 )
 PACKAGES = ("torch", "numpy", "mujoco", "gymnasium", "minari", "hydra-core", "rlcore")
 
@@ -160,14 +162,26 @@ def check_run_config(cfg_dict: dict[str, Any]) -> None:
 def check_schedule(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: Any) -> None:
     """Refuse schedules that would end before any learning happens."""
     total = cfg_dict["total_steps"]
-    if spec.loop == "off_policy":
+    online = phase_lengths(spec, cfg_dict, algo_cfg)[1]
+    if online > 0:
         starts = int(getattr(algo_cfg, "learning_starts", 0))
-        if total <= starts:
+        warmup = int(getattr(algo_cfg, "warmup_steps", 0))
+        name = "total_steps" if spec.loop == "off_policy" else "algo.online_steps"
+        if online <= starts + warmup:
             raise ConfigError(
-                f"total_steps={total:,} <= algo.learning_starts={starts:,}: the run would end "
-                "before the first gradient update. Raise total_steps or lower "
-                "algo.learning_starts."
+                f"{name}={online:,} <= algo.learning_starts + algo.warmup_steps = "
+                f"{starts + warmup:,}: the online phase would end before its first gradient "
+                f"update. Raise {name} or lower algo.learning_starts / algo.warmup_steps."
             )
+    offline_data = getattr(algo_cfg, "offline_data", "drop")
+    if offline_data not in OFFLINE_DATA_MODES:
+        raise ConfigError(
+            f"algo.offline_data={offline_data!r}: choose one of {OFFLINE_DATA_MODES} (drop: "
+            "online buffer only; keep: dataset rows in the online buffer; mix: MixedSampler)"
+        )
+    fraction = float(getattr(algo_cfg, "offline_fraction", 0.5))
+    if offline_data == "mix" and not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"algo.offline_fraction={fraction} must lie in [0, 1]")
     if spec.loop == "on_policy":
         per_rollout = int(algo_cfg.rollout_steps) * int(cfg_dict["env"]["num_envs"])
         if total < per_rollout:
@@ -184,6 +198,33 @@ def check_schedule(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: 
                 f"algo.num_minibatches={minibatches} exceeds the rollout's {per_rollout} "
                 "samples; lower algo.num_minibatches"
             )
+
+
+OFFLINE_DATA_MODES = ("drop", "keep", "mix")
+
+
+def phase_lengths(
+    spec: registry.AlgoSpec, cfg_dict: dict[str, Any], algo_cfg: Any
+) -> tuple[int, int]:
+    """(offline gradient steps, online env steps) of a replay-based run. ``total_steps`` is
+    the algorithm's main phase: gradient steps for an offline algorithm (followed by
+    ``algo.online_steps`` env steps, 0 by default), env steps for an online one (preceded
+    by ``algo.offline_steps`` of pre-training). ``init_from=`` skips pre-training."""
+    total = int(cfg_dict["total_steps"])
+    if spec.loop == "offline":
+        offline, online = total, int(getattr(algo_cfg, "online_steps", 0))
+    else:
+        offline, online = int(getattr(algo_cfg, "offline_steps", 0)), total
+    if cfg_dict.get("init_from"):
+        offline = 0
+    return offline, online
+
+
+def needs_dataset(spec: registry.AlgoSpec, cfg_dict: dict[str, Any], algo_cfg: Any) -> bool:
+    """True when the run trains on, or mixes in, an offline dataset."""
+    offline, online = phase_lengths(spec, cfg_dict, algo_cfg)
+    mixes = online > 0 and getattr(algo_cfg, "offline_data", "drop") in ("keep", "mix")
+    return spec.loop == "offline" or offline > 0 or mixes
 
 
 def check_spaces(
@@ -344,11 +385,14 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         "env_kwargs": env_cfg.get("kwargs") or {},
         "flatten_obs": bool(env_cfg.get("flatten_obs", False)),
     }
-    offline_run = spec.loop == "offline"
-    if offline_run and not cfg_dict.get("dataset"):
+    init_state = None
+    if cfg_dict.get("init_from") and resume_state is None:
+        init_state = load_init_from(cfg_dict, spec)
+    offline_run = phase_lengths(spec, cfg_dict, algo_cfg)[1] == 0 and spec.loop != "on_policy"
+    if needs_dataset(spec, cfg_dict, algo_cfg) and not cfg_dict.get("dataset"):
         raise ValueError(
-            f"algo={spec.name} trains offline: pass dataset=<Minari id | D4RL .hdf5 file | "
-            "Minari dataset folder> (python -m offline.collect records one)"
+            f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
+            "file | Minari dataset folder> (python -m offline.collect records one)"
         )
     env = make_vec_env(
         env_id,
@@ -372,6 +416,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         eval_env.close()
         raise
     agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
+    if init_state is not None:
+        agent.load_state_dict(init_state["agent"])
 
     resume_step = resume_state["loop"]["counters"]["step"] if resume_state else None
     log_cfg = cfg_dict.get("logger", {})
@@ -401,7 +447,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             "config": cfg_dict,
             "spaces": spaces,
             # deployment needs the observation statistics the policy was trained with
-            "obs_normalizer": loop_state.get("env", {})
+            "obs_normalizer": (loop_state.get("env") or {})
             .get("wrappers", {})
             .get("NormalizeObservation"),
         }
@@ -438,6 +484,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         learning_starts=int(getattr(algo_cfg, "learning_starts", 0)),
         batch_size=int(getattr(algo_cfg, "batch_size", 256)),
         updates_per_step=float(getattr(algo_cfg, "updates_per_step", 1.0)),
+        utd_ratio=int(getattr(algo_cfg, "utd_ratio", 1)),
         rollout_steps=int(getattr(algo_cfg, "rollout_steps", 2048)),
         stop_at_return=cfg_dict.get("stop_at_return"),
     )
@@ -462,33 +509,96 @@ def _run_loop(
     run: RunContext,
     logger: Logger,
 ) -> dict[str, float]:
-    """Build the buffer (or load the dataset) the algorithm's loop needs and run it."""
+    """Build the buffers, dataset and phases the algorithm's loop needs and run it."""
     obs_space = env.single_observation_space
     action_shape, action_dtype = action_storage(env.single_action_space)
-    if spec.loop == "offline":
-        dataset, score = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
-        settings.learning_starts = 0
-        return offline(agent, dataset, eval_env, settings, run, score)
-    if spec.loop == "off_policy":
-        buffer = ReplayBuffer(
-            min(algo_cfg.buffer_size, max(settings.total_steps, env.num_envs)),
+    if spec.loop == "on_policy":
+        rollout = RolloutBuffer(
+            settings.rollout_steps,
+            env.num_envs,
             obs_space.shape,
             action_shape,
-            env.num_envs,
-            device=agent.device,
-            seed=settings.seed,
-            action_dtype=action_dtype,
+            agent.device,
+            action_dtype,
         )
-        return off_policy(agent, env, eval_env, buffer, settings, run)
-    rollout = RolloutBuffer(
-        settings.rollout_steps,
-        env.num_envs,
-        obs_space.shape,
-        action_shape,
-        agent.device,
-        action_dtype,
+        return on_policy(agent, env, eval_env, rollout, settings, run)
+
+    offline_steps, online_steps = phase_lengths(spec, cfg_dict, algo_cfg)
+    dataset, score, reward_transform = None, None, None
+    if needs_dataset(spec, cfg_dict, algo_cfg):
+        dataset, score, reward_transform = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
+        dataset.seed(settings.seed)
+    offline_data = getattr(algo_cfg, "offline_data", "drop")
+    phases, buffer, stateful = [], None, {} if dataset is None else {"dataset": dataset}
+    if offline_steps > 0:
+        phases.append(Phase("offline", offline_steps, dataset))
+    if online_steps > 0:
+        capacity = min(int(algo_cfg.buffer_size), max(online_steps, env.num_envs))
+        if dataset is not None and offline_data == "keep":
+            buffer = dataset.to_replay_buffer(len(dataset) + capacity, agent.device, settings.seed)
+        else:
+            buffer = ReplayBuffer(
+                capacity,
+                obs_space.shape,
+                action_shape,
+                env.num_envs,
+                device=agent.device,
+                seed=settings.seed,
+                action_dtype=action_dtype,
+                next_action=dataset is not None,  # offline-style critics (ReBRAC) read it
+            )
+        sampler: Any = buffer
+        if dataset is not None and offline_data == "mix":
+            fraction = float(algo_cfg.offline_fraction)
+            sampler = stateful["mixed"] = MixedSampler(
+                [(dataset, fraction), (buffer, 1 - fraction)]
+            )
+        warmup = min(int(getattr(algo_cfg, "warmup_steps", 0)), online_steps)
+        random_steps = min(int(getattr(algo_cfg, "learning_starts", 0)), online_steps - warmup)
+        phases += [
+            Phase("warmup", warmup),
+            Phase("warmup", random_steps, random_actions=True),
+            Phase(
+                "online", online_steps - warmup - random_steps, sampler, settings.updates_per_step
+            ),
+        ]
+    phases = [phase for phase in phases if phase.steps > 0]
+    if len(phases) > 1:
+        plan = " -> ".join(
+            f"{p.name}{' (random actions)' if p.random_actions else ''} {p.steps:,}" for p in phases
+        )
+        logger.progress(
+            f"[{run.name}] phases: {plan}; offline data online: {offline_data}", force=True
+        )
+    return run_phases(
+        agent,
+        phases,
+        env,
+        eval_env,
+        settings,
+        run,
+        buffer=buffer,
+        stateful=stateful,
+        score=score,
+        reward_transform=reward_transform,
     )
-    return on_policy(agent, env, eval_env, rollout, settings, run)
+
+
+def load_init_from(cfg_dict: dict[str, Any], spec: registry.AlgoSpec) -> dict[str, Any]:
+    """The checkpoint ``init_from=`` names (a run directory or a .pt file), checked to hold
+    an agent of this algorithm; its dataset becomes the run's when none is given."""
+    try:
+        state, path, _ = read_checkpoint(cfg_dict["init_from"])
+    except FileNotFoundError as error:
+        raise ConfigError(f"init_from={cfg_dict['init_from']}: {error}") from None
+    if state.get("algo") != spec.name:
+        raise ConfigError(
+            f"init_from={path} holds a {state.get('algo')} agent; algo={spec.name} can only start "
+            f"from a {spec.name} run (pass algo={state.get('algo')} or another run)"
+        )
+    if not cfg_dict.get("dataset"):
+        cfg_dict["dataset"] = state.get("config", {}).get("dataset")
+    return state
 
 
 @contextmanager
@@ -536,20 +646,27 @@ def log_warnings(logger: Logger) -> Iterator[None]:
 
 def _prepare_offline(
     cfg_dict: dict[str, Any], algo_cfg: Any, agent: Any, env: Any, logger: Logger
-) -> tuple[Any, Any]:
+) -> tuple[Any, Any, Callable[[Any], Any] | None]:
     """Load and check the dataset, apply the recipe's reward/state normalisation, and
-    build the normalised-score function (None, with a note, when no reference exists)."""
+    build the normalised-score function (None, with a note, when no reference exists) and
+    the reward transform online rewards need to match (None when rewards are unchanged)."""
     from offline.datasets import load_dataset
     from offline.scores import ScoreReferenceError, normalized_score
 
     env_id = cfg_dict["env"]["id"]
     dataset = load_dataset(cfg_dict["dataset"], gamma=float(algo_cfg.gamma), env_id=env_id)
     dataset.check_env(env.single_observation_space, env.single_action_space)
+    factor = 1.0
     if getattr(algo_cfg, "normalize_reward", False):
-        dataset.normalize_rewards_by_return_range()
+        factor = dataset.normalize_rewards_by_return_range()
     scale, bias = getattr(algo_cfg, "reward_scale", 1.0), getattr(algo_cfg, "reward_bias", 0.0)
     if (scale, bias) != (1.0, 0.0):
         dataset.scale_rewards(scale, bias)
+
+    def reward_transform(reward: Any) -> Any:
+        """The dataset's reward transform, applied to online rewards too."""
+        return reward * (factor * scale) + bias
+
     if getattr(algo_cfg, "normalize_states", False):
         agent.obs_normalizer.fit(dataset.obs.to(agent.device))
     try:
@@ -567,7 +684,8 @@ def _prepare_offline(
         + (f" (normalised {score(float(returns.mean())):.1f})" if score else ""),
         force=True,
     )
-    return dataset.to(agent.device), score
+    transform = None if (factor, scale, bias) == (1.0, 1.0, 0.0) else reward_transform
+    return dataset.to(agent.device), score, transform
 
 
 def _fail(message: str, code: int = 2, run_dir: Path | None = None) -> None:

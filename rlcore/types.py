@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -41,6 +42,42 @@ class Batch:
             return value
 
         return Batch(**{f.name: move(getattr(self, f.name)) for f in dataclasses.fields(self)})
+
+    def chunks(self, count: int) -> list[Batch]:
+        """Split into ``count`` equal minibatches of consecutive rows (views, no copy): an
+        update of ``utd_ratio`` critic steps takes one ``count * B`` batch and splits it."""
+        if len(self) % count:
+            raise ValueError(f"a batch of {len(self)} rows does not split into {count} minibatches")
+        size = len(self) // count
+        return [self.rows(i * size, (i + 1) * size) for i in range(count)]
+
+    def rows(self, start: int, stop: int) -> Batch:
+        """Rows ``start:stop`` of every tensor (views)."""
+
+        def cut(value):
+            if isinstance(value, torch.Tensor):
+                return value[start:stop]
+            if isinstance(value, dict):
+                return {k: v[start:stop] for k, v in value.items()}
+            return value
+
+        return Batch(**{f.name: cut(getattr(self, f.name)) for f in dataclasses.fields(self)})
+
+    @staticmethod
+    def cat(batches: Sequence[Batch]) -> Batch:
+        """Rows of ``batches`` one after the other. Optional fields and ``extras`` keys
+        survive only where every batch has them (an online buffer has no ``mc_return``)."""
+        if len(batches) == 1:
+            return batches[0]
+        values = {}
+        for f in dataclasses.fields(Batch):
+            parts = [getattr(b, f.name) for b in batches]
+            if f.name == "extras":
+                keys = set.intersection(*(set(p) for p in parts))
+                values["extras"] = {k: torch.cat([p[k] for p in parts]) for k in sorted(keys)}
+            elif all(p is not None for p in parts):
+                values[f.name] = torch.cat(parts)
+        return Batch(**values)
 
 
 @dataclass(frozen=True)

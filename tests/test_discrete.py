@@ -363,7 +363,7 @@ def test_cartpole_runs_and_checkpoint_rebuilds_the_discrete_policy(algo, extra, 
     state = load_checkpoint(tmp_path)
     assert state["spaces"]["action_n"] == 2
     if algo == "dqn":
-        stored = state["loop"]["buffer"]["data"]["action"]
+        stored = state["loop"]["stateful"]["buffer"]["data"]["action"]
         assert stored.dtype == torch.int64 and set(stored.tolist()) == {0, 1}
         assert state["agent"]["acted_steps"] == 600 - 200  # the loop's steps after warm-up
     agent = load_agent(tmp_path)

@@ -382,7 +382,7 @@ def test_collect_sampling_from_the_policy_is_seeded(sac_run):
 
 def test_collect_from_replay_buffer(sac_run):
     summary = collect_main([f"policy=replay:{sac_run}", "dataset_id=local/ip/replay-v0"])
-    buffer = load_checkpoint(sac_run)["loop"]["buffer"]
+    buffer = load_checkpoint(sac_run)["loop"]["stateful"]["buffer"]
     data = load_dataset("local/ip/replay-v0")
     assert len(data) == summary["steps"] == buffer["size"] == 300
     assert torch.equal(data.obs, buffer["data"]["obs"])  # one env, no wrap: same order
@@ -412,7 +412,7 @@ def test_replay_first_steps_equal_the_shorter_runs_buffer(sac_run, tmp_path):
         replay_episodes(load_checkpoint(sac_run), first_steps=301)
     state = load_checkpoint(sac_run)
     state["loop"]["counters"]["step"] = 400  # as if 100 rows had been overwritten
-    state["loop"]["buffer"]["pos"] = 0
+    state["loop"]["stateful"]["buffer"]["pos"] = 0
     with pytest.raises(DatasetError, match="no longer holds"):
         replay_episodes(state, first_steps=50)
 

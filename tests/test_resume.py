@@ -181,7 +181,7 @@ def test_resume_finished_run_with_more_steps_extends_it(tmp_path):
     train(make_config(*args, "total_steps=1200", f"resume={tmp_path}"), tmp_path)
     state = load_checkpoint(tmp_path)
     assert state["loop"]["counters"]["step"] == 1200
-    assert len(state["loop"]["buffer"]["data"]["obs"]) == 1200  # buffer grew, nothing lost
+    assert len(state["loop"]["stateful"]["buffer"]["data"]["obs"]) == 1200  # buffer grew, nothing lost
     steps = [row["step"] for row in read_csv(tmp_path / "eval.csv")]
     assert steps == sorted(steps) and steps[-1] == 1200
 

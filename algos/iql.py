@@ -1,4 +1,4 @@
-"""Implicit Q-Learning (IQL), offline.
+"""Implicit Q-Learning (IQL), offline, with optional online fine-tuning.
 
 Paper: I. Kostrikov, A. Nair, S. Levine, "Offline Reinforcement Learning with Implicit
 Q-Learning", ICLR 2022 (arXiv:2110.06169). Defaults follow CORL's ``iql.py`` (D4RL
@@ -66,7 +66,7 @@ class IQLConfig:
 
     gamma: float = 0.99  # discount
     tau: float = 0.005  # Polyak rate of the target critics
-    actor_lr: float = 3e-4  # policy learning rate (cosine-annealed to 0 over total_steps)
+    actor_lr: float = 3e-4  # policy lr: cosine to 0 over total_steps, back up online (top)
     critic_lr: float = 3e-4  # Q learning rate
     value_lr: float = 3e-4  # V learning rate
     hidden: tuple[int, ...] = (256, 256)  # hidden widths of all networks

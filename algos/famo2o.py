@@ -11,13 +11,15 @@ every beta in [beta_low, beta_high] (``sinusoidal_encoding``: 6 features, base 1
 balance model that picks beta per state. One update, in order:
 (1) V by expectile regression toward min target Q(s, a) (IQL's step, ``algos/iql.py``);
 (2) balance model, a tanh-Gaussian over one dimension with a state-independent std:
-    u ~ p(u | s), beta = (u + 1) / 2 (beta_high - beta_low) + beta_low, a ~ pi(. | s,
-    enc(beta)) reparameterised, loss E[alpha_h log p(u) - min target Q(s, a)]; the
-    temperature alpha_h is tuned toward entropy ``target_entropy`` (-0.5) as in SAC;
+    u ~ p(u | s), beta = (u + 1) / 2 (beta_high - beta_low) + beta_low (the reference's
+    IQL mapping: u = -1, 0, 1 give low, midpoint, high), a ~ pi(. | s, enc(beta))
+    reparameterised, loss E[alpha_h log p(u) - min target Q(s, a)]; the temperature
+    alpha_h is tuned toward entropy ``target_entropy`` (-0.5) as in SAC;
 (3) universal policy by advantage-weighted regression,
     -E[min(exp(beta (Q - V)), 100) log pi(a | s, enc(beta))] on dataset/buffer actions,
     beta ~ U[beta_low, beta_high] per transition in the ``offline`` phase and from the
-    balance model (a sample, no gradient) in ``warmup`` / ``online`` (``set_phase``);
+    balance model (a sample drawn before step (2), no gradient) in ``warmup`` /
+    ``online`` (``set_phase``);
 (4) twin Q toward r + gamma V(s'), Polyak target (IQL's step).
 
 Balance model offline (decision, as the reference): it is trained from the first offline
@@ -29,7 +31,9 @@ Acting: ``act(obs, deterministic=True)`` feeds the balance model's mode tanh(mea
 policy and returns the policy's mean; ``deterministic=False`` samples both.
 
 Defaults: IQL's (CORL, algos/iql.py): 256x256, lr 3e-4, batch 256, gamma 0.99, expectile
-0.7, tau 0.005, weights clamped at 100, states standardised. Balance model 256x256, Adam
+0.7, tau 0.005, weights clamped at 100, states standardised; rewards r * 1000 / (max - min
+episode return) as the reference does on locomotion (``normalize_reward``; antmaze: off,
+r - 1 instead). Balance model 256x256, Adam
 lr 3e-4, temperature initial 1.0, lr 3e-4, target entropy -0.5 (reference). Beta range
 (1, 5): the reference ``FamilyLearner``'s default (locomotion, around IQL's beta 3; not
 confirmed against the paper's appendix); its antmaze config uses (8, 14) with expectile 0.9
@@ -37,15 +41,14 @@ and reward r - 1 (``reward_bias=-1``). 1M offline gradient steps, then 1M online
 with the dataset kept in the buffer and online transitions appended.
 
 Departures from the reference:
-- Balance mapping (u + 1) / 2 (hi - lo) + lo, as the reference's IQL code does (its CQL
-  code's u (hi - lo) + lo would leave the range).
 - The actor's learning rate is constant (the reference antmaze config,
   ``opt_decay_schedule=None``); ``cosine_actor_lr=True`` uses IQL's schedule instead
   (cosine over ``total_steps``, continued periodically online as CORL does).
 - IQL's choices where the reference (Kostrikov's IQL) differs: the advantage of step (3)
   and the Q target of step (4) use V before its update (CORL), the policy is IQL's Gaussian
   with a tanh mean and log-std in [-20, 2] (reference: [-5, 2]), PyTorch's default layer
-  initialisation, the Q loss is the mean of the two critics' MSEs.
+  initialisation, the Q loss is the mean of the two critics' MSEs, expectile 0.7 on
+  locomotion (the reference learner's default is 0.8; its antmaze config 0.9).
 - Online exploration samples the balance model (the reference uses its mode and samples
   only the policy).
 - Steps (2)-(3) run after IQL's V step and before its Q step, all on the same batch, as in
@@ -91,7 +94,7 @@ class FamO2OConfig:
     target_entropy: float = -0.5  # entropy target of the balance model's u
     cosine_actor_lr: bool = False  # IQL's cosine schedule for the policy instead of constant
     normalize_states: bool = True  # standardise observations with dataset statistics
-    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    normalize_reward: bool = True  # r * 1000 / (max - min episode return) (antmaze: false)
     reward_scale: float = 1.0  # dataset and online rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipe: reward_bias -1)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
@@ -203,12 +206,12 @@ class FamO2O(IQL):
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
         value_loss, advantage, next_v = self._value_step(obs, batch.action, next_obs)
-        balance = self._balance_step(obs)
         if self.phase == "offline":
             beta = torch.rand_like(advantage) * (cfg.beta_high - cfg.beta_low) + cfg.beta_low
-        else:
+        else:  # the balance model before its step, as in the reference
             with torch.no_grad():
                 beta = self.balance_beta(obs)
+        balance = self._balance_step(obs)
         weight = torch.exp(beta * advantage).clamp(max=cfg.max_weight)
         actor_loss = self._actor_step(self.policy_input(obs, beta), batch.action, weight)
         q_loss, q = self._critic_step(obs, batch, next_v)

@@ -33,26 +33,24 @@ policy and returns the policy's mean; ``deterministic=False`` samples both.
 Defaults: IQL's (CORL, algos/iql.py): 256x256, lr 3e-4, batch 256, gamma 0.99, expectile
 0.7, tau 0.005, weights clamped at 100, states standardised; rewards r * 1000 / (max - min
 episode return) as the reference does on locomotion (``normalize_reward``; antmaze: off,
-r - 1 instead). Balance model 256x256, Adam
-lr 3e-4, temperature initial 1.0, lr 3e-4, target entropy -0.5 (reference). Beta range
-(1, 5): the reference ``FamilyLearner``'s default (locomotion, around IQL's beta 3; not
-confirmed against the paper's appendix); its antmaze config uses (8, 14) with expectile 0.9
-and reward r - 1 (``reward_bias=-1``). 1M offline gradient steps, then 1M online env steps
-with the dataset kept in the buffer and online transitions appended.
+r - 1 instead). Balance model 256x256, Adam lr 3e-4, temperature initial 1.0, lr 3e-4,
+target entropy -0.5 (reference). Beta range (1, 5): the reference ``FamilyLearner``'s
+default (locomotion, around IQL's beta 3; not confirmed against the paper's appendix); its
+antmaze config uses (8, 14) with expectile 0.9 and reward r - 1 (``reward_bias=-1``). 1M
+offline gradient steps, then 1M online env steps, one update each, with the dataset kept
+in the buffer and online transitions appended. The policy's learning rate is constant in
+both phases, as in the reference's configs (``opt_decay_schedule=None``);
+``cosine_actor_lr=True`` uses IQL's schedule instead (cosine to 0 over ``total_steps``,
+back up online as CORL's fine-tuning does).
 
 Departures from the reference:
-- The actor's learning rate is constant (the reference antmaze config,
-  ``opt_decay_schedule=None``); ``cosine_actor_lr=True`` uses IQL's schedule instead
-  (cosine over ``total_steps``, continued periodically online as CORL does).
-- IQL's choices where the reference (Kostrikov's IQL) differs: the advantage of step (3)
-  and the Q target of step (4) use V before its update (CORL), the policy is IQL's Gaussian
-  with a tanh mean and log-std in [-20, 2] (reference: [-5, 2]), PyTorch's default layer
-  initialisation, the Q loss is the mean of the two critics' MSEs, expectile 0.7 on
-  locomotion (the reference learner's default is 0.8; its antmaze config 0.9).
-- Online exploration samples the balance model (the reference uses its mode and samples
-  only the policy).
-- Steps (2)-(3) run after IQL's V step and before its Q step, all on the same batch, as in
-  the reference; the balance loss and the advantage use the target critics.
+- IQL's choices (algos/iql.py, CORL) where the reference (built on Kostrikov's IQL)
+  differs: the advantage of step (3) and the Q target of step (4) use V before its update;
+  the policy's log-std is clamped to [-20, 2] (reference: [-5, 2]); PyTorch's default
+  layer initialisation; the Q loss is the mean of the two critics' MSEs; expectile 0.7 on
+  locomotion (the reference learner's default is 0.8, its antmaze config 0.9).
+- Online exploration (``act`` without ``deterministic``) samples the balance model; the
+  reference acts with its mode and samples only the policy.
 """
 
 from __future__ import annotations

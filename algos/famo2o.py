@@ -62,9 +62,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from algos.iql import IQL
+from algos.iql import IQL, gaussian_policy
 from rlcore.losses import weight_diagnostics
-from rlcore.nets import MLP, GaussianActor, sinusoidal_encoding, tanh_gaussian_log_prob
+from rlcore.nets import MLP, sinusoidal_encoding, tanh_gaussian_log_prob
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, frozen, mixed_precision
 
@@ -170,11 +170,8 @@ class FamO2O(IQL):
         self, obs_dim: int, action_dim: int, low: np.ndarray, high: np.ndarray
     ) -> nn.Module:
         """IQL's Gaussian policy on the state and the encoding of beta."""
-        return GaussianActor(
-            obs_dim + self.config.encoding_dim, action_dim, self.config.hidden, "relu", 0.0,
-            tanh_mean=True, action_low=low, action_high=high, log_std_bounds=(-20.0, 2.0),
-            orthogonal=False,
-        )  # fmt: skip
+        input_dim = obs_dim + self.config.encoding_dim
+        return gaussian_policy(input_dim, action_dim, low, high, self.config.hidden)
 
     def _actor_lr(self) -> float:
         return super()._actor_lr() if self.config.cosine_actor_lr else self.config.actor_lr

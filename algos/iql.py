@@ -60,6 +60,21 @@ from rlcore.utils import (
 PHASES = ("offline", "warmup", "online")  # the loop's phase names (set_phase)
 
 
+def gaussian_policy(
+    input_dim: int,
+    action_dim: int,
+    low: np.ndarray,
+    high: np.ndarray,
+    hidden: tuple[int, ...],
+) -> GaussianActor:
+    """IQL's stochastic policy (CORL): N(mean, std) with the mean squashed into the action
+    box by tanh and a state-independent log-std clamped to [-20, 2]; default layer init."""
+    return GaussianActor(
+        input_dim, action_dim, hidden, "relu", 0.0, tanh_mean=True,
+        action_low=low, action_high=high, log_std_bounds=(-20.0, 2.0), orthogonal=False,
+    )  # fmt: skip
+
+
 @dataclass
 class IQLConfig:
     """IQL hyper-parameters (CORL defaults)."""
@@ -122,10 +137,7 @@ class IQL:
         """IQL's policy on ``obs_dim`` inputs: deterministic, or Gaussian with a tanh mean."""
         if self.config.deterministic_actor:
             return DeterministicActor(obs_dim, action_dim, low, high, self.config.hidden)
-        return GaussianActor(
-            obs_dim, action_dim, self.config.hidden, "relu", 0.0, tanh_mean=True,
-            action_low=low, action_high=high, log_std_bounds=(-20.0, 2.0), orthogonal=False,
-        )  # fmt: skip
+        return gaussian_policy(obs_dim, action_dim, low, high, self.config.hidden)
 
     def set_phase(self, phase: str) -> None:
         """Called by the loop at the start of "offline", "warmup" and "online" (and after a

@@ -1,4 +1,4 @@
-"""Implicit Q-Learning (IQL), offline.
+"""Implicit Q-Learning (IQL), offline, with optional online fine-tuning.
 
 Paper: I. Kostrikov, A. Nair, S. Levine, "Offline Reinforcement Learning with Implicit
 Q-Learning", ICLR 2022 (arXiv:2110.06169). Defaults follow CORL's ``iql.py`` (D4RL
@@ -12,6 +12,14 @@ One update, in order: (1) V(s') for the Q target, before anything changes; (2) V
 expectile regression toward min target Q(s, a); (3) twin Q toward r + gamma V(s');
 (4) Polyak target Q; (5) actor by advantage-weighted regression,
 min(exp(beta (Q - V)), 100) times -log pi(a|s) (or ||pi(s) - a||^2 when deterministic).
+
+Offline-to-online (``online_steps`` > 0, CORL's ``finetune/iql.py``): the loop calls
+``set_phase``; training is unchanged online except the actor's learning rate. CORL steps
+torch's ``CosineAnnealingLR(T_max=offline steps)`` on every update, offline and online,
+and that schedule is periodic: online the rate climbs back from 0 to ``actor_lr`` over the
+next ``total_steps`` updates. ``set_phase("warmup"/"online")`` does the same here
+(``cosine_lr(..., periodic=True)`` on the running update count), so the actor keeps
+learning online instead of staying at the annealed rate 0.
 
 Departures from the paper: the Q loss is the mean (not the sum) of the two critics'
 MSEs, as in CORL; the twin critics are one batched ensemble. Opt-in ``precision="bf16"``
@@ -49,6 +57,23 @@ from rlcore.utils import (
     state_of,
 )
 
+PHASES = ("offline", "warmup", "online")  # the loop's phase names (set_phase)
+
+
+def gaussian_policy(
+    input_dim: int,
+    action_dim: int,
+    low: np.ndarray,
+    high: np.ndarray,
+    hidden: tuple[int, ...],
+) -> GaussianActor:
+    """IQL's stochastic policy (CORL): N(mean, std) with the mean squashed into the action
+    box by tanh and a state-independent log-std clamped to [-20, 2]; default layer init."""
+    return GaussianActor(
+        input_dim, action_dim, hidden, "relu", 0.0, tanh_mean=True,
+        action_low=low, action_high=high, log_std_bounds=(-20.0, 2.0), orthogonal=False,
+    )  # fmt: skip
+
 
 @dataclass
 class IQLConfig:
@@ -56,7 +81,7 @@ class IQLConfig:
 
     gamma: float = 0.99  # discount
     tau: float = 0.005  # Polyak rate of the target critics
-    actor_lr: float = 3e-4  # policy learning rate (cosine-annealed to 0 over total_steps)
+    actor_lr: float = 3e-4  # policy lr: cosine to 0 over total_steps, back up online (top)
     critic_lr: float = 3e-4  # Q learning rate
     value_lr: float = 3e-4  # V learning rate
     hidden: tuple[int, ...] = (256, 256)  # hidden widths of all networks
@@ -71,6 +96,8 @@ class IQLConfig:
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps (also the cosine schedule length)
+    online_steps: int = 0  # env steps of online fine-tuning after total_steps (0: offline only)
+    offline_data: str = "keep"  # online: "drop" | "keep" (dataset rows in the buffer) | "mix"
 
 
 class IQL:
@@ -85,20 +112,13 @@ class IQL:
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or IQLConfig(), device)
-        require_box_actions(action_space, "IQL")
+        require_box_actions(action_space, type(self).__name__)
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
         low, high = action_space.low, action_space.high
         self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
-        if config.deterministic_actor:
-            self.actor = DeterministicActor(obs_dim, action_dim, low, high, config.hidden)
-        else:
-            self.actor = GaussianActor(
-                obs_dim, action_dim, config.hidden, "relu", 0.0, tanh_mean=True,
-                action_low=low, action_high=high, log_std_bounds=(-20.0, 2.0), orthogonal=False,
-            )  # fmt: skip
-        self.actor.to(self.device)
+        self.actor = self._make_actor(obs_dim, action_dim, low, high).to(self.device)
         self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden).to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.value = MLP(obs_dim, 1, config.hidden).to(self.device)
@@ -109,6 +129,29 @@ class IQL:
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
         self.updates = 0
+        self.phase = "offline"  # set by the loop through set_phase; never saved
+
+    def _make_actor(
+        self, obs_dim: int, action_dim: int, low: np.ndarray, high: np.ndarray
+    ) -> torch.nn.Module:
+        """IQL's policy on ``obs_dim`` inputs: deterministic, or Gaussian with a tanh mean."""
+        if self.config.deterministic_actor:
+            return DeterministicActor(obs_dim, action_dim, low, high, self.config.hidden)
+        return gaussian_policy(obs_dim, action_dim, low, high, self.config.hidden)
+
+    def set_phase(self, phase: str) -> None:
+        """Called by the loop at the start of "offline", "warmup" and "online" (and after a
+        resume): selects the actor's learning-rate schedule (``_actor_lr``)."""
+        if phase not in PHASES:
+            raise ValueError(f"unknown phase '{phase}', choose from {list(PHASES)}")
+        self.phase = phase
+
+    def _actor_lr(self) -> float:
+        """Cosine annealing to 0 over ``total_steps`` offline; online it continues
+        periodically, back up to ``actor_lr`` (CORL's CosineAnnealingLR, see the top)."""
+        cfg = self.config
+        periodic = self.phase != "offline"
+        return cosine_lr(cfg.actor_lr, self.updates, cfg.total_steps, periodic=periodic)
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
         """Action for raw observation(s), clipped to the box: a sample from the Gaussian
@@ -127,18 +170,45 @@ class IQL:
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        with mixed_precision(cfg.precision, self.device):
+        value_loss, advantage, next_v = self._value_step(obs, batch.action, next_obs)
+        q_loss, q = self._critic_step(obs, batch, next_v)
+        weight = torch.exp(cfg.beta * advantage).clamp(max=cfg.max_weight)
+        actor_loss = self._actor_step(obs, batch.action, weight)
+        self.updates += 1
+        return {
+            "value_loss": value_loss.item(),
+            "q_loss": q_loss.item(),
+            "actor_loss": actor_loss.item(),
+            "advantage": advantage.mean().item(),
+            "q": q.mean().item(),
+            **weight_diagnostics(weight, cfg.max_weight),
+        }
+
+    def _value_step(
+        self, obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """V(s') for the Q target (before V changes), then one expectile-regression step of
+        V toward min target Q(s, a). Returns the loss, the advantage min Q - V(s) (detached,
+        V before the step) and V(s')."""
+        with mixed_precision(self.config.precision, self.device):
             with torch.no_grad():
                 next_v = self.value(next_obs).squeeze(-1)
-                target_q = self.target_critic(obs, batch.action).min(0).values
+                target_q = self.target_critic(obs, action).min(0).values
             value = self.value(obs).squeeze(-1)
             advantage = target_q - value
-            value_loss = expectile_loss(advantage, cfg.expectile)
+            value_loss = expectile_loss(advantage, self.config.expectile)
         ensure_finite(value_loss=value_loss)
         self.value_optimizer.zero_grad()
         value_loss.backward()
         self.value_optimizer.step()
+        return value_loss.detach(), advantage.detach(), next_v
 
+    def _critic_step(
+        self, obs: torch.Tensor, batch: Batch, next_v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Twin Q toward r + gamma (1 - terminated) V(s'), then the Polyak target update.
+        Returns the loss and Q(s, a) (E, B), both detached."""
+        cfg = self.config
         q_target = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_v
         with mixed_precision(cfg.precision, self.device):
             q = self.critic(obs, batch.action)
@@ -148,28 +218,25 @@ class IQL:
         q_loss.backward()
         self.critic_optimizer.step()
         polyak_update(self.target_critic, self.critic, cfg.tau)
+        return q_loss.detach(), q.detach()
 
-        weight = torch.exp(cfg.beta * advantage.detach()).clamp(max=cfg.max_weight)
-        with mixed_precision(cfg.precision, self.device):
-            if cfg.deterministic_actor:
-                regression = (self.actor(obs) - batch.action).pow(2).sum(-1)
+    def _actor_step(
+        self, actor_input: torch.Tensor, action: torch.Tensor, weight: torch.Tensor
+    ) -> torch.Tensor:
+        """One advantage-weighted regression step: mean of ``weight`` times -log pi(a|input)
+        (or ||pi(input) - a||^2 for the deterministic actor), at ``_actor_lr()``."""
+        with mixed_precision(self.config.precision, self.device):
+            if isinstance(self.actor, DeterministicActor):
+                regression = (self.actor(actor_input) - action).pow(2).sum(-1)
             else:
-                regression = -self.actor.distribution(obs).log_prob(batch.action).sum(-1)
+                regression = -self.actor.distribution(actor_input).log_prob(action).sum(-1)
             actor_loss = (weight * regression).mean()
         ensure_finite(actor_loss=actor_loss)
-        set_lr(self.actor_optimizer, cosine_lr(cfg.actor_lr, self.updates, cfg.total_steps))
+        set_lr(self.actor_optimizer, self._actor_lr())
         self.actor_optimizer.zero_grad()
         actor_loss.backward()
         self.actor_optimizer.step()
-        self.updates += 1
-        return {
-            "value_loss": value_loss.item(),
-            "q_loss": q_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "advantage": advantage.detach().mean().item(),
-            "q": q.detach().mean().item(),
-            **weight_diagnostics(weight, cfg.max_weight),
-        }
+        return actor_loss.detach()
 
     def _parts(self) -> dict:
         return {

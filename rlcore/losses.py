@@ -44,9 +44,13 @@ def ensemble_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (q - target).pow(2).mean(dim=-1).sum()
 
 
-def cosine_lr(base_lr: float, step: int, total_steps: int) -> float:
-    """Cosine annealing from ``base_lr`` to 0 over ``total_steps`` (constant 0 after)."""
-    progress = min(step, total_steps) / max(total_steps, 1)
+def cosine_lr(base_lr: float, step: int, total_steps: int, periodic: bool = False) -> float:
+    """Cosine annealing from ``base_lr`` to 0 over ``total_steps`` (constant 0 after).
+
+    ``periodic``: the cosine goes on past ``total_steps`` (back up to ``base_lr`` at twice
+    ``total_steps``, and so on), as torch's ``CosineAnnealingLR`` does when stepped longer
+    than its ``T_max`` (CORL's IQL fine-tuning relies on it)."""
+    progress = (step if periodic else min(step, total_steps)) / max(total_steps, 1)
     return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 

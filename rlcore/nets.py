@@ -239,6 +239,30 @@ class _ActionScale(nn.Module):
         return squashed * self.scale + self.center
 
 
+def tanh_gaussian_log_prob(
+    noise: torch.Tensor, log_std: torch.Tensor, pre_tanh: torch.Tensor
+) -> torch.Tensor:
+    """Per-dimension log-density of tanh(u), u = mean + exp(log_std) * noise ~ N(mean, std):
+    log N(u) - log(1 - tanh(u)^2), the Jacobian term in the stable form
+    2 (log 2 - u - softplus(-2u)), finite even where tanh(u) rounds to +-1."""
+    log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI
+    log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
+    return log_prob - log_det
+
+
+def sinusoidal_encoding(x: torch.Tensor, dim: int, base: float = 1e4) -> torch.Tensor:
+    """Transformer-style sinusoidal features of a scalar: (...,) -> (..., dim).
+
+    For i = 0 .. dim/2 - 1 the angle x / base^(2i/dim) gives slot 2i = sin(angle) and slot
+    2i + 1 = cos(angle). FamO2O feeds its balance coefficient to the policy this way, so
+    nearby coefficients get nearby but distinguishable inputs at several frequencies."""
+    if dim <= 0 or dim % 2:
+        raise ValueError(f"sinusoidal_encoding needs a positive even dim, got {dim}")
+    exponents = torch.arange(0, dim, 2, dtype=x.dtype, device=x.device) / dim
+    angle = x.unsqueeze(-1) / torch.pow(base, exponents)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)
+
+
 class TanhGaussianActor(nn.Module):
     """SAC policy: a = center + scale * tanh(u), u ~ N(mu(s), sigma(s)).
 
@@ -282,10 +306,8 @@ class TanhGaussianActor(nn.Module):
     def _log_prob(
         self, noise: torch.Tensor, log_std: torch.Tensor, pre_tanh: torch.Tensor
     ) -> torch.Tensor:
-        # log N(u) - log|d a / d u|; log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u))
-        log_prob = -0.5 * noise.pow(2) - log_std - 0.5 * LOG_2PI
-        log_det = 2.0 * (math.log(2.0) - pre_tanh - F.softplus(-2.0 * pre_tanh))
-        return (log_prob - log_det).sum(-1) - self.to_env.scale.log().sum()
+        log_prob = tanh_gaussian_log_prob(noise, log_std, pre_tanh)
+        return log_prob.sum(-1) - self.to_env.scale.log().sum()
 
     def forward(
         self, obs: torch.Tensor, deterministic: bool = False, with_log_prob: bool = True
@@ -401,6 +423,10 @@ class DiagNormal:
     def sample(self) -> torch.Tensor:
         with torch.no_grad():
             return torch.normal(self.mean, self.std)
+
+    def rsample(self) -> torch.Tensor:
+        """Reparameterised sample mean + std * eps: gradients reach mean and std."""
+        return self.mean + self.std * torch.randn_like(self.mean)
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         """Per-dimension log-density (sum over the last dim for a multivariate one)."""

@@ -258,8 +258,8 @@ class Phase:
     name: str
     steps: int
     sampler: Sampler | None = None
-    random_actions: bool = False
-    updates_per_step: float = 1.0
+    random_actions: bool = field(default=False, kw_only=True)
+    updates_per_step: float = field(default=1.0, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.name not in ("offline", "warmup", "online"):
@@ -489,7 +489,12 @@ def off_policy(
     random_steps = min(settings.learning_starts, settings.total_steps)
     phases = [
         Phase("warmup", random_steps, random_actions=True),
-        Phase("online", settings.total_steps - random_steps, buffer, settings.updates_per_step),
+        Phase(
+            "online",
+            settings.total_steps - random_steps,
+            buffer,
+            updates_per_step=settings.updates_per_step,
+        ),
     ]
     return run_phases(agent, phases, env, eval_env, settings, run, buffer)
 

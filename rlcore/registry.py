@@ -168,6 +168,7 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "awac": AlgoSpec("awac", "algos.awac", "AWAC", "AWACConfig", "offline"),
     "cql": AlgoSpec("cql", "algos.cql", "CQL", "CQLConfig", "offline"),
     "cal_ql": AlgoSpec("cal_ql", "algos.cal_ql", "CalQL", "CalQLConfig", "offline"),
+    "famo2o": AlgoSpec("famo2o", "algos.famo2o", "FamO2O", "FamO2OConfig", "offline"),
 }
 
 

@@ -533,7 +533,9 @@ def _run_loop(
     if offline_steps > 0:
         phases.append(Phase("offline", offline_steps, dataset))
     if online_steps > 0:
-        capacity = min(int(algo_cfg.buffer_size), max(online_steps, env.num_envs))
+        capacity = min(
+            int(getattr(algo_cfg, "buffer_size", 2_000_000)), max(online_steps, env.num_envs)
+        )
         if dataset is not None and offline_data == "keep":
             buffer = dataset.to_replay_buffer(len(dataset) + capacity, agent.device, settings.seed)
         else:
@@ -559,7 +561,10 @@ def _run_loop(
             Phase("warmup", warmup),
             Phase("warmup", random_steps, random_actions=True),
             Phase(
-                "online", online_steps - warmup - random_steps, sampler, settings.updates_per_step
+                "online",
+                online_steps - warmup - random_steps,
+                sampler,
+                updates_per_step=settings.updates_per_step,
             ),
         ]
     phases = [phase for phase in phases if phase.steps > 0]

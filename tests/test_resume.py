@@ -79,6 +79,9 @@ CASES = {
         "dataset=local/hopper/random-v0",
     ],
 }
+# offline-to-online: IQL fine-tuning (offline 400 gradient steps, then 1,600 env steps)
+CASES["iql_o2o"] = [*CASES["iql"][:2], "total_steps=400", "algo.online_steps=1600",
+                    *CASES["iql"][3:]]  # fmt: skip
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
 
@@ -128,7 +131,7 @@ def test_same_seed_same_numbers_different_seed_different(tmp_path):
     )
 
 
-def _kill_after_checkpoint(args, run_dir, rng):
+def _kill_after_checkpoint(args, run_dir, rng, max_sleep=1.5):
     env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.Popen(
         python_cmd(*args, f"run_dir={run_dir}"),
@@ -144,7 +147,7 @@ def _kill_after_checkpoint(args, run_dir, rng):
         assert proc.poll() is None, proc.stderr.read()
         assert time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.05)
-    time.sleep(rng.uniform(0.0, 1.5))  # somewhere mid-run, possibly mid-checkpoint-write
+    time.sleep(rng.uniform(0.0, max_sleep))  # somewhere mid-run, possibly mid-checkpoint-write
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     return load_checkpoint(run_dir)["loop"]["counters"]["step"]
@@ -164,7 +167,9 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    loss = {"ppo": "train/value_loss", "iql": "train/q_loss"}.get(algo, "train/critic_loss")
+    loss = {"ppo": "train/value_loss", "iql": "train/q_loss", "iql_o2o": "train/q_loss"}.get(
+        algo, "train/critic_loss"
+    )
     pairs = [("eval.csv", "eval/return"), ("train.csv", loss)]
     if algo != "iql":  # offline runs have no training episodes
         pairs.append(("train.csv", "train/episode_return"))
@@ -181,7 +186,9 @@ def test_resume_finished_run_with_more_steps_extends_it(tmp_path):
     train(make_config(*args, "total_steps=1200", f"resume={tmp_path}"), tmp_path)
     state = load_checkpoint(tmp_path)
     assert state["loop"]["counters"]["step"] == 1200
-    assert len(state["loop"]["stateful"]["buffer"]["data"]["obs"]) == 1200  # buffer grew, nothing lost
+    assert (
+        len(state["loop"]["stateful"]["buffer"]["data"]["obs"]) == 1200
+    )  # buffer grew, nothing lost
     steps = [row["step"] for row in read_csv(tmp_path / "eval.csv")]
     assert steps == sorted(steps) and steps[-1] == 1200
 
@@ -208,3 +215,23 @@ def test_run_total_steps_sets_the_algorithms_schedule(tmp_path):
     assert saved["config"]["algo"]["total_steps"] == 300
     lr = saved["agent"]["actor_optimizer"]["param_groups"][0]["lr"]
     assert 0 <= lr < 1e-7  # cosine_lr(3e-4, 299, 300)
+
+
+def test_killed_before_the_switch_and_resumed_equals_uninterrupted(tmp_path):
+    """SIGKILL during offline pre-training; the resumed run crosses the switch to online
+    (buffer, dataset generator, phase counters) and ends exactly as an uninterrupted one."""
+    args = [*CASES["iql"][:2], "total_steps=1500", "algo.online_steps=600", *CASES["iql"][3:],
+            "checkpoint_every=100", *FAST]  # fmt: skip
+    train(make_config(*args), tmp_path / "full")
+    killed = tmp_path / "killed"
+    _kill_after_checkpoint(args, killed, random.Random(0), max_sleep=0.0)
+    counters = load_checkpoint(killed)["loop"]["counters"]
+    assert counters["phase"] == 0 and 0 < counters["step"] < 1500, counters
+    train(make_config(*args, f"resume={killed}"), killed)
+    _assert_same_agent(_params(tmp_path / "full"), _params(killed))
+    full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
+    assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
+    for file, key in [("eval.csv", "eval/return"), ("train.csv", "train/q_loss"),
+                      ("train.csv", "train/episode_return")]:  # fmt: skip
+        rows = _metric_rows(tmp_path / "full", file, key)
+        assert rows and rows == _metric_rows(killed, file, key), key

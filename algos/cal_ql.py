@@ -14,15 +14,18 @@ policy, from the dataset; in the same reward units as the training rewards). Ran
 and data-action values are not bounded; the importance-sampling log pi is subtracted after
 the bound. ``bound_rate`` logs the fraction of bounded policy-action values.
 
-Calibration after the switch to online (decision): the agent has a ``calibrate`` attribute,
-saved in its state dict. Offline training keeps it on. CORL switches it off when online
-fine-tuning starts (its online transitions carry no return-to-go); an offline-to-online
-loop should do the same by setting ``agent.calibrate = False`` at the switch, which then
-survives checkpoints. Nothing in this module switches it.
+Fine-tuning online (``online_steps`` > 0, run by rlcore.loops.run_phases after the offline
+phase): CORL's recipe, every online batch half dataset, half online transitions
+(``offline_data="mix"``, ``offline_fraction=0.5``), one update per env step, no warm-up.
+
+Calibration after the switch to online (decision): off. ``set_phase`` turns ``calibrate`` on
+for the offline phase and sets it to ``calibrate_online`` (default False) for warm-up and
+online, as CORL does (its online transitions carry no return-to-go; our online buffer rows
+have none either, and a mixed batch keeps ``mc_return`` only when every row has one).
 
 Departures: those of algos/cql.py (batched critic ensemble, all losses checked before any
-step, uniform actions in the env's box); the online phase (mixing ratio, cql_alpha_online)
-is not implemented here.
+step, uniform actions in the env's box); CORL's separate ``cql_alpha_online`` is not
+exposed (the same ``cql_alpha`` applies online).
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ class CalQLConfig(CQLConfig):
 
     critic_hidden: tuple[int, ...] | None = (256, 256)  # critics 2x256 (actor stays 3x256)
     network_init: str = "orthogonal"  # every actor and critic layer orthogonal gain sqrt(2)
+    # offline-to-online (read by rlcore.train; online_steps 0 = pure offline)
+    online_steps: int = 0  # env steps of online fine-tuning after total_steps offline steps
+    offline_data: str = "mix"  # online batches: "mix" dataset and online rows (CORL), "keep", "drop"
+    offline_fraction: float = 0.5  # share of dataset rows in every online batch ("mix")
+    buffer_size: int = 1_000_000  # online replay capacity
+    calibrate_online: bool = False  # keep the Monte-Carlo bound on after the switch
 
 
 class CalQL(CQL):
@@ -57,3 +66,7 @@ class CalQL(CQL):
         super().__init__(
             observation_space, action_space, config or CalQLConfig(), device, calibrate=True
         )
+
+    def set_phase(self, phase: str) -> None:
+        """Calibrate while pre-training offline; online, as ``calibrate_online`` says."""
+        self.calibrate = phase == "offline" or self.config.calibrate_online

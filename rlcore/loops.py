@@ -322,6 +322,7 @@ def run_phases(
     stateful: dict[str, Any] | None = None,
     score: Callable[[float], float] | None = None,
     reward_transform: Callable[[np.ndarray], np.ndarray] | None = None,
+    evaluate_first: bool = False,
 ) -> dict[str, float]:
     """Off-policy training as a sequence of phases, e.g. ``offline`` -> ``warmup`` ->
     ``online`` (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline``.
@@ -336,6 +337,8 @@ def run_phases(
     right after the switch are always logged. ``stateful`` names the objects besides the
     agent and the buffer whose ``state_dict`` a checkpoint must hold (dataset and
     MixedSampler generators); resuming gives the uninterrupted run's numbers (CPU).
+    ``evaluate_first`` evaluates at step 0 (an agent loaded from a finished run: its
+    return before any online step).
     """
     if not phases:
         raise ValueError("run_phases needs at least one phase")
@@ -399,6 +402,8 @@ def run_phases(
     set_phase = getattr(agent, "set_phase", None)
     if set_phase is not None and counters["phase"] < len(phases):
         set_phase(phases[counters["phase"]].name)
+    if evaluate_first and counters["step"] == 0:
+        evaluate_now(0)
     while counters["phase"] < len(phases):
         phase = phases[counters["phase"]]
         if counters["phase_step"] >= phase.steps:  # empty phase

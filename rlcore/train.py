@@ -586,6 +586,7 @@ def _run_loop(
         stateful=stateful,
         score=score,
         reward_transform=reward_transform,
+        evaluate_first=bool(cfg_dict.get("init_from")),
     )
 
 

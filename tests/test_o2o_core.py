@@ -320,3 +320,32 @@ def test_cal_ql_and_rebrac_continue_online_from_a_dataset_buffer(algo):
     else:
         metrics = agent.update(buffer.batch(torch.arange(5, 9)))
     assert all(np.isfinite(v) for v in metrics.values())
+
+
+def test_init_from_a_finished_offline_run(tmp_path, monkeypatch):
+    """init_from= loads the agent and the dataset setting of an offline run, skips
+    pre-training, evaluates the loaded policy at step 0 and runs the online phase."""
+    from offline.collect import collect
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.logging import read_csv
+    from rlcore.registry import ConfigError
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
+    small = ["env=Hopper", "algo.hidden=[32,32]", "algo.batch_size=32", "eval_every=100",
+             "env.max_episode_steps=50", *FAST]  # fmt: skip
+    train(make_config("algo=iql", "dataset=local/hopper/random-v0", "total_steps=200", *small),
+          tmp_path / "offline")  # fmt: skip
+    offline_eval = read_csv(tmp_path / "offline" / "eval.csv")[-1]["eval/return"]
+
+    args = ["algo=iql", f"init_from={tmp_path / 'offline'}", "algo.online_steps=300", *small]
+    train(make_config(*args), tmp_path / "online")  # no dataset= given: the run's is used
+    rows = read_csv(tmp_path / "online" / "eval.csv")
+    assert rows[0]["step"] == 0 and rows[0]["eval/return"] == offline_eval
+    counters = load_checkpoint(tmp_path / "online")["loop"]["counters"]
+    assert counters["step"] == counters["env_steps"] == 300 and counters["updates"] == 300
+    with pytest.raises(ConfigError, match="holds a iql agent"):
+        train(make_config("algo=cal_ql", f"init_from={tmp_path / 'offline'}",
+                          "algo.online_steps=300", *small), tmp_path / "wrong")  # fmt: skip

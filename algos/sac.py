@@ -29,9 +29,10 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16
   (float32, with one warning, where bf16 would be emulated: ``rlcore.speed``).
 * ``compile=True``: the whole update -- all ``utd_ratio`` critic steps with their Polyak
-  averages, the actor and temperature burst; losses, gradients and Adam -- runs as one ``torch.compile``d
-  graph (``_graph_update``, built from ``rlcore.compiled``'s functional pieces; the
-  policy's noise comes from torch's generator as in eager mode). Same maths, equal to
+  averages, the actor and temperature burst; losses, gradients and Adam -- runs as one
+  ``torch.compile``d graph (``_graph_update``, built from ``rlcore.compiled``'s functional
+  pieces; the policy's noise and the critic subsets come from torch's generator as in
+  eager mode, ``fallback_random``). Same maths, equal to
   float tolerance; needs a C++ compiler (eager, with one warning, without one) and ~20-40 s
   of compilation. ``"auto"`` (the command line's default) compiles runs of more than 100k
   steps; the dataclass default stays eager (an agent built by hand has no run length).
@@ -95,19 +96,6 @@ def subset_min(q: torch.Tensor, subset: int | None) -> torch.Tensor:
 class SACConfig:
     """SAC hyper-parameters (CleanRL MuJoCo defaults)."""
 
-    def __post_init__(self) -> None:
-        if self.critic_subset is not None and not 1 <= self.critic_subset <= self.num_critics:
-            raise ValueError(
-                f"critic_subset={self.critic_subset} must be in [1, num_critics="
-                f"{self.num_critics}] (or None for the min over all critics)"
-            )
-        if self.actor_q not in ACTOR_Q:
-            raise ValueError(f"actor_q={self.actor_q!r}: choose from {ACTOR_Q}")
-        if self.actor_batch not in ACTOR_BATCH:
-            raise ValueError(f"actor_batch={self.actor_batch!r}: choose from {ACTOR_BATCH}")
-        if self.utd_ratio < 1:
-            raise ValueError(f"utd_ratio={self.utd_ratio} must be >= 1")
-
     gamma: float = 0.99  # discount
     tau: float = 0.005  # Polyak rate of the target critics
     actor_lr: float = 3e-4  # policy learning rate
@@ -139,6 +127,19 @@ class SACConfig:
     learning_starts: int = 5_000  # uniform random actions and no updates before this step
     updates_per_step: float = 1.0  # update-to-data ratio (gradient updates per env step)
     total_steps: int = 1_000_000  # default training length in env steps
+
+    def __post_init__(self) -> None:
+        if self.critic_subset is not None and not 1 <= self.critic_subset <= self.num_critics:
+            raise ValueError(
+                f"critic_subset={self.critic_subset} must be in [1, num_critics="
+                f"{self.num_critics}] (or None for the min over all critics)"
+            )
+        if self.actor_q not in ACTOR_Q:
+            raise ValueError(f"actor_q={self.actor_q!r}: choose from {ACTOR_Q}")
+        if self.actor_batch not in ACTOR_BATCH:
+            raise ValueError(f"actor_batch={self.actor_batch!r}: choose from {ACTOR_BATCH}")
+        if self.utd_ratio < 1:
+            raise ValueError(f"utd_ratio={self.utd_ratio} must be >= 1")
 
 
 class SAC:

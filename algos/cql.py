@@ -46,6 +46,8 @@ Departures from CORL and the paper:
 * Behaviour cloning (``bc_steps`` > 0) uses the log-likelihood of the dataset action
   (edge actions clipped to +-(1 - 1e-6) before atanh); some CORL versions score a fresh
   policy sample instead. Off by default (bc_steps 0), as in CORL.
+* ``layer_norm`` / ``actor_layer_norm`` (off by default) add LayerNorm (before the
+  activation) to the critics' / actor's hidden layers: WSRL's pre-training (algos/wsrl.py).
 * ``alpha_multiplier`` and ``target_update_period`` are not exposed (CORL: 1 and 1).
 * Opt-in ``precision="bf16"``: hidden-layer matmuls in bfloat16 autocast (output layers,
   log-densities, the logsumexp, parameters and losses float32); a speed mode (~2.5x per
@@ -99,6 +101,8 @@ class CQLConfig:
     hidden: tuple[int, ...] = (256, 256, 256)  # hidden widths of the actor (and critics)
     critic_hidden: tuple[int, ...] | None = None  # hidden widths of the critics; None -> hidden
     num_critics: int = 2  # critics; targets and the policy use their minimum
+    layer_norm: bool = False  # LayerNorm in the critics' hidden layers (WSRL's ensemble)
+    actor_layer_norm: bool = False  # LayerNorm in the actor's hidden layers (WSRL)
     # "cql": critic hidden layers orthogonal gain sqrt(2), critic output orthogonal gain 1e-2,
     # actor hidden layers nn.Linear default, actor output Xavier-uniform gain 1e-2, biases 0
     # (CORL cql.py, orthogonal_init=True); "orthogonal": every actor and critic layer
@@ -202,12 +206,14 @@ class CQL:
         self.action_dim = action_dim = int(np.prod(action_space.shape))
         self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
         self.actor = TanhGaussianActor(
-            obs_dim, action_dim, low, high, config.hidden,
+            obs_dim, action_dim, low, high, config.hidden, layer_norm=config.actor_layer_norm,
             log_std_min=config.log_std_min, log_std_max=config.log_std_max,
             log_std_affine=(config.log_std_multiplier, config.log_std_offset),
         )  # fmt: skip
         critic_hidden = config.hidden if config.critic_hidden is None else config.critic_hidden
-        self.critic = QEnsemble(obs_dim, action_dim, config.num_critics, critic_hidden)
+        self.critic = QEnsemble(
+            obs_dim, action_dim, config.num_critics, critic_hidden, layer_norm=config.layer_norm
+        )
         self._init_networks(config.network_init)
         self.actor.to(self.device)
         self.critic.to(self.device)

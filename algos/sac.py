@@ -12,16 +12,27 @@ Departures from the paper (all as in CleanRL unless said otherwise):
 * The temperature loss uses alpha (not log alpha) times the entropy gap.
 * The twin critics are one batched ensemble (identical maths, one matmul per layer),
   ``num_critics`` can be raised (min over all members) and LayerNorm switched on.
+* Ensemble options (off by default; RLPD and WSRL set them, algos/rlpd.py, algos/wsrl.py):
+  ``critic_subset`` k: the target is the min over k target critics drawn without
+  replacement (``torch.randperm``, torch's generator) at every critic step, as in
+  REDQ/RLPD; ``backup_entropy=False`` drops -alpha log pi from the target; ``actor_q``
+  "mean" uses the ensemble's mean Q in the actor loss; ``utd_ratio`` U: ``update`` gets U
+  minibatches stacked in one batch and takes U critic steps (each followed by its Polyak
+  average) before the actor/temperature burst, on the last minibatch (``actor_batch``
+  "last", RLPD) or on all U of them (``"full"``, WSRL); ``critic_last_layer_scale``
+  re-initialises the critics' output layer orthogonally with that gain (biases 0).
+  With U = 1 the update is the plain SAC update above, unchanged.
 * Speed, not maths: critic parameters do not get gradients in the actor step, acting
   runs without autograd, Adam uses the fused step.
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
   parameters, optimiser state, network outputs and losses in float32; acting and
   evaluation stay float32. Not in the paper; a speed mode for CPUs/GPUs with fast bf16
   (float32, with one warning, where bf16 would be emulated: ``rlcore.speed``).
-* ``compile=True``: the whole update -- critic step, the actor and temperature
-  burst, Polyak average; losses, gradients and Adam -- runs as one ``torch.compile``d
-  graph (``_graph_update``, built from ``rlcore.compiled``'s functional pieces; the
-  policy's noise comes from torch's generator as in eager mode). Same maths, equal to
+* ``compile=True``: the whole update -- all ``utd_ratio`` critic steps with their Polyak
+  averages, the actor and temperature burst; losses, gradients and Adam -- runs as one
+  ``torch.compile``d graph (``_graph_update``, built from ``rlcore.compiled``'s functional
+  pieces; the policy's noise and the critic subsets come from torch's generator as in
+  eager mode, ``fallback_random``). Same maths, equal to
   float tolerance; needs a C++ compiler (eager, with one warning, without one) and ~20-40 s
   of compilation. ``"auto"`` (the command line's default) compiles runs of more than 100k
   steps; the dataclass default stays eager (an agent built by hand has no run length).
@@ -44,6 +55,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 from rlcore.compiled import (
     LossModule,
@@ -54,7 +66,7 @@ from rlcore.compiled import (
     functional_grads,
 )
 from rlcore.losses import ensemble_mse
-from rlcore.nets import QEnsemble, TanhGaussianActor, polyak_update
+from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init, polyak_update
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
@@ -67,6 +79,17 @@ from rlcore.utils import (
     mixed_precision,
     state_of,
 )
+
+ACTOR_Q = ("min", "mean")
+ACTOR_BATCH = ("last", "full")
+
+
+def subset_min(q: torch.Tensor, subset: int | None) -> torch.Tensor:
+    """Min over dim 0 (ensemble members) of ``q`` (E, B), or over ``subset`` members drawn
+    without replacement with torch's generator (``torch.randperm``), shared by all rows."""
+    if subset is not None:
+        q = q[torch.randperm(q.shape[0], device=q.device)[:subset]]
+    return q.min(0).values
 
 
 @dataclass
@@ -91,12 +114,32 @@ class SACConfig:
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
     precision: str = "float32"  # "bf16": updates' forward passes in bfloat16 autocast
     compile: bool | str = False  # True | False | "auto": the update as one compiled graph
+    # ensemble options (RLPD / WSRL; the defaults are plain SAC)
+    critic_subset: int | None = None  # target: min over this many random target critics
+    backup_entropy: bool = True  # subtract alpha log pi(a'|s') in the TD target
+    actor_q: str = "min"  # "min" | "mean" over the ensemble in the actor loss
+    utd_ratio: int = 1  # minibatches per update call: one critic step each, then the actor
+    actor_batch: str = "last"  # actor/temperature rows: "last" minibatch | "full" batch
+    critic_last_layer_scale: float | None = None  # orthogonal gain of the critics' output layer
     # loop settings (read by rlcore.loops.off_policy through rlcore.train)
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
     learning_starts: int = 5_000  # uniform random actions and no updates before this step
     updates_per_step: float = 1.0  # update-to-data ratio (gradient updates per env step)
     total_steps: int = 1_000_000  # default training length in env steps
+
+    def __post_init__(self) -> None:
+        if self.critic_subset is not None and not 1 <= self.critic_subset <= self.num_critics:
+            raise ValueError(
+                f"critic_subset={self.critic_subset} must be in [1, num_critics="
+                f"{self.num_critics}] (or None for the min over all critics)"
+            )
+        if self.actor_q not in ACTOR_Q:
+            raise ValueError(f"actor_q={self.actor_q!r}: choose from {ACTOR_Q}")
+        if self.actor_batch not in ACTOR_BATCH:
+            raise ValueError(f"actor_batch={self.actor_batch!r}: choose from {ACTOR_BATCH}")
+        if self.utd_ratio < 1:
+            raise ValueError(f"utd_ratio={self.utd_ratio} must be >= 1")
 
 
 class SAC:
@@ -108,26 +151,38 @@ class SAC:
         action_space: gym.spaces.Box,
         config: SACConfig | None = None,
         device: str | torch.device = "cpu",
+        networks: dict[str, nn.Module] | None = None,
     ) -> None:
+        """``networks`` ({"actor", "critic", "target_critic"}) makes the agent train those
+        module objects in place (shared, not copied: WSRL's online SAC on its pre-trained
+        CQL networks); the config's architecture fields are then not used."""
         require_box_actions(action_space, "SAC")
         self.device = torch.device(device)
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or SACConfig(), self.device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
-        self.actor = TanhGaussianActor(
-            obs_dim,
-            action_dim,
-            action_space.low,
-            action_space.high,
-            config.hidden,
-            log_std_min=config.log_std_min,
-            log_std_max=config.log_std_max,
-        ).to(self.device)
-        self.critic = QEnsemble(
-            obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
-        ).to(self.device)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        if networks is not None:
+            self.actor = networks["actor"]
+            self.critic = networks["critic"]
+            self.target_critic = networks["target_critic"]
+        else:
+            self.actor = TanhGaussianActor(
+                obs_dim,
+                action_dim,
+                action_space.low,
+                action_space.high,
+                config.hidden,
+                log_std_min=config.log_std_min,
+                log_std_max=config.log_std_max,
+            ).to(self.device)
+            self.critic = QEnsemble(
+                obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
+            )
+            if config.critic_last_layer_scale is not None:
+                orthogonal_init(self.critic.net.output_layer, gain=config.critic_last_layer_scale)
+            self.critic.to(self.device)
+            self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(
             float(np.log(config.init_alpha)), device=self.device, requires_grad=True
         )
@@ -167,26 +222,48 @@ class SAC:
         return action[0] if single else action
 
     def update(self, batch: Batch) -> dict[str, float]:
-        """One critic update, plus the actor/temperature burst every ``policy_frequency``."""
+        """``utd_ratio`` critic updates (one per minibatch of the batch, each followed by
+        its Polyak average when due), then the actor/temperature burst every
+        ``policy_frequency`` calls. Critic metrics are means over the minibatches."""
         cfg = self.config
         self.updates += 1
         actor_burst = self.updates % cfg.policy_frequency == 0
-        polyak = self.updates % cfg.target_frequency == 0
+        # Polyak after critic step j (0-based) of this call: the critic-step count so far
+        first_step = (self.updates - 1) * cfg.utd_ratio
+        polyak = tuple(
+            (first_step + j + 1) % cfg.target_frequency == 0 for j in range(cfg.utd_ratio)
+        )
         inputs = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
+        if len(batch.obs) % cfg.utd_ratio:
+            raise ValueError(
+                f"a batch of {len(batch.obs)} rows does not split into utd_ratio="
+                f"{cfg.utd_ratio} equal minibatches"
+            )
         if self._update_graph is not None:
             return self._compiled_update(inputs, actor_burst, polyak)
-        critic_loss, q_mean = self._critic_losses(*inputs, self.alpha)
-        ensure_finite(critic_loss=critic_loss)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
-        metrics = {"critic_loss": critic_loss.item(), "q": q_mean.item()}
+        sums = {"critic_loss": 0.0, "q": 0.0, "target_q": 0.0}
+        for j, minibatch in enumerate(zip(*(x.chunk(cfg.utd_ratio) for x in inputs))):
+            critic_loss, q_mean, target_mean = self._critic_losses(*minibatch, self.alpha)
+            ensure_finite(critic_loss=critic_loss)
+            self.critic_optimizer.zero_grad()
+            critic_loss.backward()
+            self.critic_optimizer.step()
+            for key, value in zip(sums, (critic_loss, q_mean, target_mean)):
+                sums[key] += value.item()
+            if polyak[j]:
+                polyak_update(self.target_critic, self.critic, cfg.tau)
+        metrics = {key: value / cfg.utd_ratio for key, value in sums.items()}
         if actor_burst:
+            actor_obs = self._actor_rows(batch.obs)
             for _ in range(cfg.policy_frequency):
-                metrics.update(self._update_actor_and_alpha(batch.obs))
-        if polyak:
-            polyak_update(self.target_critic, self.critic, cfg.tau)
+                metrics.update(self._update_actor_and_alpha(actor_obs))
         return metrics
+
+    def _actor_rows(self, obs: torch.Tensor) -> torch.Tensor:
+        """The states of the actor/temperature step: the last minibatch or all of them."""
+        if self.config.actor_batch == "full":
+            return obs
+        return obs[len(obs) - len(obs) // self.config.utd_ratio :]
 
     def _critic_losses(
         self,
@@ -196,17 +273,18 @@ class SAC:
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
         alpha: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(sum of the critics' MSEs to the soft Bellman target, mean Q)."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(sum of the critics' MSEs to the (soft) Bellman target, mean Q, mean target)."""
         cfg = self.config
         with torch.no_grad(), self._autocast():
             next_action, next_log_prob = self.actor(next_obs)
-            next_q = self.target_critic(next_obs, next_action).min(0).values
-            soft_next_v = next_q - alpha * next_log_prob
-            target_q = reward + cfg.gamma * (1.0 - terminated) * soft_next_v
+            next_v = subset_min(self.target_critic(next_obs, next_action), cfg.critic_subset)
+            if cfg.backup_entropy:
+                next_v = next_v - alpha * next_log_prob
+            target_q = reward + cfg.gamma * (1.0 - terminated) * next_v
         with self._autocast():
             q = self.critic(obs, action)  # (E, B), float32
-        return ensemble_mse(q, target_q), q.detach().mean()
+        return ensemble_mse(q, target_q), q.detach().mean(), target_q.mean()
 
     def _actor_losses(
         self, obs: torch.Tensor, alpha: torch.Tensor
@@ -214,7 +292,8 @@ class SAC:
         """(actor loss, log-probabilities of the sampled actions)."""
         with self._autocast():
             action, log_prob = self.actor(obs)
-            q = self.critic(obs, action).min(0).values
+            q = self.critic(obs, action)
+            q = q.mean(0) if self.config.actor_q == "mean" else q.min(0).values
             return (alpha * log_prob - q).mean(), log_prob
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
@@ -236,7 +315,7 @@ class SAC:
         return metrics
 
     def _compiled_update(
-        self, inputs: tuple[torch.Tensor, ...], actor_burst: bool, polyak: bool
+        self, inputs: tuple[torch.Tensor, ...], actor_burst: bool, polyak: tuple[bool, ...]
     ) -> dict[str, float]:
         """``update`` through the compiled graph: gather the tensors it reads and writes."""
         optimizers = (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
@@ -267,11 +346,12 @@ class SAC:
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
         actor_burst: bool,
-        polyak: bool,
+        polyak: tuple[bool, ...],
     ) -> dict[str, torch.Tensor]:
         """The eager ``update``'s maths as traceable tensor code (compiled once per
-        (actor_burst, polyak) pair): every parameter, Adam moment and the temperature come
-        in as tensors and are updated in place."""
+        (actor_burst, polyak) pattern): every parameter, Adam moment and the temperature
+        come in as tensors and are updated in place; the ``utd_ratio`` critic steps are
+        unrolled into the one graph."""
         cfg = self.config
         values = {name: p.detach() for name, p in zip(self._names, params)}
         by_part = {
@@ -280,22 +360,22 @@ class SAC:
         }
         tensors = {part: [values[n] for n in names] for part, names in by_part.items()}
         critic_adam, actor_adam, alpha_adam = self._adam_constants
-        grads, (critic_loss, q_mean) = functional_grads(
-            self._critic_module,
-            values,
-            by_part["critic"],
-            obs,
-            action,
-            reward,
-            next_obs,
-            terminated,
-            log_alpha.exp(),
-        )
-        adam_update_(tensors["critic"], grads, states[0], lrs[0], critic_adam)
-        out = {"critic_loss": critic_loss, "q": q_mean}
+        inputs = (obs, action, reward, next_obs, terminated)
+        sums = []
+        for j, minibatch in enumerate(zip(*(x.chunk(cfg.utd_ratio) for x in inputs))):
+            grads, losses = functional_grads(
+                self._critic_module, values, by_part["critic"], *minibatch, log_alpha.exp()
+            )
+            adam_update_(tensors["critic"], grads, states[0], lrs[0], critic_adam)
+            sums = list(losses) if j == 0 else [a + b for a, b in zip(sums, losses)]
+            if polyak[j]:
+                torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
+        keys = ("critic_loss", "q", "target_q")
+        out = {key: value / cfg.utd_ratio for key, value in zip(keys, sums)}
+        actor_obs = self._actor_rows(obs)
         for _ in range(cfg.policy_frequency if actor_burst else 0):
             grads, (actor_loss, log_prob) = functional_grads(
-                self._actor_module, values, by_part["actor"], obs, log_alpha.exp()
+                self._actor_module, values, by_part["actor"], actor_obs, log_alpha.exp()
             )
             adam_update_(tensors["actor"], grads, states[1], lrs[1], actor_adam)
             out |= {"actor_loss": actor_loss, "entropy": -log_prob.mean()}
@@ -305,8 +385,6 @@ class SAC:
                 adam_update_([log_alpha], [alpha_loss], states[2], lrs[2], alpha_adam)
                 out["alpha_loss"] = alpha_loss
             out["alpha"] = log_alpha.exp()
-        if polyak:
-            torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
         return out
 
     def _autocast(self) -> AbstractContextManager[Any]:

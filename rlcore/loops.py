@@ -328,8 +328,8 @@ def run_phases(
     ``online`` (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline``.
 
     Environment steps write into ``buffer`` (after ``reward_transform``, e.g. the
-    dataset's reward normalisation); each update draws ``settings.utd_ratio`` minibatches
-    of ``settings.batch_size`` from the phase's sampler. One global step counter runs
+    dataset's reward normalisation); each online update draws ``settings.utd_ratio``
+    minibatches of ``settings.batch_size`` from the phase's sampler (offline: one). One global step counter runs
     through the phases (gradient steps offline, then env steps) and is the x-axis of
     every log. The agent is told each phase (``agent.set_phase(name)``, if it has one)
     when it starts and after a resume. Every phase ends with an evaluation, and the
@@ -390,8 +390,10 @@ def run_phases(
         progress.show(step, record.last_return, record.last_eval, force=True)
 
     def update(phase: Phase, step: int) -> None:
+        # utd_ratio minibatches per online update (RLPD, WSRL); pre-training takes one
+        minibatches = settings.utd_ratio if phase.name == "online" else 1
         try:
-            batch = draw(phase.sampler, settings.batch_size, settings.utd_ratio)
+            batch = draw(phase.sampler, settings.batch_size, minibatches)
             record.metrics.update(agent.update(batch))
         except NonFiniteLossError as error:
             _stop_on_nan(run, error, step, snapshot)

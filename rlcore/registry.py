@@ -169,6 +169,8 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "cql": AlgoSpec("cql", "algos.cql", "CQL", "CQLConfig", "offline"),
     "cal_ql": AlgoSpec("cal_ql", "algos.cal_ql", "CalQL", "CalQLConfig", "offline"),
     "famo2o": AlgoSpec("famo2o", "algos.famo2o", "FamO2O", "FamO2OConfig", "offline"),
+    "rlpd": AlgoSpec("rlpd", "algos.rlpd", "RLPD", "RLPDConfig", "off_policy"),
+    "wsrl": AlgoSpec("wsrl", "algos.wsrl", "WSRL", "WSRLConfig", "off_policy"),
 }
 
 

@@ -268,19 +268,19 @@ def test_phases_warmup_makes_no_update_and_dropped_data_is_never_sampled(tmp_pat
     assert phases == ["offline", "warmup", "warmup", "online"]
     updates = [e for e in events if e[0] == "update"]
     assert [u[1] for u in updates] == ["offline"] * 5 + ["online"] * 10  # none in warm-up
-    assert all(u[2] == 16 for u in updates)  # utd_ratio 2 x batch 8
+    assert [u[2] for u in updates] == [8] * 5 + [16] * 10  # online: utd_ratio 2 x batch 8
     # the pre-trained policy acts in the first warm-up, random actions in the second
     assert [e[1] for e in events if e[0] == "act"].count("warmup") == 6
     online_rewards = [u[3] for u in updates if u[1] == "online"]
     if offline_data == "drop":
-        assert dataset_draws == ["offline"] * 10  # never sampled again after the switch
+        assert dataset_draws == ["offline"] * 5  # never sampled again after the switch
         assert all(0.0 <= r <= 1.0 for r in online_rewards)
     elif offline_data == "mix":  # per minibatch of 8: 2 dataset rows (-7), 6 online (0/1)
-        assert dataset_draws == ["offline"] * 10 + ["online"] * 20
+        assert dataset_draws == ["offline"] * 5 + ["online"] * 20
         online_sums = [16 * r + 4 * 7 for r in online_rewards]  # sum of the 12 online rewards
         assert all(0 <= s <= 12 and s == pytest.approx(round(s)) for s in online_sums)
     else:  # keep: uniform over dataset rows and online rows in one buffer
-        assert dataset_draws == ["offline"] * 10
+        assert dataset_draws == ["offline"] * 5
         assert any(r < 0.0 for r in online_rewards)
     # evaluations at the end of offline training, the end of the policy warm-up, right
     # after the first online update, and at the end

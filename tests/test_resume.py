@@ -82,6 +82,11 @@ CASES = {
 # offline-to-online: IQL fine-tuning (offline 400 gradient steps, then 1,600 env steps)
 CASES["iql_o2o"] = [*CASES["iql"][:2], "total_steps=400", "algo.online_steps=1600",
                     *CASES["iql"][3:]]  # fmt: skip
+# WSRL: CQL pre-training, policy warm-up, online SAC with 4 critic minibatches per update
+CASES["wsrl"] = ["algo=wsrl", "env=Hopper", "total_steps=500", "algo.offline_steps=200",
+                 "algo.warmup_steps=100", "algo.hidden=[32,32]", "algo.batch_size=32",
+                 "algo.compile=false", "checkpoint_every=100", "eval_every=250", "log_every=50",
+                 "env.max_episode_steps=100", "dataset=local/hopper/random-v0"]  # fmt: skip
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
 

@@ -293,11 +293,12 @@ class _Record:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
+        """Counters, returns and metrics; the global RNG states are set by the loop last,
+        after everything that may draw from them (env resets)."""
         self.counters = dict(state["counters"])
         self.last_return, self.last_eval, best = state["returns"]
         self.best = dict(best)
         self.metrics = dict(state.get("metrics", {}))
-        set_rng_state(state["rng"])
 
     def summary(self, score: Callable[[float], float] | None = None) -> dict[str, float]:
         out = {
@@ -370,6 +371,7 @@ def run_phases(
             env.reset(seed=settings.seed)
             set_vec_env_state(env, state["env"])
             obs = state["obs"]
+        set_rng_state(state["rng"])
     counters = record.counters
 
     def snapshot() -> dict[str, Any]:
@@ -535,6 +537,7 @@ def on_policy(
         set_vec_env_state(env, state["env"])
         obs = state["obs"]
         record.restore(state)
+        set_rng_state(state["rng"])
     counters = record.counters
 
     def snapshot() -> dict[str, Any]:

@@ -168,10 +168,19 @@ def check_schedule(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: 
         warmup = int(getattr(algo_cfg, "warmup_steps", 0))
         name = "total_steps" if spec.loop == "off_policy" else "algo.online_steps"
         if online <= starts + warmup:
+            what = (
+                f"algo.learning_starts + algo.warmup_steps = {starts + warmup:,}"
+                if warmup
+                else f"algo.learning_starts={starts:,}"
+            )
             raise ConfigError(
-                f"{name}={online:,} <= algo.learning_starts + algo.warmup_steps = "
-                f"{starts + warmup:,}: the online phase would end before its first gradient "
-                f"update. Raise {name} or lower algo.learning_starts / algo.warmup_steps."
+                f"{name}={online:,} <= {what}: the run would end before the first online "
+                f"gradient update. Raise {name} or lower "
+                + (
+                    "algo.learning_starts / algo.warmup_steps."
+                    if warmup
+                    else "algo.learning_starts."
+                )
             )
     offline_data = getattr(algo_cfg, "offline_data", "drop")
     if offline_data not in OFFLINE_DATA_MODES:

@@ -47,7 +47,9 @@ class CalQLConfig(CQLConfig):
     network_init: str = "orthogonal"  # every actor and critic layer orthogonal gain sqrt(2)
     # offline-to-online (read by rlcore.train; online_steps 0 = pure offline)
     online_steps: int = 0  # env steps of online fine-tuning after total_steps offline steps
-    offline_data: str = "mix"  # online batches: "mix" dataset and online rows (CORL), "keep", "drop"
+    offline_data: str = (
+        "mix"  # online batches: "mix" dataset and online rows (CORL), "keep", "drop"
+    )
     offline_fraction: float = 0.5  # share of dataset rows in every online batch ("mix")
     buffer_size: int = 1_000_000  # online replay capacity
     calibrate_online: bool = False  # keep the Monte-Carlo bound on after the switch

@@ -148,7 +148,7 @@ class WSRL:
         """One CQL step (offline phase) or one SAC update of ``utd_ratio`` critic steps and
         one actor/temperature step (warmup / online phases)."""
         if self.phase == "offline":
-            return self.offline.update(_first_rows(batch, self.config.batch_size))
+            return self.offline.update(batch.rows(0, self.config.batch_size))
         return self.online.update(batch)
 
     def state_dict(self) -> dict:
@@ -158,18 +158,3 @@ class WSRL:
     def load_state_dict(self, state: dict) -> None:
         self.offline.load_state_dict(state["offline"])
         self.online.load_state_dict(state["online"])
-
-
-def _first_rows(batch: Batch, rows: int) -> Batch:
-    """``batch`` cut to its first ``rows`` rows (None fields and extras kept aligned)."""
-    if len(batch.obs) <= rows:
-        return batch
-    cut = {}
-    for field in dataclasses.fields(batch):
-        value = getattr(batch, field.name)
-        if isinstance(value, torch.Tensor):
-            value = value[:rows]
-        elif isinstance(value, dict):
-            value = {key: v[:rows] for key, v in value.items()}
-        cut[field.name] = value
-    return Batch(**cut)

@@ -473,6 +473,7 @@ def run_phases(
             counters["phase"] += 1
             counters["phase_step"] = 0
             counters["update_debt"] = 0.0
+            record.metrics = {}  # a warm-up logs no stale training metrics
             if set_phase is not None:
                 set_phase(phases[counters["phase"]].name)
         done = last or settings.reached_target(record.last_eval)

@@ -12,8 +12,19 @@ from rlcore.train import train
 from tests.conftest import FAST, REPO, make_config
 
 ALGOS = sorted(registry.ALGORITHMS)
-ONLINE = sorted(name for name, spec in registry.ALGORITHMS.items() if spec.loop != "offline")
 OFFLINE = sorted(name for name, spec in registry.ALGORITHMS.items() if spec.loop == "offline")
+# online algorithms that need a dataset too (RLPD mixes it in, WSRL pre-trains on it)
+WITH_DATA = sorted(
+    name
+    for name, spec in registry.ALGORITHMS.items()
+    if spec.loop == "off_policy"
+    and any(f.name == "offline_data" for f in dataclasses.fields(spec.config_class))
+)
+ONLINE = sorted(
+    name
+    for name, spec in registry.ALGORITHMS.items()
+    if spec.loop != "offline" and name not in WITH_DATA
+)
 ENVS = sorted(p.stem for p in (REPO / "configs" / "env").glob("*.yaml") if p.stem != "gym")
 
 
@@ -173,9 +184,43 @@ def test_every_offline_algo_env_pair_runs(algo, env, tmp_path, tiny_datasets):
     assert len(read_csv(tmp_path / "eval.csv")) == 2
 
 
+@pytest.mark.parametrize("env", BOX_ENVS)
+@pytest.mark.parametrize("algo", WITH_DATA)
+def test_every_offline_to_online_algo_env_pair_runs(algo, env, tmp_path, tiny_datasets):
+    """Online algorithms that use a dataset run their phases on every Box env."""
+    phases, (warmup_start, warmup_end) = {
+        "wsrl": (["algo.offline_steps=20", "algo.warmup_steps=20", "total_steps=60"], (20, 40)),
+        "rlpd": (["algo.learning_starts=20", "total_steps=50", "algo.utd_ratio=4"], (0, 20)),
+    }[algo]
+    cfg = make_config(
+        f"algo={algo}",
+        f"env={env}",
+        *FAST,
+        f"dataset={tiny_datasets[env]}",
+        *phases,
+        "algo.batch_size=16",
+        "algo.hidden=[32,32]",
+        "algo.compile=false",
+        "env.max_episode_steps=40",
+        "eval_every=1000",
+        "eval_episodes=1",
+        "log_every=10",
+    )
+    result = train(cfg, tmp_path)
+    assert result["eval/return"] == result["eval/return"]
+    rows = read_csv(tmp_path / "train.csv")
+    metric_rows = [r for r in rows if "train/episode_return" not in r]
+    # no training metrics during the warm-up (no updates there)
+    assert all(not warmup_start < r["step"] <= warmup_end for r in metric_rows)
+    online = [r for r in metric_rows if r["step"] > warmup_end]
+    assert online and all("train/critic_loss" in r for r in online)
+
+
 def test_offline_algo_without_dataset_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="trains offline: pass dataset="):
+    with pytest.raises(ValueError, match="trains on offline data: pass dataset="):
         train(make_config("algo=iql", "env=hopper", *FAST), tmp_path)
+    with pytest.raises(ValueError, match="trains on offline data: pass dataset="):
+        train(make_config("algo=rlpd", "env=hopper", *FAST), tmp_path / "rlpd")
 
 
 def test_offline_dataset_env_mismatch_is_a_clear_error(tmp_path, tiny_datasets):

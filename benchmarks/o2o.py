@@ -53,7 +53,7 @@ def method_overrides(method: str, dataset: str, offline_steps: int, online_steps
     (offline algorithms: total_steps = offline steps + algo.online_steps; online ones:
     total_steps = online env steps + algo.offline_steps)."""
     algo, pretrains = METHODS[method]
-    out = [f"algo={algo}", "env=Hopper"]
+    out = [f"algo={algo}", "env=hopper"]
     if method == "sac":
         return [*out, f"total_steps={online_steps}"]
     out.append(f"dataset={dataset}")

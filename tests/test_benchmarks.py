@@ -375,3 +375,56 @@ def test_offline_diagnostics_end_to_end(tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     with pytest.raises(SystemExit, match="NAME=RUN_OR_CHECKPOINT"):
         diagnostics_main(["gaits", "--policy", run, *out])
+
+
+def test_o2o_summary_reads_switch_dip_and_marks():
+    from benchmarks.o2o import claims, summarise
+
+    rows = [  # (global step, online env steps, return): offline evals, then online
+        {"step": 100, "eval/env_steps": 0.0, "eval/return": 50.0},
+        {"step": 200, "eval/env_steps": 0.0, "eval/return": 100.0},
+        {"step": 201, "eval/env_steps": 1.0, "eval/return": 98.0},
+        {"step": 300, "eval/env_steps": 100.0, "eval/return": 80.0},
+        {"step": 400, "eval/env_steps": 200.0, "eval/return": 120.0},
+        {"step": 500, "eval/env_steps": 300.0, "eval/return": 70.0},  # outside the window
+    ]
+    out = summarise(rows, dip_window=200, marks=(100, 300))
+    assert out["pre_switch"] == 100.0 and out["dip"] == 80.0
+    assert out["at"] == {"100": 80.0, "300": 70.0}
+    table = {
+        "wsrl": {"pre_switch": 100.0, "dip": 80.0, "at": {"300": 70.0}},
+        "sac": {"pre_switch": math.nan, "dip": 1.0, "at": {"300": 60.0}},
+    }
+    verdicts = claims(table, "300")
+    assert verdicts[0].endswith("does NOT hold")  # 80 < 0.9 * 100
+    assert verdicts[1].endswith("holds") and verdicts[2].endswith("not measured")
+
+
+def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
+    """benchmarks/o2o.py on a tiny random Hopper dataset: every method's run, the table
+    and the JSON (budget far too small to learn: this checks the plumbing)."""
+    from benchmarks.o2o import main as o2o_main
+    from offline.collect import collect
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
+    small = ["algo.hidden=[16,16]", "algo.batch_size=16", "env.max_episode_steps=30"]
+    argv = [
+        "--dataset", "local/hopper/random-v0", "--offline-steps", "40", "--online-steps", "80",
+        "--eval-every", "40", "--eval-episodes", "1", "--dip-window", "80", "--seeds", "0",
+        "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "o2o.json"),
+        "--set", *[f"{m}:{o}" for m in ("wsrl", "rlpd", "cal_ql", "famo2o", "iql", "sac")
+                   for o in small],
+        "rlpd:algo.utd_ratio=2", "rlpd:algo.learning_starts=20", "sac:algo.learning_starts=20",
+        "wsrl:algo.warmup_steps=20", "wsrl:algo.compile=false", "rlpd:algo.compile=false",
+    ]  # fmt: skip
+    payload = o2o_main(argv)
+    table = payload["table"]
+    assert set(table) == {"wsrl", "rlpd", "cal_ql", "famo2o", "iql", "sac"}
+    for method in ("wsrl", "cal_ql", "famo2o", "iql"):  # pre-trained: a pre-switch return
+        assert math.isfinite(table[method]["pre_switch"]), method
+    for method in ("rlpd", "sac"):
+        assert math.isnan(table[method]["pre_switch"])
+    assert all(math.isfinite(row["at"]["80"]) for row in table.values())
+    assert json.loads((tmp_path / "o2o.json").read_text())["cpu"]["model"] is not None
+    assert "| wsrl | 1 |" in capsys.readouterr().out

@@ -134,6 +134,16 @@ class WSRL:
         self.device = self.offline.device
         self.phase = "offline"
 
+    @property
+    def actor(self) -> torch.nn.Module:
+        """The policy (shared by both phases)."""
+        return self.offline.actor
+
+    @property
+    def critic(self) -> torch.nn.Module:
+        """The critic ensemble (shared by both phases)."""
+        return self.offline.critic
+
     def set_phase(self, phase: str) -> None:
         """ "offline": CQL updates; "warmup" / "online": SAC updates of the same networks."""
         if phase not in PHASES:

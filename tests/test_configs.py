@@ -163,11 +163,13 @@ def tiny_datasets(tmp_path_factory):
 @pytest.mark.parametrize("env", BOX_ENVS)
 @pytest.mark.parametrize("algo", OFFLINE)
 def test_every_offline_algo_env_pair_runs(algo, env, tmp_path, tiny_datasets):
+    fields = {f.name for f in dataclasses.fields(registry.get(algo).config_class)}
     cfg = make_config(
         f"algo={algo}",
         f"env={env}",
         *FAST,
         f"dataset={tiny_datasets[env]}",
+        *(["algo.online_steps=0"] if "online_steps" in fields else []),  # offline phase only
         "total_steps=60",
         "algo.batch_size=16",
         "algo.hidden=[32,32]",

@@ -458,11 +458,12 @@ class CQL:
             self.alpha_optimizer,
             self.alpha_prime_optimizer,
         ]
-        params = [
+        cfg = self.config
+        params = [  # an optimiser that never steps gets no Adam state (as eager)
             list(self.actor.parameters()),
             self._critic_params,
-            [self.log_alpha],
-            [self.log_alpha_prime],
+            [self.log_alpha] if cfg.autotune_alpha else [],
+            [self.log_alpha_prime] if cfg.cql_lagrange else [],
         ]
         states, lrs = graph_inputs(optimizers, params)
         with torch.no_grad():  # the graph computes its own gradients (torch.func)

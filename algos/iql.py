@@ -14,9 +14,17 @@ expectile regression toward min target Q(s, a); (3) twin Q toward r + gamma V(s'
 min(exp(beta (Q - V)), 100) times -log pi(a|s) (or ||pi(s) - a||^2 when deterministic).
 
 Departures from the paper: the Q loss is the mean (not the sum) of the two critics'
-MSEs, as in CORL; the twin critics are one batched ensemble. Opt-in ``precision="bf16"``
-runs the hidden layers' matmuls in bfloat16 autocast (output layers, parameters,
-optimiser state and losses stay float32): a speed mode, not in the paper.
+MSEs, as in CORL; the twin critics are one batched ensemble. Every loss is taken from the
+pre-update parameters (as CORL, whose Q target uses V before its step) and all are
+checked for NaN/inf before any optimiser steps (``NonFiniteLossError`` leaves the
+parameters untouched). Opt-in ``precision="bf16"`` runs the hidden layers' matmuls in
+bfloat16 autocast (output layers, parameters, optimiser state and losses stay float32): a
+speed mode, not in the paper. ``compile=True`` runs the whole update -- the three losses,
+the gradients of their sum, three Adam steps (the actor's cosine lr as a tensor), Polyak
+-- as one ``torch.compile``d graph (``_graph_update``): same maths, equal to float
+tolerance; a C++ compiler is needed (eager with one warning without one); the NaN check
+then follows the graph, after the failing update's steps; ``"auto"`` compiles runs of more
+than 100k steps (``rlcore.speed``).
 """
 
 from __future__ import annotations
@@ -28,6 +36,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.compiled import (
+    LossModule,
+    adam_constants,
+    adam_steps_,
+    compile_graph,
+    functional_grads,
+    graph_inputs,
+)
 from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr, weight_diagnostics
 from rlcore.nets import (
     MLP,
@@ -68,6 +84,7 @@ class IQLConfig:
     normalize_reward: bool = False  # r * 1000 / (max - min episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
+    compile: bool | str = False  # True | False | "auto": the update as one compiled graph
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps (also the cosine schedule length)
@@ -83,7 +100,7 @@ class IQL:
         config: IQLConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        # effective precision: float32, with one warning, where bf16 would be emulated
+        # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or IQLConfig(), device)
         require_box_actions(action_space, "IQL")
         self.device = torch.device(device)
@@ -108,6 +125,25 @@ class IQL:
         self.value_optimizer = adam(self.value.parameters(), config.value_lr, fused)
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
+        self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
+        self._update_graph = None
+        if config.compile:  # the whole update as one compiled graph (_graph_update)
+            parts = {
+                "value": self.value,
+                "critic": self.critic,
+                "actor": self.actor,
+                "target": self.target_critic,
+            }
+            self._loss_module = LossModule(parts, self._summed_losses)
+            named = dict(self._loss_module.named_parameters())
+            self._names = list(named)  # "parts.<value|critic|actor|target>.<parameter>"
+            self._graph_params = list(named.values())
+            self._adam_constants = [
+                adam_constants(opt)
+                for opt in (self.value_optimizer, self.critic_optimizer, self.actor_optimizer)
+            ]
+            self._update_graph = compile_graph(self._graph_update)
         self.updates = 0
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
@@ -125,51 +161,113 @@ class IQL:
         return action[0] if single else action
 
     def update(self, batch: Batch) -> dict[str, float]:
+        """One step of V, Q (then Polyak) and the actor, every loss from the parameters
+        before the update (the module docstring's (1)-(5))."""
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
+        inputs = (obs, batch.action, batch.reward, next_obs, batch.terminated)
+        set_lr(self.actor_optimizer, cosine_lr(cfg.actor_lr, self.updates, cfg.total_steps))
+        if self._update_graph is not None:
+            losses, stats = self._compiled_update(inputs)
+        else:
+            losses, stats = self._losses(*inputs)
+            ensure_finite(**losses)
+            # V, Q and the actor each see only their own loss (targets and weights are
+            # detached): one backward pass of the sum
+            optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            sum(losses.values()).backward()
+            for optimizer in optimizers:
+                optimizer.step()
+            polyak_update(self.target_critic, self.critic, cfg.tau)
+        self.updates += 1
+        weight = stats.pop("weight")
+        values = {**losses, **stats}
+        stacked = torch.stack([value.detach().float() for value in values.values()])
+        return {
+            **dict(zip(values, stacked.tolist())),  # one transfer
+            **weight_diagnostics(weight, cfg.max_weight),
+        }
+
+    def _losses(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """(value, Q and actor losses; detached statistics incl. the advantage weights)."""
+        cfg = self.config
         with mixed_precision(cfg.precision, self.device):
             with torch.no_grad():
                 next_v = self.value(next_obs).squeeze(-1)
-                target_q = self.target_critic(obs, batch.action).min(0).values
+                target_q = self.target_critic(obs, action).min(0).values
             value = self.value(obs).squeeze(-1)
             advantage = target_q - value
             value_loss = expectile_loss(advantage, cfg.expectile)
-        ensure_finite(value_loss=value_loss)
-        self.value_optimizer.zero_grad()
-        value_loss.backward()
-        self.value_optimizer.step()
 
-        q_target = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_v
+        q_target = reward + cfg.gamma * (1.0 - terminated) * next_v
         with mixed_precision(cfg.precision, self.device):
-            q = self.critic(obs, batch.action)
+            q = self.critic(obs, action)
             q_loss = ensemble_mse(q, q_target) / q.shape[0]
-        ensure_finite(q_loss=q_loss)
-        self.critic_optimizer.zero_grad()
-        q_loss.backward()
-        self.critic_optimizer.step()
-        polyak_update(self.target_critic, self.critic, cfg.tau)
 
         weight = torch.exp(cfg.beta * advantage.detach()).clamp(max=cfg.max_weight)
         with mixed_precision(cfg.precision, self.device):
             if cfg.deterministic_actor:
-                regression = (self.actor(obs) - batch.action).pow(2).sum(-1)
+                regression = (self.actor(obs) - action).pow(2).sum(-1)
             else:
-                regression = -self.actor.distribution(obs).log_prob(batch.action).sum(-1)
+                regression = -self.actor.distribution(obs).log_prob(action).sum(-1)
             actor_loss = (weight * regression).mean()
-        ensure_finite(actor_loss=actor_loss)
-        set_lr(self.actor_optimizer, cosine_lr(cfg.actor_lr, self.updates, cfg.total_steps))
-        self.actor_optimizer.zero_grad()
-        actor_loss.backward()
-        self.actor_optimizer.step()
-        self.updates += 1
-        return {
-            "value_loss": value_loss.item(),
-            "q_loss": q_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "advantage": advantage.detach().mean().item(),
-            "q": q.detach().mean().item(),
-            **weight_diagnostics(weight, cfg.max_weight),
+        losses = {"value_loss": value_loss, "q_loss": q_loss, "actor_loss": actor_loss}
+        stats = {"advantage": advantage.mean(), "q": q.mean(), "weight": weight}
+        return losses, {name: value.detach() for name, value in stats.items()}
+
+    def _summed_losses(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, dict, dict]:
+        """(sum of ``_losses``, the losses, the statistics): the compiled graph's loss."""
+        losses, stats = self._losses(*inputs)
+        return sum(losses.values()), losses, stats
+
+    def _compiled_update(
+        self, inputs: tuple[torch.Tensor, ...]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``update`` through the compiled graph (the actor's annealed lr goes in as a
+        tensor). The graph steps before the losses come back, so a non-finite loss
+        raises after the step (eager: before any step, parameters untouched)."""
+        optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
+        params = [list(self.value.parameters()), self._critic_params, self._actor_params]
+        states, lrs = graph_inputs(optimizers, params)
+        with torch.no_grad():  # the graph computes its own gradients (torch.func)
+            losses, stats = self._update_graph(self._graph_params, states, lrs, *inputs)
+        ensure_finite(**losses)
+        return losses, stats
+
+    def _graph_update(
+        self,
+        params: list[torch.Tensor],
+        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+        lrs: torch.Tensor,
+        *inputs: torch.Tensor,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The eager update as traceable tensor code: ``_losses``, the gradients of their
+        sum, three Adam steps and Polyak, every tensor updated in place."""
+        values = {name: p.detach() for name, p in zip(self._names, params)}
+        parts = {
+            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
+            for part in ("value", "critic", "actor", "target")
         }
+        trainable = parts["value"] + parts["critic"] + parts["actor"]
+        grads, (_, losses, stats) = functional_grads(self._loss_module, values, trainable, *inputs)
+        groups, start = [], 0
+        for part in ("value", "critic", "actor"):
+            count = len(parts[part])
+            groups.append(([values[n] for n in parts[part]], grads[start : start + count]))
+            start += count
+        adam_steps_(groups, states, lrs, self._adam_constants)
+        target = [values[n] for n in parts["target"]]
+        torch._foreach_lerp_(target, groups[1][0], self.config.tau)
+        return losses, stats
 
     def _parts(self) -> dict:
         return {

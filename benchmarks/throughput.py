@@ -171,6 +171,16 @@ def skip_mode(modes: Sequence[str], notes: list[str]) -> bool:
     return bool(reasons)
 
 
+def _dist_version(name: str) -> str | None:
+    """An installed distribution's version without importing it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 def machine_info(threads: int) -> dict[str, Any]:
     """Platform, CPUs, library versions, thread counts, load (contention hint) and which
     speed modes are native (bf16, a C++ compiler for compile)."""
@@ -201,6 +211,7 @@ def machine_info(threads: int) -> dict[str, Any]:
         "gymnasium": version("gymnasium"),
         "stable_baselines3": version("stable_baselines3"),
         "envpool": version("envpool"),
+        "jax": _dist_version("jax"),  # not imported here: XLA reads its thread flags once
         "speed_modes": speed_report("cpu"),
     }
 

@@ -36,7 +36,8 @@ Departures from CORL and the paper:
   action plus all 3N sampled actions are scored in ONE critic call on (B * (1 + 3N)) rows;
   the N-sample actor draws for s and s' (and the target's) are one actor call. Same maths.
 * Every loss is computed first and checked for NaN/inf before any optimiser steps
-  (``NonFiniteLossError`` leaves all parameters untouched). CORL also computes all losses
+  (``NonFiniteLossError`` leaves all parameters untouched; with ``compile=True`` the check
+  follows the graph, so the failing update's steps have been applied). CORL also computes all losses
   from the pre-update parameters, so the maths is the same; critic parameters get no
   gradient from the policy loss and alpha is detached in the policy loss (CORL zeroes
   those stray gradients before they are used).
@@ -52,6 +53,12 @@ Departures from CORL and the paper:
 * Opt-in ``precision="bf16"``: hidden-layer matmuls in bfloat16 autocast (output layers,
   log-densities, the logsumexp, parameters and losses float32); a speed mode (~2.5x per
   step on CPUs with AMX: the penalty scores B * (1 + 3N) rows per critic).
+* ``compile=True``: the whole update -- ``_losses``, the gradients of their sum, the Adam
+  steps of policy, critics, temperature and alpha', Polyak -- runs as one
+  ``torch.compile``d graph (``_graph_update``, from ``rlcore.compiled``'s functional
+  pieces; sampling draws from torch's generator as eager code does). Same maths, equal to
+  float tolerance; needs a C++ compiler (eager with one warning without one); ``"auto"``
+  compiles runs of more than 100k steps (``rlcore.speed``).
 """
 
 from __future__ import annotations
@@ -59,11 +66,21 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.compiled import (
+    LossModule,
+    adam_constants,
+    adam_steps_,
+    compile_graph,
+    detached_call,
+    functional_grads,
+    graph_inputs,
+)
 from rlcore.losses import ensemble_mse
 from rlcore.nets import (
     ObsNormalizer,
@@ -80,7 +97,6 @@ from rlcore.utils import (
     adam,
     batched_obs,
     ensure_finite,
-    frozen,
     load_state_into,
     mixed_precision,
     state_of,
@@ -133,6 +149,7 @@ class CQLConfig:
     reward_bias: float = 0.0  # (antmaze recipes: scale 10, bias -5)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
+    compile: bool | str = False  # True | False | "auto": the update as one compiled graph
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
@@ -188,7 +205,7 @@ class CQL:
         device: str | torch.device = "cpu",
         calibrate: bool = False,
     ) -> None:
-        # effective precision: float32, with one warning, where bf16 would be emulated
+        # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or CQLConfig(), device)
         require_box_actions(action_space, "Cal-QL" if calibrate else "CQL")
         if config.network_init not in NETWORK_INITS:
@@ -234,6 +251,23 @@ class CQL:
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
         self.random_log_density = -float(np.log(high.astype(np.float64) - low).sum())
+        self._update_graph = None
+        if config.compile:  # the whole update as one compiled graph (_graph_update)
+            parts = {"actor": self.actor, "critic": self.critic, "target": self.target_critic}
+            self._loss_module = LossModule(parts, self._summed_losses)
+            named = dict(self._loss_module.named_parameters())
+            self._names = list(named)  # "parts.<actor|critic|target>.<parameter>"
+            self._graph_params = list(named.values())
+            self._adam_constants = [
+                adam_constants(opt)
+                for opt in (
+                    self.actor_optimizer,
+                    self.critic_optimizer,
+                    self.alpha_optimizer,
+                    self.alpha_prime_optimizer,
+                )
+            ]
+            self._update_graph = compile_graph(self._graph_update)
         self.updates = 0
 
     def _init_networks(self, scheme: str) -> None:
@@ -266,6 +300,7 @@ class CQL:
         return action[0] if single else action
 
     def update(self, batch: Batch) -> dict[str, float]:
+        """One gradient step of every part (see the module docstring, (1)-(5))."""
         cfg = self.config
         if self.calibrate and batch.mc_return is None:
             raise ValueError(
@@ -273,18 +308,61 @@ class CQL:
                 "of each transition (offline datasets provide it)"
             )
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        size, n, dim = obs.shape[0], cfg.cql_n_actions, self.action_dim
-        alpha = self.alpha
+        bound = batch.mc_return if self.calibrate else None
+        inputs = (obs, batch.action, batch.reward, next_obs, batch.terminated, bound)
+        behaviour_cloning = self.updates < cfg.bc_steps
+        if self._update_graph is not None:
+            losses, stats = self._compiled_update(inputs, behaviour_cloning)
+        else:
+            losses, stats = self._losses(
+                *inputs, self.log_alpha, self.log_alpha_prime, behaviour_cloning
+            )
+            ensure_finite(**losses)
+            # every loss reaches only its own parameters (critics are detached in the
+            # policy loss, alpha and the sampled actions elsewhere): one backward pass
+            optimizers = [self.actor_optimizer, self.critic_optimizer, *self._extra_optimizers()]
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            sum(losses.values()).backward()
+            for optimizer in optimizers:
+                optimizer.step()
+            polyak_update(self.target_critic, self.critic, cfg.tau)
+        self.updates += 1
+        values = {**losses, **stats}
+        stacked = torch.stack([value.detach().float() for value in values.values()])
+        return dict(zip(values, stacked.tolist()))  # one transfer
 
+    def _summed_losses(self, *inputs: Any) -> tuple[torch.Tensor, dict, dict]:
+        """(sum of ``_losses``, the losses, the statistics): the compiled graph's loss."""
+        losses, stats = self._losses(*inputs)
+        return sum(losses.values()), losses, stats
+
+    def _losses(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        bound: torch.Tensor | None,
+        log_alpha: torch.Tensor,
+        log_alpha_prime: torch.Tensor,
+        behaviour_cloning: bool,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """(losses, detached statistics) of one update, all from the current parameters.
+        ``bound`` is Cal-QL's mc_return (None for CQL). Each loss has gradients only for
+        its own part, so one backward pass of their sum gives every part's gradient."""
+        cfg = self.config
+        size, n, dim = obs.shape[0], cfg.cql_n_actions, self.action_dim
+        alpha = log_alpha.detach().exp()
         with mixed_precision(cfg.precision, self.device):
             # temperature and policy losses from a ~ pi(s), critics as they are now
-            action, log_prob = self.actor(obs)
-            alpha_loss = -(self.log_alpha * (log_prob.detach() + self.target_entropy)).mean()
-            if self.updates < cfg.bc_steps:
-                actor_loss = (alpha * log_prob - self.actor.log_prob(obs, batch.action)).mean()
-            else:
-                with frozen(self._critic_params):  # gradients reach the actions, not the critics
-                    q_pi = self.critic(obs, action).min(0).values
+            pi_action, log_prob = self.actor(obs)
+            alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()
+            if behaviour_cloning:
+                actor_loss = (alpha * log_prob - self.actor.log_prob(obs, action)).mean()
+            else:  # gradients reach the actions, not the critics
+                q_pi = detached_call(self.critic, obs, pi_action).min(0).values
                 actor_loss = (alpha * log_prob - q_pi).mean()
 
             with torch.no_grad():
@@ -310,15 +388,13 @@ class CQL:
                 next_v, best = backup_q.min(0).values.view(size, n_backup).max(1)
                 if cfg.backup_entropy:
                     next_v = next_v - alpha * backup_log_prob.gather(1, best[:, None]).squeeze(1)
-                target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_v
+                target_q = reward + cfg.gamma * (1.0 - terminated) * next_v
                 random_action = self.low + (self.high - self.low) * torch.rand(
                     size, n, dim, device=self.device
                 )
 
             # one critic call at s: the data action, then N random, N from pi(s'), N from pi(s)
-            actions = torch.cat(
-                [batch.action.unsqueeze(1), random_action, next_action, cur_action], 1
-            )
+            actions = torch.cat([action.unsqueeze(1), random_action, next_action, cur_action], 1)
             rows = actions.shape[1]
             q_all = self.critic(
                 obs.unsqueeze(1).expand(size, rows, obs.shape[-1]).reshape(size * rows, -1),
@@ -327,7 +403,6 @@ class CQL:
             q_data = q_all[..., 0]
             q_rand, q_next, q_cur = q_all[..., 1:].split(n, dim=-1)
             td_loss = ensemble_mse(q_data, target_q)
-            bound = batch.mc_return if self.calibrate else None
             diff = cql_gap(
                 q_data, q_rand, q_next, q_cur, self.random_log_density, next_log_prob, cur_log_prob,
                 cfg.cql_temp, cfg.cql_importance_sample, (cfg.cql_clip_diff_min, cfg.cql_clip_diff_max),
@@ -335,7 +410,7 @@ class CQL:
             )  # fmt: skip
             lagrange = {}
             if cfg.cql_lagrange:
-                alpha_prime = self.log_alpha_prime.exp().clamp(0.0, 1e6)
+                alpha_prime = log_alpha_prime.exp().clamp(0.0, 1e6)
                 gap = diff - cfg.cql_target_action_gap
                 penalty = (alpha_prime.detach() * cfg.cql_alpha * gap).sum()
                 lagrange["alpha_prime_loss"] = -(alpha_prime * cfg.cql_alpha * gap.detach()).mean()
@@ -344,39 +419,111 @@ class CQL:
         losses = {"critic_loss": td_loss + penalty, "actor_loss": actor_loss, **lagrange}
         if cfg.autotune_alpha:
             losses["alpha_loss"] = alpha_loss
-        ensure_finite(**losses)
-
-        steps = [("actor_loss", self.actor_optimizer), ("critic_loss", self.critic_optimizer)]
+        stats = {
+            "td_loss": td_loss,
+            "cql_penalty": penalty,
+            "cql_diff": diff.mean(),
+            "q": q_data.mean(),
+            "q_rand": q_rand.mean(),
+            "q_pi": q_cur.mean(),
+            "q_pi_next": q_next.mean(),
+            "target_q": target_q.mean(),
+            "entropy": -log_prob.mean(),
+            "alpha": alpha,
+        }
         if cfg.cql_lagrange:
-            steps.insert(1, ("alpha_prime_loss", self.alpha_prime_optimizer))
-        if cfg.autotune_alpha:
-            steps.insert(0, ("alpha_loss", self.alpha_optimizer))
-        for name, optimizer in steps:
-            optimizer.zero_grad()
-            losses[name].backward()
-            optimizer.step()
-        polyak_update(self.target_critic, self.critic, cfg.tau)
-        self.updates += 1
-
-        metrics = {name: loss.item() for name, loss in losses.items()}
-        metrics.update(
-            td_loss=td_loss.item(),
-            cql_penalty=penalty.item(),
-            cql_diff=diff.detach().mean().item(),
-            q=q_data.detach().mean().item(),
-            q_rand=q_rand.detach().mean().item(),
-            q_pi=q_cur.detach().mean().item(),
-            q_pi_next=q_next.detach().mean().item(),
-            target_q=target_q.mean().item(),
-            entropy=-log_prob.detach().mean().item(),
-            alpha=alpha.item(),
-        )
-        if cfg.cql_lagrange:
-            metrics["alpha_prime"] = alpha_prime.item()
+            stats["alpha_prime"] = alpha_prime
         if bound is not None:
-            below = torch.cat([q_cur.detach(), q_next.detach()], dim=-1) < bound[:, None]
-            metrics["bound_rate"] = below.float().mean().item()
-        return metrics
+            below = torch.cat([q_cur, q_next], dim=-1) < bound[:, None]
+            stats["bound_rate"] = below.float().mean()
+        return losses, {name: value.detach().float() for name, value in stats.items()}
+
+    def _extra_optimizers(self) -> list[torch.optim.Optimizer]:
+        """The optimisers stepped besides actor and critics: alpha', temperature."""
+        cfg = self.config
+        return [
+            opt
+            for opt, used in (
+                (self.alpha_prime_optimizer, cfg.cql_lagrange),
+                (self.alpha_optimizer, cfg.autotune_alpha),
+            )
+            if used
+        ]
+
+    def _compiled_update(
+        self, inputs: tuple[torch.Tensor | None, ...], behaviour_cloning: bool
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``update`` through the compiled graph: gather the tensors it reads and writes.
+
+        The graph steps every optimiser before the losses come back, so a non-finite loss
+        raises here AFTER the step (eager raises before any step and leaves the parameters
+        untouched); either way the run stops at the same update."""
+        optimizers = [
+            self.actor_optimizer,
+            self.critic_optimizer,
+            self.alpha_optimizer,
+            self.alpha_prime_optimizer,
+        ]
+        cfg = self.config
+        params = [  # an optimiser that never steps gets no Adam state (as eager)
+            list(self.actor.parameters()),
+            self._critic_params,
+            [self.log_alpha] if cfg.autotune_alpha else [],
+            [self.log_alpha_prime] if cfg.cql_lagrange else [],
+        ]
+        states, lrs = graph_inputs(optimizers, params)
+        with torch.no_grad():  # the graph computes its own gradients (torch.func)
+            losses, stats = self._update_graph(
+                self._graph_params, self.log_alpha, self.log_alpha_prime, states, lrs,
+                *inputs, behaviour_cloning,
+            )  # fmt: skip
+        ensure_finite(**losses)
+        return losses, stats
+
+    def _graph_update(
+        self,
+        params: list[torch.Tensor],
+        log_alpha: torch.Tensor,
+        log_alpha_prime: torch.Tensor,
+        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+        lrs: torch.Tensor,
+        *inputs: Any,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The eager update as traceable tensor code (one graph per behaviour-cloning
+        flag): ``_losses``, the gradients of their sum, the Adam steps, Polyak; every
+        parameter, Adam moment and log-multiplier is updated in place."""
+        cfg = self.config
+        *data, behaviour_cloning = inputs
+        values = {name: p.detach() for name, p in zip(self._names, params)}
+        parts = {
+            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
+            for part in ("actor", "critic", "target")
+        }
+        trainable = parts["actor"] + parts["critic"]
+        grads, (_, losses, stats) = functional_grads(
+            self._loss_module,
+            values,
+            trainable,
+            *data, log_alpha, log_alpha_prime, behaviour_cloning,
+            input_grads=(len(data), len(data) + 1),
+        )  # fmt: skip
+        n_actor = len(parts["actor"])
+        actor_grads, critic_grads = grads[:n_actor], grads[n_actor : len(trainable)]
+        alpha_grad, alpha_prime_grad = grads[len(trainable) :]
+        tensors = {part: [values[n] for n in names] for part, names in parts.items()}
+        adam_steps_(
+            [
+                (tensors["actor"], actor_grads),
+                (tensors["critic"], critic_grads),
+                ([log_alpha] if cfg.autotune_alpha else [], [alpha_grad]),
+                ([log_alpha_prime] if cfg.cql_lagrange else [], [alpha_prime_grad]),
+            ],
+            states,
+            lrs,
+            self._adam_constants,
+        )
+        torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
+        return losses, stats
 
     def _parts(self) -> dict:
         return {

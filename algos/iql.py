@@ -22,9 +22,17 @@ next ``total_steps`` updates. ``set_phase("warmup"/"online")`` does the same her
 learning online instead of staying at the annealed rate 0.
 
 Departures from the paper: the Q loss is the mean (not the sum) of the two critics'
-MSEs, as in CORL; the twin critics are one batched ensemble. Opt-in ``precision="bf16"``
-runs the hidden layers' matmuls in bfloat16 autocast (output layers, parameters,
-optimiser state and losses stay float32): a speed mode, not in the paper.
+MSEs, as in CORL; the twin critics are one batched ensemble. Every loss is taken from the
+pre-update parameters (as CORL, whose Q target uses V before its step) and all are
+checked for NaN/inf before any optimiser steps (``NonFiniteLossError`` leaves the
+parameters untouched). Opt-in ``precision="bf16"`` runs the hidden layers' matmuls in
+bfloat16 autocast (output layers, parameters, optimiser state and losses stay float32): a
+speed mode, not in the paper. ``compile=True`` runs the whole update -- the three losses,
+the gradients of their sum, three Adam steps (the actor's cosine lr as a tensor), Polyak
+-- as one ``torch.compile``d graph (``_graph_update``): same maths, equal to float
+tolerance; a C++ compiler is needed (eager with one warning without one); the NaN check
+then follows the graph, after the failing update's steps; ``"auto"`` compiles runs of more
+than 100k steps (``rlcore.speed``).
 """
 
 from __future__ import annotations
@@ -36,6 +44,14 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.compiled import (
+    LossModule,
+    adam_constants,
+    adam_steps_,
+    compile_graph,
+    functional_grads,
+    graph_inputs,
+)
 from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr, weight_diagnostics
 from rlcore.nets import (
     MLP,
@@ -93,6 +109,7 @@ class IQLConfig:
     normalize_reward: bool = False  # r * 1000 / (max - min episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
+    compile: bool | str = False  # True | False | "auto": the update as one compiled graph
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps (also the cosine schedule length)
@@ -110,7 +127,7 @@ class IQL:
         config: IQLConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        # effective precision: float32, with one warning, where bf16 would be emulated
+        # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or IQLConfig(), device)
         require_box_actions(action_space, type(self).__name__)
         self.device = torch.device(device)
@@ -128,6 +145,25 @@ class IQL:
         self.value_optimizer = adam(self.value.parameters(), config.value_lr, fused)
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
+        self._critic_params = list(self.critic.parameters())
+        self._actor_params = list(self.actor.parameters())
+        self._update_graph = None
+        if config.compile:  # the whole update as one compiled graph (_graph_update)
+            parts = {
+                "value": self.value,
+                "critic": self.critic,
+                "actor": self.actor,
+                "target": self.target_critic,
+            }
+            self._loss_module = LossModule(parts, self._summed_losses)
+            named = dict(self._loss_module.named_parameters())
+            self._names = list(named)  # "parts.<value|critic|actor|target>.<parameter>"
+            self._graph_params = list(named.values())
+            self._adam_constants = [
+                adam_constants(opt)
+                for opt in (self.value_optimizer, self.critic_optimizer, self.actor_optimizer)
+            ]
+            self._update_graph = compile_graph(self._graph_update)
         self.updates = 0
         self.phase = "offline"  # set by the loop through set_phase; never saved
 
@@ -168,75 +204,163 @@ class IQL:
         return action[0] if single else action
 
     def update(self, batch: Batch) -> dict[str, float]:
+        """One step of V, Q (then Polyak) and the actor, every loss from the parameters
+        before the update (the module docstring's (1)-(5))."""
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        value_loss, advantage, next_v = self._value_step(obs, batch.action, next_obs)
-        q_loss, q = self._critic_step(obs, batch, next_v)
-        weight = torch.exp(cfg.beta * advantage).clamp(max=cfg.max_weight)
-        actor_loss = self._actor_step(obs, batch.action, weight)
+        inputs = (obs, batch.action, batch.reward, next_obs, batch.terminated)
+        set_lr(self.actor_optimizer, self._actor_lr())
+        if self._update_graph is not None:
+            losses, stats = self._compiled_update(inputs)
+        else:
+            losses, stats = self._losses(*inputs)
+            ensure_finite(**losses)
+            # V, Q and the actor each see only their own loss (targets and weights are
+            # detached): one backward pass of the sum
+            optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
+            for optimizer in optimizers:
+                optimizer.zero_grad()
+            sum(losses.values()).backward()
+            for optimizer in optimizers:
+                optimizer.step()
+            polyak_update(self.target_critic, self.critic, cfg.tau)
         self.updates += 1
+        weight = stats.pop("weight")
+        values = {**losses, **stats}
+        stacked = torch.stack([value.detach().float() for value in values.values()])
         return {
-            "value_loss": value_loss.item(),
-            "q_loss": q_loss.item(),
-            "actor_loss": actor_loss.item(),
-            "advantage": advantage.mean().item(),
-            "q": q.mean().item(),
+            **dict(zip(values, stacked.tolist())),  # one transfer
             **weight_diagnostics(weight, cfg.max_weight),
         }
 
-    def _value_step(
+    def _losses(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """(value, Q and actor losses; detached statistics incl. the advantage weights)."""
+        cfg = self.config
+        value_loss, advantage, next_v = self._value_loss(obs, action, next_obs)
+        q_loss, q = self._q_loss(obs, action, reward, terminated, next_v)
+        weight = torch.exp(cfg.beta * advantage.detach()).clamp(max=cfg.max_weight)
+        actor_loss = self._actor_loss(obs, action, weight)
+        losses = {"value_loss": value_loss, "q_loss": q_loss, "actor_loss": actor_loss}
+        stats = {"advantage": advantage.mean(), "q": q.mean(), "weight": weight}
+        return losses, {name: value.detach() for name, value in stats.items()}
+
+    def _value_loss(
         self, obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """V(s') for the Q target (before V changes), then one expectile-regression step of
-        V toward min target Q(s, a). Returns the loss, the advantage min Q - V(s) (detached,
-        V before the step) and V(s')."""
+        """(expectile loss of V toward min target Q(s, a), the advantage min Q - V(s) with
+        V's graph, V(s') for the Q target without one)."""
         with mixed_precision(self.config.precision, self.device):
             with torch.no_grad():
                 next_v = self.value(next_obs).squeeze(-1)
                 target_q = self.target_critic(obs, action).min(0).values
             value = self.value(obs).squeeze(-1)
             advantage = target_q - value
-            value_loss = expectile_loss(advantage, self.config.expectile)
-        ensure_finite(value_loss=value_loss)
-        self.value_optimizer.zero_grad()
-        value_loss.backward()
-        self.value_optimizer.step()
-        return value_loss.detach(), advantage.detach(), next_v
+            return expectile_loss(advantage, self.config.expectile), advantage, next_v
 
-    def _critic_step(
-        self, obs: torch.Tensor, batch: Batch, next_v: torch.Tensor
+    def _q_loss(
+        self,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        terminated: torch.Tensor,
+        next_v: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Twin Q toward r + gamma (1 - terminated) V(s'), then the Polyak target update.
-        Returns the loss and Q(s, a) (E, B), both detached."""
-        cfg = self.config
-        q_target = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_v
-        with mixed_precision(cfg.precision, self.device):
-            q = self.critic(obs, batch.action)
-            q_loss = ensemble_mse(q, q_target) / q.shape[0]
-        ensure_finite(q_loss=q_loss)
-        self.critic_optimizer.zero_grad()
-        q_loss.backward()
-        self.critic_optimizer.step()
-        polyak_update(self.target_critic, self.critic, cfg.tau)
-        return q_loss.detach(), q.detach()
+        """(mean of the critics' MSEs toward r + gamma (1 - terminated) V(s'), Q (E, B))."""
+        q_target = reward + self.config.gamma * (1.0 - terminated) * next_v
+        with mixed_precision(self.config.precision, self.device):
+            q = self.critic(obs, action)
+        return ensemble_mse(q, q_target) / q.shape[0], q
 
-    def _actor_step(
+    def _actor_loss(
         self, actor_input: torch.Tensor, action: torch.Tensor, weight: torch.Tensor
     ) -> torch.Tensor:
-        """One advantage-weighted regression step: mean of ``weight`` times -log pi(a|input)
-        (or ||pi(input) - a||^2 for the deterministic actor), at ``_actor_lr()``."""
+        """Advantage-weighted regression: mean of ``weight`` times -log pi(a|input) (or
+        ||pi(input) - a||^2 for the deterministic actor)."""
         with mixed_precision(self.config.precision, self.device):
             if isinstance(self.actor, DeterministicActor):
                 regression = (self.actor(actor_input) - action).pow(2).sum(-1)
             else:
                 regression = -self.actor.distribution(actor_input).log_prob(action).sum(-1)
-            actor_loss = (weight * regression).mean()
-        ensure_finite(actor_loss=actor_loss)
+            return (weight * regression).mean()
+
+    # one optimiser step per loss, in sequence (FamO2O interleaves its balance model)
+    def _value_step(
+        self, obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One V step; returns the loss, the advantage (V before the step) and V(s')."""
+        value_loss, advantage, next_v = self._value_loss(obs, action, next_obs)
+        _step(self.value_optimizer, value_loss=value_loss)
+        return value_loss.detach(), advantage.detach(), next_v
+
+    def _critic_step(
+        self, obs: torch.Tensor, batch: Batch, next_v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One Q step and the Polyak target update; returns the loss and Q, detached."""
+        q_loss, q = self._q_loss(obs, batch.action, batch.reward, batch.terminated, next_v)
+        _step(self.critic_optimizer, q_loss=q_loss)
+        polyak_update(self.target_critic, self.critic, self.config.tau)
+        return q_loss.detach(), q.detach()
+
+    def _actor_step(
+        self, actor_input: torch.Tensor, action: torch.Tensor, weight: torch.Tensor
+    ) -> torch.Tensor:
+        """One advantage-weighted regression step at ``_actor_lr()``; returns the loss."""
+        actor_loss = self._actor_loss(actor_input, action, weight)
         set_lr(self.actor_optimizer, self._actor_lr())
-        self.actor_optimizer.zero_grad()
-        actor_loss.backward()
-        self.actor_optimizer.step()
+        _step(self.actor_optimizer, actor_loss=actor_loss)
         return actor_loss.detach()
+
+    def _summed_losses(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, dict, dict]:
+        """(sum of ``_losses``, the losses, the statistics): the compiled graph's loss."""
+        losses, stats = self._losses(*inputs)
+        return sum(losses.values()), losses, stats
+
+    def _compiled_update(
+        self, inputs: tuple[torch.Tensor, ...]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """``update`` through the compiled graph (the actor's annealed lr goes in as a
+        tensor). The graph steps before the losses come back, so a non-finite loss
+        raises after the step (eager: before any step, parameters untouched)."""
+        optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
+        params = [list(self.value.parameters()), self._critic_params, self._actor_params]
+        states, lrs = graph_inputs(optimizers, params)
+        with torch.no_grad():  # the graph computes its own gradients (torch.func)
+            losses, stats = self._update_graph(self._graph_params, states, lrs, *inputs)
+        ensure_finite(**losses)
+        return losses, stats
+
+    def _graph_update(
+        self,
+        params: list[torch.Tensor],
+        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+        lrs: torch.Tensor,
+        *inputs: torch.Tensor,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The eager update as traceable tensor code: ``_losses``, the gradients of their
+        sum, three Adam steps and Polyak, every tensor updated in place."""
+        values = {name: p.detach() for name, p in zip(self._names, params)}
+        parts = {
+            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
+            for part in ("value", "critic", "actor", "target")
+        }
+        trainable = parts["value"] + parts["critic"] + parts["actor"]
+        grads, (_, losses, stats) = functional_grads(self._loss_module, values, trainable, *inputs)
+        groups, start = [], 0
+        for part in ("value", "critic", "actor"):
+            count = len(parts[part])
+            groups.append(([values[n] for n in parts[part]], grads[start : start + count]))
+            start += count
+        adam_steps_(groups, states, lrs, self._adam_constants)
+        target = [values[n] for n in parts["target"]]
+        torch._foreach_lerp_(target, groups[1][0], self.config.tau)
+        return losses, stats
 
     def _parts(self) -> dict:
         return {
@@ -256,3 +380,11 @@ class IQL:
     def load_state_dict(self, state: dict) -> None:
         load_state_into(state, **self._parts())
         self.updates = int(state["updates"])
+
+
+def _step(optimizer: torch.optim.Optimizer, **loss: torch.Tensor) -> None:
+    """Check the one named loss, then one optimiser step on it."""
+    ensure_finite(**loss)
+    optimizer.zero_grad()
+    next(iter(loss.values())).backward()
+    optimizer.step()

@@ -19,6 +19,11 @@ graph too: ``functional_grads``, ``adam_state`` / ``adam_constants`` / ``adam_up
 are the pieces ``CompiledAdamStep`` is built from; pass every parameter and optimiser
 tensor into the compiled function and swap all modules' parameters through
 ``functional_call`` (``LossModule``), so no tensor reaches the graph twice under two names.
+An update whose losses are all taken from the pre-update parameters (CQL, IQL) can take
+the gradients of their SUM in one backward pass, provided no loss reaches another's
+parameters: ``detached_call`` scores actions with a critic whose parameters get no
+gradient (eager and traced alike), and ``functional_grads(..., input_grads=...)``
+differentiates plain tensors passed as inputs (a temperature's log) too.
 """
 
 from __future__ import annotations
@@ -126,20 +131,65 @@ def functional_grads(
     module: nn.Module,
     values: dict[str, torch.Tensor],
     trainable: list[str],
-    *inputs: torch.Tensor,
+    *inputs: Any,
+    input_grads: tuple[int, ...] = (),
 ) -> tuple[list[torch.Tensor], Any]:
     """Gradients of ``module(*inputs)[0]`` (a scalar loss) w.r.t. the parameters named in
     ``trainable``, with every parameter taken from ``values`` (``functional_call``): no
-    autograd graph outlives the call, so it traces into one compiled graph. Returns the
-    gradients (in ``trainable`` order) and the module's whole output."""
+    autograd graph outlives the call, so it traces into one compiled graph. ``input_grads``
+    names positions of ``inputs`` (tensors) to differentiate as well. Returns the gradients
+    (``trainable`` order, then ``input_grads`` order) and the module's whole output."""
     fixed = {name: value for name, value in values.items() if name not in trainable}
 
-    def loss_of(train_values: dict[str, torch.Tensor]) -> tuple[torch.Tensor, Any]:
-        out = functional_call(module, {**fixed, **train_values}, inputs)
+    def loss_of(
+        train_values: dict[str, torch.Tensor], diff_inputs: tuple[torch.Tensor, ...]
+    ) -> tuple[torch.Tensor, Any]:
+        call_inputs = list(inputs)
+        for position, value in zip(input_grads, diff_inputs):
+            call_inputs[position] = value
+        out = functional_call(module, {**fixed, **train_values}, tuple(call_inputs))
         return out[0], out
 
-    grads, (_, out) = grad_and_value(loss_of, has_aux=True)({n: values[n] for n in trainable})
-    return [grads[name] for name in trainable], out
+    train_values = {n: values[n] for n in trainable}
+    diff_inputs = tuple(inputs[i] for i in input_grads)
+    (grads, input_grad_values), (_, out) = grad_and_value(loss_of, argnums=(0, 1), has_aux=True)(
+        train_values, diff_inputs
+    )
+    return [grads[name] for name in trainable] + list(input_grad_values), out
+
+
+def detached_call(module: nn.Module, *inputs: torch.Tensor) -> Any:
+    """``module(*inputs)`` with its parameters detached: gradients reach the inputs (the
+    actions an actor loss scores) but not the module. Eager this equals calling it inside
+    ``rlcore.utils.frozen``; inside ``functional_grads`` it detaches the swapped-in
+    parameters, so a sum of losses has no cross term through this call."""
+    params = {name: p.detach() for name, p in module.named_parameters()}
+    return functional_call(module, params, inputs)
+
+
+def adam_steps_(
+    groups: list[tuple[list[torch.Tensor], list[torch.Tensor]]],
+    states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+    lrs: torch.Tensor,
+    constants: list[tuple[float, float, float]],
+) -> None:
+    """``adam_update_`` for several optimisers: group i = (params, grads) with state i,
+    learning rate ``lrs[i]`` and constants i. A group with no params is skipped (an
+    optimiser that does not step in this update)."""
+    for i, (params, grads) in enumerate(groups):
+        if params:
+            adam_update_(params, grads, states[i], lrs[i], constants[i])
+
+
+def graph_inputs(
+    optimizers: list[torch.optim.Optimizer], params: list[list[torch.Tensor]]
+) -> tuple[list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]], torch.Tensor]:
+    """(each optimiser's Adam state for its ``params``, their current learning rates as
+    one float32 tensor): what a compiled update reads besides parameters and data. The lr
+    goes in as a tensor, so changing it (a schedule) does not recompile."""
+    states = [adam_state(opt, p) for opt, p in zip(optimizers, params)]
+    lrs = torch.tensor([float(opt.param_groups[0]["lr"]) for opt in optimizers])
+    return states, lrs
 
 
 class LossModule(nn.Module):

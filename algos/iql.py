@@ -148,7 +148,8 @@ class IQL:
         self._critic_params = list(self.critic.parameters())
         self._actor_params = list(self.actor.parameters())
         self._update_graph = None
-        if config.compile:  # the whole update as one compiled graph (_graph_update)
+        # the whole update as one compiled graph (_graph_update); FamO2O (no such field) is eager
+        if getattr(config, "compile", False):
             parts = {
                 "value": self.value,
                 "critic": self.critic,

@@ -335,6 +335,7 @@ def test_init_from_a_finished_offline_run(tmp_path, monkeypatch):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
     small = ["env=Hopper", "algo.hidden=[32,32]", "algo.batch_size=32", "eval_every=100",
+             "algo.compile=false",
              "env.max_episode_steps=50", *FAST]  # fmt: skip
     train(make_config("algo=iql", "dataset=local/hopper/random-v0", "total_steps=200", *small),
           tmp_path / "offline")  # fmt: skip

@@ -111,10 +111,14 @@ def _params(run_dir):
     return load_checkpoint(run_dir)["agent"]
 
 
-def _assert_same_agent(a, b):
-    for name in ("actor", "critic"):
-        for key in a[name]:
-            assert torch.equal(a[name][key], b[name][key]), f"{name}.{key} differs"
+def _assert_same_agent(a, b, path="agent"):
+    """Every tensor of two agent state dicts is equal (nested dicts: WSRL's two agents)."""
+    if isinstance(a, torch.Tensor):
+        assert torch.equal(a, b), f"{path} differs"
+    elif isinstance(a, dict):
+        assert a.keys() == b.keys(), path
+        for key in a:
+            _assert_same_agent(a[key], b[key], f"{path}.{key}")
 
 
 def _metric_rows(run_dir, file, key):

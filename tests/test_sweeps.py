@@ -91,7 +91,7 @@ def test_a_failing_job_stops_the_sweep_and_is_named(tmp_path):
     out = _sweep(tmp_path, *args, tiny=tiny)
     assert out.returncode == 1
     assert "error: job 1 (" in out.stderr and "iql/invertedpendulum/seed0_1): " in out.stderr
-    assert "algo=iql trains offline: pass dataset=" in out.stderr
+    assert "algo=iql trains on offline data: pass dataset=" in out.stderr
     assert "Traceback" not in out.stderr
 
 

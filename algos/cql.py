@@ -99,7 +99,9 @@ from rlcore.utils import (
     ensure_finite,
     load_state_into,
     mixed_precision,
+    scalars,
     state_of,
+    step_summed,
 )
 
 NETWORK_INITS = ("cql", "orthogonal", "default")
@@ -317,20 +319,13 @@ class CQL:
             losses, stats = self._losses(
                 *inputs, self.log_alpha, self.log_alpha_prime, behaviour_cloning
             )
-            ensure_finite(**losses)
             # every loss reaches only its own parameters (critics are detached in the
             # policy loss, alpha and the sampled actions elsewhere): one backward pass
             optimizers = [self.actor_optimizer, self.critic_optimizer, *self._extra_optimizers()]
-            for optimizer in optimizers:
-                optimizer.zero_grad()
-            sum(losses.values()).backward()
-            for optimizer in optimizers:
-                optimizer.step()
+            step_summed(losses, optimizers)
             polyak_update(self.target_critic, self.critic, cfg.tau)
         self.updates += 1
-        values = {**losses, **stats}
-        stacked = torch.stack([value.detach().float() for value in values.values()])
-        return dict(zip(values, stacked.tolist()))  # one transfer
+        return scalars({**losses, **stats})
 
     def _summed_losses(self, *inputs: Any) -> tuple[torch.Tensor, dict, dict]:
         """(sum of ``_losses``, the losses, the statistics): the compiled graph's loss."""

@@ -70,7 +70,9 @@ from rlcore.utils import (
     ensure_finite,
     load_state_into,
     mixed_precision,
+    scalars,
     state_of,
+    step_summed,
 )
 
 PHASES = ("offline", "warmup", "online")  # the loop's phase names (set_phase)
@@ -215,24 +217,14 @@ class IQL:
             losses, stats = self._compiled_update(inputs)
         else:
             losses, stats = self._losses(*inputs)
-            ensure_finite(**losses)
             # V, Q and the actor each see only their own loss (targets and weights are
             # detached): one backward pass of the sum
             optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
-            for optimizer in optimizers:
-                optimizer.zero_grad()
-            sum(losses.values()).backward()
-            for optimizer in optimizers:
-                optimizer.step()
+            step_summed(losses, optimizers)
             polyak_update(self.target_critic, self.critic, cfg.tau)
         self.updates += 1
         weight = stats.pop("weight")
-        values = {**losses, **stats}
-        stacked = torch.stack([value.detach().float() for value in values.values()])
-        return {
-            **dict(zip(values, stacked.tolist())),  # one transfer
-            **weight_diagnostics(weight, cfg.max_weight),
-        }
+        return {**scalars({**losses, **stats}), **weight_diagnostics(weight, cfg.max_weight)}
 
     def _losses(
         self,
@@ -385,7 +377,4 @@ class IQL:
 
 def _step(optimizer: torch.optim.Optimizer, **loss: torch.Tensor) -> None:
     """Check the one named loss, then one optimiser step on it."""
-    ensure_finite(**loss)
-    optimizer.zero_grad()
-    next(iter(loss.values())).backward()
-    optimizer.step()
+    step_summed(loss, [optimizer])

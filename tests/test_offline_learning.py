@@ -53,8 +53,8 @@ def test_offline_beats_behaviour_policy(algo, mediocre_dataset, tmp_path):
         f"algo={algo}",
         "env=InvertedPendulum",
         f"dataset={mediocre_dataset}",
-        "total_steps=3000",
-        "eval_every=3000",
+        "total_steps=5000",
+        "eval_every=5000",
         "logger=quiet",
         "checkpoint_every=100000",
     )

@@ -86,7 +86,9 @@ def test_joblib_sweep_runs_jobs_in_two_concurrent_processes(tmp_path):
 
 def test_a_failing_job_stops_the_sweep_and_is_named(tmp_path):
     # IQL is offline and fails at once for want of a dataset; SAC's job runs beside it
-    tiny = [*FAST, "seed=0", "total_steps=600"]  # IQL has no learning_starts to override
+    # IQL has no learning_starts to override: total_steps must pass SAC's 1,000 random
+    # steps (sac_invertedpendulum), or SAC's job fails too and the two errors race
+    tiny = [*FAST, "seed=0", "total_steps=1200"]
     args = ["algo=sac,iql", "env=InvertedPendulum", "hydra/launcher=rlcore_joblib"]
     out = _sweep(tmp_path, *args, tiny=tiny)
     assert out.returncode == 1

@@ -47,6 +47,7 @@ class CalQLConfig(CQLConfig):
     network_init: str = "orthogonal"  # every actor and critic layer orthogonal gain sqrt(2)
     # offline-to-online (read by rlcore.train; online_steps 0 = pure offline)
     online_steps: int = 0  # env steps of online fine-tuning after total_steps offline steps
+    updates_per_step: float = 1.0  # online gradient updates per env step (fractions accumulate)
     offline_data: str = (
         "mix"  # online batches: "mix" dataset and online rows (CORL), "keep", "drop"
     )

@@ -101,6 +101,7 @@ class FamO2OConfig:
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # offline gradient steps (cosine length if cosine_actor_lr)
     online_steps: int = 1_000_000  # env steps of online fine-tuning, one update each
+    updates_per_step: float = 1.0  # online gradient updates per env step (fractions accumulate)
     offline_data: str = "keep"  # online: "drop" | "keep" (dataset rows in the buffer) | "mix"
 
 

@@ -116,6 +116,7 @@ class IQLConfig:
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps (also the cosine schedule length)
     online_steps: int = 0  # env steps of online fine-tuning after total_steps (0: offline only)
+    updates_per_step: float = 1.0  # online gradient updates per env step (fractions accumulate)
     offline_data: str = "keep"  # online: "drop" | "keep" (dataset rows in the buffer) | "mix"
 
 

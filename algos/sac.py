@@ -36,6 +36,9 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   float tolerance; needs a C++ compiler (eager, with one warning, without one) and ~20-40 s
   of compilation. ``"auto"`` (the command line's default) compiles runs of more than 100k
   steps; the dataclass default stays eager (an agent built by hand has no run length).
+  ``compile_steps=k`` puts k critic steps in the graph and calls it ``utd_ratio / k``
+  times (the actor burst rides on the last call): the compile time grows with the
+  unrolled steps (RLPD's 20 took over 15 minutes on 2 busy cores), the speed barely does.
 
 Use in your own loop::
 
@@ -114,6 +117,7 @@ class SACConfig:
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
     precision: str = "float32"  # "bf16": updates' forward passes in bfloat16 autocast
     compile: bool | str = False  # True | False | "auto": the update as one compiled graph
+    compile_steps: int | None = None  # critic steps per compiled graph (None: all utd_ratio)
     # ensemble options (RLPD / WSRL; the defaults are plain SAC)
     critic_subset: int | None = None  # target: min over this many random target critics
     backup_entropy: bool = True  # subtract alpha log pi(a'|s') in the TD target
@@ -140,6 +144,13 @@ class SACConfig:
             raise ValueError(f"actor_batch={self.actor_batch!r}: choose from {ACTOR_BATCH}")
         if self.utd_ratio < 1:
             raise ValueError(f"utd_ratio={self.utd_ratio} must be >= 1")
+        if self.compile_steps is not None and (
+            self.compile_steps < 1 or self.utd_ratio % self.compile_steps
+        ):
+            raise ValueError(
+                f"compile_steps={self.compile_steps} must be >= 1 and divide utd_ratio="
+                f"{self.utd_ratio} (or None: all critic steps in one graph)"
+            )
 
 
 class SAC:
@@ -325,10 +336,21 @@ class SAC:
             adam_state(self.alpha_optimizer, [self.log_alpha]),
         ]
         lrs = torch.tensor([float(opt.param_groups[0]["lr"]) for opt in optimizers])
-        with torch.no_grad():  # the graph computes its own gradients (torch.func)
-            out = self._update_graph(
-                self._graph_params, self.log_alpha, states, lrs, *inputs, actor_burst, polyak
-            )
+        cfg = self.config
+        steps = cfg.compile_steps or cfg.utd_ratio  # critic steps per graph call
+        calls = cfg.utd_ratio // steps
+        actor_obs = self._actor_rows(inputs[0])
+        sums: dict[str, torch.Tensor] = {}
+        out: dict[str, torch.Tensor] = {}
+        for c, chunk in enumerate(zip(*(x.chunk(calls) for x in inputs))):
+            with torch.no_grad():  # the graph computes its own gradients (torch.func)
+                out = self._update_graph(
+                    self._graph_params, self.log_alpha, states, lrs, *chunk, actor_obs,
+                    actor_burst and c == calls - 1, polyak[c * steps : (c + 1) * steps],
+                )  # fmt: skip
+            for key in ("critic_loss", "q", "target_q"):
+                sums[key] = out[key] if c == 0 else sums[key] + out[key]
+        out |= {key: value / cfg.utd_ratio for key, value in sums.items()}
         ensure_finite(critic_loss=out["critic_loss"])
         if "actor_loss" in out:
             ensure_finite(actor_loss=out["actor_loss"])
@@ -345,13 +367,14 @@ class SAC:
         reward: torch.Tensor,
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
+        actor_obs: torch.Tensor,
         actor_burst: bool,
         polyak: tuple[bool, ...],
     ) -> dict[str, torch.Tensor]:
         """The eager ``update``'s maths as traceable tensor code (compiled once per
         (actor_burst, polyak) pattern): every parameter, Adam moment and the temperature
-        come in as tensors and are updated in place; the ``utd_ratio`` critic steps are
-        unrolled into the one graph."""
+        come in as tensors and are updated in place; the critic steps (one per entry of
+        ``polyak``) are unrolled into the graph. Returns the critic losses summed over them."""
         cfg = self.config
         values = {name: p.detach() for name, p in zip(self._names, params)}
         by_part = {
@@ -362,7 +385,7 @@ class SAC:
         critic_adam, actor_adam, alpha_adam = self._adam_constants
         inputs = (obs, action, reward, next_obs, terminated)
         sums = []
-        for j, minibatch in enumerate(zip(*(x.chunk(cfg.utd_ratio) for x in inputs))):
+        for j, minibatch in enumerate(zip(*(x.chunk(len(polyak)) for x in inputs))):
             grads, losses = functional_grads(
                 self._critic_module, values, by_part["critic"], *minibatch, log_alpha.exp()
             )
@@ -370,9 +393,7 @@ class SAC:
             sums = list(losses) if j == 0 else [a + b for a, b in zip(sums, losses)]
             if polyak[j]:
                 torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
-        keys = ("critic_loss", "q", "target_q")
-        out = {key: value / cfg.utd_ratio for key, value in zip(keys, sums)}
-        actor_obs = self._actor_rows(obs)
+        out = dict(zip(("critic_loss", "q", "target_q"), sums))
         for _ in range(cfg.policy_frequency if actor_burst else 0):
             grads, (actor_loss, log_prob) = functional_grads(
                 self._actor_module, values, by_part["actor"], actor_obs, log_alpha.exp()

@@ -86,8 +86,13 @@ def run_one(
 ) -> dict[str, Any]:
     run_dir = run_root / f"{method}_seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    # wall seconds summed over every invocation that trained this run (a finished run that
+    # a later invocation only reads back keeps its training time)
+    ledger = run_dir / "bench_seconds.txt"
+    before = float(ledger.read_text()) if ledger.is_file() else 0.0
     rows, seconds = train_run(run_dir, [*overrides, f"seed={seed}"], threads)
-    return {"rows": rows, "seconds": seconds, "run_dir": str(run_dir)}
+    ledger.write_text(repr(before + seconds))
+    return {"rows": rows, "seconds": before + seconds, "run_dir": str(run_dir)}
 
 
 def cpu_info() -> dict[str, str]:
@@ -146,6 +151,12 @@ def main(argv: list[str] | None = None) -> dict:
         "--set", nargs="*", default=[], metavar="METHOD:KEY=VALUE",
         help="extra rlcore.train override for one method, e.g. rlpd:algo.utd_ratio=5",
     )  # fmt: skip
+    parser.add_argument(
+        "--init-from", nargs="*", default=[], metavar="METHOD=RUN",
+        help="start a method's runs (every seed) from one finished pre-training run "
+        "(rlcore.train init_from=): its offline phase is skipped and its step-0 evaluation "
+        "is the pre-switch return",
+    )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/o2o"))
@@ -157,15 +168,23 @@ def main(argv: list[str] | None = None) -> dict:
     extra: dict[str, list[str]] = {m: [] for m in args.methods}
     for item in args.set:
         method, _, override = item.partition(":")
-        if method not in extra or "=" not in override:
-            raise SystemExit(f"--set expects METHOD:KEY=VALUE with METHOD in {args.methods}")
-        extra[method].append(override)
+        if method not in METHODS or "=" not in override:
+            raise SystemExit(f"--set expects METHOD:KEY=VALUE with METHOD in {list(METHODS)}")
+        if method in extra:  # settings of methods not run this time are ignored
+            extra[method].append(override)
     seeds = {m: list(args.seeds) for m in args.methods}
     for item in args.seeds_for:
         method, _, count = item.partition("=")
-        if method not in seeds or not count.isdigit():
-            raise SystemExit(f"--seeds-for expects METHOD=N with METHOD in {args.methods}")
-        seeds[method] = args.seeds[: int(count)]
+        if method not in METHODS or not count.isdigit():
+            raise SystemExit(f"--seeds-for expects METHOD=N with METHOD in {list(METHODS)}")
+        if method in seeds:
+            seeds[method] = args.seeds[: int(count)]
+    for item in args.init_from:
+        method, _, source = item.partition("=")
+        if method not in METHODS or not METHODS[method][1] or not source:
+            raise SystemExit("--init-from expects METHOD=RUN with a pre-training METHOD")
+        if method in extra:
+            extra[method].append(f"init_from={source}")
     common = [f"eval_every={args.eval_every}", f"eval_episodes={args.eval_episodes}"]
     jobs = []
     for method in args.methods:

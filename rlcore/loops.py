@@ -28,6 +28,7 @@ from envs.make import (
     set_vec_env_state,
 )
 from rlcore.buffers import ReplayBuffer, RolloutBuffer, Sampler, draw
+from rlcore.checkpoint import CheckpointReadError
 from rlcore.evaluate import evaluate
 from rlcore.logging import Logger, format_duration
 from rlcore.spaces import random_actions, to_env_action
@@ -273,6 +274,22 @@ class Phase:
         return self.name != "offline"
 
 
+def _resume_state(run: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The checkpoint ``run.resume`` after checking it has what this loop writes: a
+    checkpoint from another loop or an older rlcore layout raises a clear error instead
+    of a ``KeyError`` deep inside the restore."""
+    state = run.resume
+    missing = [key for key in keys if key not in state]
+    if missing:
+        raise CheckpointReadError(
+            f"the checkpoint of run {run.name} lacks {', '.join(missing)}: it was written by a "
+            "different training loop or an older rlcore version, so this run cannot resume "
+            "from it; start a new run directory (or resume with the rlcore version that "
+            "wrote it)"
+        )
+    return state
+
+
 @dataclass
 class _Record:
     """What every loop reports and checkpoints besides the agent: counters, last episode
@@ -361,7 +378,7 @@ def run_phases(
     )
     obs: np.ndarray | None = None
     if run.resume is not None:
-        state = run.resume
+        state = _resume_state(run, ("agent", "stateful", "counters", "returns", "warmup_rng"))
         agent.load_state_dict(state["agent"])
         for name, obj in stateful.items():
             obj.load_state_dict(state["stateful"][name])
@@ -533,7 +550,7 @@ def on_policy(
     env_reset = env.reset(seed=settings.seed)
     obs = env_reset[0]
     if run.resume is not None:
-        state = run.resume
+        state = _resume_state(run, ("agent", "env", "obs", "counters", "returns", "rng"))
         agent.load_state_dict(state["agent"])
         set_vec_env_state(env, state["env"])
         obs = state["obs"]

@@ -405,6 +405,7 @@ def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     and the JSON (budget far too small to learn: this checks the plumbing)."""
     from benchmarks.o2o import main as o2o_main
     from offline.collect import collect
+    from rlcore.logging import read_csv
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
@@ -428,3 +429,20 @@ def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     assert all(math.isfinite(row["at"]["80"]) for row in table.values())
     assert json.loads((tmp_path / "o2o.json").read_text())["cpu"]["model"] is not None
     assert "| wsrl | 1 |" in capsys.readouterr().out
+
+    # a later invocation for one method reads its finished run back (settings of the
+    # methods it does not run are ignored) and keeps the training time it took
+    again = o2o_main([*argv, "--methods", "iql", "--out", str(tmp_path / "iql.json")])
+    first, second = table["iql"]["seeds"][0], again["table"]["iql"]["seeds"][0]
+    assert second["seconds"] >= first["seconds"] and second["at"] == first["at"]
+    # --init-from: every seed starts from one finished pre-training run, no offline phase
+    start = tmp_path / "runs" / "iql_seed0"
+    argv_init = [*argv, "--methods", "iql", "--init-from", f"iql={start}",
+                 "--run-dir", str(tmp_path / "runs_init"), "--out", str(tmp_path / "i.json")]  # fmt: skip
+    init = o2o_main(argv_init)["table"]["iql"]
+    assert f"init_from={start}" in init["overrides"]
+    assert math.isfinite(init["pre_switch"])
+    rows = read_csv(tmp_path / "runs_init" / "iql_seed0" / "eval.csv")
+    assert rows[0]["step"] == 0 and rows[-1]["step"] == 80  # online env steps only
+    with pytest.raises(SystemExit, match="--init-from expects"):
+        o2o_main([*argv, "--init-from", f"sac={start}"])

@@ -335,6 +335,8 @@ def test_wsrl_refuses_bad_phase_and_normalised_states():
         agent.set_phase("finetune")
     with pytest.raises(ValueError, match="normalize_states=false"):
         WSRL(OBS, ACT, WSRLConfig(normalize_states=True))
+    with pytest.raises(ValueError, match="compile_steps=3 must be >= 1 and divide"):
+        RLPDConfig(utd_ratio=4, compile_steps=3)
 
 
 # ---------------------------------------------------------------------------- compiled UTD
@@ -342,11 +344,12 @@ def test_wsrl_refuses_bad_phase_and_normalised_states():
 
 @pytest.mark.slow
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile on CPU needs a C++ compiler")
-def test_compiled_utd_update_equals_eager_and_compiles_once():
-    """utd_ratio 4, 10 LayerNorm critics, subset 2, mean-Q actor: the one-graph update
-    draws the same subsets and noise as the eager one (fallback_random) and is compiled
-    once, not per call."""
-    config = RLPDConfig(hidden=(32, 32), utd_ratio=UTD)
+@pytest.mark.parametrize("compile_steps", [1, None])
+def test_compiled_utd_update_equals_eager_and_compiles_once(compile_steps):
+    """utd_ratio 4, 10 LayerNorm critics, subset 2, mean-Q actor: the compiled update (all
+    4 critic steps in one graph, or one per graph call) draws the same subsets and noise
+    as the eager one (fallback_random) and is compiled once, not per call."""
+    config = RLPDConfig(hidden=(32, 32), utd_ratio=UTD, compile_steps=compile_steps)
     torch.manual_seed(0)
     eager = RLPD(OBS, ACT, config)
     torch.manual_seed(0)

@@ -202,6 +202,20 @@ def test_resume_finished_run_with_more_steps_extends_it(tmp_path):
     assert steps == sorted(steps) and steps[-1] == 1200
 
 
+def test_checkpoint_of_another_loop_layout_is_refused_clearly(tmp_path):
+    """A checkpoint that lacks what this loop writes (another loop, an older rlcore) stops
+    with a message naming the missing part, not a KeyError inside the restore."""
+    from rlcore.checkpoint import CheckpointReadError, save_checkpoint
+
+    args = [*CASES["sac"], *FAST, "total_steps=600"]
+    train(make_config(*args), tmp_path)
+    state = load_checkpoint(tmp_path)
+    del state["loop"]["stateful"]
+    save_checkpoint(state, tmp_path / "checkpoints" / "latest.pt")
+    with pytest.raises(CheckpointReadError, match="lacks stateful: it was written by"):
+        train(make_config(*args, "total_steps=1200", f"resume={tmp_path}"), tmp_path)
+
+
 def test_diverged_parameters_keep_previous_checkpoint(tmp_path):
     """A loss that turns non-finite only after the parameters blew up must not overwrite
     the last good checkpoint with garbage."""

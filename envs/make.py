@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import pickle
 import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -91,8 +92,11 @@ class SimulatorState(gym.Wrapper):
         return state
 
     def rlcore_set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state of ``rlcore_get_state`` or a portable simulator state
+        (``portable_state``: S3RL snapshots; the env keeps its own RNG then)."""
         base = self.env.unwrapped
-        base.np_random.bit_generator.state = state["rng"]
+        if "rng" in state:
+            base.np_random.bit_generator.state = state["rng"]
         limit = self._time_limit()
         if limit is not None and "elapsed_steps" in state:
             limit._elapsed_steps = state["elapsed_steps"]
@@ -100,8 +104,44 @@ class SimulatorState(gym.Wrapper):
             import mujoco
 
             mujoco.mj_copyData(base.data, base.model, pickle.loads(state["mujoco_data"]))
+        elif "integration" in state:
+            import mujoco
+
+            mujoco.mj_setState(
+                base.model, base.data, state["integration"], mujoco.mjtState.mjSTATE_INTEGRATION
+            )
+            # the derived positions a task reads as its "before" x (Ant: xpos, Humanoid:
+            # xipos) are those the teacher's last substep left, not a function of the state
+            base.data.xpos[:] = state["xpos"]
+            base.data.xipos[:] = state["xipos"]
         elif "state" in state:
             base.state = copy.deepcopy(state["state"])
+
+    def rlcore_portable_state(self) -> dict[str, Any]:
+        """``portable_state`` of this env's MuJoCo simulation (S3RL snapshots)."""
+        limit = self._time_limit()
+        elapsed = limit._elapsed_steps if limit is not None else 0
+        return portable_state(self.env.unwrapped, elapsed)
+
+
+def portable_state(mujoco_env: Any, elapsed_steps: int) -> dict[str, Any]:
+    """A MuJoCo env's state in a form every back end restores exactly (``sync`` / ``async``
+    through ``SimulatorState``, ``native`` through ``rlcore_set_states``): the
+    ``mjSTATE_INTEGRATION`` vector (positions, velocities, controls, solver warm start,
+    time), the derived body positions that rewards read as "before" values (``xpos``,
+    ``xipos``) and the elapsed steps of the time limit. Small (a few hundred floats), so
+    thousands of S3RL snapshots fit in a file; no RNG (a restored env keeps its own)."""
+    import mujoco
+
+    model, data = mujoco_env.model, mujoco_env.data
+    integration = np.empty(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION))
+    mujoco.mj_getState(model, data, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
+    return {
+        "integration": integration,
+        "xpos": data.xpos.copy(),
+        "xipos": data.xipos.copy(),
+        "elapsed_steps": int(elapsed_steps),
+    }
 
 
 class RunningMeanStd:
@@ -242,6 +282,7 @@ def make_vec_env(
     env_kwargs: dict[str, Any] | None = None,
     num_threads: int | None = None,
     flatten_obs: bool = False,
+    base_wrappers: Sequence[Callable[[VectorEnv], VectorEnv]] = (),
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -254,7 +295,9 @@ def make_vec_env(
     ``mujoco.batch``, and otherwise sync (with one warning if the reason is an old MuJoCo).
     ``flatten_obs`` flattens Dict/Tuple observations (goal-conditioned tasks) into one
     float vector with gymnasium's ``FlattenObservation`` (the native tasks' observations
-    are flat already).
+    are flat already). ``base_wrappers`` wrap the back end first, below the episode
+    statistics and normalisation (``envs.snapshot.SnapshotReset``: its episodes are
+    ordinary episodes to everything above).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -283,6 +326,8 @@ def make_vec_env(
         env = vector_cls[backend](
             [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
+    for wrap in base_wrappers:
+        env = wrap(env)
     env = EpisodeStats(env)
     if normalize_obs:
         env = NormalizeObservation(env, clip=clip_obs)
@@ -337,6 +382,15 @@ def find_wrapper(env: VectorEnv, wrapper_type: type) -> Any | None:
     return None
 
 
+def wrapper_metrics(env: VectorEnv) -> dict[str, float]:
+    """Training-log counters of every wrapper that reports some (``metrics()``)."""
+    out: dict[str, float] = {}
+    for layer in _wrapper_chain(env):
+        if hasattr(layer, "metrics"):
+            out.update(layer.metrics())
+    return out
+
+
 def get_vec_env_state(env: VectorEnv) -> dict[str, Any]:
     """Everything needed to continue ``env`` exactly: sub-env simulators and wrapper stats."""
     wrappers = {
@@ -369,10 +423,37 @@ def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> None:
         _async_set_states(base, sub_states)
 
 
-def _async_set_states(env: gym.vector.AsyncVectorEnv, sub_states: list[dict[str, Any]]) -> None:
-    """Send each async worker its own state through the worker pipe protocol."""
+def set_states(env: VectorEnv, states: list[dict[str, Any]], env_ids: Sequence[int]) -> None:
+    """Restore ``states[k]`` into sub-env ``env_ids[k]`` of ``env`` (any wrapper chain; the
+    other sub-envs are untouched) on the ``sync``, ``async`` and ``native`` back ends.
+    States are those of ``get_vec_env_state(env)["envs"]`` or ``portable_state``."""
+    if len(states) != len(env_ids):
+        raise ValueError(f"got {len(states)} states for {len(env_ids)} env ids")
+    base = _wrapper_chain(env)[-1]
+    bad = [i for i in env_ids if not 0 <= i < base.num_envs]
+    if bad:
+        raise ValueError(f"env ids {bad} out of range for {base.num_envs} envs")
+    if hasattr(base, "rlcore_set_states"):  # native back end
+        base.rlcore_set_states(list(states), list(env_ids))
+    elif isinstance(base, gym.vector.SyncVectorEnv):
+        for i, sub_state in zip(env_ids, states):
+            base.envs[i].rlcore_set_state(sub_state)
+    else:
+        _async_set_states(base, list(states), list(env_ids))
+
+
+def _async_set_states(
+    env: gym.vector.AsyncVectorEnv,
+    sub_states: list[dict[str, Any]],
+    env_ids: list[int] | None = None,
+) -> None:
+    """Send async worker ``env_ids[k]`` (default: every worker) its state through the
+    worker pipe protocol."""
     env._assert_is_running()
-    for pipe, sub_state in zip(env.parent_pipes, sub_states):
+    ids = range(len(env.parent_pipes)) if env_ids is None else env_ids
+    pipes = [env.parent_pipes[i] for i in ids]
+    for pipe, sub_state in zip(pipes, sub_states):
         pipe.send(("_call", ("rlcore_set_state", (sub_state,), {})))
-    results, successes = zip(*[pipe.recv() for pipe in env.parent_pipes])
-    env._raise_if_errors(successes)
+    results, successes = zip(*[pipe.recv() for pipe in pipes])
+    # the untouched workers count as successes (gymnasium counts errors against num_envs)
+    env._raise_if_errors([*successes, *[True] * (env.num_envs - len(pipes))])

@@ -462,7 +462,26 @@ class NativeVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Reset every env; env i gets ``seed + i`` (or ``seed[i]``), as SyncVectorEnv does."""
+        """Reset every env; env i gets ``seed + i`` (or ``seed[i]``), as SyncVectorEnv does.
+        ``options={"reset_mask": mask}`` resets only the envs where ``mask`` is True (the
+        others keep running; their rows of the returned observations are current)."""
+        mask = (options or {}).get("reset_mask")
+        if mask is not None:
+            mask = np.asarray(mask)
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
+                raise ValueError(
+                    f"reset_mask must be a bool array of shape ({self.num_envs},) with at "
+                    f"least one True, got {mask!r}"
+                )
+            ids = np.flatnonzero(mask)
+            if seed is not None:
+                seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else seed
+                for i in ids:
+                    if seeds[i] is not None:
+                        self.rngs[i], _ = seeding.np_random(seeds[i])
+            self._reset_envs(ids)
+            obs = self._obs()
+            return obs, {}
         if seed is None or isinstance(seed, int):
             seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
         else:
@@ -534,11 +553,22 @@ class NativeVectorEnv(VectorEnv):
             for i, rng in enumerate(self.rngs)
         ]
 
-    def rlcore_set_states(self, states: list[dict[str, Any]]) -> None:
-        """Restore what ``rlcore_get_states`` captured."""
-        if len(states) != self.num_envs:
-            raise ValueError(f"saved state has {len(states)} envs, this env has {self.num_envs}")
-        for i, state in enumerate(states):
+    def rlcore_set_states(
+        self, states: list[dict[str, Any]], env_ids: list[int] | None = None
+    ) -> None:
+        """Restore what ``rlcore_get_states`` captured (every env), or states into envs
+        ``env_ids`` only; ``envs.make.portable_state`` states (S3RL snapshots, captured on
+        gymnasium's env) restore exactly too, and leave the env's RNG alone."""
+        if env_ids is None:
+            if len(states) != self.num_envs:
+                raise ValueError(
+                    f"saved state has {len(states)} envs, this env has {self.num_envs}"
+                )
+            env_ids = list(range(self.num_envs))
+        for i, state in zip(env_ids, states):
+            if "integration" in state:
+                self._set_portable(i, state)
+                continue
             if "native_state" not in state:
                 raise ValueError("state was not captured from a native-backend env")
             self.batch.state[i] = state["native_state"]
@@ -552,6 +582,30 @@ class NativeVectorEnv(VectorEnv):
             if state["rng"] is not None:
                 self.rngs[i] = np.random.Generator(np.random.PCG64())
                 self.rngs[i].bit_generator.state = state["rng"]
+
+    def _set_portable(self, i: int, state: dict[str, Any]) -> None:
+        """Env ``i`` from a ``portable_state``: integration state, the "before" x from the
+        saved derived positions, elapsed steps; cfrc_ext as a reset leaves it (zero; the
+        step recomputes it before anything reads it)."""
+        integration = np.asarray(state["integration"], dtype=np.float64)
+        if integration.shape != (self.batch.nstate,):
+            raise ValueError(
+                f"snapshot state has {integration.size} values, this model's integration "
+                f"state has {self.batch.nstate}: it was captured on another model"
+            )
+        self.batch.state[i] = integration
+        source = self.spec_task.x_source
+        if source == "body":
+            self.x_position[i] = state["xpos"][self.main_body, 0]
+        elif source == "mass_centre":
+            xipos = np.asarray(state["xipos"])[None]  # the same einsum as _x
+            self.x_position[i] = (np.einsum("b,nbj->nj", self.body_mass, xipos) / self.total_mass)[
+                0, 0
+            ]
+        else:
+            self.x_position[i] = self.qpos[i, 0]
+        self.elapsed[i] = state["elapsed_steps"]
+        self.cfrc_ext[i] = 0.0
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Only ``rlcore_get_state`` (per env), for code written against SyncVectorEnv."""

@@ -144,8 +144,27 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
     observation_space = gym.spaces.Box(-np.inf, np.inf, tuple(spaces["obs_shape"]), np.float32)
     action_space = action_space_from(spaces)
     agent = spec.agent_class(observation_space, action_space, config, device=device)
-    agent.load_state_dict(state["agent"])
+    saved = state["agent"]
+    missing = [key for key in agent.state_dict() if key not in saved]
+    if missing:  # an agent-only snapshot (no optimisers / target nets): fine for acting
+        saved = {**agent.state_dict(), **saved}
+    agent.load_state_dict(saved)
     return agent
+
+
+def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
+    """The observation normalisation a checkpoint's agent was trained with (identity
+    when it had none), as float32 for ``agent.act``."""
+    norm = state.get("obs_normalizer")
+    clip = float(state["config"].get("env", {}).get("clip_obs", 10.0))
+
+    def transform(obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float64)
+        if norm is not None:
+            obs = np.clip((obs - norm["mean"]) / np.sqrt(norm["var"] + 1e-8), -clip, clip)
+        return obs.astype(np.float32)
+
+    return transform
 
 
 def load_policy(
@@ -160,14 +179,10 @@ def load_policy(
     agent = load_agent(path, device)
     action_space = action_space_from(state["spaces"])
     discrete = action_kind(action_space) == DISCRETE
-    norm = state.get("obs_normalizer")
-    clip = float(state["config"].get("env", {}).get("clip_obs", 10.0))
+    transform = obs_transform(state)
 
     def policy(obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float64)
-        if norm is not None:
-            obs = np.clip((obs - norm["mean"]) / np.sqrt(norm["var"] + 1e-8), -clip, clip)
-        action = agent.act(obs.astype(np.float32), deterministic=deterministic)
+        action = agent.act(transform(obs), deterministic=deterministic)
         # discrete agents act in indices 0..n-1; the env's actions start at space.start
         return to_env_action(action, action_space) if discrete else action
 

@@ -26,6 +26,7 @@ from envs.make import (
     find_wrapper,
     get_vec_env_state,
     set_vec_env_state,
+    wrapper_metrics,
 )
 from rlcore.buffers import ReplayBuffer, RolloutBuffer, Sampler, draw
 from rlcore.checkpoint import CheckpointReadError
@@ -474,9 +475,10 @@ def run_phases(
         if _crossed(step, prev, settings.log_every) and record.metrics:
             speed = {"time/sps": progress.sps(step)} if phase.interacts else {
                 "time/updates_per_s": progress.sps(step)}  # fmt: skip
+            env_counters = wrapper_metrics(env) if phase.interacts else {}
             run.logger.log(
                 {**{f"train/{k}": v for k, v in record.metrics.items()}, **speed,
-                 "time/updates": counters["updates"]},
+                 "time/updates": counters["updates"], **env_counters},
                 step,
             )  # fmt: skip
         # a phase's end is evaluated (not a random-action warm-up: no policy was involved)
@@ -596,7 +598,7 @@ def on_policy(
         step = counters["step"]
         run.logger.log(
             {**{f"train/{k}": v for k, v in record.metrics.items()},
-             "time/sps": progress.sps(step)},
+             "time/sps": progress.sps(step), **wrapper_metrics(env)},
             step,
         )  # fmt: skip
         last_iteration = counters["iteration"] >= iterations

@@ -229,6 +229,60 @@ def phase_lengths(
     return offline, online
 
 
+def snapshot_reset(
+    cfg_dict: dict[str, Any],
+    algo_name: str,
+    env_id: str,
+    env_settings: dict[str, Any],
+    run_dir: Path,
+) -> Callable[[Any], Any]:
+    """The ``SnapshotReset`` wrapper of the config's ``snapshot`` block (S3RL). The
+    snapshots are rolled out from the teacher once and kept in the run directory
+    (``snapshots.npz``), which a resumed run reads back."""
+    from envs.snapshot import (
+        PAPER_CLUSTERS,
+        SnapshotReset,
+        Snapshots,
+        SnapshotSettings,
+        load_or_collect,
+    )
+
+    snap = cfg_dict["snapshot"]
+    saved = Path(run_dir) / "snapshots.npz"
+    env_kwargs, max_steps = env_settings["env_kwargs"], env_settings["max_episode_steps"]
+    if saved.is_file():
+        snapshots = Snapshots.load(saved)
+        snapshots.check_env(env_id, env_kwargs, max_steps)
+    else:
+        snapshots = load_or_collect(
+            snap["teacher"], env_id, env_kwargs, max_steps,
+            int(snap["episodes"]), int(snap["every"]), int(cfg_dict["seed"]),
+        )  # fmt: skip
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        snapshots.save(saved)
+    clusters = snap.get("clusters") or PAPER_CLUSTERS.get(algo_name, 4)
+    try:
+        settings = SnapshotSettings(
+            selection=str(snap["selection"]),
+            clusters=int(clusters),
+            truncate_after=None if snap["truncate_after"] is None else int(snap["truncate_after"]),
+            switch_after=int(snap["switch_after"]),
+            keep_best=None if snap["keep_best"] is None else int(snap["keep_best"]),
+            seed=int(cfg_dict["seed"]),
+        )
+    except ValueError as error:
+        raise ConfigError(f"snapshot: {error}") from None
+    returns = snapshots.episode_returns
+    print(
+        f"snapshot reset: {len(snapshots)} snapshots from {len(returns)} teacher episodes "
+        f"(return mean {returns.mean():.1f}, min {returns.min():.1f}); {settings.selection}"
+        f"{f' k={clusters}' if settings.selection == 'kmeans' else ''}, truncate after "
+        f"{settings.truncate_after}, ordinary resets after {settings.switch_after:,} env steps",
+        flush=True,
+    )
+    return lambda env: SnapshotReset(env, snapshots, settings)
+
+
 def needs_dataset(spec: registry.AlgoSpec, cfg_dict: dict[str, Any], algo_cfg: Any) -> bool:
     """True when the run trains on, or mixes in, an offline dataset."""
     offline, online = phase_lengths(spec, cfg_dict, algo_cfg)
@@ -403,6 +457,14 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m offline.collect records one)"
         )
+    base_wrappers = []
+    if (cfg_dict.get("snapshot") or {}).get("teacher"):
+        if offline_run:
+            raise ConfigError(
+                f"snapshot.teacher: algo={spec.name} does not step the env here; snapshot "
+                "reset needs an online phase"
+            )
+        base_wrappers.append(snapshot_reset(cfg_dict, spec.name, env_id, normalize, run_dir))
     env = make_vec_env(
         env_id,
         1 if offline_run else int(env_cfg["num_envs"]),
@@ -410,6 +472,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         backend=env_cfg.get("backend", "sync"),
         normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),
         clip_reward=float(env_cfg.get("clip_reward", 10.0)),
+        base_wrappers=base_wrappers,
         **normalize,
     )
     eval_episodes = int(cfg_dict["eval_episodes"])

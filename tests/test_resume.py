@@ -87,6 +87,12 @@ CASES["wsrl"] = ["algo=wsrl", "env=Hopper", "total_steps=500", "algo.offline_ste
                  "algo.warmup_steps=100", "algo.hidden=[32,32]", "algo.batch_size=32",
                  "algo.compile=false", "checkpoint_every=100", "eval_every=250", "log_every=50",
                  "env.max_episode_steps=100", "dataset=local/hopper/random-v0"]  # fmt: skip
+# S3RL snapshot reset on the native back end: resets from the committed teacher's
+# snapshots (truncated after 40 steps) until env step 1,200, ordinary resets afterwards
+CASES["sac_snapshot"] = [*CASES["sac_native"],
+                         f"snapshot.teacher={REPO / 'benchmarks/assets/hopper_sac_expert.pt'}",
+                         "snapshot.episodes=2", "snapshot.truncate_after=40",
+                         "snapshot.switch_after=1200"]  # fmt: skip
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
 
@@ -183,6 +189,8 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     if algo != "iql":  # offline runs have no training episodes
         pairs.append(("train.csv", "train/episode_return"))
     assert all(_metric_rows(tmp_path / "full", f, k) for f, k in pairs)
+    if algo == "sac_snapshot":
+        pairs.append(("snapshot.csv", "snapshot/resets"))
     for file, key in pairs:
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
 

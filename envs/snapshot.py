@@ -1,0 +1,448 @@
+"""S3RL snapshot reset: student episodes start from states along a teacher's trajectories.
+
+SnapshotRL (Zhao et al., "Snapshot Reinforcement Learning: Leveraging Prior Trajectories
+for Efficiency", 2024) changes the environment, not the algorithm, so it is a vector-env
+wrapper that any online rlcore algorithm trains through by configuration alone:
+
+1. ``collect_snapshots``: the teacher acts deterministically for ``episodes`` episodes
+   on gymnasium's env; every ``every`` steps the simulator state is saved
+   (``envs.make.portable_state``: MuJoCo's integration state, the derived positions the
+   reward reads as "before" values, the time limit's elapsed steps) with the observation
+   and the teacher's value label: Q(s, pi(s)) (the min over its critics) for SAC / TD3
+   teachers, V(s) for PPO.
+2. Status classification (``cluster_labels``): 1-D k-means on the value labels, ``k`` by
+   student algorithm as in the paper (SAC 4, TD3 and PPO 6); ``keep_best`` first keeps
+   the snapshots of the best episodes by return. ``selection="uniform"`` is the ablation
+   without clusters.
+3. ``SnapshotReset``: every reset picks a cluster uniformly, then a snapshot uniformly in
+   it, and restores it in that sub-env (``envs.make.set_states``: sync, async and native
+   back ends, each sub-env its own snapshot, exact).
+4. An episode started from a snapshot is truncated (not terminated) ``truncate_after``
+   steps later; ``None`` switches truncation off (ablation).
+5. After ``switch_after`` env steps (summed over sub-envs) resets are ordinary again; the
+   replay buffer is the loop's and is kept.
+
+Departures from the paper: snapshots are taken along the teacher's deterministic policy
+on the student's env settings (as the paper), stored in a portable ``.npz`` file with the
+env id, task settings and MuJoCo version; a file from another env or version is refused.
+Episodes started from snapshots are ordinary episodes for the loop's statistics (their
+training returns are partial), evaluations always start from ordinary resets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import VectorEnv, VectorWrapper
+
+from envs.make import make_vec_env, resolve_env_id, set_states
+
+FORMAT = "rlcore-snapshots-1"
+SELECTIONS = ("kmeans", "uniform")
+# clusters of the status classification, per student algorithm (S3RL paper)
+PAPER_CLUSTERS = {"sac": 4, "td3": 6, "ppo": 6}
+
+
+class SnapshotMismatchError(ValueError):
+    """A snapshot file recorded on another env, task setting or MuJoCo version."""
+
+
+@dataclass
+class Snapshots:
+    """Teacher snapshots, one row per saved state (arrays share the first axis)."""
+
+    env_id: str
+    env_kwargs: dict[str, Any]
+    max_episode_steps: int | None
+    mujoco_version: str
+    integration: np.ndarray  # (N, S) mjSTATE_INTEGRATION vectors
+    xpos: np.ndarray  # (N, nbody, 3) derived body positions at the snapshot
+    xipos: np.ndarray  # (N, nbody, 3) derived body centres of mass
+    elapsed: np.ndarray  # (N,) time-limit steps elapsed in the teacher's episode
+    obs: np.ndarray  # (N, obs_dim) the observation at the snapshot (raw)
+    labels: np.ndarray  # (N,) teacher value labels (NaN: none)
+    episode: np.ndarray  # (N,) teacher episode index of each snapshot
+    episode_returns: np.ndarray  # (K,) return of every teacher episode
+    every: int = 10
+    teacher: str = ""
+
+    def __len__(self) -> int:
+        return len(self.integration)
+
+    def state(self, k: int) -> dict[str, Any]:
+        """Snapshot ``k`` as the portable state ``envs.make.set_states`` restores."""
+        return {
+            "integration": self.integration[k],
+            "xpos": self.xpos[k],
+            "xipos": self.xipos[k],
+            "elapsed_steps": int(self.elapsed[k]),
+        }
+
+    def subset(self, rows: np.ndarray) -> Snapshots:
+        """The snapshots ``rows`` (episode returns and metadata kept)."""
+        per_row = {"integration", "xpos", "xipos", "elapsed", "obs", "labels", "episode"}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return Snapshots(**{k: v[rows] if k in per_row else v for k, v in values.items()})
+
+    def keep_best(self, episodes: int) -> Snapshots:
+        """Only the snapshots of the ``episodes`` best teacher episodes by return (ties:
+        the earlier episode)."""
+        if episodes < 1:
+            raise ValueError(f"keep_best={episodes} must be >= 1 (or None: keep every episode)")
+        best = np.argsort(-self.episode_returns, kind="stable")[:episodes]
+        return self.subset(np.flatnonzero(np.isin(self.episode, best)))
+
+    def save(self, path: str | Path) -> Path:
+        """Write a portable ``.npz`` (arrays + JSON metadata); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "format": FORMAT,
+            "env_id": self.env_id,
+            "env_kwargs": self.env_kwargs,
+            "max_episode_steps": self.max_episode_steps,
+            "mujoco_version": self.mujoco_version,
+            "every": self.every,
+            "teacher": self.teacher,
+        }
+        arrays = {
+            name: getattr(self, name)
+            for name in ("integration", "xpos", "xipos", "elapsed", "obs", "labels", "episode",
+                         "episode_returns")
+        }  # fmt: skip
+        with open(path, "wb") as file:
+            np.savez_compressed(file, meta=np.array(json.dumps(meta)), **arrays)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> Snapshots:
+        """Read a file written by ``save``; a clear error for anything else."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"snapshot file {path} does not exist")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                arrays = {k: data[k] for k in data.files if k != "meta"}
+        except (OSError, ValueError, KeyError) as error:
+            raise ValueError(f"{path} is not an rlcore snapshot file ({error})") from None
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path} is not an rlcore snapshot file (format {meta.get('format')})")
+        meta.pop("format")
+        return cls(**meta, **arrays)
+
+    def check_env(
+        self, env_id: str, env_kwargs: dict[str, Any], max_episode_steps: int | None
+    ) -> None:
+        """Refuse a student env these snapshots were not recorded on."""
+        import mujoco
+
+        problems = []
+        if resolve_env_id(env_id) != self.env_id:
+            problems.append(f"env {resolve_env_id(env_id)} (snapshots: {self.env_id})")
+        if dict(env_kwargs) != self.env_kwargs:
+            problems.append(f"env_kwargs {dict(env_kwargs)} (snapshots: {self.env_kwargs})")
+        if max_episode_steps != self.max_episode_steps:
+            problems.append(
+                f"max_episode_steps {max_episode_steps} (snapshots: {self.max_episode_steps})"
+            )
+        if mujoco.__version__ != self.mujoco_version:
+            problems.append(f"MuJoCo {mujoco.__version__} (snapshots: {self.mujoco_version})")
+        if problems:
+            raise SnapshotMismatchError(
+                "the snapshots were recorded on another task: this run has "
+                + "; ".join(problems)
+                + ". Record snapshots on this env (snapshot.teacher=<run or checkpoint>) or "
+                "run with the settings they were recorded with."
+            )
+
+
+def collect_snapshots(
+    env_name: str,
+    policy: Callable[[np.ndarray], np.ndarray],
+    *,
+    episodes: int = 10,
+    every: int = 10,
+    seed: int = 0,
+    value_fn: Callable[[np.ndarray], np.ndarray] | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_episode_steps: int | None = None,
+    teacher: str = "callable",
+) -> Snapshots:
+    """Roll ``policy`` (raw observations (B, obs_dim) -> actions (B, act_dim), called with
+    B = 1) for ``episodes`` episodes on gymnasium's env and save a snapshot every
+    ``every`` steps of each episode (its first state included); ``value_fn`` labels the
+    snapshots' observations (batched), otherwise labels are NaN (uniform selection only)."""
+    import mujoco
+
+    if episodes < 1 or every < 1:
+        raise ValueError(f"episodes={episodes} and every={every} must be >= 1")
+    env_kwargs = dict(env_kwargs or {})
+    env = make_vec_env(env_name, 1, seed, "sync", max_episode_steps=max_episode_steps,
+                       env_kwargs=env_kwargs)  # fmt: skip
+    sub_env = env.unwrapped.envs[0] if hasattr(env.unwrapped, "envs") else None
+    if sub_env is None or not hasattr(sub_env.unwrapped, "data"):
+        raise ValueError(f"snapshot reset needs a MuJoCo task; {env_name} is not one")
+    rows: dict[str, list] = {k: [] for k in ("state", "obs", "episode")}
+    returns = []
+    obs, _ = env.reset(seed=seed)
+    for episode in range(episodes):
+        step, total = 0, 0.0
+        while True:
+            if step % every == 0:
+                rows["state"].append(sub_env.rlcore_portable_state())
+                rows["obs"].append(obs[0].copy())
+                rows["episode"].append(episode)
+            action = np.asarray(policy(obs), dtype=np.float64).reshape(env.action_space.shape)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            step, total = step + 1, total + float(reward[0])
+            if terminated[0] or truncated[0]:
+                returns.append(total)
+                break
+    env.close()
+    observations = np.stack(rows["obs"])
+    labels = (
+        np.full(len(observations), np.nan)
+        if value_fn is None
+        else np.asarray(value_fn(observations), dtype=np.float64).reshape(-1)
+    )
+    states = rows["state"]
+    return Snapshots(
+        env_id=resolve_env_id(env_name),
+        env_kwargs=env_kwargs,
+        max_episode_steps=max_episode_steps,
+        mujoco_version=mujoco.__version__,
+        integration=np.stack([s["integration"] for s in states]),
+        xpos=np.stack([s["xpos"] for s in states]),
+        xipos=np.stack([s["xipos"] for s in states]),
+        elapsed=np.array([s["elapsed_steps"] for s in states], np.int64),
+        obs=observations,
+        labels=labels,
+        episode=np.array(rows["episode"], np.int64),
+        episode_returns=np.array(returns),
+        every=every,
+        teacher=teacher,
+    )
+
+
+def teacher_from_checkpoint(
+    path: str | Path,
+) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray], dict]:
+    """(deterministic policy, value labels, the teacher's env config) of an rlcore run
+    directory or checkpoint (agent-only snapshots too). Labels: min over the critics of
+    Q(s, pi(s)) for agents with a state-action critic (SAC, TD3, ...), V(s) for agents
+    with ``value`` (PPO); observations are normalised as the teacher was trained."""
+    import torch
+
+    from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+
+    state = load_checkpoint(path)
+    agent = load_agent(path)
+    transform = obs_transform(state)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        return agent.act(transform(obs), deterministic=True)
+
+    def value_fn(obs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            obs_t = torch.as_tensor(transform(obs))
+            if hasattr(agent, "value"):
+                return agent.value(obs_t).numpy().astype(np.float64)
+            if hasattr(agent, "critic"):
+                action = torch.as_tensor(agent.act(transform(obs), deterministic=True))
+                q = agent.critic(obs_t, action.float())
+                return q.min(0).values.numpy().astype(np.float64)
+        raise ValueError(f"{type(agent).__name__} has no critic to label snapshots with")
+
+    return policy, value_fn, dict(state["config"].get("env", {}))
+
+
+def kmeans_1d(values: np.ndarray, k: int, iterations: int = 100) -> np.ndarray:
+    """Cluster index of each value: Lloyd's k-means on scalars, centres started at the
+    values' quantiles (deterministic), clusters renumbered by ascending centre. Fewer
+    distinct values than ``k`` gives one cluster per distinct value."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or not len(values):
+        raise ValueError("kmeans_1d needs a non-empty 1-D array of labels")
+    if not np.isfinite(values).all():
+        raise ValueError("value labels must be finite for k-means (use selection=uniform)")
+    if k < 1:
+        raise ValueError(f"k={k} clusters must be >= 1")
+    distinct = np.unique(values)
+    k = min(k, len(distinct))
+    centres = np.quantile(values, (np.arange(k) + 0.5) / k)
+    assign = np.zeros(len(values), np.int64)
+    for _ in range(iterations):
+        assign = np.abs(values[:, None] - centres[None, :]).argmin(1)
+        new = np.array(
+            [values[assign == c].mean() if (assign == c).any() else centres[c] for c in range(k)]
+        )
+        if np.array_equal(new, centres):
+            break
+        centres = new
+    order = np.argsort(centres, kind="stable")
+    rank = np.empty(k, np.int64)
+    rank[order] = np.arange(k)
+    used = np.unique(rank[assign])  # drop clusters left empty
+    return np.searchsorted(used, rank[assign])
+
+
+@dataclass
+class SnapshotSettings:
+    """How ``SnapshotReset`` uses its snapshots (the config's ``snapshot`` block)."""
+
+    selection: str = "kmeans"  # "kmeans": cluster uniformly, then a snapshot in it | "uniform"
+    clusters: int = 4  # k of the status classification (paper: SAC 4, TD3 / PPO 6)
+    truncate_after: int | None = 100  # a snapshot episode is truncated this many steps in
+    switch_after: int = 100_000  # env steps (all sub-envs) with snapshot resets
+    keep_best: int | None = None  # only the snapshots of the best episodes by return
+    seed: int = 0  # the snapshot choice's generator
+
+    def __post_init__(self) -> None:
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"snapshot selection={self.selection!r}: choose from {SELECTIONS}")
+        if self.truncate_after is not None and self.truncate_after < 1:
+            raise ValueError(f"truncate_after={self.truncate_after} must be >= 1 (or None)")
+        if self.switch_after < 0 or self.clusters < 1:
+            raise ValueError("switch_after must be >= 0 and clusters >= 1")
+
+
+class SnapshotReset(VectorWrapper):
+    """Resets sub-envs from teacher snapshots for the first ``switch_after`` env steps.
+
+    Sits directly on the back end (below episode statistics and normalisation, which see
+    its episodes as ordinary ones). Adds ``info["snapshot_start"]`` (bool per env: this
+    row's observation starts an episode from a snapshot). ``metrics()`` reports resets
+    from snapshots, cluster usage and the steps left until the switch back; the state
+    (generator, counters, which episodes started from snapshots) is checkpointed with
+    the env, so resume stays exact.
+    """
+
+    def __init__(self, env: VectorEnv, snapshots: Snapshots, settings: SnapshotSettings) -> None:
+        super().__init__(env)
+        if settings.keep_best is not None:
+            snapshots = snapshots.keep_best(settings.keep_best)
+        if not len(snapshots):
+            raise ValueError("no snapshots to reset from")
+        self.snapshots, self.settings = snapshots, settings
+        if settings.selection == "kmeans":
+            self.cluster = kmeans_1d(snapshots.labels, settings.clusters)
+        else:
+            self.cluster = np.zeros(len(snapshots), np.int64)
+        self.members = [np.flatnonzero(self.cluster == c) for c in range(self.cluster.max() + 1)]
+        self.rng = np.random.default_rng(settings.seed)
+        self.env_steps = 0
+        self.since_snapshot = np.full(self.num_envs, -1, np.int64)  # -1: ordinary episode
+        self.resets_from_snapshots = 0
+        self.cluster_counts = np.zeros(len(self.members), np.int64)
+
+    @property
+    def active(self) -> bool:
+        """Resets come from snapshots (before the switch back)."""
+        return self.env_steps < self.settings.switch_after
+
+    def _restore(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Restore a freshly chosen snapshot in every env of ``ids``; their obs rows."""
+        clusters = self.rng.integers(len(self.members), size=len(ids))
+        picks = [int(self.rng.choice(self.members[c])) for c in clusters]
+        set_states(self.env, [self.snapshots.state(k) for k in picks], [int(i) for i in ids])
+        obs = obs.copy()
+        obs[ids] = self.snapshots.obs[picks].astype(obs.dtype)
+        self.since_snapshot[ids] = 0
+        self.resets_from_snapshots += len(ids)
+        np.add.at(self.cluster_counts, clusters, 1)
+        return obs
+
+    def reset(self, *, seed: Any = None, options: dict | None = None):
+        mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
+        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.since_snapshot[ids] = -1
+        if self.active:
+            obs = self._restore(obs, ids)
+        info["snapshot_start"] = np.isin(np.arange(self.num_envs), ids) & self.active
+        return obs, info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.env_steps += self.num_envs
+        started = self.since_snapshot >= 0
+        self.since_snapshot[started] += 1
+        limit = self.settings.truncate_after
+        cut = started & ~(terminated | truncated)
+        cut &= self.since_snapshot >= (limit if limit is not None else np.iinfo(np.int64).max)
+        if cut.any():  # truncate: the episode ends here, the env is reset below
+            truncated = truncated | cut
+            final_obs = info.get("final_obs", np.full(self.num_envs, None, dtype=object)).copy()
+            for i in np.flatnonzero(cut):
+                final_obs[i] = obs[i].copy()
+            info["final_obs"] = final_obs
+            info["_final_obs"] = info.get("_final_obs", np.zeros(self.num_envs, bool)) | cut
+        done = terminated | truncated
+        self.since_snapshot[done] = -1
+        start = np.zeros(self.num_envs, bool)
+        if done.any() and self.active:
+            ids = np.flatnonzero(done)
+            obs, start[ids] = self._restore(obs, ids), True
+        elif cut.any():  # switched back: an ordinary reset of the truncated envs only
+            fresh, _ = self.env.reset(options={"reset_mask": cut})
+            obs = obs.copy()
+            obs[cut] = fresh[cut]
+        info["snapshot_start"] = start
+        return obs, reward, terminated, truncated, info
+
+    def metrics(self) -> dict[str, float]:
+        """Counters for the training log."""
+        out = {
+            "snapshot/resets": float(self.resets_from_snapshots),
+            "snapshot/steps_to_switch": float(max(0, self.settings.switch_after - self.env_steps)),
+        }
+        for c, count in enumerate(self.cluster_counts):
+            out[f"snapshot/cluster_{c}"] = float(count)
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "rng": self.rng.bit_generator.state,
+            "env_steps": self.env_steps,
+            "since_snapshot": self.since_snapshot.copy(),
+            "resets": self.resets_from_snapshots,
+            "cluster_counts": self.cluster_counts.copy(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.env_steps = int(state["env_steps"])
+        self.since_snapshot = state["since_snapshot"].copy()
+        self.resets_from_snapshots = int(state["resets"])
+        self.cluster_counts = state["cluster_counts"].copy()
+
+
+def load_or_collect(
+    teacher: str | Path, env_name: str, env_kwargs: dict[str, Any],
+    max_episode_steps: int | None, episodes: int, every: int, seed: int,
+) -> Snapshots:  # fmt: skip
+    """Snapshots from a saved ``.npz`` file, or rolled out from an rlcore run/checkpoint
+    (the teacher must have trained on this env id)."""
+    path = Path(teacher)
+    if path.suffix == ".npz":
+        snapshots = Snapshots.load(path)
+    else:
+        policy, value_fn, teacher_env = teacher_from_checkpoint(path)
+        teacher_id = resolve_env_id(str(teacher_env.get("name", env_name)))
+        if teacher_id != resolve_env_id(env_name):
+            raise SnapshotMismatchError(
+                f"the teacher {teacher} trained on {teacher_id}, this run is on "
+                f"{resolve_env_id(env_name)}"
+            )
+        snapshots = collect_snapshots(
+            env_name, policy, episodes=episodes, every=every, seed=seed, value_fn=value_fn,
+            env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, teacher=str(teacher),
+        )  # fmt: skip
+    snapshots.check_env(env_name, env_kwargs, max_episode_steps)
+    return snapshots

@@ -1,0 +1,243 @@
+"""S3RL snapshot reset (envs/snapshot.py): exact restore on every back end, per sub-env
+restore, truncation, clustering, the switch back, file checks, the CLI and resume."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs.make import make_vec_env, set_states
+from envs.native import batch_available
+from envs.snapshot import (
+    SnapshotMismatchError,
+    SnapshotReset,
+    Snapshots,
+    SnapshotSettings,
+    collect_snapshots,
+    kmeans_1d,
+)
+from tests.conftest import FAST, REPO, make_config
+
+BACKENDS = ["sync", "async", *(["native"] if batch_available() else [])]
+SHORT = 60  # time limit of the test tasks (short episodes, quick rollouts)
+
+
+class LinearTeacher:
+    """A deterministic policy (tanh of a fixed linear map) that records what it saw."""
+
+    def __init__(self, obs_dim: int, act_dim: int, seed: int = 0) -> None:
+        self.weights = np.random.default_rng(seed).normal(0, 0.3, (obs_dim, act_dim))
+        self.calls: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        action = np.tanh(obs @ self.weights)
+        self.calls.append((obs[0].copy(), action[0].copy()))
+        return action
+
+
+def teacher_trajectory(env_name: str, episodes: int, every: int, seed: int = 0):
+    """Snapshots plus the teacher's per-step (obs, action, reward) of every episode."""
+    probe = make_vec_env(env_name, 1, max_episode_steps=SHORT)
+    obs_dim, act_dim = probe.single_observation_space.shape[0], probe.single_action_space.shape[0]
+    probe.close()
+    teacher = LinearTeacher(obs_dim, act_dim)
+    snaps = collect_snapshots(
+        env_name, teacher, episodes=episodes, every=every, seed=seed, max_episode_steps=SHORT,
+        value_fn=lambda obs: obs[:, 0],
+    )  # fmt: skip
+    # replay the same deterministic rollout for the rewards, step by step
+    env = make_vec_env(env_name, 1, max_episode_steps=SHORT)
+    obs, _ = env.reset(seed=seed)
+    steps = []
+    for _, action in teacher.calls:
+        next_obs, reward, terminated, truncated, info = env.step(action[None])
+        final = info["final_obs"][0] if terminated[0] or truncated[0] else next_obs[0]
+        steps.append(
+            (obs[0].copy(), action, float(reward[0]), final.copy(), terminated[0] or truncated[0])
+        )
+        obs = next_obs
+    env.close()
+    return snaps, steps
+
+
+def episode_starts(steps) -> list[int]:
+    starts, fresh = [], True
+    for i, step in enumerate(steps):
+        if fresh:
+            starts.append(i)
+        fresh = step[4]
+    return starts
+
+
+@pytest.mark.parametrize("env_name", ["Hopper", "Ant"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_restored_snapshot_replays_the_teacher_exactly(env_name, backend):
+    """Restore snapshots into sub-env 1 of 3 and replay the teacher's actions: the
+    observations and rewards equal the teacher's bit for bit, and the other sub-envs run
+    exactly as in an env where nothing was restored."""
+    snaps, steps = teacher_trajectory(env_name, episodes=2, every=10)
+    starts = episode_starts(steps)
+    env = make_vec_env(env_name, 3, backend=backend, max_episode_steps=SHORT)
+    control = make_vec_env(env_name, 3, backend=backend, max_episode_steps=SHORT)
+    env.reset(seed=5)
+    control.reset(seed=5)
+    rng = np.random.default_rng(0)
+    for k in (1, len(snaps) // 2, len(snaps) - 1):
+        t = starts[snaps.episode[k]] + snaps.elapsed[k]  # the teacher step of snapshot k
+        assert np.array_equal(steps[t][0], snaps.obs[k])
+        set_states(env, [snaps.state(k)], [1])
+        for _, action, reward, next_obs, done in steps[t : t + 15]:
+            actions = rng.uniform(-1, 1, (3, *env.single_action_space.shape))
+            actions[1] = action
+            obs, rewards, terminated, truncated, info = env.step(actions)
+            ref, ref_rewards, *_ = control.step(actions)
+            got = info["final_obs"][1] if terminated[1] or truncated[1] else obs[1]
+            assert np.array_equal(got, next_obs)
+            assert rewards[1] == reward
+            assert np.array_equal(obs[[0, 2]], ref[[0, 2]])
+            assert np.array_equal(rewards[[0, 2]], ref_rewards[[0, 2]])
+            if done:
+                break
+        for i in (0, 2):  # restore into several sub-envs of both: an identical next round
+            set_states(control, [snaps.state(0)], [i])
+            set_states(env, [snaps.state(0)], [i])
+    env.close()
+    control.close()
+
+
+def test_kmeans_on_hand_made_labels():
+    labels = np.array([10.0, 0.0, 20.0, 0.2, 10.2, 0.1, 19.0])
+    assert kmeans_1d(labels, 3).tolist() == [1, 0, 2, 0, 1, 0, 2]
+    assert kmeans_1d(labels, 1).tolist() == [0] * 7
+    assert kmeans_1d(np.array([1.0, 1.0, 3.0]), 4).tolist() == [0, 0, 1]  # 2 distinct values
+    with pytest.raises(ValueError, match="finite"):
+        kmeans_1d(np.array([1.0, np.nan]), 2)
+
+
+def _snapshots(env_name: str = "Hopper", episodes: int = 3) -> Snapshots:
+    probe = make_vec_env(env_name, 1, max_episode_steps=SHORT)
+    shape = probe.single_observation_space.shape[0], probe.single_action_space.shape[0]
+    probe.close()
+    return collect_snapshots(
+        env_name, LinearTeacher(*shape), episodes=episodes, every=5, max_episode_steps=SHORT,
+        value_fn=lambda obs: obs[:, 1],
+    )  # fmt: skip
+
+
+def test_truncation_after_a_snapshot_start_is_not_termination():
+    snaps = _snapshots()
+    settings = SnapshotSettings(selection="uniform", truncate_after=4, switch_after=10_000)
+    env = make_vec_env("Hopper", 2, max_episode_steps=SHORT, base_wrappers=[
+        lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    obs, info = env.reset(seed=0)
+    assert info["snapshot_start"].all()
+    assert any(np.array_equal(obs[0], row) for row in snaps.obs)
+    zeros, ends = np.zeros((2, 3)), 0
+    for step in range(1, 5):
+        obs, _, terminated, truncated, info = env.step(zeros)
+        if terminated.any():  # the task itself ended an episode: a fresh snapshot start
+            assert info["snapshot_start"][terminated].all()
+        if step < 4:
+            assert not truncated.any()
+        ends += int((terminated | truncated).sum())
+    cut = truncated & ~terminated
+    assert cut.any(), "an episode started from a snapshot must be truncated 4 steps later"
+    assert info["_final_obs"][cut].all() and info["snapshot_start"][cut].all()
+    assert all(any(np.array_equal(obs[i], row) for row in snaps.obs) for i in np.flatnonzero(cut))
+    wrapper = env.env  # EpisodeStats -> SnapshotReset
+    assert wrapper.metrics()["snapshot/resets"] == 2 + ends
+
+
+def test_no_truncation_ablation_and_switch_back_to_ordinary_resets():
+    snaps = _snapshots()
+    settings = SnapshotSettings(selection="uniform", truncate_after=None, switch_after=6)
+    env = make_vec_env("Hopper", 2, max_episode_steps=SHORT, base_wrappers=[
+        lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    reference = make_vec_env("Hopper", 2, max_episode_steps=SHORT)
+    env.reset(seed=0)
+    reference.reset(seed=0)
+    wrapper = env.env
+    assert wrapper.metrics()["snapshot/steps_to_switch"] == 6
+    env.step(np.zeros((2, 3)))  # 2 env steps
+    env.step(np.zeros((2, 3)))
+    assert wrapper.active and wrapper.metrics()["snapshot/steps_to_switch"] == 2
+    env.step(np.zeros((2, 3)))
+    assert not wrapper.active  # 6 env steps: resets are ordinary from here on
+    before, ended = wrapper.metrics()["snapshot/resets"], 0
+    assert before >= 2
+    for _ in range(SHORT):
+        _, _, terminated, truncated, info = env.step(np.zeros((2, 3)))
+        assert not info["snapshot_start"].any()
+        ended += int((terminated | truncated).sum())
+    assert ended >= 2 and wrapper.metrics()["snapshot/resets"] == before
+
+
+def test_keep_best_and_file_round_trip_and_mismatch(tmp_path):
+    snaps = _snapshots(episodes=3)
+    best = snaps.keep_best(1)
+    top = int(np.argmax(snaps.episode_returns))
+    assert set(best.episode.tolist()) == {top} and len(best) == (snaps.episode == top).sum()
+    path = snaps.save(tmp_path / "s.npz")
+    loaded = Snapshots.load(path)
+    assert loaded.env_id == "Hopper-v5" and loaded.max_episode_steps == SHORT
+    assert np.array_equal(loaded.integration, snaps.integration)
+    assert np.array_equal(loaded.labels, snaps.labels)
+    loaded.check_env("Hopper", {}, SHORT)
+    with pytest.raises(SnapshotMismatchError, match="env Walker2d-v5 .snapshots: Hopper-v5"):
+        loaded.check_env("Walker2d", {}, SHORT)
+    with pytest.raises(SnapshotMismatchError, match="max_episode_steps 1000"):
+        loaded.check_env("Hopper", {}, 1000)
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not an rlcore snapshot file"):
+        Snapshots.load(tmp_path / "bad.npz")
+
+
+def test_set_states_checks_ids():
+    env = make_vec_env("Hopper", 2)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="out of range"):
+        set_states(env, [{}], [2])
+    with pytest.raises(ValueError, match="1 states for 2 env ids"):
+        set_states(env, [{}], [0, 1])
+
+
+TEACHER = REPO / "benchmarks" / "assets" / "hopper_sac_expert.pt"
+
+
+def test_teacher_checkpoint_labels_are_its_critics_min_q():
+    """Snapshots rolled out from an rlcore SAC checkpoint carry min_i Q_i(s, pi(s))."""
+    import torch
+
+    from envs.snapshot import teacher_from_checkpoint
+    from rlcore.checkpoint import load_agent
+
+    policy, value_fn, teacher_env = teacher_from_checkpoint(TEACHER)
+    assert teacher_env["name"].lower() == "hopper"
+    snaps = collect_snapshots("Hopper", policy, episodes=1, every=20, value_fn=value_fn,
+                              max_episode_steps=100)  # fmt: skip
+    agent = load_agent(TEACHER)
+    with torch.no_grad():
+        obs = torch.as_tensor(snaps.obs, dtype=torch.float32)
+        action, _ = agent.actor(obs, deterministic=True, with_log_prob=False)
+        q = agent.critic(obs, action).min(0).values.numpy()
+    np.testing.assert_allclose(snaps.labels, q, rtol=1e-5)
+    assert snaps.episode_returns[0] > 150  # the expert hops (random actions: ~20, falls)
+
+
+def test_cli_refuses_bad_snapshot_settings(tmp_path):
+    from rlcore.registry import ConfigError
+    from rlcore.train import train
+
+    base = ["algo=sac", "total_steps=600", "algo.learning_starts=100", "snapshot.episodes=1",
+            "env.max_episode_steps=50", *FAST]  # fmt: skip
+    with pytest.raises(SnapshotMismatchError, match="trained on Hopper-v5"):
+        train(make_config(*base, "env=Walker2d", f"snapshot.teacher={TEACHER}"), tmp_path / "a")
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        train(make_config(*base, "env=Hopper", f"snapshot.teacher={tmp_path / 'missing.pt'}"),
+              tmp_path / "b")  # fmt: skip
+    with pytest.raises(ConfigError, match="selection='best'"):
+        train(make_config(*base, "env=Hopper", f"snapshot.teacher={TEACHER}",
+                          "snapshot.selection=best"), tmp_path / "c")  # fmt: skip
+    with pytest.raises(ConfigError, match="snapshot reset needs an online phase"):
+        train(make_config("algo=iql", "env=Hopper", "total_steps=10", "dataset=x",
+                          f"snapshot.teacher={TEACHER}", *FAST), tmp_path / "d")  # fmt: skip

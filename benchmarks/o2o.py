@@ -25,14 +25,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import train_run, worker_pool, write_result
+from benchmarks.runs import cpu_info, run_method, worker_pool, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # method -> (algo, pre-trains offline)
@@ -79,32 +77,6 @@ def summarise(rows: list[dict[str, float]], dip_window: int, marks: tuple[int, .
         at[str(mark)] = hits[-1] if hits else math.nan
     curve = [(int(r["eval/env_steps"]), float(r["eval/return"])) for r in online]
     return {"pre_switch": pre, "dip": dip, "at": at, "curve": curve}
-
-
-def run_one(
-    method: str, seed: int, overrides: list[str], run_root: Path, threads: int
-) -> dict[str, Any]:
-    run_dir = run_root / f"{method}_seed{seed}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    # wall seconds summed over every invocation that trained this run (a finished run that
-    # a later invocation only reads back keeps its training time)
-    ledger = run_dir / "bench_seconds.txt"
-    before = float(ledger.read_text()) if ledger.is_file() else 0.0
-    rows, seconds = train_run(run_dir, [*overrides, f"seed={seed}"], threads)
-    ledger.write_text(repr(before + seconds))
-    return {"rows": rows, "seconds": before + seconds, "run_dir": str(run_dir)}
-
-
-def cpu_info() -> dict[str, str]:
-    """lscpu's model name and flags (benchmarks record the CPU they ran on)."""
-    try:
-        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return {"model": platform.processor(), "flags": ""}
-    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
-    return {
-        k: fields.get(name, "").strip() for k, name in (("model", "Model name"), ("flags", "Flags"))
-    }
 
 
 def claims(table: dict[str, dict[str, Any]], end: str) -> list[str]:
@@ -197,7 +169,7 @@ def main(argv: list[str] | None = None) -> dict:
     jobs.sort(key=lambda job: -COST.get(job[0], 1.0))
     with worker_pool(args.jobs) as pool:
         futures = {
-            (m, s): pool.submit(run_one, m, s, o, args.run_dir, args.threads) for m, s, o in jobs
+            (m, s): pool.submit(run_method, m, s, o, args.run_dir, args.threads) for m, s, o in jobs
         }
         results = {key: future.result() for key, future in futures.items()}
 

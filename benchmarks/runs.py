@@ -1,5 +1,6 @@
-"""Pieces shared by the benchmarks that train rlcore runs (offline, bf16_parity,
-sac_hopper_vs_sb3): training one run dir, worker processes, the JSON, and the figures,
+"""Pieces shared by the benchmarks that train rlcore runs (offline, o2o, snapshot,
+bf16_parity, sac_hopper_vs_sb3): training one run dir, worker processes, the CPU record,
+the JSON, and the figures,
 which always come from ``rlcore.report`` (no benchmark draws its own)."""
 
 from __future__ import annotations
@@ -8,9 +9,11 @@ import argparse
 import ctypes
 import json
 import os
+import platform
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -53,6 +56,33 @@ def train_run(
     start = time.perf_counter()
     train(cfg, run_dir)
     return read_csv(run_dir / "eval.csv"), time.perf_counter() - start
+
+
+def run_method(
+    method: str, seed: int, overrides: list[str], run_root: Path, threads: int
+) -> dict[str, Any]:
+    """Train (or resume, or read back when finished) ``run_root/<method>_seed<seed>``:
+    its eval.csv rows, wall seconds summed over every invocation that trained it (a
+    finished run that a later invocation only reads back keeps its training time)."""
+    run_dir = run_root / f"{method}_seed{seed}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ledger = run_dir / "bench_seconds.txt"
+    before = float(ledger.read_text()) if ledger.is_file() else 0.0
+    rows, seconds = train_run(run_dir, [*overrides, f"seed={seed}"], threads)
+    ledger.write_text(repr(before + seconds))
+    return {"rows": rows, "seconds": before + seconds, "run_dir": str(run_dir)}
+
+
+def cpu_info() -> dict[str, str]:
+    """lscpu's model name and flags (benchmarks record the CPU they ran on)."""
+    try:
+        text = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return {"model": platform.processor(), "flags": ""}
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {
+        k: fields.get(name, "").strip() for k, name in (("model", "Model name"), ("flags", "Flags"))
+    }
 
 
 def clear_dir(path: Path) -> None:

@@ -446,3 +446,36 @@ def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     assert rows[0]["step"] == 0 and rows[-1]["step"] == 80  # online env steps only
     with pytest.raises(SystemExit, match="--init-from expects"):
         o2o_main([*argv, "--init-from", f"sac={start}"])
+
+
+def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
+    """benchmarks/snapshot.py with a tiny budget: plain and S3RL students per seed, the
+    aggregate table, the claims and the JSON (far too short to learn: the plumbing)."""
+    from benchmarks.snapshot import aggregate, claims
+    from benchmarks.snapshot import main as snapshot_main
+    from rlcore.logging import read_csv
+
+    small = ["algo.hidden=[16,16]", "algo.batch_size=16", "env.max_episode_steps=40",
+             "algo.learning_starts=50", "snapshot.episodes=1", "log_every=20"]  # fmt: skip
+    argv = ["--steps", "120", "--marks", "60", "120", "--eval-every", "60",
+            "--eval-episodes", "1", "--seeds", "0", "1", "--switch-after", "80",
+            "--variants", "sac", "sac_s3rl", "--run-dir", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "s.json"),
+            "--set", *[f"{v}:{o}" for v in ("sac", "sac_s3rl") for o in small]]  # fmt: skip
+    payload = snapshot_main(argv)
+    table = payload["table"]
+    assert set(table) == {"sac", "sac_s3rl"}
+    assert any("snapshot.teacher=" in o for o in table["sac_s3rl"]["overrides"])
+    assert not any(o.startswith("snapshot.teacher") for o in table["sac"]["overrides"])
+    for row in table.values():
+        assert all(math.isfinite(row["at"][m]["mean"]) for m in ("60", "120"))
+        assert [s["seed"] for s in row["seeds"]] == [0, 1]
+    resets = read_csv(tmp_path / "runs" / "sac_s3rl_seed0" / "snapshot.csv")
+    assert resets[-1]["snapshot/resets"] >= 1
+    assert (tmp_path / "runs" / "sac_s3rl_seed0" / "snapshots.npz").is_file()
+    assert payload["claims"][0].startswith("SAC + S3RL above plain SAC after 120 steps:")
+    assert payload["claims"][1].endswith("not measured")
+    assert "| sac_s3rl |" in capsys.readouterr().out
+    assert aggregate([1.0, 3.0]) == {"mean": 2.0, "std": 1.0, "min": 1.0, "max": 3.0}
+    fake = {"sac": {"at": {"9": {"mean": 5.0}}}, "sac_s3rl": {"at": {"9": {"mean": 7.0}}}}
+    assert claims(fake, "9")[0].endswith("holds (7 vs 5)")

@@ -241,3 +241,45 @@ def test_cli_refuses_bad_snapshot_settings(tmp_path):
     with pytest.raises(ConfigError, match="snapshot reset needs an online phase"):
         train(make_config("algo=iql", "env=Hopper", "total_steps=10", "dataset=x",
                           f"snapshot.teacher={TEACHER}", *FAST), tmp_path / "d")  # fmt: skip
+
+
+@pytest.mark.parametrize(("selection", "share"), [("kmeans", 0.5), ("uniform", 1 / 20)])
+def test_a_cluster_uniformly_then_a_snapshot_in_it(selection, share):
+    """Labels make one singleton cluster and one of 19: k-means selection starts from the
+    singleton half of the time, uniform selection 1 time in 20."""
+    snaps = _snapshots(episodes=2)
+    snaps = snaps.subset(np.r_[0, 1 + np.arange(19) % (len(snaps) - 1)])  # row 0 once
+    snaps.labels = np.r_[100.0, np.zeros(19)]
+    settings = SnapshotSettings(selection=selection, clusters=2, switch_after=10**9)
+    env = make_vec_env("Hopper", 4, max_episode_steps=SHORT, base_wrappers=[
+        lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    hits = 0
+    for _ in range(250):
+        obs, _ = env.reset()
+        hits += sum(np.array_equal(row, snaps.obs[0]) for row in obs)
+    assert hits / 1000 == pytest.approx(share, abs=0.05)
+    counts = env.env.metrics()
+    if selection == "kmeans":  # cluster 1 is the singleton (clusters ascend by label)
+        assert counts["snapshot/cluster_1"] == hits
+
+
+def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
+    """A PPO teacher labels snapshots with V(s) of its own observation normalisation."""
+    import torch
+
+    from envs.snapshot import teacher_from_checkpoint
+    from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+    from rlcore.train import train
+
+    train(make_config("algo=ppo", "env=Hopper", "total_steps=256", "algo.rollout_steps=128",
+                      "algo.normalize_obs=true", "eval_every=256", *FAST), tmp_path)  # fmt: skip
+    policy, value_fn, _ = teacher_from_checkpoint(tmp_path)
+    snaps = collect_snapshots("Hopper", policy, episodes=1, every=3, value_fn=value_fn,
+                              max_episode_steps=30)  # fmt: skip
+    state = load_checkpoint(tmp_path)
+    assert state["obs_normalizer"] is not None
+    agent, transform = load_agent(tmp_path), obs_transform(state)
+    with torch.no_grad():
+        expected = agent.value(torch.as_tensor(transform(snaps.obs))).numpy()
+    np.testing.assert_allclose(snaps.labels, expected, rtol=1e-6)
+    assert not np.allclose(snaps.labels, agent.value(torch.as_tensor(snaps.obs).float()).numpy())

@@ -104,6 +104,19 @@ class OfflineDataset:
         starts[1:] = self.episode_id[1:] != self.episode_id[:-1]
         return starts
 
+    def action_chunks(self, horizon: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(chunks (N, H, A), valid (N, H)): the actions of rows i .. i+H-1 of row i's
+        episode, never across its end: slots past the episode's last row repeat that
+        row's action and are marked invalid (diffusion / flow behaviour cloning targets)."""
+        rows, valid = chunk_rows(self.episode_id, horizon)
+        return self.actions[rows], valid
+
+    def obs_history(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(history (N, T, O), valid (N, T)): the observations of rows i-T+1 .. i of row
+        i's episode, oldest first; slots before the episode's first row repeat it."""
+        rows, valid = chunk_rows(self.episode_id, length, backward=True)
+        return self.obs[rows], valid
+
     def seed(self, seed: int) -> OfflineDataset:
         """Seed the dataset's own generator, which ``sample`` draws from (the sampler
         protocol of rlcore.buffers: ``sample(batch_size)``); returns the dataset."""
@@ -218,6 +231,27 @@ class OfflineDataset:
                 f"shape {observation_space.shape} and action shape {action_space.shape}. "
                 "Load the dataset recorded on this environment (or pass the matching env)."
             )
+
+
+def chunk_rows(
+    episode_id: torch.Tensor, length: int, backward: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows (N, L), valid (N, L)) for episodes stored contiguously in row order: row i's
+    next ``length`` rows i .. i+L-1 (or, ``backward``, its previous ones i-L+1 .. i),
+    clamped to the rows of row i's own episode; ``valid`` is False where clamped."""
+    if length < 1:
+        raise ValueError(f"chunk length {length} must be >= 1")
+    n = len(episode_id)
+    index = torch.arange(n)
+    change = torch.ones(n + 1, dtype=torch.bool)
+    change[1:n] = episode_id[1:] != episode_id[:-1]
+    bounds = torch.nonzero(change).flatten()  # first row of every episode, then n
+    episode = torch.searchsorted(bounds, index, right=True) - 1  # 0..E-1 per row
+    first, last = bounds[episode], bounds[episode + 1] - 1
+    offsets = torch.arange(length) - (length - 1 if backward else 0)
+    wanted = index[:, None] + offsets[None, :]
+    rows = torch.minimum(torch.maximum(wanted, first[:, None]), last[:, None])
+    return rows, rows == wanted
 
 
 def returns_to_go(rewards: np.ndarray, episode_ends: np.ndarray, gamma: float) -> np.ndarray:

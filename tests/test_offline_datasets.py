@@ -621,3 +621,20 @@ def test_remote_id_with_hanging_network_fails_within_seconds(monkeypatch):
     assert time.monotonic() - start < 10
     for text in HELP:
         assert text in str(error.value)
+
+
+def test_chunk_rows_never_cross_an_episode_end():
+    from offline.datasets import chunk_rows
+
+    episode_id = torch.tensor([0, 0, 0, 1, 1])
+    rows, valid = chunk_rows(episode_id, 3)
+    assert rows.tolist() == [[0, 1, 2], [1, 2, 2], [2, 2, 2], [3, 4, 4], [4, 4, 4]]
+    assert valid.tolist() == [[True, True, True], [True, True, False], [True, False, False],
+                              [True, True, False], [True, False, False]]  # fmt: skip
+    rows, valid = chunk_rows(episode_id, 2, backward=True)
+    assert rows.tolist() == [[0, 0], [0, 1], [1, 2], [3, 3], [3, 4]]
+    assert valid.tolist() == [[False, True], [True, True], [True, True], [False, True],
+                              [True, True]]  # fmt: skip
+    assert chunk_rows(episode_id, 1)[0].tolist() == [[0], [1], [2], [3], [4]]
+    with pytest.raises(ValueError, match="chunk length 0"):
+        chunk_rows(episode_id, 0)

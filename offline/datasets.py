@@ -109,7 +109,7 @@ class OfflineDataset:
         episode, never across its end: slots past the episode's last row repeat that
         row's action and are marked invalid (diffusion / flow behaviour cloning targets)."""
         rows, valid = chunk_rows(self.episode_id, horizon)
-        return self.actions[rows], valid
+        return self.action[rows], valid
 
     def obs_history(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(history (N, T, O), valid (N, T)): the observations of rows i-T+1 .. i of row

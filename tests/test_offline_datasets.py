@@ -638,3 +638,26 @@ def test_chunk_rows_never_cross_an_episode_end():
     assert chunk_rows(episode_id, 1)[0].tolist() == [[0], [1], [2], [3], [4]]
     with pytest.raises(ValueError, match="chunk length 0"):
         chunk_rows(episode_id, 0)
+
+
+def test_dataset_action_chunks_and_obs_history():
+    """Two episodes (3 and 2 rows): chunks repeat an episode's last action past its end,
+    histories repeat its first observation before its start."""
+    from offline.datasets import _assemble
+
+    n = 5
+    rows = {
+        "obs": np.arange(n, dtype=np.float32)[:, None],
+        "action": (10 + np.arange(n, dtype=np.float32))[:, None],
+        "reward": np.ones(n, np.float32),
+        "next_obs": np.arange(1, n + 1, dtype=np.float32)[:, None],
+        "terminated": np.array([0, 0, 1, 0, 0], np.float32),
+        "truncated": np.array([0, 0, 0, 0, 1], np.float32),
+    }
+    ends = np.array([0, 0, 1, 0, 1], bool)
+    data = _assemble(rows, ends, None, 0.99, "toy", None, None, None)
+    chunks, valid = data.action_chunks(2)
+    assert chunks[..., 0].tolist() == [[10, 11], [11, 12], [12, 12], [13, 14], [14, 14]]
+    assert valid[:, 1].tolist() == [True, True, False, True, False]
+    history, _ = data.obs_history(2)
+    assert history[..., 0].tolist() == [[0, 0], [0, 1], [1, 2], [3, 3], [3, 4]]

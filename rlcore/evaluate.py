@@ -21,6 +21,11 @@ def evaluate(
     Episodes are split evenly across the sub-envs up front (env i runs its quota, then
     idles), so short episodes are not over-represented. The env is reset with ``seed``
     each call, so every evaluation starts from the same initial states.
+
+    A policy may return action CHUNKS, (B, H, *action_shape): each sub-env then executes
+    its chunk open loop for H steps and asks for a new one when it is used up or its
+    episode ended (the policy is called on every env's observation; only the rows of the
+    envs that need a chunk are taken).
     """
     n = env.num_envs
     quota = np.full(n, num_episodes // n)
@@ -29,10 +34,23 @@ def evaluate(
     lengths: list[float] = []
     done_count = np.zeros(n, dtype=np.int64)
     obs, _ = env.reset(seed=seed)
+    chunked = len(env.single_action_space.shape) + 2  # ndim of a batch of chunks
+    plan: np.ndarray | None = None
+    position = np.zeros(n, dtype=np.int64)
     while (done_count < quota).any():
-        action = to_env_action(policy(obs), env.single_action_space)
+        if plan is None or (position >= plan.shape[1]).any():
+            out = np.asarray(policy(obs))
+            if out.ndim == chunked:
+                need = np.ones(n, bool) if plan is None else position >= plan.shape[1]
+                plan = out.copy() if plan is None else plan
+                plan[need], position[need] = out[need], 0
+            else:
+                plan, position[:] = out[:, None], 0  # one step per call
+        action = to_env_action(plan[np.arange(n), position], env.single_action_space)
+        position += 1
         obs, _, _, _, info = env.step(action)
         finished = ~np.isnan(info["episode_return"])
+        position[finished] = plan.shape[1]  # a new chunk from the reset observation
         for i in np.flatnonzero(finished):
             if done_count[i] < quota[i]:
                 returns.append(float(info["episode_return"][i]))

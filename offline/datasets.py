@@ -81,6 +81,8 @@ class OfflineDataset:
     generator: torch.Generator = dataclasses.field(
         default_factory=lambda: torch.Generator().manual_seed(0), repr=False, compare=False
     )
+    # extra per-row channels an agent asks for (``add_channel``), sampled into Batch.extras
+    channels: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, repr=False)
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -150,7 +152,11 @@ class OfflineDataset:
             terminated=self.terminated[idx],
             truncated=self.truncated[idx],
             mc_return=self.mc_return[idx],
-            extras={"next_action": next_action, "has_next_action": has_next.float()},
+            extras={
+                "next_action": next_action,
+                "has_next_action": has_next.float(),
+                **{name: values[idx] for name, values in self.channels.items()},
+            },
         )
 
     def scale_rewards(self, scale: float, bias: float = 0.0) -> None:
@@ -189,7 +195,17 @@ class OfflineDataset:
             for f in dataclasses.fields(self)
             if isinstance(getattr(self, f.name), torch.Tensor)
         }
+        moved["channels"] = {k: v.to(device) for k, v in self.channels.items()}
         return dataclasses.replace(self, **moved)
+
+    def add_channel(self, name: str, values: torch.Tensor) -> None:
+        """Store a per-row tensor (N, ...) that ``sample`` returns in ``Batch.extras[name]``
+        (e.g. action chunks for chunked behaviour cloning: ``action_chunks``)."""
+        if len(values) != len(self):
+            raise ValueError(f"channel '{name}' has {len(values)} rows, the dataset {len(self)}")
+        if name in ("next_action", "has_next_action"):
+            raise ValueError(f"channel name '{name}' is taken by sample's own extras")
+        self.channels[name] = values
 
     def to_replay_buffer(
         self, capacity: int | None = None, device: torch.device | str = "cpu", seed: int = 0

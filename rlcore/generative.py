@@ -177,16 +177,19 @@ class DDPMHead(nn.Module):
         std_floor: float = 0.0,
         generator: torch.Generator | None = None,
         return_chain: bool = False,
+        noise_scale: float = 1.0,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Action chunks (B, H, A) in [-1, 1]; with ``return_chain`` also the chain
-        (B, K + 1, H, A) of every intermediate sample (chain[:, -1] before the clip)."""
+        (B, K + 1, H, A) of every intermediate sample (chain[:, -1] before the clip).
+        ``noise_scale`` multiplies the initial and the injected noise (0: the
+        deterministic mean path, what ``act(deterministic=True)`` uses)."""
         shape = (len(obs), self.horizon, self.action_dim)
-        x = torch.randn(shape, generator=generator, device=obs.device)
+        x = noise_scale * torch.randn(shape, generator=generator, device=obs.device)
         chain = [x]
         for i in range(self.steps):
             mean, std = self.transition(obs, x, i, std_floor)
             noise = torch.randn(shape, generator=generator, device=obs.device)
-            x = mean + std * noise
+            x = mean + noise_scale * std * noise
             chain.append(x)
         action = x.clamp(-1.0, 1.0)
         return (action, torch.stack(chain, 1)) if return_chain else action
@@ -237,11 +240,13 @@ class FlowHead(nn.Module):
         obs: torch.Tensor,
         generator: torch.Generator | None = None,
         return_chain: bool = False,
+        noise_scale: float = 1.0,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        """Action chunks (B, H, A) in [-1, 1] by K Euler steps from x0 ~ N(0, I); with
-        ``return_chain`` also (B, K + 1, H, A)."""
+        """Action chunks (B, H, A) in [-1, 1] by K Euler steps from x0 ~ N(0, I) (times
+        ``noise_scale``; 0: the deterministic path from x0 = 0); with ``return_chain``
+        also (B, K + 1, H, A)."""
         shape = (len(obs), self.horizon, self.action_dim)
-        x = torch.randn(shape, generator=generator, device=obs.device)
+        x = noise_scale * torch.randn(shape, generator=generator, device=obs.device)
         chain = [x]
         for t in self.times(obs.device):
             x = x + self.velocity(obs, x, t.expand(len(obs))) / self.steps

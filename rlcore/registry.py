@@ -171,6 +171,12 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "famo2o": AlgoSpec("famo2o", "algos.famo2o", "FamO2O", "FamO2OConfig", "offline"),
     "rlpd": AlgoSpec("rlpd", "algos.rlpd", "RLPD", "RLPDConfig", "off_policy"),
     "wsrl": AlgoSpec("wsrl", "algos.wsrl", "WSRL", "WSRLConfig", "off_policy"),
+    "diffusion_bc": AlgoSpec(
+        "diffusion_bc", "algos.generative_bc", "GenerativeBC", "DiffusionBCConfig", "offline"
+    ),
+    "flow_bc": AlgoSpec(
+        "flow_bc", "algos.generative_bc", "GenerativeBC", "FlowBCConfig", "offline"
+    ),
 }
 
 

@@ -747,6 +747,8 @@ def _prepare_offline(
 
     if getattr(algo_cfg, "normalize_states", False):
         agent.obs_normalizer.fit(dataset.obs.to(agent.device))
+    if hasattr(agent, "prepare_dataset"):  # channels the agent samples (action chunks, ...)
+        agent.prepare_dataset(dataset)
     try:
         normalized_score(0.0, env_id, dataset)
 

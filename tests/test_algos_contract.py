@@ -80,6 +80,8 @@ AGENTS["famo2o"] = lambda: FamO2O(OBS, ACT, FamO2OConfig(hidden=(32, 32), balanc
 # offline-to-online agents, one update per batch row set (utd_ratio 1; UTD in test_o2o_agents)
 AGENTS["rlpd"] = lambda: RLPD(OBS, ACT, RLPDConfig(hidden=(32, 32), num_critics=4, utd_ratio=1))
 AGENTS["wsrl"] = lambda: WSRL(OBS, ACT, WSRLConfig(hidden=(32, 32), num_critics=4))  # CQL phase
+# action-chunk policies act (H, A) per observation: their contract is tests/test_generative.py
+CHUNKED = {"diffusion_bc", "flow_bc"}
 OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
 
 
@@ -253,7 +255,7 @@ def test_every_registered_algorithm_is_in_the_contract():
     from rlcore import registry
 
     continuous = {name for name, spec in registry.ALGORITHMS.items() if "box" in spec.action_spaces}
-    assert continuous <= set(AGENTS)
+    assert continuous <= set(AGENTS) | CHUNKED
     assert set(registry.ALGORITHMS) - continuous == {"dqn"}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -113,3 +114,87 @@ def test_behaviour_cloning_fits_an_observation_dependent_chunk(kind):
         optimizer.step()
     action = head.sample(obs[:2], generator=torch.Generator().manual_seed(0))
     assert (action - target[:2]).abs().max() < 0.1
+
+
+# ---------------------------------------------------------------- the BC agent (algos/)
+
+
+def _bc_agent(head: str = "ddpm"):
+    import gymnasium as gym
+
+    from algos.generative_bc import DiffusionBCConfig, FlowBCConfig, GenerativeBC
+
+    obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    act_space = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+    cls = DiffusionBCConfig if head == "ddpm" else FlowBCConfig
+    config = cls(
+        hidden=(16, 16), horizon=3, denoising_steps=4 if head == "ddpm" else 2, total_steps=10
+    )
+    return GenerativeBC(obs_space, act_space, config)
+
+
+@pytest.mark.parametrize("head", ["ddpm", "flow"])
+def test_bc_agent_contract(head):
+    from rlcore.types import Batch
+
+    torch.manual_seed(0)
+    agent = _bc_agent(head)
+    single = agent.act(np.zeros(3, np.float32))
+    batch_chunks = agent.act(np.zeros((5, 3), np.float32))
+    assert single.shape == (3, 2) and batch_chunks.shape == (5, 3, 2)
+    low, high = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
+    assert (batch_chunks >= low - 1e-6).all() and (batch_chunks <= high + 1e-6).all()
+    obs = np.zeros((2, 3), np.float32)
+    assert np.array_equal(agent.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    b = 8
+    batch = Batch(
+        obs=torch.randn(b, 3), action=torch.zeros(b, 2), reward=torch.zeros(b),
+        next_obs=torch.zeros(b, 3), terminated=torch.zeros(b), truncated=torch.zeros(b),
+        extras={"action_chunk": torch.rand(b, 3, 2)},
+    )  # fmt: skip
+    metrics = agent.update(batch)
+    assert set(metrics) == {"bc_loss", "lr"} and metrics["lr"] == pytest.approx(1e-3)
+    clone = _bc_agent(head)
+    clone.load_state_dict(agent.state_dict())
+    for p, q in zip(agent.head.parameters(), clone.head.parameters()):
+        assert torch.equal(p, q)
+    assert clone.updates == 1
+    with pytest.raises(ValueError, match="prepare_dataset"):
+        agent.update(Batch(**{**batch.__dict__, "extras": {}}))
+
+
+def test_bc_learning_rate_is_cosine_annealed_to_its_minimum():
+    agent = _bc_agent()
+    assert agent.lr_at(0) == pytest.approx(1e-3)
+    assert agent.lr_at(5) == pytest.approx(1e-4 + 0.5 * 9e-4)  # halfway of 10
+    assert agent.lr_at(10) == pytest.approx(1e-4) and agent.lr_at(99) == pytest.approx(1e-4)
+
+
+@pytest.mark.parametrize("head", ["ddpm", "flow"])
+def test_bc_agent_round_trip_gives_identical_future_and_nan_stops_cleanly(head):
+    from rlcore.types import Batch
+    from rlcore.utils import NonFiniteLossError
+
+    def batch(seed: int, obs_scale: float = 1.0) -> Batch:
+        g = torch.Generator().manual_seed(seed)
+        return Batch(
+            obs=torch.randn(8, 3, generator=g) * obs_scale, action=torch.zeros(8, 2),
+            reward=torch.zeros(8), next_obs=torch.zeros(8, 3), terminated=torch.zeros(8),
+            truncated=torch.zeros(8), extras={"action_chunk": torch.rand(8, 3, 2, generator=g)},
+        )  # fmt: skip
+
+    torch.manual_seed(0)
+    agent = _bc_agent(head)
+    agent.update(batch(0))
+    clone = _bc_agent(head)
+    clone.load_state_dict(agent.state_dict())
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        a = agent.update(batch(seed))
+        torch.manual_seed(seed)
+        b = clone.update(batch(seed))
+        assert a == b
+    before = [p.detach().clone() for p in agent.head.parameters()]
+    with pytest.raises(NonFiniteLossError):
+        agent.update(batch(3, obs_scale=float("nan")))
+    assert all(torch.equal(p, q) for p, q in zip(before, agent.head.parameters()))

@@ -402,7 +402,12 @@ def run_phases(
             **record.state(),
         }
 
+    evaluated_at = [-1]  # the step of the last evaluation: one evaluation per step
+
     def evaluate_now(step: int) -> None:
+        if evaluated_at[0] == step:
+            return
+        evaluated_at[0] = step
         record.last_eval = _evaluate_and_log(
             agent, env, eval_env, settings, run, step, record.best, score,
             extra={"eval/env_steps": counters["env_steps"], "eval/phase": counters["phase"]},

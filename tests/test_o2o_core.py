@@ -215,7 +215,7 @@ class CountingDataset:
         self.data.load_state_dict(state)
 
 
-def _phased_run(tmp_path, offline_data: str):
+def _phased_run(tmp_path, offline_data: str, online_steps: int = 10):
     from envs.make import make_vec_env
     from rlcore.logging import Logger, read_csv
     from rlcore.loops import LoopSettings, Phase, RunContext, run_phases
@@ -249,11 +249,11 @@ def _phased_run(tmp_path, offline_data: str):
         Phase("offline", 5, dataset),
         Phase("warmup", 6),
         Phase("warmup", 4, random_actions=True),
-        Phase("online", 10, sampler),
+        Phase("online", online_steps, sampler),
     ]
     logger = Logger(tmp_path, tensorboard=False, console=False)
     run = RunContext("spy", logger, save=lambda state: tmp_path)
-    settings = LoopSettings(total_steps=25, eval_every=1000, eval_episodes=1, checkpoint_every=0,
+    settings = LoopSettings(total_steps=15 + online_steps, eval_every=1000, eval_episodes=1, checkpoint_every=0,
                             batch_size=8, utd_ratio=2)  # fmt: skip
     run_phases(agent, phases, env, eval_env, settings, run, buffer, {"dataset": dataset})
     logger.close()
@@ -285,6 +285,12 @@ def test_phases_warmup_makes_no_update_and_dropped_data_is_never_sampled(tmp_pat
     # evaluations at the end of offline training, the end of the policy warm-up, right
     # after the first online update, and at the end
     assert eval_steps == [5, 11, 16, 25]
+
+
+def test_a_step_is_evaluated_once(tmp_path):
+    """A one-step online phase: its first update is also the run's end; one evaluation."""
+    _, _, eval_steps = _phased_run(tmp_path, "drop", online_steps=1)
+    assert eval_steps == [5, 11, 16]
 
 
 @pytest.mark.parametrize("algo", ["cal_ql", "rebrac"])

@@ -79,6 +79,17 @@ def summarise(rows: list[dict[str, float]], dip_window: int, marks: tuple[int, .
     return {"pre_switch": pre, "dip": dip, "at": at, "curve": curve}
 
 
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """A run dir's eval.csv rows and its benchmark time ledger, without training."""
+    from rlcore.logging import read_csv
+
+    if not (run_dir / "eval.csv").is_file():
+        raise SystemExit(f"--read-only: {run_dir} has no eval.csv")
+    ledger = run_dir / "bench_seconds.txt"
+    seconds = float(ledger.read_text()) if ledger.is_file() else math.nan
+    return {"rows": read_csv(run_dir / "eval.csv"), "seconds": seconds, "run_dir": str(run_dir)}
+
+
 def claims(table: dict[str, dict[str, Any]], end: str) -> list[str]:
     """The papers' claims, each marked holds / does not hold / not measured."""
 
@@ -96,9 +107,15 @@ def claims(table: dict[str, dict[str, Any]], end: str) -> list[str]:
          mean("famo2o", "end") >= mean("iql", "end")),
     ]  # fmt: skip
     needed = {0: ("wsrl",), 1: ("wsrl", "sac"), 2: ("rlpd", "sac"), 3: ("famo2o", "iql")}
+    values = {
+        0: (mean("wsrl", "dip"), mean("wsrl", "pre_switch")),
+        1: (mean("wsrl", "end"), mean("sac", "end")),
+        2: (mean("rlpd", "end"), mean("sac", "end")),
+        3: (mean("famo2o", "end"), mean("iql", "end")),
+    }
     out = []
     for i, (text, holds) in enumerate(checks):
-        if any(m not in table for m in needed[i]):
+        if any(m not in table for m in needed[i]) or any(map(math.isnan, values[i])):
             out.append(f"{text}: not measured")
         else:
             out.append(f"{text}: {'holds' if holds else 'does NOT hold'}")
@@ -128,6 +145,11 @@ def main(argv: list[str] | None = None) -> dict:
         help="start a method's runs (every seed) from one finished pre-training run "
         "(rlcore.train init_from=): its offline phase is skipped and its step-0 evaluation "
         "is the pre-switch return",
+    )  # fmt: skip
+    parser.add_argument(
+        "--read-only", action="store_true",
+        help="train nothing: tabulate the run dirs as they are (unfinished runs give NaN "
+        "at the marks they have not reached)",
     )  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
@@ -167,11 +189,15 @@ def main(argv: list[str] | None = None) -> dict:
         ]
         jobs += [(method, seed, overrides) for seed in seeds[method]]
     jobs.sort(key=lambda job: -COST.get(job[0], 1.0))
-    with worker_pool(args.jobs) as pool:
-        futures = {
-            (m, s): pool.submit(run_method, m, s, o, args.run_dir, args.threads) for m, s, o in jobs
-        }
-        results = {key: future.result() for key, future in futures.items()}
+    if args.read_only:
+        results = {(m, s): read_run(args.run_dir / f"{m}_seed{s}") for m, s, _ in jobs}
+    else:
+        with worker_pool(args.jobs) as pool:
+            futures = {
+                (m, s): pool.submit(run_method, m, s, o, args.run_dir, args.threads)
+                for m, s, o in jobs
+            }
+            results = {key: future.result() for key, future in futures.items()}
 
     marks = tuple(m for m in (25_000, 50_000) if m <= args.online_steps) or (args.online_steps,)
     end = str(marks[-1])

@@ -398,6 +398,8 @@ def test_o2o_summary_reads_switch_dip_and_marks():
     verdicts = claims(table, "300")
     assert verdicts[0].endswith("does NOT hold")  # 80 < 0.9 * 100
     assert verdicts[1].endswith("holds") and verdicts[2].endswith("not measured")
+    table["sac"]["at"]["300"] = math.nan  # an unfinished run is not a failed claim
+    assert claims(table, "300")[1].endswith("not measured")
 
 
 def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
@@ -446,6 +448,10 @@ def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     assert rows[0]["step"] == 0 and rows[-1]["step"] == 80  # online env steps only
     with pytest.raises(SystemExit, match="--init-from expects"):
         o2o_main([*argv, "--init-from", f"sac={start}"])
+    # --read-only tabulates the run dirs as they are, training nothing
+    read = o2o_main([*argv, "--read-only", "--out", str(tmp_path / "r.json")])["table"]
+    assert read["wsrl"]["at"] == table["wsrl"]["at"]
+    assert read["iql"]["seeds"][0]["seconds"] == second["seconds"]
 
 
 def test_snapshot_benchmark_end_to_end(tmp_path, capsys):

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import cpu_info, run_method, worker_pool, write_result
+from benchmarks.runs import cpu_info, overrides_by_name, run_method, worker_pool, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # method -> (algo, pre-trains offline)
@@ -159,13 +159,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.offline_steps % args.eval_every or args.online_steps % args.eval_every:
         raise SystemExit("--offline-steps and --online-steps must be multiples of --eval-every")
 
-    extra: dict[str, list[str]] = {m: [] for m in args.methods}
-    for item in args.set:
-        method, _, override = item.partition(":")
-        if method not in METHODS or "=" not in override:
-            raise SystemExit(f"--set expects METHOD:KEY=VALUE with METHOD in {list(METHODS)}")
-        if method in extra:  # settings of methods not run this time are ignored
-            extra[method].append(override)
+    extra = overrides_by_name(args.set, list(METHODS), args.methods, "METHOD")
     seeds = {m: list(args.seeds) for m in args.methods}
     for item in args.seeds_for:
         method, _, count = item.partition("=")

@@ -73,6 +73,22 @@ def run_method(
     return {"rows": rows, "seconds": before + seconds, "run_dir": str(run_dir)}
 
 
+def overrides_by_name(
+    items: Sequence[str], known: Sequence[str], selected: Sequence[str], what: str
+) -> dict[str, list[str]]:
+    """``--set NAME:KEY=VALUE`` items as {selected name: [KEY=VALUE, ...]}; names that are
+    known but not selected this time are ignored (one command line serves per-method
+    invocations), anything else stops with the expected form."""
+    extra: dict[str, list[str]] = {name: [] for name in selected}
+    for item in items:
+        name, _, override = item.partition(":")
+        if name not in known or "=" not in override:
+            raise SystemExit(f"--set expects {what}:KEY=VALUE with {what} in {list(known)}")
+        if name in extra:
+            extra[name].append(override)
+    return extra
+
+
 def cpu_info() -> dict[str, str]:
     """lscpu's model name and flags (benchmarks record the CPU they ran on)."""
     try:

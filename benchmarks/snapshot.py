@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import cpu_info, run_method, worker_pool, write_result
+from benchmarks.runs import cpu_info, overrides_by_name, run_method, worker_pool, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TEACHER = Path(__file__).resolve().parent / "assets" / "hopper_sac_expert.pt"
@@ -105,13 +105,7 @@ def main(argv: list[str] | None = None) -> dict:
     marks = tuple(m for m in args.marks if m <= args.steps)
     if not marks or any(m % args.eval_every for m in marks):
         raise SystemExit("--marks must be <= --steps and multiples of --eval-every")
-    extra: dict[str, list[str]] = {v: [] for v in args.variants}
-    for item in args.set:
-        variant, _, override = item.partition(":")
-        if variant not in VARIANTS or "=" not in override:
-            raise SystemExit(f"--set expects VARIANT:KEY=VALUE with VARIANT in {list(VARIANTS)}")
-        if variant in extra:
-            extra[variant].append(override)
+    extra = overrides_by_name(args.set, list(VARIANTS), args.variants, "VARIANT")
     common = [f"eval_every={args.eval_every}", f"eval_episodes={args.eval_episodes}"]
     overrides = {
         v: [*variant_overrides(v, args.teacher, args.steps, args.switch_after), *common, *extra[v]]

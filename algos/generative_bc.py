@@ -34,7 +34,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.generative import EMA, SCHEDULES, DDPMHead, FlowHead
+from rlcore.generative import EMA, SCHEDULES, ActionBox, DDPMHead, FlowHead, make_head
 from rlcore.nets import ObsNormalizer
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
@@ -97,18 +97,8 @@ class GenerativeBC:
         self.config = config = config or DiffusionBCConfig()
         self.device = torch.device(device)
         obs_dim, act_dim = int(np.prod(observation_space.shape)), int(action_space.shape[0])
-        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
-        if not (torch.isfinite(self.low).all() and torch.isfinite(self.high).all()):
-            raise ValueError("diffusion / flow BC needs a bounded action space")
-        common = {"horizon": config.horizon, "hidden": config.hidden, "time_dim": config.time_dim}
-        if config.head == "ddpm":
-            self.head: DDPMHead | FlowHead = DDPMHead(
-                obs_dim, act_dim, steps=config.denoising_steps, schedule=config.schedule,
-                clip_x0=config.clip_x0, **common,
-            )  # fmt: skip
-        else:
-            self.head = FlowHead(obs_dim, act_dim, steps=config.denoising_steps, **common)
+        self.box = ActionBox(action_space.low, action_space.high, self.device)
+        self.head: DDPMHead | FlowHead = make_head(config.head, obs_dim, act_dim, config)
         self.head.to(self.device)
         self.ema = EMA(self.head, config.ema_decay)
         self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
@@ -120,12 +110,6 @@ class GenerativeBC:
         chunks, _ = dataset.action_chunks(self.config.horizon)
         dataset.add_channel("action_chunk", chunks)
 
-    def _to_unit(self, action: torch.Tensor) -> torch.Tensor:
-        return 2.0 * (action - self.low) / (self.high - self.low) - 1.0
-
-    def _to_env(self, unit: torch.Tensor) -> torch.Tensor:
-        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
-
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
         """Action chunk(s) (H, A) / (B, H, A) in env units from the EMA weights."""
         with torch.inference_mode():
@@ -133,7 +117,7 @@ class GenerativeBC:
             unit = self.ema.shadow.sample(
                 self.obs_normalizer(obs_t), noise_scale=0.0 if deterministic else 1.0
             )
-            chunk = self._to_env(unit).cpu().numpy()
+            chunk = self.box.to_env(unit).cpu().numpy()
         return chunk[0] if single else chunk
 
     def lr_at(self, update: int) -> float:
@@ -152,7 +136,7 @@ class GenerativeBC:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         obs = self.obs_normalizer(batch.obs)
-        target = self._to_unit(batch.extras["action_chunk"]).clamp(-1.0, 1.0)
+        target = self.box.to_unit(batch.extras["action_chunk"]).clamp(-1.0, 1.0)
         loss = self.head.loss(obs, target)
         ensure_finite(bc_loss=loss)
         self.optimizer.zero_grad()

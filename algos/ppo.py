@@ -43,6 +43,7 @@ import torch
 from torch import nn
 
 from rlcore.compiled import CompiledAdamStep, compile_graph
+from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, CategoricalActor, GaussianActor, orthogonal_init
 from rlcore.spaces import BOX, DISCRETE, action_kind, check_action_space
 from rlcore.speed import resolve_speed_modes
@@ -228,17 +229,11 @@ class PPO:
         cfg = self.config
         log_prob, entropy = self.actor.log_prob_entropy(obs, action)
         entropy = entropy.mean()
-        log_ratio = log_prob - old_log_prob
-        ratio = log_ratio.exp()
-        with torch.no_grad():
-            approx_kl = ((ratio - 1) - log_ratio).mean()
-            clip_frac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
         if cfg.norm_adv:
-            advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-        policy_loss = torch.max(
-            -advantage * ratio,
-            -advantage * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef),
-        ).mean()
+            advantage = standardize(advantage)
+        policy_loss, approx_kl, clip_frac = clipped_surrogate(
+            log_prob - old_log_prob, advantage, cfg.clip_coef
+        )
         new_value = self.critic(obs).squeeze(-1)
         if cfg.clip_value_loss:
             clipped = old_value + (new_value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)

@@ -186,7 +186,7 @@ class EpisodeStats(VectorWrapper):
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         self.returns += reward
-        self.lengths += 1
+        self.lengths += info.get("chunk_steps", 1)  # ActionChunks: env steps per chunk
         done = terminated | truncated
         info["episode_return"] = np.where(done, self.returns, np.nan)
         info["episode_length"] = np.where(done, self.lengths, np.nan)
@@ -199,6 +199,70 @@ class EpisodeStats(VectorWrapper):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.returns, self.lengths = state["returns"].copy(), state["lengths"].copy()
+
+
+class ActionChunks(VectorWrapper):
+    """Executes an action CHUNK (N, H, *action_shape) as H env steps, open loop.
+
+    The on-policy loop and the agents then see one step per chunk (DPPO's ``MultiStep``
+    wrapper, on any back end): the reward is the sum of the rewards the chunk collected,
+    ``info["chunk_steps"]`` how many env steps it ran, and a chunk stops at its env's
+    episode end. A vector env steps every sub-env together, so a sub-env whose episode
+    ended mid-chunk keeps stepping (into the autoreset episode) until the others finish
+    theirs; those steps are discarded by resetting that sub-env again (``reset_mask``),
+    so every episode starts from an ordinary reset and sees only its own chunks.
+    ``final_obs`` / ``cost`` info are carried over from the step where each chunk ended.
+    """
+
+    def __init__(self, env: VectorEnv, horizon: int) -> None:
+        super().__init__(env)
+        if horizon < 1:
+            raise ValueError(f"action chunk horizon must be >= 1, got {horizon}")
+        space = env.single_action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"action chunks need a Box action space, got {space}")
+        self.horizon = horizon
+        low, high = np.stack([space.low] * horizon), np.stack([space.high] * horizon)
+        self.single_action_space = gym.spaces.Box(low, high, dtype=space.dtype)
+        self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
+
+    def step(self, actions):
+        actions = np.asarray(actions)
+        n = self.num_envs
+        live = np.ones(n, bool)
+        stepped_after_end = np.zeros(n, bool)
+        reward = np.zeros(n, np.float64)
+        cost = None
+        terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
+        steps = np.zeros(n, np.int64)
+        final_obs = None
+        for h in range(self.horizon):
+            stepped_after_end |= ~live
+            obs, r, term, trunc, info = self.env.step(actions[:, h])
+            reward += np.where(live, r, 0.0)
+            if "cost" in info:
+                cost = (0.0 if cost is None else cost) + np.where(live, info["cost"], 0.0)
+            steps += live
+            ended = live & (term | trunc)
+            terminated |= ended & term
+            truncated |= ended & trunc
+            if ended.any():
+                final_obs = obs.copy() if final_obs is None else final_obs
+                final_obs[ended] = final_next_obs(obs, info)[ended]
+            live &= ~ended
+            if not live.any():
+                break
+        if stepped_after_end.any():  # discard the steps taken after an episode end
+            fresh, _ = self.env.reset(options={"reset_mask": stepped_after_end})
+            obs = obs.copy()
+            obs[stepped_after_end] = fresh[stepped_after_end]
+        done = terminated | truncated
+        out_info: dict[str, Any] = {"chunk_steps": steps}
+        if final_obs is not None:
+            out_info["final_obs"], out_info["_final_obs"] = final_obs, done
+        if cost is not None:
+            out_info["cost"] = cost
+        return obs, reward.astype(np.float32), terminated, truncated, out_info
 
 
 class NormalizeObservation(VectorWrapper):
@@ -283,6 +347,7 @@ def make_vec_env(
     num_threads: int | None = None,
     flatten_obs: bool = False,
     base_wrappers: Sequence[Callable[[VectorEnv], VectorEnv]] = (),
+    action_chunk: int = 1,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -297,7 +362,10 @@ def make_vec_env(
     float vector with gymnasium's ``FlattenObservation`` (the native tasks' observations
     are flat already). ``base_wrappers`` wrap the back end first, below the episode
     statistics and normalisation (``envs.snapshot.SnapshotReset``: its episodes are
-    ordinary episodes to everything above).
+    ordinary episodes to everything above). ``action_chunk`` H > 1 makes the env take
+    action chunks (N, H, A), each executed as H env steps by ``ActionChunks`` (right
+    above the back end and the base wrappers): episode statistics still count env steps
+    and rewards, normalisers see the observations where a chunk starts.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -328,6 +396,8 @@ def make_vec_env(
         )
     for wrap in base_wrappers:
         env = wrap(env)
+    if action_chunk > 1:
+        env = ActionChunks(env, action_chunk)
     env = EpisodeStats(env)
     if normalize_obs:
         env = NormalizeObservation(env, clip=clip_obs)

@@ -359,6 +359,7 @@ class RolloutBuffer:
             self.truncated,
             self.bootstrap_value,
         )
+        self.extras: dict[str, torch.Tensor] = {}  # rollout channels, allocated on first add
         self.step = 0
 
     def add(
@@ -371,8 +372,10 @@ class RolloutBuffer:
         terminated: ArrayLike,
         truncated: ArrayLike,
         bootstrap_value: ArrayLike,
+        extras: dict[str, torch.Tensor] | None = None,
     ) -> None:
-        """Store one vector step; ``bootstrap_value`` is V(final obs) where truncated, else 0."""
+        """Store one vector step; ``bootstrap_value`` is V(final obs) where truncated, else 0.
+        ``extras``: rollout channels, each (num_envs, ...) with the same keys every step."""
         if self.step >= self.num_steps:
             raise RuntimeError("RolloutBuffer is full: call compute() and reset()")
         t = self.step
@@ -381,6 +384,14 @@ class RolloutBuffer:
             row = store[t]  # a view: copy_ converts dtype and device in place
             source = value_ if isinstance(value_, torch.Tensor) else torch.as_tensor(value_)
             row.copy_(source.reshape(row.shape))
+        extras = extras or {}
+        if set(extras) != set(self.extras) and (t > 0 or self.extras):
+            raise ValueError(f"rollout channels changed: {sorted(self.extras)} -> {sorted(extras)}")
+        for name, value_ in extras.items():
+            if name not in self.extras:
+                shape = (self.num_steps, self.num_envs, *value_.shape[1:])
+                self.extras[name] = torch.zeros(shape, dtype=value_.dtype, device=self.device)
+            self.extras[name][t].copy_(value_)
         self.step += 1
 
     def compute(self, last_value: ArrayLike, gamma: float, gae_lambda: float) -> RolloutBatch:
@@ -405,6 +416,7 @@ class RolloutBuffer:
             value=self.value.reshape(n),
             advantage=advantages.reshape(n),
             returns=returns.reshape(n),
+            extras={k: v.reshape(n, *v.shape[2:]) for k, v in self.extras.items()},
         )
 
     def reset(self) -> None:

@@ -25,7 +25,9 @@ def evaluate(
     A policy may return action CHUNKS, (B, H, *action_shape): each sub-env then executes
     its chunk open loop for H steps and asks for a new one when it is used up or its
     episode ended (the policy is called on every env's observation; only the rows of the
-    envs that need a chunk are taken).
+    envs that need a chunk are taken). A policy with an ``episodes_started(mask)`` method
+    keeps per-env state (a residual policy's open-loop base chunk): it is told which envs
+    start a new episode (all after the reset, then those that just ended).
     """
     n = env.num_envs
     quota = np.full(n, num_episodes // n)
@@ -34,6 +36,9 @@ def evaluate(
     lengths: list[float] = []
     done_count = np.zeros(n, dtype=np.int64)
     obs, _ = env.reset(seed=seed)
+    episodes_started = getattr(policy, "episodes_started", None)
+    if episodes_started is not None:
+        episodes_started(np.ones(n, bool))
     chunked = len(env.single_action_space.shape) + 2  # ndim of a batch of chunks
     plan: np.ndarray | None = None
     position = np.zeros(n, dtype=np.int64)
@@ -50,6 +55,8 @@ def evaluate(
         position += 1
         obs, _, _, _, info = env.step(action)
         finished = ~np.isnan(info["episode_return"])
+        if episodes_started is not None:
+            episodes_started(finished)
         position[finished] = plan.shape[1]  # a new chunk from the reset observation
         for i in np.flatnonzero(finished):
             if done_count[i] < quota[i]:

@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -155,19 +158,22 @@ class DDPMHead(nn.Module):
         return F.mse_loss(self.net(obs, noisy, t), noise)
 
     def transition(
-        self, obs: torch.Tensor, x: torch.Tensor, i: int, std_floor: float = 0.0
+        self, obs: torch.Tensor, x: torch.Tensor, i: int | torch.Tensor, std_floor: float = 0.0
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean, std) of sampling step ``i`` (DDPM timestep t = K - 1 - i) from ``x``:
         x0 predicted from epsilon and clipped, the posterior mean, std = sqrt of the
-        posterior variance (0 at the last step) raised to ``std_floor``."""
-        t = self.steps - 1 - i
-        ab = self.alpha_bar[t]
-        eps = self.net(obs, x, torch.full((len(x),), t, device=x.device))
+        posterior variance (0 at the last step) raised to ``std_floor``. ``i`` is one step
+        for the batch or a (B,) tensor of steps, one per row (DPPO scores every
+        (env step, denoising step) pair of a minibatch in one call)."""
+        t = self.steps - 1 - torch.as_tensor(i, device=x.device).expand(len(x))
+        per_row = (-1, 1, 1)
+        ab = self.alpha_bar[t].view(per_row)
+        eps = self.net(obs, x, t)
         x0 = (x - (1 - ab).sqrt() * eps) / ab.sqrt()
         if self.clip_x0 is not None:
             x0 = x0.clamp(-self.clip_x0, self.clip_x0)
-        mean = self.coef_x0[t] * x0 + self.coef_xt[t] * x
-        std = self.posterior_var[t].sqrt().clamp(min=std_floor).expand_as(mean)
+        mean = self.coef_x0[t].view(per_row) * x0 + self.coef_xt[t].view(per_row) * x
+        std = self.posterior_var[t].sqrt().clamp(min=std_floor).view(per_row).expand_as(mean)
         return mean, std
 
     @torch.no_grad()
@@ -277,3 +283,113 @@ class EMA:
 
     def load_state_dict(self, state: dict) -> None:
         self.shadow.load_state_dict(state)
+
+
+class ChunkQueue:
+    """Per-env open-loop execution of action chunks for a policy that acts every env
+    step (ResiP's frozen base): ``next(obs, make_chunk)`` returns each env's current
+    action of its chunk, asking ``make_chunk`` for new chunks (only for the envs whose
+    chunk is used up or whose episode restarted, see ``restart``)."""
+
+    def __init__(self) -> None:
+        self.plan: torch.Tensor | None = None  # (N, H, A)
+        self.position: torch.Tensor | None = None  # (N,) index of the next action
+
+    def restart(self, mask: np.ndarray | torch.Tensor) -> None:
+        """Envs in ``mask`` take a fresh chunk at their next step (a new episode)."""
+        if self.position is not None:
+            mask = torch.as_tensor(np.asarray(mask, bool), device=self.position.device)
+            self.position[mask] = self.plan.shape[1]
+
+    def next(
+        self, obs: torch.Tensor, make_chunk: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """(N, A): the action each env executes now."""
+        if self.plan is None or len(self.plan) != len(obs):
+            self.plan = make_chunk(obs)
+            self.position = torch.zeros(len(obs), dtype=torch.long, device=obs.device)
+        need = self.position >= self.plan.shape[1]
+        if need.any():
+            self.plan[need] = make_chunk(obs[need])
+            self.position[need] = 0
+        action = self.plan[torch.arange(len(obs), device=obs.device), self.position]
+        self.position += 1
+        return action
+
+    def state_dict(self) -> dict:
+        return {"plan": self.plan, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.plan, self.position = state["plan"], state["position"]
+
+
+HEAD_FIELDS = ("horizon", "denoising_steps", "schedule", "clip_x0", "hidden", "time_dim")
+
+
+def make_head(kind: str, obs_dim: int, action_dim: int, config: Any) -> DDPMHead | FlowHead:
+    """A ``kind`` ("ddpm" | "flow") head shaped by ``config``'s ``HEAD_FIELDS`` (the BC
+    config and every fine-tuner's config carry them under the same names)."""
+    common = {"horizon": config.horizon, "hidden": tuple(config.hidden),
+              "time_dim": config.time_dim, "steps": config.denoising_steps}  # fmt: skip
+    if kind == "ddpm":
+        return DDPMHead(
+            obs_dim, action_dim, schedule=config.schedule, clip_x0=config.clip_x0, **common
+        )
+    return FlowHead(obs_dim, action_dim, **common)
+
+
+def load_pretrained(
+    path: str | Path,
+    kind: str,
+    config: Any,
+    head: nn.Module,
+    obs_normalizer: nn.Module,
+    device: str | torch.device = "cpu",
+) -> None:
+    """Copy the EMA weights and observation statistics of a behaviour-cloning run (run dir
+    or checkpoint of ``algo=diffusion_bc`` for ``kind="ddpm"``, ``flow_bc`` for ``"flow"``,
+    agent-only snapshots included) into a fine-tuner's ``head`` / ``obs_normalizer``.
+    Raises ``ValueError`` naming the mismatch: another algorithm, or head settings in
+    ``config`` that differ from the pre-trained ones."""
+    from rlcore.checkpoint import load_agent
+
+    bc = load_agent(path, device)
+    found = getattr(getattr(bc, "config", None), "head", None)
+    if found != kind:
+        raise ValueError(
+            f"algo.pretrained={path} holds a {type(bc).__name__} (head {found!r}); this "
+            f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
+        )
+    fields = HEAD_FIELDS if kind == "ddpm" else ("horizon", "denoising_steps", "hidden", "time_dim")
+    differ = [
+        f"{name}={getattr(config, name)!r} (pre-trained: {getattr(bc.config, name)!r})"
+        for name in fields
+        if _plain(getattr(config, name)) != _plain(getattr(bc.config, name))
+    ]
+    if differ:
+        raise ValueError(
+            f"algo.pretrained={path}: set the head settings to the pre-trained ones: "
+            + ", ".join(differ)
+        )
+    head.load_state_dict(bc.ema.shadow.state_dict())
+    obs_normalizer.load_state_dict(bc.obs_normalizer.state_dict())
+
+
+def _plain(value: Any) -> Any:
+    return tuple(value) if isinstance(value, (list, tuple)) else value
+
+
+class ActionBox:
+    """Maps between env actions and the heads' normalised units [-1, 1] (the box's bounds)."""
+
+    def __init__(self, low: np.ndarray, high: np.ndarray, device: torch.device) -> None:
+        self.low = torch.as_tensor(low, dtype=torch.float32, device=device)
+        self.high = torch.as_tensor(high, dtype=torch.float32, device=device)
+        if not (torch.isfinite(self.low).all() and torch.isfinite(self.high).all()):
+            raise ValueError("diffusion / flow policies need a bounded action space")
+
+    def to_unit(self, action: torch.Tensor) -> torch.Tensor:
+        return 2.0 * (action - self.low) / (self.high - self.low) - 1.0
+
+    def to_env(self, unit: torch.Tensor) -> torch.Tensor:
+        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)

@@ -185,8 +185,9 @@ def _evaluate_agent(
     if train_norm is not None and eval_norm is not None:
         eval_norm.load_state_dict(train_norm.state_dict())
         eval_norm.training = False
+    make_policy = getattr(agent, "eval_policy", None)  # a stateful policy (ResiP)
     result = evaluate(
-        lambda o: agent.act(o, deterministic=True),
+        make_policy() if make_policy is not None else lambda o: agent.act(o, deterministic=True),
         eval_env,
         settings.eval_episodes,
         seed=settings.seed + 1_000_003,
@@ -543,9 +544,15 @@ def on_policy(
 ) -> dict[str, float]:
     """On-policy training (PPO): collect ``rollout_steps`` x num_envs, then ``agent.update``.
 
-    The agent provides ``explore(obs) -> (action, log_prob, value)`` and ``value(obs)``;
-    actions are clipped to the action box for the env but stored unclipped (discrete
-    actions are stored as the int64 indices the agent drew).
+    The agent provides ``explore(obs) -> (action, log_prob, value[, channels])`` and
+    ``value(obs)``; actions are clipped to the action box for the env but stored unclipped
+    (discrete actions are stored as the int64 indices the agent drew). ``channels`` (a
+    dict of (num_envs, ...) tensors: a denoising chain, a base action) are stored as
+    rollout channels and reach ``update`` as ``RolloutBatch.extras``. On an env built
+    with action chunks (``envs.make.ActionChunks``) a step is one chunk. An agent that
+    keeps per-env state across steps (a residual policy's open-loop base chunk) defines
+    ``episodes_started(mask)``: called with all True at the start and with the envs
+    whose episode just ended after every step (evaluation does the same).
     """
     num_envs = env.num_envs
     action_space = env.single_action_space
@@ -556,6 +563,9 @@ def on_policy(
 
     env_reset = env.reset(seed=settings.seed)
     obs = env_reset[0]
+    episodes_started = getattr(agent, "episodes_started", None)
+    if episodes_started is not None:
+        episodes_started(np.ones(num_envs, bool))
     if run.resume is not None:
         state = _resume_state(run, ("agent", "env", "obs", "counters", "returns", "rng"))
         agent.load_state_dict(state["agent"])
@@ -575,7 +585,7 @@ def on_policy(
         rollout.reset()
         for _ in range(settings.rollout_steps):
             obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
-            action, log_prob, value = agent.explore(obs_t)
+            action, log_prob, value, *channels = agent.explore(obs_t)
             action_np = action.cpu().numpy()
             next_obs, reward, terminated, truncated, info = env.step(
                 to_env_action(action_np, action_space)
@@ -586,7 +596,12 @@ def on_policy(
                 bootstrap[truncated] = (
                     agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
                 )
-            rollout.add(obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap)
+            rollout.add(
+                obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap,
+                channels[0] if channels else None,
+            )  # fmt: skip
+            if episodes_started is not None:
+                episodes_started(terminated | truncated)
             obs = next_obs
             counters["step"] += num_envs
             if finished := _log_episodes(run, info, counters["step"]):

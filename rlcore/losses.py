@@ -57,3 +57,22 @@ def cosine_lr(base_lr: float, step: int, total_steps: int, periodic: bool = Fals
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
+
+
+def clipped_surrogate(
+    log_ratio: torch.Tensor, advantage: torch.Tensor, clip: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped objective: (loss = mean max(-A r, -A clip(r, 1 +- clip)), approx. KL
+    mean((r - 1) - log r), fraction of clipped ratios), r = exp(log_ratio). PPO, DPPO
+    (one row per denoising step), ReinFlow (one ratio per env step) and ResiP share it."""
+    ratio = log_ratio.exp()
+    loss = torch.max(-advantage * ratio, -advantage * ratio.clamp(1 - clip, 1 + clip)).mean()
+    with torch.no_grad():
+        approx_kl = ((ratio - 1) - log_ratio).mean()
+        clip_frac = ((ratio - 1.0).abs() > clip).float().mean()
+    return loss, approx_kl, clip_frac
+
+
+def standardize(x: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
+    """(x - mean) / (std + eps): PPO's per-minibatch advantage normalisation."""
+    return (x - x.mean()) / (x.std() + eps)

@@ -177,6 +177,9 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "flow_bc": AlgoSpec(
         "flow_bc", "algos.generative_bc", "GenerativeBC", "FlowBCConfig", "offline"
     ),
+    "dppo": AlgoSpec("dppo", "algos.dppo", "DPPO", "DPPOConfig", "on_policy"),
+    "reinflow": AlgoSpec("reinflow", "algos.reinflow", "ReinFlow", "ReinFlowConfig", "on_policy"),
+    "resip": AlgoSpec("resip", "algos.resip", "ResiP", "ResiPConfig", "on_policy"),
 }
 
 

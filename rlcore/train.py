@@ -457,6 +457,17 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m offline.collect records one)"
         )
+    if (
+        hasattr(algo_cfg, "pretrained")
+        and not algo_cfg.pretrained
+        and resume_state is None
+        and not cfg_dict.get("init_from")
+    ):
+        raise ConfigError(
+            f"algo={spec.name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
+            "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
+            "dataset=... trains one)"
+        )
     base_wrappers = []
     if (cfg_dict.get("snapshot") or {}).get("teacher"):
         if offline_run:
@@ -473,6 +484,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),
         clip_reward=float(env_cfg.get("clip_reward", 10.0)),
         base_wrappers=base_wrappers,
+        action_chunk=int(getattr(algo_cfg, "env_chunk", 1)),  # DPPO / ReinFlow act in chunks
         **normalize,
     )
     eval_episodes = int(cfg_dict["eval_episodes"])

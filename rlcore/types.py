@@ -82,7 +82,11 @@ class Batch:
 
 @dataclass(frozen=True)
 class RolloutBatch:
-    """On-policy samples with advantages and returns already computed (flattened)."""
+    """On-policy samples with advantages and returns already computed (flattened).
+
+    ``extras`` holds the rollout channels an agent's ``explore`` returned besides the
+    action (a diffusion policy's denoising chain, its per-step log-densities, a residual
+    policy's base action), row-aligned with ``obs``."""
 
     obs: torch.Tensor
     action: torch.Tensor
@@ -90,14 +94,21 @@ class RolloutBatch:
     value: torch.Tensor
     advantage: torch.Tensor
     returns: torch.Tensor
+    extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return self.obs.shape[0]
 
+    def _map(self, cut) -> RolloutBatch:  # noqa: ANN001 (tensor -> tensor)
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values = {k: ({c: cut(t) for c, t in v.items()} if k == "extras" else cut(v))
+                  for k, v in values.items()}  # fmt: skip
+        return RolloutBatch(**values)
+
     def index(self, idx: torch.Tensor) -> RolloutBatch:
         """Rows ``idx`` of every field (a minibatch)."""
-        return RolloutBatch(*(getattr(self, f.name)[idx] for f in dataclasses.fields(self)))
+        return self._map(lambda t: t[idx])
 
     def rows(self, start: int, stop: int) -> RolloutBatch:
         """Rows ``start:stop`` of every field, as views (no copy)."""
-        return RolloutBatch(*(getattr(self, f.name)[start:stop] for f in dataclasses.fields(self)))
+        return self._map(lambda t: t[start:stop])

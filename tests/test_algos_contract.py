@@ -81,7 +81,7 @@ AGENTS["famo2o"] = lambda: FamO2O(OBS, ACT, FamO2OConfig(hidden=(32, 32), balanc
 AGENTS["rlpd"] = lambda: RLPD(OBS, ACT, RLPDConfig(hidden=(32, 32), num_critics=4, utd_ratio=1))
 AGENTS["wsrl"] = lambda: WSRL(OBS, ACT, WSRLConfig(hidden=(32, 32), num_critics=4))  # CQL phase
 # action-chunk policies act (H, A) per observation: their contract is tests/test_generative.py
-CHUNKED = {"diffusion_bc", "flow_bc"}
+CHUNKED = {"diffusion_bc", "flow_bc", "dppo", "reinflow", "resip"}  # + test_finetune.py
 OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
 
 

@@ -20,10 +20,16 @@ WITH_DATA = sorted(
     if spec.loop == "off_policy"
     and any(f.name == "offline_data" for f in dataclasses.fields(spec.config_class))
 )
+# on-policy fine-tuners of a pre-trained diffusion / flow policy (algo.pretrained)
+FINETUNERS = sorted(
+    name
+    for name, spec in registry.ALGORITHMS.items()
+    if any(f.name == "pretrained" for f in dataclasses.fields(spec.config_class))
+)
 ONLINE = sorted(
     name
     for name, spec in registry.ALGORITHMS.items()
-    if spec.loop != "offline" and name not in WITH_DATA
+    if spec.loop != "offline" and name not in WITH_DATA and name not in FINETUNERS
 )
 ENVS = sorted(p.stem for p in (REPO / "configs" / "env").glob("*.yaml") if p.stem != "gym")
 
@@ -216,6 +222,55 @@ def test_every_offline_to_online_algo_env_pair_runs(algo, env, tmp_path, tiny_da
     assert all(not warmup_start < r["step"] <= warmup_end for r in metric_rows)
     online = [r for r in metric_rows if r["step"] > warmup_end]
     assert online and all("train/critic_loss" in r for r in online)
+
+
+@pytest.fixture(scope="session")
+def tiny_bc_runs(tmp_path_factory, tiny_datasets):
+    """A 20-step diffusion_bc (5 denoising steps) and flow_bc run per Box env config."""
+    root = tmp_path_factory.mktemp("bc")
+    runs = {}
+    for env in BOX_ENVS:
+        for algo, head in (("diffusion_bc", "ddpm"), ("flow_bc", "flow")):
+            runs[env, head] = root / f"{env}_{head}"
+            train(make_config(f"algo={algo}", f"env={env}", *FAST, f"dataset={tiny_datasets[env]}",
+                              "total_steps=20", "algo.hidden=[32,32]", "algo.denoising_steps=3",
+                              "eval_every=20", "eval_episodes=1"), runs[env, head])  # fmt: skip
+    return runs
+
+
+@pytest.mark.parametrize("env", BOX_ENVS)
+@pytest.mark.parametrize("algo", FINETUNERS)
+def test_every_finetuner_env_pair_runs(algo, env, tmp_path, tiny_bc_runs):
+    head = "flow" if algo == "reinflow" else "ddpm"
+    cfg = make_config(
+        f"algo={algo}",
+        f"env={env}",
+        *FAST,
+        f"algo.pretrained={tiny_bc_runs[env, head]}",
+        "algo.hidden=[32,32]",
+        "algo.denoising_steps=3",
+        *(
+            ["algo.finetune_steps=2", "algo.minibatch_size=32"]
+            if algo == "dppo"
+            else ["algo.num_minibatches=2"]
+        ),  # fmt: skip
+        "algo.rollout_steps=16",
+        "env.num_envs=2",
+        "total_steps=64",
+        "env.max_episode_steps=40",
+        "eval_every=64",
+        "eval_episodes=1",
+        "log_every=16",
+    )
+    result = train(cfg, tmp_path)
+    assert result["eval/return"] == result["eval/return"]
+    rows = read_csv(tmp_path / "train.csv")
+    assert sum("train/value_loss" in r for r in rows) == 2  # two iterations of 32 steps
+
+
+def test_finetuner_without_pretrained_policy_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="fine-tunes a pre-trained policy: pass algo.pretrained="):
+        train(make_config("algo=dppo", "env=hopper", *FAST), tmp_path)
 
 
 def test_offline_algo_without_dataset_is_a_clear_error(tmp_path):

@@ -93,8 +93,29 @@ CASES["sac_snapshot"] = [*CASES["sac_native"],
                          f"snapshot.teacher={REPO / 'benchmarks/assets/hopper_sac_expert.pt'}",
                          "snapshot.episodes=2", "snapshot.truncate_after=40",
                          "snapshot.switch_after=1200"]  # fmt: skip
+# fine-tuners of a pre-trained chunk policy ({ddpm} / {flow}: behaviour-cloning runs the
+# module fixture trains): DPPO and ReinFlow step a chunked env, ResiP keeps per-env base
+# chunks in the agent (saved with it)
+_FINETUNE = ["env=Hopper", "env.num_envs=2", "algo.rollout_steps=20", "algo.hidden=[32,32]",
+             "algo.time_dim=8", "checkpoint_every=40", "eval_every=80", "eval_episodes=2",
+             "log_every=20", "env.max_episode_steps=60"]  # fmt: skip
+CASES["dppo"] = ["algo=dppo", "algo.pretrained={ddpm}", "algo.denoising_steps=5",
+                 "algo.finetune_steps=3", "algo.minibatch_size=40", "total_steps=400",
+                 "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
+CASES["reinflow"] = ["algo=reinflow", "algo.pretrained={flow}", "algo.num_minibatches=2",
+                     "total_steps=400", "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
+CASES["resip"] = ["algo=resip", "algo.pretrained={ddpm}", "algo.denoising_steps=5",
+                  "algo.num_minibatches=2", "total_steps=800", *_FINETUNE]  # fmt: skip
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
+
+
+PRETRAINED: dict[str, str] = {}  # head -> behaviour-cloning run dir (module fixture)
+
+
+def case(algo: str) -> list[str]:
+    """The overrides of ``algo``'s case, with the pre-trained runs filled in."""
+    return [arg.format(**PRETRAINED) for arg in CASES[algo]]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -106,6 +127,13 @@ def random_hopper_dataset(tmp_path_factory):
     old = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     collect("Hopper", "random", "local/hopper/random-v0", steps=2000, seed=0)
+    for head, algo in (("ddpm", "diffusion_bc"), ("flow", "flow_bc")):
+        run = root / f"bc_{head}"
+        steps = ["algo.denoising_steps=5"] if head == "ddpm" else []
+        train(make_config(f"algo={algo}", "env=Hopper", "dataset=local/hopper/random-v0",
+                          "total_steps=30", "algo.hidden=[32,32]", "algo.time_dim=8", *steps,
+                          "eval_every=30", "eval_episodes=1", "logger=quiet"), run)  # fmt: skip
+        PRETRAINED[head] = str(run)
     yield
     if old is None:
         os.environ.pop("MINARI_DATASETS_PATH", None)
@@ -170,7 +198,7 @@ def _kill_after_checkpoint(args, run_dir, rng, max_sleep=1.5):
 
 @pytest.mark.parametrize("algo", sorted(CASES))
 def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
-    args = [*CASES[algo], *FAST]
+    args = [*case(algo), *FAST]
     train(make_config(*args), tmp_path / "full")
 
     killed = tmp_path / "killed"
@@ -182,8 +210,9 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    loss = {"ppo": "train/value_loss", "iql": "train/q_loss", "iql_o2o": "train/q_loss"}.get(
-        algo, "train/critic_loss"
+    on_policy = {"ppo", "dppo", "reinflow", "resip"}
+    loss = {"iql": "train/q_loss", "iql_o2o": "train/q_loss"}.get(
+        algo, "train/value_loss" if algo in on_policy else "train/critic_loss"
     )
     pairs = [("eval.csv", "eval/return"), ("train.csv", loss)]
     if algo != "iql":  # offline runs have no training episodes

@@ -1,0 +1,266 @@
+"""Diffusion Policy Policy Optimization (DPPO): PPO on the denoising steps of a
+pre-trained DDPM action-chunk policy.
+
+Paper: A. Z. Ren, J. Lidard, L. L. Ankile, A. Simeonov, P. Agrawal, A. Majumdar,
+B. Burchfiel, H. Dai, M. Simchowitz, "Diffusion Policy Policy Optimization",
+arXiv:2409.00588 (2024).
+
+The policy is a DDPM head pre-trained by ``algo=diffusion_bc`` (``algo.pretrained=<run
+dir or .pt>``). Sampling a chunk runs K denoising steps; the last K' (``finetune_steps``)
+use a fine-tuned copy of the network, the first K - K' the frozen original. Every
+(env step, fine-tuned denoising step) pair is one PPO sample: the log-density of
+x_{i+1} given x_i under the step's Gaussian (std floored at ``std_floor``, for sampling
+and for scoring), the env-level GAE advantage of its env step shared by every step of
+the chain and multiplied by ``denoise_discount`` ^ (K' - k - 1) for the k-th fine-tuned
+step (the last one gets the full advantage), clip 0.01. One env step executes a chunk of
+H actions (``envs.make.ActionChunks``: the reward is the chunk's summed reward, GAE
+discounts per chunk as the reference does). The critic V(s) is a 3x256 Mish MLP on the
+pre-training's standardised observation. Defaults: K = 20, K' = 10, H = 4, actor lr
+1e-4, critic lr 1e-3, 5 epochs, stop an iteration's epochs at approx-KL > 1, gamma
+0.99, lambda 0.95, value coefficient 0.5, running reward scaling.
+
+The paper trains with 40 envs x 500 steps per iteration and minibatches of 50k pairs
+(``env.num_envs=40 algo.rollout_steps=500``); the defaults here are the same, sized down
+by configs where a CPU run needs it.
+
+Departures from the paper:
+* The critic is a plain 3x256 Mish MLP (the reference's has residual blocks).
+* No per-denoising-step clip schedule (the reference can widen the clip for earlier
+  steps) and no log-probability clamp; advantages are standardised per minibatch.
+* Gradients are clipped at global norm 1.0 per network.
+* Observations keep the behaviour-cloning run's standardisation (dataset mean / std),
+  not DPPO's min-max scaling to [-1, 1].
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlcore.generative import (
+    SCHEDULES,
+    ActionBox,
+    DDPMHead,
+    gaussian_log_prob,
+    load_pretrained,
+    make_head,
+)
+from rlcore.losses import clipped_surrogate, standardize
+from rlcore.nets import MLP, ObsNormalizer
+from rlcore.spaces import require_box_actions
+from rlcore.types import RolloutBatch
+from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+
+
+@dataclass
+class DPPOConfig:
+    """DPPO fine-tuning (the paper's Gym defaults)."""
+
+    pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
+    # head settings: must equal the pre-trained run's (checked when loading it)
+    horizon: int = 4  # actions per chunk, executed open loop
+    denoising_steps: int = 20  # K
+    schedule: str = "cosine"  # DDPM beta schedule
+    clip_x0: float | None = 1.0  # clip of the predicted x0
+    hidden: tuple[int, ...] = (512, 512, 512)
+    time_dim: int = 16
+    # fine-tuning
+    finetune_steps: int = 10  # K': the last K' denoising steps are fine-tuned (0: none)
+    std_floor: float = 0.1  # minimum std of a denoising step, sampling and scoring
+    denoise_discount: float = 0.99  # advantage weight per denoising step away from the last
+    actor_lr: float = 1e-4
+    critic_lr: float = 1e-3
+    critic_hidden: tuple[int, ...] = (256, 256, 256)  # Mish MLP
+    gamma: float = 0.99  # discount per chunk (env step of the chunked env)
+    gae_lambda: float = 0.95
+    clip_coef: float = 0.01
+    vf_coef: float = 0.5
+    update_epochs: int = 5
+    minibatch_size: int = 50_000  # (env step, denoising step) pairs per minibatch
+    target_kl: float | None = 1.0  # stop an iteration's epochs above this approx. KL
+    max_grad_norm: float = 1.0
+    fused_optimizer: bool = True
+    # env-side settings (rlcore.train)
+    normalize_obs: bool = False  # the pre-trained standardisation is used instead
+    normalize_reward: bool = True  # running reward scaling
+    rollout_steps: int = 500  # chunks per sub-env between updates
+    total_steps: int = 1_000_000  # chunks (env steps of the chunked env), all sub-envs
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r}: choose from {SCHEDULES}")
+        if not 0 <= self.finetune_steps <= self.denoising_steps:
+            raise ValueError(
+                f"finetune_steps={self.finetune_steps} must be in [0, denoising_steps="
+                f"{self.denoising_steps}]"
+            )
+
+    @property
+    def env_chunk(self) -> int:
+        """Actions per env step of the training env (rlcore.train builds it chunked)."""
+        return self.horizon
+
+
+class DPPO:
+    """DPPO agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
+
+    head_kind = "ddpm"
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: DPPOConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        require_box_actions(action_space, "DPPO")
+        self.config = config = config or DPPOConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(action_space.shape[-1])  # the chunked env's space is (H, A)
+        self.box = ActionBox(action_space.low, action_space.high, self.device)
+        self.base: DDPMHead = make_head("ddpm", obs_dim, action_dim, config).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        if config.pretrained:
+            load_pretrained(
+                config.pretrained, "ddpm", config, self.base, self.obs_normalizer, self.device
+            )
+        self.base.requires_grad_(False)
+        self.actor: DDPMHead = copy.deepcopy(self.base).requires_grad_(True)
+        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish").to(self.device)
+        self.actor_optimizer = adam(
+            self.actor.parameters(), config.actor_lr, config.fused_optimizer
+        )
+        self.critic_optimizer = adam(
+            self.critic.parameters(), config.critic_lr, config.fused_optimizer
+        )
+        self.updates = 0
+
+    # -- acting ---------------------------------------------------------------------
+    def _first_tuned(self) -> int:
+        return self.config.denoising_steps - self.config.finetune_steps
+
+    def _denoise(
+        self, obs: torch.Tensor, noise_scale: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(unit chunk (B, H, A), chain of the fine-tuned steps (B, K' + 1, H, A), their
+        log-densities (B, K')). Frozen network for steps < K - K', fine-tuned after."""
+        cfg, first = self.config, self._first_tuned()
+        shape = (len(obs), cfg.horizon, self.base.action_dim)
+        x = noise_scale * torch.randn(shape, device=obs.device)
+        chain, log_probs = [x] if first == 0 else [], []
+        for i in range(cfg.denoising_steps):
+            tuned = i >= first
+            mean, std = (self.actor if tuned else self.base).transition(obs, x, i, cfg.std_floor)
+            x_next = mean + noise_scale * std * torch.randn_like(mean)
+            if tuned:
+                log_probs.append(gaussian_log_prob(x_next, mean, std))
+                chain.append(x_next)
+            elif i == first - 1:
+                chain.append(x_next)
+            x = x_next
+        log_prob = torch.stack(log_probs, 1) if log_probs else x.new_zeros(len(obs), 0)
+        return x.clamp(-1.0, 1.0), torch.stack(chain, 1), log_prob
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """Action chunk(s) (H, A) / (B, H, A) in env units (deterministic: the zero-noise
+        path through the same networks)."""
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, self.device)
+            unit, _, _ = self._denoise(self.obs_normalizer(obs_t), 0.0 if deterministic else 1.0)
+            chunk = self.box.to_env(unit).cpu().numpy()
+        return chunk[0] if single else chunk
+
+    @torch.no_grad()
+    def explore(
+        self, obs: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Chunk in env units, its summed log-density, V(s), and the rollout channels
+        ``chain`` (B, K' + 1, H, A) and ``step_log_prob`` (B, K')."""
+        norm = self.obs_normalizer(obs.float())
+        unit, chain, log_prob = self._denoise(norm, 1.0)
+        value = self.critic(norm).squeeze(-1)
+        channels = {"chain": chain, "step_log_prob": log_prob}
+        return self.box.to_env(unit), log_prob.sum(-1), value, channels
+
+    @torch.no_grad()
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.critic(self.obs_normalizer(obs.float())).squeeze(-1)
+
+    # -- learning -------------------------------------------------------------------
+    def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
+        """``update_epochs`` passes over the (env step, fine-tuned step) pairs."""
+        cfg = self.config
+        tuned = cfg.finetune_steps
+        rows = len(batch)
+        pairs = rows * max(tuned, 1)  # K' = 0: the critic still learns, one row each
+        norm_obs = self.obs_normalizer(batch.obs)
+        weight = cfg.denoise_discount ** torch.arange(tuned - 1, -1, -1, device=self.device)
+        stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
+                                         "clip_fraction": []}  # fmt: skip
+        for _ in range(cfg.update_epochs):
+            order = torch.randperm(pairs, device=self.device)
+            approx_kl = torch.zeros(())
+            for start in range(0, pairs, cfg.minibatch_size):
+                pair = order[start : start + cfg.minibatch_size]
+                row, k = pair // max(tuned, 1), pair % max(tuned, 1)
+                obs = norm_obs[row]
+                value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[row]).pow(2).mean()
+                loss = cfg.vf_coef * value_loss
+                if tuned:
+                    chain = batch.extras["chain"]
+                    mean, std = self.actor.transition(
+                        obs, chain[row, k], self._first_tuned() + k, cfg.std_floor
+                    )
+                    log_prob = gaussian_log_prob(chain[row, k + 1], mean, std)
+                    old = batch.extras["step_log_prob"][row, k]
+                    advantage = standardize(batch.advantage[row] * weight[k])
+                    policy_loss, approx_kl, clip_frac = clipped_surrogate(
+                        log_prob - old, advantage, cfg.clip_coef
+                    )
+                    loss = loss + policy_loss
+                    stats["policy_loss"].append(policy_loss.item())
+                    stats["clip_fraction"].append(clip_frac.item())
+                ensure_finite(loss=loss)
+                self.actor_optimizer.zero_grad()
+                self.critic_optimizer.zero_grad()
+                loss.backward()
+                if tuned:
+                    nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.max_grad_norm)
+                    self.actor_optimizer.step()
+                nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
+                self.critic_optimizer.step()
+                stats["value_loss"].append(value_loss.item())
+                stats["approx_kl"].append(approx_kl.item())
+            if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                break
+        self.updates += 1
+        return {k: float(np.mean(v)) for k, v in stats.items() if v}
+
+    def state_dict(self) -> dict:
+        return state_of(
+            actor=self.actor,
+            base=self.base,
+            critic=self.critic,
+            obs_normalizer=self.obs_normalizer,
+            actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+            updates=self.updates,
+        )
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(
+            state,
+            actor=self.actor,
+            base=self.base,
+            critic=self.critic,
+            obs_normalizer=self.obs_normalizer,
+            actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+        )
+        self.updates = int(state["updates"])

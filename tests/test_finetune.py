@@ -1,0 +1,393 @@
+"""Action-chunk execution, rollout channels and the fine-tuners of diffusion / flow
+policies (DPPO, ReinFlow, ResiP): hand-computed likelihoods, the chunk wrapper on every
+back end, K' = 0, the residual's start at its base, contracts, the CLI's errors and a
+small behaviour-cloning learning test on a scripted expert."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from algos.dppo import DPPO, DPPOConfig
+from algos.generative_bc import DiffusionBCConfig, GenerativeBC
+from algos.reinflow import ReinFlow, ReinFlowConfig
+from algos.resip import ResiP, ResiPConfig
+from envs.make import make_vec_env
+from rlcore.buffers import RolloutBuffer
+from rlcore.checkpoint import save_checkpoint
+from rlcore.generative import ChunkQueue, DDPMHead
+from rlcore.spaces import action_storage
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+ACT = gym.spaces.Box(np.array([-2.0, -0.5, 0.0], np.float32), np.array([2.0, 0.5, 1.0], np.float32))
+H = 2
+CHUNK_ACT = gym.spaces.Box(np.stack([ACT.low] * H), np.stack([ACT.high] * H))
+SMALL = {"horizon": H, "hidden": (32, 32), "time_dim": 8}
+
+
+def small_dppo(**kw) -> DPPO:
+    cfg = DPPOConfig(**SMALL, denoising_steps=5, finetune_steps=kw.pop("finetune_steps", 3),
+                     critic_hidden=(16, 16), minibatch_size=16, **kw)  # fmt: skip
+    return DPPO(OBS, CHUNK_ACT, cfg)
+
+
+def small_reinflow(**kw) -> ReinFlow:
+    cfg = ReinFlowConfig(**SMALL, denoising_steps=3, noise_hidden=(8, 8), critic_hidden=(16, 16),
+                         num_minibatches=2, update_epochs=2, **kw)  # fmt: skip
+    return ReinFlow(OBS, CHUNK_ACT, cfg)
+
+
+def small_resip(**kw) -> ResiP:
+    cfg = ResiPConfig(**SMALL, denoising_steps=4, residual_hidden=(16, 16),
+                      critic_hidden=(16, 16), num_minibatches=2, update_epochs=2, **kw)  # fmt: skip
+    return ResiP(OBS, ACT, cfg)
+
+
+FINETUNERS = {"dppo": small_dppo, "reinflow": small_reinflow, "resip": small_resip}
+
+
+def rollout_of(agent, steps: int = 6, envs: int = 3, seed: int = 0):
+    """A rollout of random observations and rewards, stored through RolloutBuffer."""
+    g = torch.Generator().manual_seed(seed)
+    space = ACT if isinstance(agent, ResiP) else CHUNK_ACT
+    shape, dtype = action_storage(space)
+    buffer = RolloutBuffer(steps, envs, (5,), shape, action_dtype=dtype)
+    for _ in range(steps):
+        obs = torch.randn(envs, 5, generator=g)
+        action, log_prob, value, channels = agent.explore(obs)
+        buffer.add(obs, action, log_prob, torch.randn(envs, generator=g), value,
+                   torch.zeros(envs), torch.zeros(envs), torch.zeros(envs), channels)  # fmt: skip
+    return buffer.compute(torch.zeros(envs), 0.99, 0.95)
+
+
+# -- action chunks in the env --------------------------------------------------------
+@pytest.mark.parametrize("backend", ["sync", "async", "native"])
+def test_a_chunk_equals_its_env_steps_on_every_backend(backend):
+    chunked = make_vec_env("hopper", 2, backend=backend, action_chunk=3)
+    plain = make_vec_env("hopper", 2, backend=backend)
+    try:
+        obs_c, _ = chunked.reset(seed=4)
+        obs_p, _ = plain.reset(seed=4)
+        np.testing.assert_array_equal(obs_c, obs_p)
+        assert chunked.single_action_space.shape == (3, 3)
+        actions = np.random.default_rng(0).uniform(-1, 1, (2, 3, 3)).astype(np.float32)
+        obs_c, reward_c, _, _, info = chunked.step(actions)
+        total = np.zeros(2)
+        for h in range(3):
+            obs_p, reward_p, *_ = plain.step(actions[:, h])
+            total += reward_p
+        np.testing.assert_array_equal(obs_c, obs_p)
+        np.testing.assert_allclose(reward_c, total, rtol=1e-6)
+        np.testing.assert_array_equal(info["chunk_steps"], [3, 3])
+    finally:
+        chunked.close()
+        plain.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "native"])
+def test_a_chunk_never_crosses_an_episode_end(backend):
+    # episodes of 5 steps, chunks of 3: every episode is a chunk of 3 then one of 2
+    env = make_vec_env("hopper", 2, backend=backend, action_chunk=3, max_episode_steps=5)
+    zeros = np.zeros((2, 3, 3), np.float32)
+    env.reset(seed=0)
+    steps, lengths, truncated = [], [], []
+    for _ in range(4):
+        obs, _, term, trunc, info = env.step(zeros)
+        steps.append(info["chunk_steps"].tolist())
+        truncated.append(trunc.tolist())
+        lengths += [x for x in info["episode_length"] if not np.isnan(x)]
+        assert not term.any()
+    assert steps == [[3, 3], [2, 2], [3, 3], [2, 2]]
+    assert truncated == [[False, False], [True, True], [False, False], [True, True]]
+    assert lengths == [5, 5, 5, 5]
+    env.close()
+
+
+def test_an_env_ending_mid_chunk_restarts_from_a_fresh_reset_while_others_go_on():
+    # env 0 ends after 2 steps (time limit 2), env 1 never within the chunk (limit 10)
+    env = make_vec_env("hopper", 2, backend="sync", action_chunk=4)
+    base = env.env.env  # EpisodeStats -> ActionChunks -> SyncVectorEnv
+    time_limit = base.envs[0]
+    while not isinstance(time_limit, gym.wrappers.TimeLimit):
+        time_limit = time_limit.env
+    time_limit._max_episode_steps = 2
+    env.reset(seed=0)
+    obs, _, _, trunc, info = env.step(np.zeros((2, 4, 3), np.float32))
+    assert info["chunk_steps"].tolist() == [2, 4]
+    assert trunc.tolist() == [True, False]
+    assert info["_final_obs"].tolist() == [True, False]
+    assert time_limit._elapsed_steps == 0  # the steps after its end were discarded
+    env.close()
+
+
+# -- rollout channels ----------------------------------------------------------------
+def test_rollout_channels_are_stored_flattened_and_follow_minibatch_indexing():
+    buffer = RolloutBuffer(3, 2, (1,), (1,))
+    for t in range(3):
+        chain = torch.arange(2 * 4, dtype=torch.float32).view(2, 4) + 100 * t
+        buffer.add(torch.full((2, 1), float(t)), torch.zeros(2, 1), torch.zeros(2),
+                   torch.zeros(2), torch.zeros(2), torch.zeros(2), torch.zeros(2),
+                   torch.zeros(2), {"chain": chain})  # fmt: skip
+    batch = buffer.compute(torch.zeros(2), 0.99, 0.95)
+    assert batch.extras["chain"].shape == (6, 4)
+    # row 3 = step 1, env 1
+    np.testing.assert_array_equal(batch.extras["chain"][3].numpy(), [104, 105, 106, 107])
+    picked = batch.index(torch.tensor([3, 0]))
+    np.testing.assert_array_equal(picked.extras["chain"][:, 0].numpy(), [104, 0])
+    assert picked.obs[:, 0].tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="rollout channels changed"):
+        buffer.reset()
+        buffer.add(*[torch.zeros(2)] * 2, *[torch.zeros(2)] * 6)
+
+
+# -- the heads' likelihoods ----------------------------------------------------------
+def test_ddpm_transition_with_per_row_steps_equals_one_step_at_a_time():
+    torch.manual_seed(0)
+    head = DDPMHead(4, 2, horizon=3, steps=6, hidden=(16, 16), time_dim=8)
+    obs, x = torch.randn(5, 4), torch.randn(5, 3, 2)
+    steps = torch.tensor([0, 5, 2, 3, 5])
+    mean, std = head.transition(obs, x, steps, std_floor=0.1)
+    for row, i in enumerate(steps.tolist()):
+        m, s = head.transition(obs[row : row + 1], x[row : row + 1], i, std_floor=0.1)
+        torch.testing.assert_close(mean[row], m[0])
+        torch.testing.assert_close(std[row], s[0])
+    assert torch.all(std[1] == 0.1)  # last step: posterior std 0, raised to the floor
+
+
+def test_reinflow_chain_log_likelihood_by_hand():
+    torch.manual_seed(0)
+    agent = small_reinflow(sigma_min=0.2, sigma_max=0.2)  # sigma fixed at 0.2
+    for p in agent.actor.net.out.parameters():  # zero velocity: x_{k+1} ~ N(x_k, 0.04)
+        torch.nn.init.zeros_(p)
+    obs = torch.randn(2, 5)
+    chain = torch.randn(2, 4, H, 3)  # K = 3 steps
+    log_prob, entropy = agent.chain_log_prob(obs, chain)
+    c = chain.double().numpy()
+    d = H * 3
+    for b in range(2):
+        initial = -0.5 * (c[b, 0] ** 2).sum() - 0.5 * d * math.log(2 * math.pi)
+        steps = sum(
+            -0.5 * ((c[b, k + 1] - c[b, k]) ** 2).sum() / 0.04
+            - d * math.log(0.2) - 0.5 * d * math.log(2 * math.pi)
+            for k in range(3)
+        )  # fmt: skip
+        assert log_prob[b].item() == pytest.approx((initial + steps) / (4 * d), rel=1e-5)
+    assert entropy.item() == pytest.approx(0.5 * math.log(2 * math.pi * math.e * 0.04), rel=1e-5)
+
+
+def test_reinflow_log_prob_of_its_own_samples_matches_explore_and_ratio_is_one():
+    torch.manual_seed(0)
+    agent = small_reinflow()
+    obs = torch.randn(4, 5)
+    _, log_prob, _, channels = agent.explore(obs)
+    again, _ = agent.chain_log_prob(agent.obs_normalizer(obs), channels["chain"])
+    torch.testing.assert_close(again, log_prob)
+
+
+def test_reinflow_noise_schedule_holds_then_cosine_anneals():
+    agent = small_reinflow(sigma_min=0.1, sigma_max=0.24, noise_hold=0.35, noise_decay=0.7)
+    end = 0.1 + 0.7 * 0.14
+    assert agent.sigma_max_at(0.0) == agent.sigma_max_at(0.35) == 0.24
+    assert agent.sigma_max_at(1.0) == pytest.approx(end)
+    assert agent.sigma_max_at(0.675) == pytest.approx((0.24 + end) / 2)
+    chain = torch.zeros(64, 4, H, 3)
+    agent.sigma_max = 0.15
+    std = agent.noise(torch.randn(64, 5), chain[:, 0], torch.rand(64), 0.1, 0.15)
+    assert std.min() >= 0.1 - 1e-6 and std.max() <= 0.15 + 1e-6
+
+
+def test_dppo_log_densities_of_explore_are_those_update_recomputes():
+    torch.manual_seed(0)
+    agent = small_dppo()
+    obs = torch.randn(3, 5)
+    _, total, _, channels = agent.explore(obs)
+    chain, steps = channels["chain"], channels["step_log_prob"]
+    assert chain.shape == (3, 4, H, 3) and steps.shape == (3, 3)
+    torch.testing.assert_close(total, steps.sum(-1))
+    norm = agent.obs_normalizer(obs)
+    for k in range(3):
+        mean, std = agent.actor.transition(norm, chain[:, k], 2 + k, agent.config.std_floor)
+        from rlcore.generative import gaussian_log_prob
+
+        torch.testing.assert_close(gaussian_log_prob(chain[:, k + 1], mean, std), steps[:, k])
+
+
+def test_dppo_with_no_finetuned_steps_leaves_the_policy_unchanged():
+    torch.manual_seed(0)
+    agent = small_dppo(finetune_steps=0)
+    before = {k: v.clone() for k, v in agent.actor.state_dict().items()}
+    obs = np.random.default_rng(0).normal(size=(4, 5)).astype(np.float32)
+    act_before = agent.act(obs, deterministic=True)
+    critic_before = [p.clone() for p in agent.critic.parameters()]
+    metrics = agent.update(rollout_of(agent))
+    assert "policy_loss" not in metrics and np.isfinite(metrics["value_loss"])
+    for k, v in agent.actor.state_dict().items():
+        assert torch.equal(before[k], v), k
+    np.testing.assert_array_equal(agent.act(obs, deterministic=True), act_before)
+    assert any(not torch.equal(a, b) for a, b in zip(critic_before, agent.critic.parameters()))
+
+
+def test_dppo_finetunes_only_the_last_steps_copy():
+    torch.manual_seed(0)
+    agent = small_dppo()
+    base_before = {k: v.clone() for k, v in agent.base.state_dict().items()}
+    agent.update(rollout_of(agent))
+    for k, v in agent.base.state_dict().items():
+        assert torch.equal(base_before[k], v), k
+    assert any(not torch.equal(base_before[k], v) for k, v in agent.actor.state_dict().items())
+
+
+# -- ResiP ---------------------------------------------------------------------------
+def test_chunk_queue_runs_chunks_open_loop_and_restarts_per_env():
+    calls = []
+
+    def make_chunk(obs):
+        calls.append(obs[:, 0].tolist())
+        return obs[:, :1, None].repeat(1, 3, 2) * 10 + torch.arange(3.0).view(1, 3, 1)
+
+    queue = ChunkQueue()
+    obs = torch.tensor([[1.0], [2.0]])
+    got = [queue.next(obs, make_chunk)[:, 0].tolist() for _ in range(2)]
+    assert got == [[10.0, 20.0], [11.0, 21.0]] and calls == [[1.0, 2.0]]
+    queue.restart(np.array([False, True]))
+    got = queue.next(torch.tensor([[1.0], [5.0]]), make_chunk)[:, 0].tolist()
+    assert got == [12.0, 50.0] and calls[-1] == [5.0]
+    got = queue.next(torch.tensor([[7.0], [5.0]]), make_chunk)[:, 0].tolist()
+    assert got == [70.0, 51.0]
+
+
+def test_residual_starts_exactly_at_the_base_policy():
+    torch.manual_seed(0)
+    agent = small_resip()
+    obs = np.random.default_rng(0).normal(size=(3, 5)).astype(np.float32)
+    norm = agent.obs_normalizer(torch.as_tensor(obs))
+    base = agent.base_chunk(norm)  # the open-loop chunk, deterministic
+    policy = agent.eval_policy()
+    policy.episodes_started(np.ones(3, bool))
+    for h in range(H):  # the whole chunk: base actions, in env units
+        expected = agent.box.to_env(base[:, h].clamp(-1, 1)).numpy()
+        np.testing.assert_allclose(policy(obs), expected, rtol=1e-6)
+    # exploring adds only the residual's noise, scaled by 0.1, around the base action
+    agent.episodes_started(np.ones(3, bool))
+    torch.manual_seed(1)
+    action, _, _, channels = agent.explore(torch.as_tensor(obs))
+    torch.testing.assert_close(channels["base_action"], base[:, 0])
+    unit = (base[:, 0] + 0.1 * channels["residual"]).clamp(-1, 1)
+    torch.testing.assert_close(action, agent.box.to_env(unit))
+    assert torch.count_nonzero(agent.residual_mean(norm, base[:, 0])) == 0
+
+
+# -- the contract every fine-tuner meets ---------------------------------------------
+@pytest.mark.parametrize("name", list(FINETUNERS))
+def test_finetuner_contract(name):
+    torch.manual_seed(0)
+    agent = FINETUNERS[name]()
+    obs = np.random.default_rng(0).normal(size=(7, 5)).astype(np.float32) * 10
+    chunk_shape = (3,) if name == "resip" else (H, 3)
+    single, batch = agent.act(obs[0]), agent.act(obs)
+    assert single.shape == chunk_shape and batch.shape == (7, *chunk_shape)
+    low, high = (ACT.low, ACT.high) if name == "resip" else (CHUNK_ACT.low, CHUNK_ACT.high)
+    assert (batch >= low - 1e-6).all() and (batch <= high + 1e-6).all()
+    np.testing.assert_array_equal(agent.act(obs, True), agent.act(obs, True))
+    trained = [p for p in (agent.residual if name == "resip" else agent.actor).parameters()]
+    before = [p.clone() for p in trained]
+    metrics = agent.update(rollout_of(agent), progress=0.5)
+    assert metrics and all(np.isfinite(v) for v in metrics.values()), metrics
+    assert any(not torch.equal(a, b) for a, b in zip(before, trained))
+    # a state_dict round trip gives the same future
+    clone = FINETUNERS[name]()
+    clone.load_state_dict(agent.state_dict())
+    data = rollout_of(agent, seed=3)
+    torch.manual_seed(5)
+    m1 = agent.update(data, progress=0.6)
+    torch.manual_seed(5)
+    m2 = clone.update(data, progress=0.6)
+    assert m1 == m2
+
+
+def test_finetuners_load_the_pretrained_ema_weights_and_refuse_mismatches(tmp_path):
+    from rlcore.checkpoint import load_agent
+
+    torch.manual_seed(0)
+    bc_cfg = DiffusionBCConfig(horizon=H, hidden=(32, 32), time_dim=8, denoising_steps=5)
+    bc = GenerativeBC(OBS, ACT, bc_cfg)
+    bc.obs_normalizer.fit(torch.randn(100, 5) * 3 + 1)
+    torch.nn.init.normal_(bc.ema.shadow.net.out[-1].weight)
+    run = tmp_path / "bc"
+    path = _save_bc(run, bc, "diffusion_bc")
+    assert isinstance(load_agent(path), GenerativeBC)
+    agent = small_dppo(pretrained=str(path))
+    for k, v in bc.ema.shadow.state_dict().items():
+        assert torch.equal(agent.actor.state_dict()[k], v)
+        assert torch.equal(agent.base.state_dict()[k], v)
+    assert torch.equal(agent.obs_normalizer.mean, bc.obs_normalizer.mean)
+    # the deterministic policy is the BC policy's
+    obs = np.random.default_rng(1).normal(size=(4, 5)).astype(np.float32)
+    np.testing.assert_allclose(agent.act(obs, True), bc.act(obs, True), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"denoising_steps=20 \(pre-trained: 5\)"):
+        DPPO(OBS, CHUNK_ACT, DPPOConfig(**SMALL, pretrained=str(path)))
+    with pytest.raises(ValueError, match="fine-tunes a 'flow' policy"):
+        small_reinflow(pretrained=str(path))
+
+
+def _save_bc(run, bc: GenerativeBC, algo: str):
+    """An agent checkpoint of ``bc`` as rlcore.train writes it (the parts load_agent reads)."""
+    from dataclasses import asdict
+
+    from rlcore.checkpoint import FORMAT_VERSION
+    from rlcore.spaces import describe_action_space
+
+    state = {
+        "format": FORMAT_VERSION,
+        "algo": algo,
+        "config": {"algo": {**asdict(bc.config), "name": algo}},
+        "spaces": {"obs_shape": [5], **describe_action_space(ACT)},
+        "agent": bc.state_dict(),
+    }
+    return save_checkpoint(state, run / "checkpoints" / "latest.pt")
+
+
+# -- learning: behaviour cloning of a scripted expert ------------------------------
+def pendulum_expert(obs: np.ndarray) -> np.ndarray:
+    """A scripted linear controller for InvertedPendulum-v5 (return 1000 from every
+    start): push the cart towards the side the pole falls to."""
+    return np.clip([5.0 * obs[1] + 0.5 * obs[2] + 1.0 * obs[3]], -3.0, 3.0)
+
+
+@pytest.fixture(scope="module")
+def expert_dataset(tmp_path_factory):
+    import os
+
+    from offline.collect import rollout, write_dataset
+
+    root = tmp_path_factory.mktemp("expert")
+    old = os.environ.get("MINARI_DATASETS_PATH")
+    os.environ["MINARI_DATASETS_PATH"] = str(root / "minari")
+    env = gym.make("InvertedPendulum-v5", max_episode_steps=200)
+    episodes = rollout(env, pendulum_expert, steps=3000, seed=0, noise=0.1)
+    dataset_id = "local/invertedpendulum/scripted-v0"
+    write_dataset(dataset_id, episodes, env, "scripted", "scripted PD expert, noise 0.1")
+    yield dataset_id
+    if old is None:
+        os.environ.pop("MINARI_DATASETS_PATH", None)
+    else:
+        os.environ["MINARI_DATASETS_PATH"] = old
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algo", ["diffusion_bc", "flow_bc"])
+def test_bc_of_a_scripted_expert_reaches_its_return(algo, expert_dataset, tmp_path):
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    steps = ["algo.denoising_steps=10"] if algo == "diffusion_bc" else []
+    cfg = make_config(f"algo={algo}", "env=InvertedPendulum", *FAST, f"dataset={expert_dataset}",
+                      "env.max_episode_steps=200", "algo.hidden=[128,128]", *steps,
+                      "total_steps=1500", "eval_every=1500", "eval_episodes=5")  # fmt: skip
+    result = train(cfg, tmp_path)
+    # the expert scores 200 (every step alive); a random policy about 5
+    assert result["eval/return"] >= 190, result

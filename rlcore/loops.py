@@ -582,6 +582,7 @@ def on_policy(
     progress = _Progress(run, iterations * batch, counters["step"])
     while counters["iteration"] < iterations:
         prev = counters["step"]
+        iteration_start = time.perf_counter()
         rollout.reset()
         for _ in range(settings.rollout_steps):
             obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
@@ -618,7 +619,8 @@ def on_policy(
         step = counters["step"]
         run.logger.log(
             {**{f"train/{k}": v for k, v in record.metrics.items()},
-             "time/sps": progress.sps(step), **wrapper_metrics(env)},
+             "time/sps": progress.sps(step), **wrapper_metrics(env),
+             "time/iteration_s": time.perf_counter() - iteration_start},  # rollout + update
             step,
         )  # fmt: skip
         last_iteration = counters["iteration"] >= iterations

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from benchmarks.offline import main as offline_main
@@ -485,3 +486,44 @@ def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
     assert aggregate([1.0, 3.0]) == {"mean": 2.0, "std": 1.0, "min": 1.0, "max": 3.0}
     fake = {"sac": {"at": {"9": {"mean": 5.0}}}, "sac_s3rl": {"at": {"9": {"mean": 7.0}}}}
     assert claims(fake, "9")[0].endswith("holds (7 vs 5)")
+
+
+def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
+    """benchmarks/finetune.py with a tiny budget: BC snapshots written to an assets folder
+    (EMA weights and statistics only) and read back, their return, every fine-tuner per
+    seed, iteration seconds, the claims and the JSON (far too short to learn)."""
+    from benchmarks.finetune import main as finetune_main
+    from offline.collect import collect
+    from rlcore.checkpoint import load_agent
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
+    small = ["env.max_episode_steps=30", "algo.critic_hidden=[16,16]"]
+    argv = ["--dataset", "local/hopper/random-v0", "--pretrain-steps", "20", "--hidden", "[16,16]",
+            "--assets", str(tmp_path / "assets"), "--env-steps", "320", "--envs", "2",
+            "--rollout-env-steps", "80", "--eval-every-env-steps", "160", "--eval-episodes", "1",
+            "--seeds", "0", "1", "--run-dir", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "f.json"),
+            "--set", *[f"{m}:{o}" for m in ("dppo", "reinflow", "resip") for o in small],
+            "dppo:algo.minibatch_size=64", "reinflow:algo.num_minibatches=2",
+            "resip:algo.num_minibatches=2"]  # fmt: skip
+    payload = finetune_main(argv)
+    assets = sorted(p.name for p in (tmp_path / "assets").iterdir())
+    assert assets == ["hopper_diffusion_bc.pt", "hopper_flow_bc.pt"]
+    snapshot = torch.load(tmp_path / "assets" / "hopper_flow_bc.pt", weights_only=False)
+    assert set(snapshot["agent"]) == {"ema", "obs_normalizer", "updates"}
+    assert load_agent(tmp_path / "assets" / "hopper_flow_bc.pt").config.head == "flow"
+    table = payload["table"]
+    assert set(table) == {"dppo", "reinflow", "resip"}
+    for method, row in table.items():
+        assert [s["seed"] for s in row["seeds"]] == [0, 1]
+        # 320 simulator steps: 2 iterations of 2 envs x 80 steps, evaluated twice
+        assert [x for x, _ in row["seeds"][0]["curve_env_steps"]] == [160, 320], method
+        assert len(row["seeds"][0]["iteration_seconds"]) == 2
+        assert math.isfinite(row["final"]["mean"]) and row["seconds_per_iteration"] > 0
+    assert table["dppo"]["bc_return"] == table["resip"]["bc_return"]
+    assert len(payload["claims"]) == 4 and "ReinFlow's iteration" in payload["claims"][3]
+    assert "| reinflow | flow_bc |" in capsys.readouterr().out
+    # a second invocation reads the snapshots and finished runs back
+    again = finetune_main([*argv, "--methods", "resip", "--out", str(tmp_path / "g.json")])
+    assert again["table"]["resip"]["final"] == table["resip"]["final"]

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from benchmarks.offline import main as offline_main
 from benchmarks.offline import override_tag

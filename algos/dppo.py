@@ -10,9 +10,11 @@ dir or .pt>``). Sampling a chunk runs K denoising steps; the last K' (``finetune
 use a fine-tuned copy of the network, the first K - K' the frozen original. Every
 (env step, fine-tuned denoising step) pair is one PPO sample: the log-density of
 x_{i+1} given x_i under the step's Gaussian (std floored at ``std_floor``, for sampling
-and for scoring), the env-level GAE advantage of its env step shared by every step of
-the chain and multiplied by ``denoise_discount`` ^ (K' - k - 1) for the k-th fine-tuned
-step (the last one gets the full advantage), clip 0.01. One env step executes a chunk of
+and for scoring; per-dimension log-densities clamped to [-5, 2] and averaged over the
+chunk's H x A dims, as the reference does, so that clip 0.01 is a per-dimension
+scale), the env-level GAE advantage of its env step, standardised per minibatch,
+shared by every step of the chain and multiplied by ``denoise_discount`` ^ (K' - k - 1)
+for the k-th fine-tuned step (the last one gets the full advantage), clip 0.01. One env step executes a chunk of
 H actions (``envs.make.ActionChunks``: the reward is the chunk's summed reward, GAE
 discounts per chunk as the reference does). The critic V(s) is a 3x256 Mish MLP on the
 pre-training's standardised observation. Defaults: K = 20, K' = 10, H = 4, actor lr
@@ -26,7 +28,8 @@ by configs where a CPU run needs it.
 Departures from the paper:
 * The critic is a plain 3x256 Mish MLP (the reference's has residual blocks).
 * No per-denoising-step clip schedule (the reference can widen the clip for earlier
-  steps) and no log-probability clamp; advantages are standardised per minibatch.
+  steps) and no quantile clipping of the advantages (the reference's default keeps
+  all of them too).
 * Gradients are clipped at global norm 1.0 per network.
 * Observations keep the behaviour-cloning run's standardisation (dataset mean / std),
   not DPPO's min-max scaling to [-1, 1].
@@ -46,7 +49,7 @@ from rlcore.generative import (
     SCHEDULES,
     ActionBox,
     DDPMHead,
-    gaussian_log_prob,
+    gaussian_log_density,
     load_pretrained,
     make_head,
 )
@@ -55,6 +58,12 @@ from rlcore.nets import MLP, ObsNormalizer
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+
+
+def step_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """DPPO's score of one denoising step: per-dim Gaussian log-densities clamped to
+    [-5, 2], averaged over the chunk's dims: (B, H, A) -> (B,)."""
+    return gaussian_log_density(x, mean, std).clamp(-5.0, 2.0).flatten(1).mean(-1)
 
 
 @dataclass
@@ -159,7 +168,7 @@ class DPPO:
             mean, std = (self.actor if tuned else self.base).transition(obs, x, i, cfg.std_floor)
             x_next = mean + noise_scale * std * torch.randn_like(mean)
             if tuned:
-                log_probs.append(gaussian_log_prob(x_next, mean, std))
+                log_probs.append(step_log_prob(x_next, mean, std))
                 chain.append(x_next)
             elif i == first - 1:
                 chain.append(x_next)
@@ -180,8 +189,8 @@ class DPPO:
     def explore(
         self, obs: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """Chunk in env units, its summed log-density, V(s), and the rollout channels
-        ``chain`` (B, K' + 1, H, A) and ``step_log_prob`` (B, K')."""
+        """Chunk in env units, the sum of its steps' scores, V(s), and the rollout
+        channels ``chain`` (B, K' + 1, H, A) and ``step_log_prob`` (B, K')."""
         norm = self.obs_normalizer(obs.float())
         unit, chain, log_prob = self._denoise(norm, 1.0)
         value = self.critic(norm).squeeze(-1)
@@ -217,9 +226,9 @@ class DPPO:
                     mean, std = self.actor.transition(
                         obs, chain[row, k], self._first_tuned() + k, cfg.std_floor
                     )
-                    log_prob = gaussian_log_prob(chain[row, k + 1], mean, std)
+                    log_prob = step_log_prob(chain[row, k + 1], mean, std)
                     old = batch.extras["step_log_prob"][row, k]
-                    advantage = standardize(batch.advantage[row] * weight[k])
+                    advantage = standardize(batch.advantage[row]) * weight[k]
                     policy_loss, approx_kl, clip_frac = clipped_surrogate(
                         log_prob - old, advantage, cfg.clip_coef
                     )

@@ -27,6 +27,8 @@ Departures from the paper:
   advantages are standardised per minibatch. Learning rates, epochs and minibatches
   are DPPO's Gym values (actor 1e-4, critic 1e-3), not tuned for ReinFlow.
 * Observations keep the behaviour-cloning run's standardisation (dataset mean / std).
+* Intermediate samples x_1 .. x_{K-1} are not clipped (the reference can clip them to
+  the action range); only the executed chunk x_K is.
 """
 
 from __future__ import annotations

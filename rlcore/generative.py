@@ -103,11 +103,14 @@ class DenoisingMLP(nn.Module):
         return self.out(h).view(-1, self.horizon, self.action_dim)
 
 
+def gaussian_log_density(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """log N(x; mean, std^2) of every element (a diagonal Gaussian's per-dim terms)."""
+    return -((x - mean).pow(2)) / (2 * std.pow(2)) - std.log() - 0.5 * math.log(2 * math.pi)
+
+
 def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """log N(x; mean, std^2) summed over every dim but the first: (B, ...) -> (B,)."""
-    var = std.pow(2)
-    per_dim = -((x - mean).pow(2)) / (2 * var) - std.log() - 0.5 * math.log(2 * math.pi)
-    return per_dim.flatten(1).sum(-1)
+    return gaussian_log_density(x, mean, std).flatten(1).sum(-1)
 
 
 class DDPMHead(nn.Module):

@@ -43,21 +43,18 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 import torch
-from torch import nn
 
 from rlcore.generative import (
     SCHEDULES,
-    ActionBox,
     DDPMHead,
     gaussian_log_density,
-    load_pretrained,
-    make_head,
+    policy_parts,
 )
 from rlcore.losses import clipped_surrogate, standardize
-from rlcore.nets import MLP, ObsNormalizer
+from rlcore.nets import MLP
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, batched_obs, clipped_step, load_state_into, state_of
 
 
 def step_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -118,8 +115,6 @@ class DPPOConfig:
 class DPPO:
     """DPPO agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
 
-    head_kind = "ddpm"
-
     def __init__(
         self,
         observation_space: gym.spaces.Box,
@@ -131,14 +126,10 @@ class DPPO:
         self.config = config = config or DPPOConfig()
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(action_space.shape[-1])  # the chunked env's space is (H, A)
-        self.box = ActionBox(action_space.low, action_space.high, self.device)
-        self.base: DDPMHead = make_head("ddpm", obs_dim, action_dim, config).to(self.device)
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
-        if config.pretrained:
-            load_pretrained(
-                config.pretrained, "ddpm", config, self.base, self.obs_normalizer, self.device
-            )
+        head, self.obs_normalizer, self.box = policy_parts(
+            "ddpm", observation_space, action_space, config, self.device
+        )
+        self.base: DDPMHead = head
         self.base.requires_grad_(False)
         self.actor: DDPMHead = copy.deepcopy(self.base).requires_grad_(True)
         self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish").to(self.device)
@@ -235,15 +226,10 @@ class DPPO:
                     loss = loss + policy_loss
                     stats["policy_loss"].append(policy_loss.item())
                     stats["clip_fraction"].append(clip_frac.item())
-                ensure_finite(loss=loss)
-                self.actor_optimizer.zero_grad()
-                self.critic_optimizer.zero_grad()
-                loss.backward()
+                groups = [(self.critic_optimizer, list(self.critic.parameters()))]
                 if tuned:
-                    nn.utils.clip_grad_norm_(self.actor.parameters(), cfg.max_grad_norm)
-                    self.actor_optimizer.step()
-                nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-                self.critic_optimizer.step()
+                    groups.append((self.actor_optimizer, list(self.actor.parameters())))
+                clipped_step(loss, groups, cfg.max_grad_norm)
                 stats["value_loss"].append(value_loss.item())
                 stats["approx_kl"].append(approx_kl.item())
             if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
@@ -251,25 +237,14 @@ class DPPO:
         self.updates += 1
         return {k: float(np.mean(v)) for k, v in stats.items() if v}
 
+    def _parts(self) -> dict:
+        return {"actor": self.actor, "base": self.base, "critic": self.critic,
+                "obs_normalizer": self.obs_normalizer, "actor_optimizer": self.actor_optimizer,
+                "critic_optimizer": self.critic_optimizer}  # fmt: skip
+
     def state_dict(self) -> dict:
-        return state_of(
-            actor=self.actor,
-            base=self.base,
-            critic=self.critic,
-            obs_normalizer=self.obs_normalizer,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-            updates=self.updates,
-        )
+        return {**state_of(**self._parts()), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(
-            state,
-            actor=self.actor,
-            base=self.base,
-            critic=self.critic,
-            obs_normalizer=self.obs_normalizer,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        )
+        load_state_into(state, **self._parts())
         self.updates = int(state["updates"])

@@ -41,12 +41,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.generative import ActionBox, FlowHead, gaussian_log_prob, load_pretrained, make_head
+from rlcore.generative import FlowHead, gaussian_log_prob, policy_parts
 from rlcore.losses import clipped_surrogate, standardize
-from rlcore.nets import MLP, ObsNormalizer
+from rlcore.nets import MLP
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, batched_obs, clipped_step, load_state_into, state_of
 
 
 @dataclass
@@ -134,13 +134,10 @@ class ReinFlow:
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(action_space.shape[-1])
-        self.box = ActionBox(action_space.low, action_space.high, self.device)
-        self.actor: FlowHead = make_head("flow", obs_dim, action_dim, config).to(self.device)
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
-        if config.pretrained:
-            load_pretrained(
-                config.pretrained, "flow", config, self.actor, self.obs_normalizer, self.device
-            )
+        head, self.obs_normalizer, self.box = policy_parts(
+            "flow", observation_space, action_space, config, self.device
+        )
+        self.actor: FlowHead = head
         self.noise = NoiseNetwork(obs_dim, config.horizon, action_dim, config.noise_hidden)
         self.noise.to(self.device)
         self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish").to(self.device)
@@ -252,15 +249,10 @@ class ReinFlow:
                 )
                 value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[idx]).pow(2).mean()
                 loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss
-                ensure_finite(loss=loss)
-                self.actor_optimizer.zero_grad()
-                self.critic_optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_([*self.actor.parameters(), *self.noise.parameters()],
-                                         cfg.max_grad_norm)  # fmt: skip
-                nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-                self.actor_optimizer.step()
-                self.critic_optimizer.step()
+                actor_params = [*self.actor.parameters(), *self.noise.parameters()]
+                clipped_step(loss, [(self.actor_optimizer, actor_params),
+                                    (self.critic_optimizer, list(self.critic.parameters()))],
+                             cfg.max_grad_norm)  # fmt: skip
                 for key, value in (("policy_loss", policy_loss), ("value_loss", value_loss),
                                    ("entropy", entropy), ("approx_kl", approx_kl),
                                    ("clip_fraction", clip_frac)):  # fmt: skip
@@ -271,27 +263,15 @@ class ReinFlow:
         self.sigma_max = self.sigma_max_at(progress)
         return {**{k: float(np.mean(v)) for k, v in stats.items()}, "sigma_max": self.sigma_max}
 
+    def _parts(self) -> dict:
+        return {"actor": self.actor, "noise": self.noise, "critic": self.critic,
+                "obs_normalizer": self.obs_normalizer, "actor_optimizer": self.actor_optimizer,
+                "critic_optimizer": self.critic_optimizer}  # fmt: skip
+
     def state_dict(self) -> dict:
-        return state_of(
-            actor=self.actor,
-            noise=self.noise,
-            critic=self.critic,
-            obs_normalizer=self.obs_normalizer,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-            updates=self.updates,
-            sigma_max=self.sigma_max,
-        )
+        return {**state_of(**self._parts()), "updates": self.updates, "sigma_max": self.sigma_max}
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(
-            state,
-            actor=self.actor,
-            noise=self.noise,
-            critic=self.critic,
-            obs_normalizer=self.obs_normalizer,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        )
+        load_state_into(state, **self._parts())
         self.updates = int(state["updates"])
         self.sigma_max = float(state["sigma_max"])

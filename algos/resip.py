@@ -35,12 +35,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.generative import SCHEDULES, ActionBox, ChunkQueue, DDPMHead, load_pretrained, make_head
+from rlcore.generative import SCHEDULES, ChunkQueue, DDPMHead, policy_parts
 from rlcore.losses import clipped_surrogate, cosine_lr, set_lr, standardize
-from rlcore.nets import MLP, DiagNormal, ObsNormalizer, orthogonal_init
+from rlcore.nets import MLP, DiagNormal, orthogonal_init
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import batched_obs, clipped_step, load_state_into, state_of
 
 
 @dataclass
@@ -115,14 +115,11 @@ class ResiP:
         self.config = config = config or ResiPConfig()
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(action_space.shape[0])
-        self.box = ActionBox(action_space.low, action_space.high, self.device)
-        self.base: DDPMHead = make_head("ddpm", obs_dim, action_dim, config).to(self.device)
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
-        if config.pretrained:
-            load_pretrained(
-                config.pretrained, "ddpm", config, self.base, self.obs_normalizer, self.device
-            )
+        action_dim = int(action_space.shape[-1])
+        head, self.obs_normalizer, self.box = policy_parts(
+            "ddpm", observation_space, action_space, config, self.device
+        )
+        self.base: DDPMHead = head
         self.base.requires_grad_(False)
         self.residual = MLP(obs_dim + action_dim, action_dim, config.residual_hidden, "tanh")
         orthogonal_init(self.residual)
@@ -217,14 +214,9 @@ class ResiP:
                 )
                 value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[idx]).pow(2).mean()
                 loss = policy_loss + cfg.vf_coef * value_loss
-                ensure_finite(loss=loss)
-                self.actor_optimizer.zero_grad()
-                self.critic_optimizer.zero_grad()
-                loss.backward()
-                nn.utils.clip_grad_norm_(self.residual.parameters(), cfg.max_grad_norm)
-                nn.utils.clip_grad_norm_(self.critic.parameters(), cfg.max_grad_norm)
-                self.actor_optimizer.step()
-                self.critic_optimizer.step()
+                clipped_step(loss, [(self.actor_optimizer, list(self.residual.parameters())),
+                                    (self.critic_optimizer, list(self.critic.parameters()))],
+                             cfg.max_grad_norm)  # fmt: skip
                 for key, value in (("policy_loss", policy_loss), ("value_loss", value_loss),
                                    ("approx_kl", approx_kl), ("clip_fraction", clip_frac)):  # fmt: skip
                     stats[key].append(value.item())
@@ -233,27 +225,15 @@ class ResiP:
         self.updates += 1
         return {k: float(np.mean(v)) for k, v in stats.items()}
 
+    def _parts(self) -> dict:
+        return {"base": self.base, "residual": self.residual, "critic": self.critic,
+                "obs_normalizer": self.obs_normalizer, "actor_optimizer": self.actor_optimizer,
+                "critic_optimizer": self.critic_optimizer}  # fmt: skip
+
     def state_dict(self) -> dict:
-        return state_of(
-            base=self.base,
-            residual=self.residual,
-            critic=self.critic,
-            obs_normalizer=self.obs_normalizer,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-            queue=self.queue,
-            updates=self.updates,
-        )
+        return {**state_of(**self._parts(), queue=self.queue), "updates": self.updates}
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(
-            state,
-            base=self.base,
-            residual=self.residual,
-            critic=self.critic,
-            obs_normalizer=self.obs_normalizer,
-            actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        )
+        load_state_into(state, **self._parts())
         self.queue.load_state_dict(state["queue"])
         self.updates = int(state["updates"])

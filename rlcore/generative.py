@@ -378,6 +378,23 @@ def load_pretrained(
     obs_normalizer.load_state_dict(bc.obs_normalizer.state_dict())
 
 
+def policy_parts(
+    kind: str, observation_space: Any, action_space: Any, config: Any, device: torch.device
+) -> tuple[DDPMHead | FlowHead, nn.Module, ActionBox]:
+    """(head, observation normaliser, action box) of a fine-tuner, with the pre-trained
+    weights and statistics of ``config.pretrained`` when it is set (random otherwise:
+    a checkpoint's ``load_state_dict`` fills them). The action space may be a chunked
+    env's (H, A) box: the head's action dim is its last."""
+    from rlcore.nets import ObsNormalizer
+
+    obs_dim = int(np.prod(observation_space.shape))
+    head = make_head(kind, obs_dim, int(action_space.shape[-1]), config).to(device)
+    obs_normalizer = ObsNormalizer(obs_dim).to(device)
+    if config.pretrained:
+        load_pretrained(config.pretrained, kind, config, head, obs_normalizer, device)
+    return head, obs_normalizer, ActionBox(action_space.low, action_space.high, device)
+
+
 def _plain(value: Any) -> Any:
     return tuple(value) if isinstance(value, (list, tuple)) else value
 

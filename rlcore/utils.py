@@ -168,3 +168,21 @@ def load_state_into(state: dict[str, Any], **objects: Any) -> None:
             obj.load_state_dict(copy.deepcopy(state[name]))
         else:
             obj.load_state_dict(state[name])
+
+
+def clipped_step(
+    loss: torch.Tensor,
+    groups: list[tuple[torch.optim.Optimizer, list[torch.nn.Parameter]]],
+    max_grad_norm: float | None,
+) -> None:
+    """One gradient step of ``loss`` for several networks, each with its own optimiser and
+    its own global gradient-norm clip (PPO-style fine-tuners: actor and critic).
+    ``ensure_finite`` first: a NaN loss raises before any parameter moves."""
+    ensure_finite(loss=loss)
+    for optimizer, _ in groups:
+        optimizer.zero_grad()
+    loss.backward()
+    for optimizer, params in groups:
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(params, max_grad_norm)
+        optimizer.step()

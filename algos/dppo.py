@@ -70,6 +70,7 @@ class DPPOConfig:
     pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
     # head settings: must equal the pre-trained run's (checked when loading it)
     horizon: int = 4  # actions per chunk, executed open loop
+    obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 20  # K
     schedule: str = "cosine"  # DDPM beta schedule
     clip_x0: float | None = 1.0  # clip of the predicted x0

@@ -22,7 +22,9 @@ Departures: observations are standardised with the dataset's mean and std, actio
 to [-1, 1] by the env's action bounds (DPPO normalises both to [-1, 1] by dataset min /
 max); the time features are rlcore's interleaved sinusoidal encoding (DPPO concatenates
 the sin and cos halves); the flow's time t in [0, 1] is scaled by 1000 before the
-encoding; no observation history (H_obs = 1).
+encoding. ``obs_history`` T > 1 conditions the policy on the last T observations,
+flattened (the dataset's rows and the env's observations are stacked alike, slots
+before an episode's start repeat its first observation; DPPO's Gym default is T = 1).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class DiffusionBCConfig:
 
     head: str = "ddpm"  # "ddpm" | "flow"
     horizon: int = 4  # actions per chunk (executed open loop)
+    obs_history: int = 1  # condition on the last T observations (env and dataset stacked)
     denoising_steps: int = 20  # DDPM steps K (flow: Euler steps)
     schedule: str = "cosine"  # DDPM beta schedule: "cosine" | "vp"
     clip_x0: float | None = 1.0  # clip of the predicted x0 (DDPM)

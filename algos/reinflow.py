@@ -56,6 +56,7 @@ class ReinFlowConfig:
     pretrained: str | None = None  # run dir / .pt of an algo=flow_bc run
     # head settings: must equal the pre-trained run's (checked when loading it)
     horizon: int = 4  # actions per chunk, executed open loop
+    obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 4  # K Euler steps
     hidden: tuple[int, ...] = (512, 512, 512)
     time_dim: int = 16

@@ -50,6 +50,7 @@ class ResiPConfig:
     pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
     # base head settings: must equal the pre-trained run's (checked when loading it)
     horizon: int = 4
+    obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 20
     schedule: str = "cosine"
     clip_x0: float | None = 1.0

@@ -88,7 +88,7 @@ def bc_return(path: Path, episodes: int, seed: int = 0) -> dict[str, float]:
     from rlcore.evaluate import evaluate
 
     agent = load_agent(path)
-    env = make_vec_env("hopper", min(episodes, 5), seed=seed)
+    env = make_vec_env("hopper", min(episodes, 5), seed=seed, obs_history=agent.config.obs_history)
     try:
         return evaluate(lambda o: agent.act(o, deterministic=True), env, episodes, seed)
     finally:

@@ -201,6 +201,59 @@ class EpisodeStats(VectorWrapper):
         self.returns, self.lengths = state["returns"].copy(), state["lengths"].copy()
 
 
+class ObservationHistory(VectorWrapper):
+    """Observations become the last ``length`` observations of the episode, flattened
+    (oldest first, ``length * obs_dim``); a new episode's history repeats its first
+    observation (as ``OfflineDataset.stack_observations`` builds a dataset's). Final
+    observations get the history that ends in them. Partial resets (``reset_mask``) refill
+    only the reset envs; the history is part of the env state (``state_dict``)."""
+
+    def __init__(self, env: VectorEnv, length: int) -> None:
+        super().__init__(env)
+        space = env.single_observation_space
+        if length < 1 or not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            raise ValueError(
+                f"observation history needs length >= 1 (got {length}) and flat Box "
+                f"observations (got {space})"
+            )
+        self.length = length
+        low, high = np.tile(space.low, length), np.tile(space.high, length)
+        self.single_observation_space = gym.spaces.Box(low, high, dtype=space.dtype)
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, env.num_envs
+        )
+        self.history: np.ndarray | None = None  # (N, length, obs_dim)
+
+    def _flat(self) -> np.ndarray:
+        return self.history.reshape(self.num_envs, -1).copy()
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
+        obs, info = self.env.reset(seed=seed, options=options)
+        fresh = np.repeat(np.asarray(obs)[:, None], self.length, axis=1)
+        if self.history is None or mask is None:
+            self.history = fresh
+        else:
+            self.history[mask] = fresh[mask]
+        return self._flat(), info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        shifted = np.concatenate([self.history[:, 1:], final_next_obs(obs, info)[:, None]], 1)
+        done = terminated | truncated
+        if "final_obs" in info:
+            info = {**info, "final_obs": shifted.reshape(self.num_envs, -1).copy()}
+        shifted[done] = np.repeat(np.asarray(obs)[done][:, None], self.length, axis=1)
+        self.history = shifted
+        return self._flat(), reward, terminated, truncated, info
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"history": None if self.history is None else self.history.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.history = None if state["history"] is None else state["history"].copy()
+
+
 class ActionChunks(VectorWrapper):
     """Executes an action CHUNK (N, H, *action_shape) as H env steps, open loop.
 
@@ -348,6 +401,7 @@ def make_vec_env(
     flatten_obs: bool = False,
     base_wrappers: Sequence[Callable[[VectorEnv], VectorEnv]] = (),
     action_chunk: int = 1,
+    obs_history: int = 1,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -365,7 +419,9 @@ def make_vec_env(
     ordinary episodes to everything above). ``action_chunk`` H > 1 makes the env take
     action chunks (N, H, A), each executed as H env steps by ``ActionChunks`` (right
     above the back end and the base wrappers): episode statistics still count env steps
-    and rewards, normalisers see the observations where a chunk starts.
+    and rewards, normalisers see the observations where a chunk starts. ``obs_history``
+    T > 1 makes observations the last T env steps' observations (``ObservationHistory``,
+    below the chunks: a chunk ends on the history of its last T env steps).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -396,6 +452,8 @@ def make_vec_env(
         )
     for wrap in base_wrappers:
         env = wrap(env)
+    if obs_history > 1:
+        env = ObservationHistory(env, obs_history)
     if action_chunk > 1:
         env = ActionChunks(env, action_chunk)
     env = EpisodeStats(env)

@@ -119,6 +119,20 @@ class OfflineDataset:
         rows, valid = chunk_rows(self.episode_id, length, backward=True)
         return self.obs[rows], valid
 
+    def stack_observations(self, length: int) -> None:
+        """Replace ``obs`` / ``next_obs`` by the last ``length`` observations, flattened
+        (N, length * obs_dim), oldest first, as ``envs.make.ObservationHistory`` shows them
+        online: slots before an episode's first row repeat it; ``next_obs`` is ``obs``'s
+        history shifted by one step. For policies conditioned on an observation history."""
+        if length < 1:
+            raise ValueError(f"observation history length {length} must be >= 1")
+        if length == 1:
+            return
+        history, _ = self.obs_history(length)
+        next_history = torch.cat([history[:, 1:], self.next_obs[:, None]], 1)
+        self.obs = history.flatten(1)
+        self.next_obs = next_history.flatten(1)
+
     def seed(self, seed: int) -> OfflineDataset:
         """Seed the dataset's own generator, which ``sample`` draws from (the sampler
         protocol of rlcore.buffers: ``sample(batch_size)``); returns the dataset."""

@@ -326,7 +326,15 @@ class ChunkQueue:
         self.plan, self.position = state["plan"], state["position"]
 
 
-HEAD_FIELDS = ("horizon", "denoising_steps", "schedule", "clip_x0", "hidden", "time_dim")
+HEAD_FIELDS = (
+    "horizon",
+    "obs_history",
+    "denoising_steps",
+    "schedule",
+    "clip_x0",
+    "hidden",
+    "time_dim",
+)
 
 
 def make_head(kind: str, obs_dim: int, action_dim: int, config: Any) -> DDPMHead | FlowHead:
@@ -363,7 +371,8 @@ def load_pretrained(
             f"algo.pretrained={path} holds a {type(bc).__name__} (head {found!r}); this "
             f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
         )
-    fields = HEAD_FIELDS if kind == "ddpm" else ("horizon", "denoising_steps", "hidden", "time_dim")
+    flow_fields = ("horizon", "obs_history", "denoising_steps", "hidden", "time_dim")
+    fields = HEAD_FIELDS if kind == "ddpm" else flow_fields
     differ = [
         f"{name}={getattr(config, name)!r} (pre-trained: {getattr(bc.config, name)!r})"
         for name in fields

@@ -447,6 +447,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         "max_episode_steps": env_cfg.get("max_episode_steps"),
         "env_kwargs": env_cfg.get("kwargs") or {},
         "flatten_obs": bool(env_cfg.get("flatten_obs", False)),
+        # diffusion / flow policies conditioned on the last T observations
+        "obs_history": int(getattr(algo_cfg, "obs_history", 1)),
     }
     init_state = None
     if cfg_dict.get("init_from") and resume_state is None:
@@ -745,6 +747,7 @@ def _prepare_offline(
 
     env_id = cfg_dict["env"]["id"]
     dataset = load_dataset(cfg_dict["dataset"], gamma=float(algo_cfg.gamma), env_id=env_id)
+    dataset.stack_observations(int(getattr(algo_cfg, "obs_history", 1)))  # as the env shows
     dataset.check_env(env.single_observation_space, env.single_action_space)
     factor = 1.0
     if getattr(algo_cfg, "normalize_reward", False):

@@ -124,6 +124,56 @@ def test_an_env_ending_mid_chunk_restarts_from_a_fresh_reset_while_others_go_on(
     env.close()
 
 
+@pytest.mark.parametrize("backend", ["sync", "native"])
+def test_observation_history_stacks_the_last_steps_and_restarts_with_each_episode(backend):
+    env = make_vec_env("hopper", 2, backend=backend, obs_history=3, max_episode_steps=4)
+    plain = make_vec_env("hopper", 2, backend=backend, max_episode_steps=4)
+    try:
+        assert env.single_observation_space.shape == (33,)
+        obs, _ = env.reset(seed=2)
+        seen = [plain.reset(seed=2)[0]]
+        np.testing.assert_array_equal(obs, np.concatenate([seen[0]] * 3, 1))
+        action = np.full((2, 3), 0.1, np.float32)
+        for t in range(4):
+            obs, _, _, trunc, info = env.step(action)
+            plain_obs, _, _, _, plain_info = plain.step(action)
+            true_next = plain_info["final_obs"] if t == 3 else plain_obs
+            seen.append(np.stack(list(true_next)) if t == 3 else plain_obs)
+            if t < 3:  # the last three observations, oldest first
+                window = [seen[max(i, 0)] for i in range(t - 1, t + 2)]
+                np.testing.assert_array_equal(obs, np.concatenate(window, 1))
+        # the episode ended (time limit 4): final_obs holds the history ending in the
+        # final observation, the new observation repeats the new episode's first one
+        assert trunc.all()
+        np.testing.assert_array_equal(
+            np.stack(list(info["final_obs"])), np.concatenate(seen[2:5], 1)
+        )
+        np.testing.assert_array_equal(obs, np.concatenate([plain_obs] * 3, 1))
+        # a partial reset refills only the reset env's history
+        before = env.step(action)[0]
+        after, _ = env.reset(options={"reset_mask": np.array([True, False])})
+        np.testing.assert_array_equal(after[1], before[1])
+        np.testing.assert_array_equal(after[0], np.tile(after[0][:11], 3))
+    finally:
+        env.close()
+        plain.close()
+
+
+def test_dataset_observation_history_matches_the_envs_stacking():
+    from offline.datasets import OfflineDataset
+
+    obs = torch.arange(5.0).view(5, 1)
+    dataset = OfflineDataset(
+        obs=obs, action=torch.zeros(5, 1), reward=torch.zeros(5), next_obs=obs + 10,
+        terminated=torch.zeros(5), truncated=torch.tensor([0.0, 1, 0, 0, 1]),
+        episode_id=torch.tensor([0, 0, 1, 1, 1]), mc_return=torch.zeros(5),
+        episode_return=torch.zeros(2, dtype=torch.float64),
+    )  # fmt: skip
+    dataset.stack_observations(2)
+    assert dataset.obs.tolist() == [[0, 0], [0, 1], [2, 2], [2, 3], [3, 4]]
+    assert dataset.next_obs.tolist() == [[0, 10], [1, 11], [2, 12], [3, 13], [4, 14]]
+
+
 # -- rollout channels ----------------------------------------------------------------
 def test_rollout_channels_are_stored_flattened_and_follow_minibatch_indexing():
     buffer = RolloutBuffer(3, 2, (1,), (1,))
@@ -331,6 +381,8 @@ def test_finetuners_load_the_pretrained_ema_weights_and_refuse_mismatches(tmp_pa
     np.testing.assert_allclose(agent.act(obs, True), bc.act(obs, True), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=r"denoising_steps=20 \(pre-trained: 5\)"):
         DPPO(OBS, CHUNK_ACT, DPPOConfig(**SMALL, pretrained=str(path)))
+    with pytest.raises(ValueError, match=r"obs_history=2 \(pre-trained: 1\)"):
+        small_dppo(pretrained=str(path), obs_history=2)
     with pytest.raises(ValueError, match="fine-tunes a 'flow' policy"):
         small_reinflow(pretrained=str(path))
 

@@ -104,8 +104,15 @@ CASES["dppo"] = ["algo=dppo", "algo.pretrained={ddpm}", "algo.denoising_steps=5"
                  "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
 CASES["reinflow"] = ["algo=reinflow", "algo.pretrained={flow}", "algo.num_minibatches=2",
                      "total_steps=400", "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
-CASES["resip"] = ["algo=resip", "algo.pretrained={ddpm}", "algo.denoising_steps=5",
-                  "algo.num_minibatches=2", "total_steps=800", *_FINETUNE]  # fmt: skip
+CASES["resip"] = [
+    "algo=resip",
+    "algo.pretrained={ddpm_history}",
+    "algo.obs_history=2",
+    "algo.denoising_steps=5",
+    "algo.num_minibatches=2",
+    "total_steps=800",
+    *_FINETUNE,
+]  # fmt: skip (the last 2 observations: history in the env state)
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
 
@@ -127,13 +134,15 @@ def random_hopper_dataset(tmp_path_factory):
     old = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     collect("Hopper", "random", "local/hopper/random-v0", steps=2000, seed=0)
-    for head, algo in (("ddpm", "diffusion_bc"), ("flow", "flow_bc")):
-        run = root / f"bc_{head}"
-        steps = ["algo.denoising_steps=5"] if head == "ddpm" else []
+    for name, algo, extra in (("ddpm", "diffusion_bc", ["algo.denoising_steps=5"]),
+                              ("flow", "flow_bc", []),
+                              ("ddpm_history", "diffusion_bc",
+                               ["algo.denoising_steps=5", "algo.obs_history=2"])):  # fmt: skip
+        run = root / f"bc_{name}"
         train(make_config(f"algo={algo}", "env=Hopper", "dataset=local/hopper/random-v0",
-                          "total_steps=30", "algo.hidden=[32,32]", "algo.time_dim=8", *steps,
+                          "total_steps=30", "algo.hidden=[32,32]", "algo.time_dim=8", *extra,
                           "eval_every=30", "eval_episodes=1", "logger=quiet"), run)  # fmt: skip
-        PRETRAINED[head] = str(run)
+        PRETRAINED[name] = str(run)
     yield
     if old is None:
         os.environ.pop("MINARI_DATASETS_PATH", None)

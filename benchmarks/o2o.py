@@ -30,7 +30,15 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import cpu_info, overrides_by_name, run_method, worker_pool, write_result
+from benchmarks.runs import (
+    cpu_info,
+    overrides_by_name,
+    read_run,
+    run_method,
+    seeds_by_name,
+    worker_pool,
+    write_result,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # method -> (algo, pre-trains offline)
@@ -77,17 +85,6 @@ def summarise(rows: list[dict[str, float]], dip_window: int, marks: tuple[int, .
         at[str(mark)] = hits[-1] if hits else math.nan
     curve = [(int(r["eval/env_steps"]), float(r["eval/return"])) for r in online]
     return {"pre_switch": pre, "dip": dip, "at": at, "curve": curve}
-
-
-def read_run(run_dir: Path) -> dict[str, Any]:
-    """A run dir's eval.csv rows and its benchmark time ledger, without training."""
-    from rlcore.logging import read_csv
-
-    if not (run_dir / "eval.csv").is_file():
-        raise SystemExit(f"--read-only: {run_dir} has no eval.csv")
-    ledger = run_dir / "bench_seconds.txt"
-    seconds = float(ledger.read_text()) if ledger.is_file() else math.nan
-    return {"rows": read_csv(run_dir / "eval.csv"), "seconds": seconds, "run_dir": str(run_dir)}
 
 
 def claims(table: dict[str, dict[str, Any]], end: str) -> list[str]:
@@ -160,13 +157,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("--offline-steps and --online-steps must be multiples of --eval-every")
 
     extra = overrides_by_name(args.set, list(METHODS), args.methods, "METHOD")
-    seeds = {m: list(args.seeds) for m in args.methods}
-    for item in args.seeds_for:
-        method, _, count = item.partition("=")
-        if method not in METHODS or not count.isdigit():
-            raise SystemExit(f"--seeds-for expects METHOD=N with METHOD in {list(METHODS)}")
-        if method in seeds:
-            seeds[method] = args.seeds[: int(count)]
+    seeds = seeds_by_name(args.seeds_for, list(METHODS), args.methods, args.seeds, "METHOD")
     for item in args.init_from:
         method, _, source = item.partition("=")
         if method not in METHODS or not METHODS[method][1] or not source:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import platform
 import shlex
@@ -87,6 +88,37 @@ def overrides_by_name(
         if name in extra:
             extra[name].append(override)
     return extra
+
+
+def seeds_by_name(
+    items: Sequence[str],
+    known: Sequence[str],
+    selected: Sequence[str],
+    seeds: Sequence[int],
+    what: str,
+) -> dict[str, list[int]]:
+    """``--seeds-for NAME=N`` items: NAME runs only the first N of ``seeds`` (the others
+    run all of them); names known but not selected are ignored."""
+    out = {name: list(seeds) for name in selected}
+    for item in items:
+        name, _, count = item.partition("=")
+        if name not in known or not count.isdigit():
+            raise SystemExit(f"--seeds-for expects {what}=N with {what} in {list(known)}")
+        if name in out:
+            out[name] = list(seeds)[: int(count)]
+    return out
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """A run dir's eval.csv rows and its benchmark time ledger, without training
+    (``--read-only`` tables)."""
+    from rlcore.logging import read_csv
+
+    if not (run_dir / "eval.csv").is_file():
+        raise SystemExit(f"--read-only: {run_dir} has no eval.csv")
+    ledger = run_dir / "bench_seconds.txt"
+    seconds = float(ledger.read_text()) if ledger.is_file() else math.nan
+    return {"rows": read_csv(run_dir / "eval.csv"), "seconds": seconds, "run_dir": str(run_dir)}
 
 
 def cpu_info() -> dict[str, str]:

@@ -28,7 +28,15 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import cpu_info, overrides_by_name, run_method, worker_pool, write_result
+from benchmarks.runs import (
+    cpu_info,
+    overrides_by_name,
+    read_run,
+    run_method,
+    seeds_by_name,
+    worker_pool,
+    write_result,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TEACHER = Path(__file__).resolve().parent / "assets" / "hopper_sac_expert.pt"
@@ -95,6 +103,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--eval-every", type=int, default=5_000)
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds-for", nargs="*", default=[], metavar="VARIANT=N",
+                        help="fewer seeds for a variant (its first N seeds)")  # fmt: skip
+    parser.add_argument("--read-only", action="store_true",
+                        help="tabulate the run dirs as they are, training nothing")  # fmt: skip
     parser.add_argument("--set", nargs="*", default=[], metavar="VARIANT:KEY=VALUE",
                         help="extra rlcore.train override for one variant")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1)
@@ -111,13 +123,17 @@ def main(argv: list[str] | None = None) -> dict:
         v: [*variant_overrides(v, args.teacher, args.steps, args.switch_after), *common, *extra[v]]
         for v in args.variants
     }
-    with worker_pool(args.jobs) as pool:
-        futures = {
-            (v, s): pool.submit(run_method, v, s, overrides[v], args.run_dir, args.threads)
-            for v in args.variants
-            for s in args.seeds
-        }
-        results = {key: future.result() for key, future in futures.items()}
+    seeds_of = seeds_by_name(args.seeds_for, list(VARIANTS), args.variants, args.seeds, "VARIANT")
+    jobs = [(v, s) for v in args.variants for s in seeds_of[v]]
+    if args.read_only:
+        results = {(v, s): read_run(args.run_dir / f"{v}_seed{s}") for v, s in jobs}
+    else:
+        with worker_pool(args.jobs) as pool:
+            futures = {
+                (v, s): pool.submit(run_method, v, s, overrides[v], args.run_dir, args.threads)
+                for v, s in jobs
+            }
+            results = {key: future.result() for key, future in futures.items()}
 
     table: dict[str, dict[str, Any]] = {}
     for v in args.variants:
@@ -126,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict:
              "seconds": results[(v, s)]["seconds"],
              "curve": [(int(r["step"]), float(r["eval/return"]))
                        for r in results[(v, s)]["rows"] if "eval/return" in r]}
-            for s in args.seeds
+            for s in seeds_of[v]
         ]  # fmt: skip
         table[v] = {
             "at": {str(m): aggregate([r["at"][str(m)] for r in seeds]) for m in marks},
@@ -134,17 +150,17 @@ def main(argv: list[str] | None = None) -> dict:
             "overrides": overrides[v],
         }
     end = str(marks[-1])
-    print(f"Hopper-v5, teacher {args.teacher}; {len(args.seeds)} seeds; snapshot resets for "
+    print(f"Hopper-v5, teacher {args.teacher}; up to {len(args.seeds)} seeds; snapshot resets for "
           f"the first {args.switch_after:,} env steps; evaluation return: mean +- std [min, max]")  # fmt: skip
-    print("| variant | " + " | ".join(f"after {m // 1000}k" for m in marks) + " | hours |")
-    print("|---" * (len(marks) + 2) + "|")
+    print("| variant | seeds | " + " | ".join(f"after {m // 1000}k" for m in marks) + " | hours |")
+    print("|---" * (len(marks) + 3) + "|")
     for v, row in table.items():
         cells = " | ".join(
             f"{a['mean']:.0f} +- {a['std']:.0f} [{a['min']:.0f}, {a['max']:.0f}]"
             for a in (row["at"][str(m)] for m in marks)
         )
         hours = sum(r["seconds"] for r in row["seeds"]) / 3600
-        print(f"| {v} | {cells} | {hours:.2f} |")
+        print(f"| {v} | {len(row['seeds'])} | {cells} | {hours:.2f} |")
     verdicts = claims(table, end)
     for line in verdicts:
         print(f"- {line}")

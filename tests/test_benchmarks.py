@@ -482,7 +482,15 @@ def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
     assert (tmp_path / "runs" / "sac_s3rl_seed0" / "snapshots.npz").is_file()
     assert payload["claims"][0].startswith("SAC + S3RL above plain SAC after 120 steps:")
     assert payload["claims"][1].endswith("not measured")
-    assert "| sac_s3rl |" in capsys.readouterr().out
+    assert "| sac_s3rl | 2 |" in capsys.readouterr().out
+    # --read-only tabulates the finished runs; --seeds-for takes a variant's first seeds
+    read = snapshot_main([*argv, "--read-only", "--seeds-for", "sac_s3rl=1",
+                          "--out", str(tmp_path / "r.json")])["table"]  # fmt: skip
+    assert [s["seed"] for s in read["sac_s3rl"]["seeds"]] == [0]
+    assert read["sac_s3rl"]["seeds"][0]["at"] == table["sac_s3rl"]["seeds"][0]["at"]
+    assert read["sac"]["at"] == table["sac"]["at"]
+    with pytest.raises(SystemExit, match="--seeds-for expects VARIANT=N"):
+        snapshot_main([*argv, "--seeds-for", "ppo=1"])
     assert aggregate([1.0, 3.0]) == {"mean": 2.0, "std": 1.0, "min": 1.0, "max": 3.0}
     fake = {"sac": {"at": {"9": {"mean": 5.0}}}, "sac_s3rl": {"at": {"9": {"mean": 7.0}}}}
     assert claims(fake, "9")[0].endswith("holds (7 vs 5)")

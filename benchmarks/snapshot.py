@@ -14,7 +14,9 @@ is the committed agent-only snapshot of an rlcore SAC run (benchmarks/assets/REA
 so the table is rebuilt on a new machine without training it again.
 
 The table reports, per variant, the evaluation return (10 episodes from ordinary resets)
-after 25k / 50k / 100k env steps: mean, standard deviation and [min, max] over seeds,
+after 25k / 50k / 100k env steps, the mean of the last 3 evaluations and the mean over
+all evaluations (the area under the learning curve): mean, standard deviation and
+[min, max] over seeds,
 and checks the paper's claim: S3RL above the same student without snapshots at equal env
 steps. The JSON also records every seed's curve and the CPU (lscpu model and flags).
 """
@@ -68,6 +70,16 @@ def returns_at(rows: list[dict[str, float]], marks: tuple[int, ...]) -> dict[str
         hits = [r["eval/return"] for r in rows if int(r["step"]) == mark and "eval/return" in r]
         out[str(mark)] = float(hits[-1]) if hits else math.nan
     return out
+
+
+def curve_summary(curve: list[tuple[int, float]], last: int = 3) -> dict[str, float]:
+    """``last_mean``: the mean of the last ``last`` evaluations (less noisy than the final
+    one alone); ``curve_mean``: the mean over every evaluation (area under the learning
+    curve per evaluation: sample efficiency over the whole run)."""
+    values = [value for _, value in curve]
+    if not values:
+        return {"last_mean": math.nan, "curve_mean": math.nan}
+    return {"last_mean": float(np.mean(values[-last:])), "curve_mean": float(np.mean(values))}
 
 
 def aggregate(values: list[float]) -> dict[str, float]:
@@ -144,20 +156,25 @@ def main(argv: list[str] | None = None) -> dict:
                        for r in results[(v, s)]["rows"] if "eval/return" in r]}
             for s in seeds_of[v]
         ]  # fmt: skip
+        for row in seeds:
+            row.update(curve_summary(row["curve"]))
         table[v] = {
             "at": {str(m): aggregate([r["at"][str(m)] for r in seeds]) for m in marks},
+            "last_mean": aggregate([r["last_mean"] for r in seeds]),
+            "curve_mean": aggregate([r["curve_mean"] for r in seeds]),
             "seeds": seeds,
             "overrides": overrides[v],
         }
     end = str(marks[-1])
     print(f"Hopper-v5, teacher {args.teacher}; up to {len(args.seeds)} seeds; snapshot resets for "
           f"the first {args.switch_after:,} env steps; evaluation return: mean +- std [min, max]")  # fmt: skip
-    print("| variant | seeds | " + " | ".join(f"after {m // 1000}k" for m in marks) + " | hours |")
-    print("|---" * (len(marks) + 3) + "|")
+    print("| variant | seeds | " + " | ".join(f"after {m // 1000}k" for m in marks)
+          + " | last 3 evals | all evals | hours |")  # fmt: skip
+    print("|---" * (len(marks) + 5) + "|")
     for v, row in table.items():
         cells = " | ".join(
             f"{a['mean']:.0f} +- {a['std']:.0f} [{a['min']:.0f}, {a['max']:.0f}]"
-            for a in (row["at"][str(m)] for m in marks)
+            for a in [*(row["at"][str(m)] for m in marks), row["last_mean"], row["curve_mean"]]
         )
         hours = sum(r["seconds"] for r in row["seeds"]) / 3600
         print(f"| {v} | {len(row['seeds'])} | {cells} | {hours:.2f} |")

@@ -492,6 +492,12 @@ def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
     with pytest.raises(SystemExit, match="--seeds-for expects VARIANT=N"):
         snapshot_main([*argv, "--seeds-for", "ppo=1"])
     assert aggregate([1.0, 3.0]) == {"mean": 2.0, "std": 1.0, "min": 1.0, "max": 3.0}
+    from benchmarks.snapshot import curve_summary
+
+    curve = [(10, 1.0), (20, 2.0), (30, 6.0), (40, 7.0)]
+    assert curve_summary(curve) == {"last_mean": 5.0, "curve_mean": 4.0}
+    seed0 = table["sac"]["seeds"][0]
+    assert seed0["last_mean"] == pytest.approx(np.mean([v for _, v in seed0["curve"][-3:]]))
     fake = {"sac": {"at": {"9": {"mean": 5.0}}}, "sac_s3rl": {"at": {"9": {"mean": 7.0}}}}
     assert claims(fake, "9")[0].endswith("holds (7 vs 5)")
 

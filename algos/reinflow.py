@@ -192,26 +192,33 @@ class ReinFlow:
         entropy = (0.5 * math.log(2 * math.pi * math.e) + std.log()).mean()
         return (initial + transitions) / dims, entropy
 
-    def _sample(self, obs: torch.Tensor, deterministic: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """(unit chunk (B, H, A), chain (B, K + 1, H, A)); deterministic: x_0 = 0 and the
-        Euler steps without noise (the pre-trained flow's own sampler)."""
+    def _sample(
+        self, obs: torch.Tensor, deterministic: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(unit chunk (B, H, A), chain (B, K + 1, H, A), the chain's normalised
+        log-likelihood, accumulated while sampling: ``chain_log_prob``'s value without a
+        second pass through the networks); deterministic: x_0 = 0 and the Euler steps
+        without noise (the pre-trained flow's own sampler)."""
         scale = 0.0 if deterministic else 1.0
         x = scale * torch.randn(
             len(obs), self.config.horizon, self.actor.action_dim, device=obs.device
         )
         chain = [x]
+        log_prob = gaussian_log_prob(x, torch.zeros_like(x), torch.ones_like(x))
         for t in self.actor.times(obs.device):
             mean, std = self._step(obs, x, t)
             x = mean + scale * std * torch.randn_like(mean)
+            log_prob = log_prob + gaussian_log_prob(x, mean, std)
             chain.append(x)
-        return x.clamp(-1.0, 1.0), torch.stack(chain, 1)
+        dims = (self.config.denoising_steps + 1) * x[0].numel()
+        return x.clamp(-1.0, 1.0), torch.stack(chain, 1), log_prob / dims
 
     # -- acting ---------------------------------------------------------------------
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
         """Action chunk(s) (H, A) / (B, H, A) in env units."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
-            unit, _ = self._sample(self.obs_normalizer(obs_t), deterministic)
+            unit, _, _ = self._sample(self.obs_normalizer(obs_t), deterministic)
             chunk = self.box.to_env(unit).cpu().numpy()
         return chunk[0] if single else chunk
 
@@ -222,8 +229,7 @@ class ReinFlow:
         """Chunk in env units, the chain's normalised log-likelihood, V(s), and the
         rollout channel ``chain``."""
         norm = self.obs_normalizer(obs.float())
-        unit, chain = self._sample(norm, deterministic=False)
-        log_prob, _ = self.chain_log_prob(norm, chain)
+        unit, chain, log_prob = self._sample(norm, deterministic=False)
         return self.box.to_env(unit), log_prob, self.critic(norm).squeeze(-1), {"chain": chain}
 
     @torch.no_grad()

@@ -100,10 +100,10 @@ _FINETUNE = ["env=Hopper", "env.num_envs=2", "algo.rollout_steps=20", "algo.hidd
              "algo.time_dim=8", "checkpoint_every=40", "eval_every=80", "eval_episodes=2",
              "log_every=20", "env.max_episode_steps=60"]  # fmt: skip
 CASES["dppo"] = ["algo=dppo", "algo.pretrained={ddpm}", "algo.denoising_steps=5",
-                 "algo.finetune_steps=3", "algo.minibatch_size=40", "total_steps=400",
+                 "algo.finetune_steps=3", "algo.minibatch_size=40", "total_steps=1200",
                  "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
 CASES["reinflow"] = ["algo=reinflow", "algo.pretrained={flow}", "algo.num_minibatches=2",
-                     "total_steps=400", "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
+                     "total_steps=1200", "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
 CASES["resip"] = [
     "algo=resip",
     "algo.pretrained={ddpm_history}",

@@ -62,7 +62,19 @@ from typing import Any
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SECTIONS = ("env", "sac_update", "ensemble", "o2o", "sac_run", "ppo_run", "memory")
+SECTIONS = (
+    "env",
+    "sac_update",
+    "ensemble",
+    "o2o",
+    "sac_run",
+    "ppo_run",
+    "memory",
+    "mjx",
+    "mjx_ppo",
+)
+# run only when named: they need JAX + mujoco-mjx and are meant for a GPU
+OPT_IN = ("mjx", "mjx_ppo")
 ENV_CONTENDERS = ("native", "sync", "async", "envpool", "ceiling")
 ENV_LABELS = {
     "native": "rlcore native",
@@ -1509,6 +1521,139 @@ def section_memory(args: argparse.Namespace) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 # targets, CLI
 # --------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
+# mjx: MJX (JAX, GPU) env throughput next to the native back end; PPO to a return
+# --------------------------------------------------------------------------------------
+def _mjx_device(requested: str | None) -> str:
+    import torch
+
+    if requested:
+        return requested
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _mjx_rate(env: Any, actions: Any, steps: int) -> float:
+    """Env steps/s of an MJX env over ``steps`` steps of pre-drawn device actions (the
+    last observation is synchronised before the clock stops)."""
+    import torch
+
+    obs = None
+    start = time.perf_counter()
+    for i in range(steps):
+        obs, *_ = env.step(actions[i % len(actions)])
+    if obs is not None and obs.is_cuda:
+        torch.cuda.synchronize(obs.device)
+    return steps * env.num_envs / (time.perf_counter() - start)
+
+
+def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
+    """Env steps/s of ``backend="mjx"`` (on ``--mjx-device``: cuda when torch sees a GPU)
+    vs the native back end on ``--mjx-native-threads`` C threads (the 2-core machine's
+    back end), at ``--mjx-num-envs`` envs; the first MJX step's compile time beside it."""
+    import torch
+
+    from envs.mjx import MjxVectorEnv
+    from envs.native import NativeVectorEnv
+
+    device = _mjx_device(args.mjx_device)
+    notes: list[str] = [
+        f"mjx on {device}"
+        + (
+            f" ({torch.cuda.get_device_name(device)})"
+            if device.startswith("cuda")
+            else " (JAX's CPU device: slow, for coverage)"
+        ),
+        f"native on {args.mjx_native_threads} C threads; steps/s count every env",
+    ]
+    rows = []
+    for name in args.mjx_envs:
+        env_id = f"{name}-v5"
+        for num_envs in args.mjx_num_envs:
+            steps = max(args.mjx_min_steps, min(args.mjx_max_steps, args.mjx_env_steps // num_envs))
+            generator = torch.Generator(device="cpu").manual_seed(args.seed)
+            row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "steps": steps}
+            mjx_env = MjxVectorEnv(env_id, num_envs, device=device)
+            space = mjx_env.single_action_space
+            low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+            draws = torch.rand((8, num_envs, low.numel()), generator=generator)
+            actions = (low + (high - low) * draws).to(device)
+            t0 = time.perf_counter()
+            mjx_env.reset(seed=args.seed)
+            mjx_env.step(actions[0])[0].cpu()
+            row["mjx_compile_s"] = time.perf_counter() - t0
+            native = NativeVectorEnv(env_id, num_envs, num_threads=args.mjx_native_threads)
+            native.reset(seed=args.seed)
+            native_actions = actions.cpu().numpy()
+            native_steps = max(3, min(steps, args.mjx_native_env_steps // num_envs))
+            samples: dict[str, list[float]] = {"mjx": [], "native": []}
+            for _ in range(args.rounds):
+                samples["mjx"].append(_mjx_rate(mjx_env, actions, steps))
+                samples["native"].append(
+                    _env_rate(native, native_actions[np.arange(native_steps) % 8])
+                )
+            native.close()
+            mjx_env.close()
+            del mjx_env
+            row["samples"] = samples
+            row["mjx"] = statistics.median(samples["mjx"])
+            row["native"] = statistics.median(samples["native"])
+            row["ratio"] = row["mjx"] / row["native"]
+            rows.append(row)
+            print(
+                f"{env_id} {num_envs:>6} envs: mjx {row['mjx']:>12,.0f} steps/s, native "
+                f"{row['native']:>10,.0f}, ratio {row['ratio']:.2f} (compile {row['mjx_compile_s']:.0f} s)",
+                flush=True,
+            )
+    table = markdown_table(
+        ["env", "envs", "mjx steps/s", f"native ({args.mjx_native_threads} threads)", "mjx / native", "first step (compile) s"],
+        [[r["env"], str(r["num_envs"]), fmt(r["mjx"]), fmt(r["native"]), fmt(r["ratio"], True),
+          f"{r['mjx_compile_s']:.1f}"] for r in rows],
+    )  # fmt: skip
+    return {"title": f"MJX env steps/s on {device} vs native", "table": table, "rows": rows,
+            "device": device, "notes": notes}  # fmt: skip
+
+
+def section_mjx_ppo(args: argparse.Namespace) -> dict[str, Any]:
+    """PPO on Hopper with ``+experiment=ppo_hopper_mjx`` (4096 MJX envs) until an
+    evaluation reaches ``--mjx-ppo-target`` or ``--mjx-ppo-minutes`` pass: wall time to the
+    target (the whole process: start-up, compilation and evaluations included; the run
+    stops at the first evaluation that reaches it) and the evaluation curve."""
+    import torch
+
+    from rlcore.logging import read_csv
+
+    device = _mjx_device(args.mjx_device)
+    run_dir = Path(tempfile.mkdtemp(prefix="mjx_ppo_"))
+    overrides = ["+experiment=ppo_hopper_mjx", f"device={device}", f"seed={args.seed}",
+                 f"env.num_envs={args.mjx_ppo_envs}", f"stop_at_return={args.mjx_ppo_target}",
+                 f"run_dir={run_dir}", "logger.tensorboard=false"]  # fmt: skip
+    command = [sys.executable, "-m", "rlcore.train", *overrides]
+    print(" ".join(command), flush=True)
+    start = time.perf_counter()
+    try:
+        subprocess.run(command, timeout=args.mjx_ppo_minutes * 60, check=False)
+        stopped = "finished"
+    except subprocess.TimeoutExpired:
+        stopped = f"stopped at the {args.mjx_ppo_minutes} min limit"
+    wall = time.perf_counter() - start
+    evals = read_csv(run_dir / "eval.csv") if (run_dir / "eval.csv").exists() else []
+    reached = next((r for r in evals if r["eval/return"] >= args.mjx_ppo_target), None)
+    best = max((r["eval/return"] for r in evals), default=None)
+    curve = [{"step": int(r["step"]), "return": r["eval/return"]} for r in evals]
+    row = {"device": device, "gpu": torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
+           "num_envs": args.mjx_ppo_envs, "target": args.mjx_ppo_target,
+           "reached_at_step": None if reached is None else int(reached["step"]),
+           "process_wall_s": wall, "stopped": stopped, "best_return": best, "curve": curve}  # fmt: skip
+    table = markdown_table(
+        ["device", "envs", "target", "reached at env step", "best eval return", "process wall s"],
+        [[device, str(args.mjx_ppo_envs), f"{args.mjx_ppo_target:,.0f}",
+          "-" if reached is None else f"{int(reached['step']):,}", fmt(best), f"{wall:.0f}"]],
+    )  # fmt: skip
+    notes = [f"run {stopped}; evaluation curve in the JSON (10 episodes on the sync back end)"]
+    return {"title": "PPO Hopper on MJX: wall time to the target return", "table": table,
+            "rows": [row], "notes": notes}  # fmt: skip
+
+
 def _env_ratio(section: dict, env_id: str, num_envs: int, key: str) -> float | None:
     for row in section["rows"]:
         if row["env"] == env_id and row["num_envs"] == num_envs:
@@ -1661,6 +1806,32 @@ TARGETS: list[tuple[str, str, float, bool, Callable[[dict], float | None]]] = [
 ]
 
 
+def _mjx_ratio(section: dict, env_id: str, num_envs: int) -> float | None:
+    if section.get("device", "cpu") == "cpu":  # the targets are for one GPU
+        return None
+    for row in section["rows"]:
+        if row["env"] == env_id and row["num_envs"] == num_envs:
+            return row["ratio"]
+    return None
+
+
+def _mjx_ppo_minutes(section: dict) -> float | None:
+    row = section["rows"][0]
+    if row["device"] == "cpu" or row["reached_at_step"] is None:
+        return None
+    return row["process_wall_s"] / 60  # the run stops at the target: all of it counts
+
+
+TARGETS += [
+    ("mjx", "mjx Hopper 4096 envs (GPU) / native on 2 threads", 30.0, False,
+     lambda s: _mjx_ratio(s, "Hopper-v5", 4096)),
+    ("mjx", "mjx Hopper 16384 envs (GPU) / native on 2 threads", 30.0, False,
+     lambda s: _mjx_ratio(s, "Hopper-v5", 16384)),
+    ("mjx_ppo", "PPO Hopper on MJX (GPU): minutes to the target return", 10.0, True,
+     _mjx_ppo_minutes),
+]  # fmt: skip
+
+
 def targets(sections: dict[str, dict]) -> list[dict[str, Any]]:
     """Every target line of the measured sections: ratio (None: not measured) and verdict."""
     out = []
@@ -1688,7 +1859,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument(
+        "--sections", nargs="+", choices=SECTIONS,
+        default=[s for s in SECTIONS if s not in OPT_IN],
+    )  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="smoke run: everything shrunk")
     parser.add_argument("--rounds", type=int, default=None, help="A B rounds (3; quick 1)")
     parser.add_argument("--out", type=Path, default=None, help="JSON path")
@@ -1715,6 +1889,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--ppo-rollout", type=int, default=None, help="PPO steps per env per rollout (2048)"
     )
     parser.add_argument("--memory-capacity", type=int, default=1_000_000)
+    parser.add_argument("--mjx-device", default=None, help="mjx: cuda if available, else cpu")
+    parser.add_argument("--mjx-envs", nargs="+", default=["Hopper", "Ant"])
+    parser.add_argument("--mjx-num-envs", type=int, nargs="+", default=None,
+                        help="mjx: 1 1024 4096 16384 (quick: 1 16)")  # fmt: skip
+    parser.add_argument("--mjx-native-threads", type=int, default=2)
+    parser.add_argument("--mjx-env-steps", type=int, default=None, help="mjx steps x envs (2M)")
+    parser.add_argument("--mjx-native-env-steps", type=int, default=None, help="(100k)")
+    parser.add_argument("--mjx-min-steps", type=int, default=None, help="(10)")
+    parser.add_argument("--mjx-max-steps", type=int, default=None, help="(200)")
+    parser.add_argument("--mjx-ppo-envs", type=int, default=4096)
+    parser.add_argument("--mjx-ppo-target", type=float, default=2500.0)
+    parser.add_argument("--mjx-ppo-minutes", type=float, default=10.0)
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = {
@@ -1726,6 +1912,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "sac_learning_starts": (5_000, 1_000),
         "ppo_steps": (131_072, 4_096),
         "ppo_rollout": (2_048, 256),
+        "mjx_num_envs": ([1, 1024, 4096, 16384], [1, 16]),
+        "mjx_env_steps": (2_000_000, 2_000),
+        "mjx_native_env_steps": (100_000, 2_000),
+        "mjx_min_steps": (10, 3),
+        "mjx_max_steps": (200, 20),
     }
     for key, (full, small) in defaults.items():
         if getattr(args, key) is None:
@@ -1746,6 +1937,8 @@ SECTION_FUNCS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "sac_run": section_sac_run,
     "ppo_run": section_ppo_run,
     "memory": section_memory,
+    "mjx": section_mjx,
+    "mjx_ppo": section_mjx_ppo,
 }
 
 

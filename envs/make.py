@@ -22,6 +22,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 SHORT_NAMES: dict[str, str] = {
@@ -38,7 +39,7 @@ SHORT_NAMES: dict[str, str] = {
     "pusher": "Pusher-v5",
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
 }
-BACKENDS = ("sync", "async", "native", "auto")
+BACKENDS = ("sync", "async", "native", "mjx", "auto")
 
 
 class UnknownEnvError(ValueError):
@@ -144,25 +145,45 @@ def portable_state(mujoco_env: Any, elapsed_steps: int) -> dict[str, Any]:
     }
 
 
+def _like(value: Any, reference: Any) -> Any:
+    """``value`` (numpy array or torch tensor) as the array type of ``reference``: a tensor
+    on its device (no copy when it is one already), or a numpy array."""
+    if isinstance(reference, torch.Tensor):
+        return torch.as_tensor(value, device=reference.device)
+    return value.cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _to_numpy(value: Any) -> Any:
+    return value.detach().cpu().numpy().copy() if isinstance(value, torch.Tensor) else value.copy()
+
+
 class RunningMeanStd:
-    """Streaming mean / variance (parallel algorithm of Chan et al.), float64."""
+    """Streaming mean / variance (parallel algorithm of Chan et al.), float64. Batches may
+    be numpy arrays or torch tensors (device back ends): the statistics then live on the
+    batch's device; ``state_dict`` always holds numpy arrays."""
 
     def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4) -> None:
-        self.mean = np.zeros(shape, np.float64)
-        self.var = np.ones(shape, np.float64)
+        self.mean: Any = np.zeros(shape, np.float64)
+        self.var: Any = np.ones(shape, np.float64)
         self.count = epsilon
 
-    def update(self, batch: np.ndarray) -> None:
-        batch_mean, batch_var, n = batch.mean(axis=0), batch.var(axis=0), batch.shape[0]
-        delta = batch_mean - self.mean
+    def update(self, batch: np.ndarray | torch.Tensor) -> None:
+        if isinstance(batch, torch.Tensor):
+            batch = batch.detach().to(torch.float64)
+            batch_mean, batch_var = batch.mean(dim=0), batch.var(dim=0, correction=0)
+        else:
+            batch_mean, batch_var = batch.mean(axis=0), batch.var(axis=0)
+        n = batch.shape[0]
+        mean, var = _like(self.mean, batch), _like(self.var, batch)
+        delta = batch_mean - mean
         total = self.count + n
-        self.mean = self.mean + delta * n / total
-        m2 = self.var * self.count + batch_var * n + delta**2 * self.count * n / total
+        self.mean = mean + delta * n / total
+        m2 = var * self.count + batch_var * n + delta**2 * self.count * n / total
         self.var = m2 / total
         self.count = total
 
     def state_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean.copy(), "var": self.var.copy(), "count": self.count}
+        return {"mean": _to_numpy(self.mean), "var": _to_numpy(self.var), "count": self.count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.mean, self.var = state["mean"].copy(), state["var"].copy()
@@ -329,8 +350,11 @@ class NormalizeObservation(VectorWrapper):
         self.rms = RunningMeanStd(self.single_observation_space.shape)
         self.clip, self.epsilon, self.training = clip, epsilon, True
 
-    def normalize(self, obs: np.ndarray) -> np.ndarray:
-        scaled = (obs - self.rms.mean) / np.sqrt(self.rms.var + self.epsilon)
+    def normalize(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        mean, var = _like(self.rms.mean, obs), _like(self.rms.var, obs)
+        scaled = (obs - mean) / (var + self.epsilon) ** 0.5
+        if isinstance(scaled, torch.Tensor):
+            return scaled.clamp(-self.clip, self.clip).float()
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
     def reset(self, **kwargs):
@@ -343,7 +367,9 @@ class NormalizeObservation(VectorWrapper):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         if self.training:
             self.rms.update(obs)
-        if "final_obs" in info:
+        if isinstance(info.get("final_obs"), torch.Tensor):  # device back end: every row
+            info["final_obs"] = self.normalize(info["final_obs"])
+        elif "final_obs" in info:
             final_obs = info["final_obs"].copy()
             for i in np.flatnonzero(info["_final_obs"]):
                 final_obs[i] = self.normalize(final_obs[i])
@@ -371,14 +397,22 @@ class NormalizeReward(VectorWrapper):
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         if self.training:
-            self.discounted = self.discounted * self.gamma + reward
+            self.discounted = _like(self.discounted, reward) * self.gamma + reward
             self.rms.update(self.discounted)
             self.discounted[terminated | truncated] = 0.0
-        scaled = np.clip(reward / np.sqrt(self.rms.var + self.epsilon), -self.clip, self.clip)
-        return obs, scaled, terminated, truncated, info
+        scaled = reward / (_like(self.rms.var, reward) + self.epsilon) ** 0.5
+        if isinstance(scaled, torch.Tensor):
+            return (
+                obs,
+                scaled.clamp(-self.clip, self.clip).to(reward.dtype),
+                terminated,
+                truncated,
+                info,
+            )
+        return obs, np.clip(scaled, -self.clip, self.clip), terminated, truncated, info
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rms": self.rms.state_dict(), "discounted": self.discounted.copy()}
+        return {"rms": self.rms.state_dict(), "discounted": _to_numpy(self.discounted)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rms.load_state_dict(state["rms"])
@@ -402,6 +436,8 @@ def make_vec_env(
     base_wrappers: Sequence[Callable[[VectorEnv], VectorEnv]] = (),
     action_chunk: int = 1,
     obs_history: int = 1,
+    device: str | torch.device = "cpu",
+    mjx_impl: str = "jax",
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -422,6 +458,10 @@ def make_vec_env(
     and rewards, normalisers see the observations where a chunk starts. ``obs_history``
     T > 1 makes observations the last T env steps' observations (``ObservationHistory``,
     below the chunks: a chunk ends on the history of its last T env steps).
+    ``backend="mjx"`` steps the native tasks in MuJoCo MJX on ``device`` (``envs/mjx.py``;
+    ``mjx_impl="warp"`` for MuJoCo Warp): observations, rewards and flags are torch tensors
+    on that device, the episode statistics are computed there, and the normalisers keep
+    their statistics there too.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -441,7 +481,19 @@ def make_vec_env(
     if backend == "auto":
         backend = _auto_backend(env_id)
     env: VectorEnv
-    if backend == "native":
+    if backend == "mjx":
+        unsupported = {"base_wrappers (snapshot resets)": bool(base_wrappers),
+                       "action_chunk > 1": action_chunk > 1, "obs_history > 1": obs_history > 1,
+                       "flatten_obs": flatten_obs}  # fmt: skip
+        if any(unsupported.values()):
+            names = ", ".join(k for k, v in unsupported.items() if v)
+            raise ValueError(
+                f"env backend 'mjx' does not support {names} yet: use env.backend=native"
+            )
+        from envs.mjx import MjxVectorEnv
+
+        env = MjxVectorEnv(env_id, num_envs, device=device, impl=mjx_impl, **kwargs)
+    elif backend == "native":
         from envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
         env = NativeVectorEnv(env_id, num_envs, num_threads=num_threads, **kwargs)
@@ -456,7 +508,8 @@ def make_vec_env(
         env = ObservationHistory(env, obs_history)
     if action_chunk > 1:
         env = ActionChunks(env, action_chunk)
-    env = EpisodeStats(env)
+    if backend != "mjx":  # MjxVectorEnv reports the episode statistics from the device
+        env = EpisodeStats(env)
     if normalize_obs:
         env = NormalizeObservation(env, clip=clip_obs)
     if normalize_reward:
@@ -485,10 +538,16 @@ def _auto_backend(env_id: str) -> str:
     return "sync"
 
 
-def final_next_obs(obs: np.ndarray, info: dict[str, Any]) -> np.ndarray:
-    """The true next observation of every env: the final one where an episode just ended."""
+def final_next_obs(
+    obs: np.ndarray | torch.Tensor, info: dict[str, Any]
+) -> np.ndarray | torch.Tensor:
+    """The true next observation of every env: the final one where an episode just ended
+    (device back ends: a ``torch.where`` on the device, no host round trip)."""
     if "final_obs" not in info:
         return obs
+    if isinstance(obs, torch.Tensor):
+        mask = info["_final_obs"].reshape(-1, *([1] * (obs.dim() - 1)))
+        return torch.where(mask, info["final_obs"], obs)
     next_obs = obs.copy()
     for i in np.flatnonzero(info["_final_obs"]):
         next_obs[i] = info["final_obs"][i]

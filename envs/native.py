@@ -260,14 +260,15 @@ _OVERRIDABLE = frozenset(
 )
 
 
-def task_spec(env_id: str, **overrides: Any) -> TaskSpec:
+def task_spec(env_id: str, backend: str = "native", **overrides: Any) -> TaskSpec:
     """The TaskSpec of a supported gymnasium id, with v5 keyword overrides applied.
 
-    Accepts the keywords of the task's v5 constructor that the back end implements.
+    Accepts the keywords of the task's v5 constructor that the back ends implement
+    (``backend`` only names the back end in error messages).
     """
     if env_id not in TASKS:
         raise ValueError(
-            f"backend 'native' does not support '{env_id}'; supported: {', '.join(TASKS)}"
+            f"backend '{backend}' does not support '{env_id}'; supported: {', '.join(TASKS)}"
         )
     spec = TASKS[env_id]
     # include_<block>_in_observation, for the blocks the task's observation has
@@ -277,7 +278,7 @@ def task_spec(env_id: str, **overrides: Any) -> TaskSpec:
     unknown = set(overrides) - accepted
     if unknown:
         raise ValueError(
-            f"backend 'native' does not accept env kwargs {sorted(unknown)} for {env_id}; "
+            f"backend '{backend}' does not accept env kwargs {sorted(unknown)} for {env_id}; "
             f"accepted: {sorted(accepted)}"
         )
     if "exclude_current_positions_from_observation" in overrides:

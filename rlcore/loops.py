@@ -222,9 +222,12 @@ def _evaluate_and_log(
 
 def _log_episodes(run: RunContext, info: dict[str, Any], step: int) -> list[float]:
     """Log every episode that ended in this vector step; returns their returns."""
-    done = ~np.isnan(info["episode_return"])
-    returns = info["episode_return"][done]
-    for episode_return, episode_length in zip(returns, info["episode_length"][done]):
+    returns, lengths = info["episode_return"], info["episode_length"]
+    if isinstance(returns, torch.Tensor):  # device back end: one small copy per step
+        returns, lengths = torch.stack((returns, lengths.to(returns.dtype))).cpu().numpy()
+    done = ~np.isnan(returns)
+    returns = returns[done]
+    for episode_return, episode_length in zip(returns, lengths[done]):
         run.logger.log(
             {"train/episode_return": episode_return, "train/episode_length": episode_length}, step
         )
@@ -563,6 +566,7 @@ def on_policy(
 
     env_reset = env.reset(seed=settings.seed)
     obs = env_reset[0]
+    on_device = isinstance(obs, torch.Tensor)  # mjx: tensors on the device end to end
     episodes_started = getattr(agent, "episodes_started", None)
     if episodes_started is not None:
         episodes_started(np.ones(num_envs, bool))
@@ -587,16 +591,11 @@ def on_policy(
         for _ in range(settings.rollout_steps):
             obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
             action, log_prob, value, *channels = agent.explore(obs_t)
-            action_np = action.cpu().numpy()
+            env_action = action if on_device else action.cpu().numpy()
             next_obs, reward, terminated, truncated, info = env.step(
-                to_env_action(action_np, action_space)
+                to_env_action(env_action, action_space)
             )
-            bootstrap = np.zeros(num_envs, np.float32)
-            if truncated.any():
-                final = final_next_obs(next_obs, info)[truncated]
-                bootstrap[truncated] = (
-                    agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
-                )
+            bootstrap = _bootstrap_values(agent, next_obs, info, truncated, device)
             rollout.add(
                 obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap,
                 channels[0] if channels else None,
@@ -636,6 +635,26 @@ def on_policy(
 
     run.logger.flush()
     return record.summary()
+
+
+def _bootstrap_values(
+    agent: Agent,
+    next_obs: np.ndarray | torch.Tensor,
+    info: dict[str, Any],
+    truncated: np.ndarray | torch.Tensor,
+    device: torch.device,
+) -> np.ndarray | torch.Tensor:
+    """V(final observation) where an episode was truncated, else 0. With a device back end
+    every env's final observation is valued and masked on the device (no host sync to ask
+    which envs were truncated)."""
+    if isinstance(truncated, torch.Tensor):
+        final = final_next_obs(next_obs, info).to(device, torch.float32)
+        return torch.where(truncated.to(device), agent.value(final), 0.0)
+    bootstrap = np.zeros(len(truncated), np.float32)
+    if truncated.any():
+        final = final_next_obs(next_obs, info)[truncated]
+        bootstrap[truncated] = agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
+    return bootstrap
 
 
 def offline(

@@ -56,14 +56,32 @@ def action_storage(space: gym.Space) -> tuple[tuple[int, ...], torch.dtype]:
     return tuple(space.shape), torch.float32
 
 
-def to_env_action(action: np.ndarray, space: gym.Space) -> np.ndarray:
+def to_env_action(action: np.ndarray | torch.Tensor, space: gym.Space) -> np.ndarray | torch.Tensor:
     """What the env receives: Box actions clipped to the box; discrete actions, which
-    agents and buffers keep as indices 0..n-1, shifted by the space's ``start``."""
+    agents and buffers keep as indices 0..n-1, shifted by the space's ``start``. A torch
+    tensor (for a device back end) stays a tensor on its device."""
     if isinstance(space, gym.spaces.Box):
+        if isinstance(action, torch.Tensor):
+            low, high = _box_bounds(space, action.device)
+            return torch.clamp(action, low, high)
         return np.clip(action, space.low, space.high)
     if isinstance(space, gym.spaces.Discrete) and space.start != 0:
         return action + space.start
     return action
+
+
+_BOUNDS: dict[tuple[bytes, bytes, str], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def _box_bounds(space: gym.spaces.Box, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The box's bounds as float32 tensors on ``device`` (cached: one copy per space)."""
+    key = (space.low.tobytes(), space.high.tobytes(), str(device))
+    if key not in _BOUNDS:
+        _BOUNDS[key] = tuple(
+            torch.as_tensor(bound, dtype=torch.float32, device=device)
+            for bound in (space.low, space.high)
+        )
+    return _BOUNDS[key]
 
 
 def random_actions(space: gym.Space, rng: np.random.Generator, num_envs: int) -> np.ndarray:

@@ -487,6 +487,8 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         clip_reward=float(env_cfg.get("clip_reward", 10.0)),
         base_wrappers=base_wrappers,
         action_chunk=int(getattr(algo_cfg, "env_chunk", 1)),  # DPPO / ReinFlow act in chunks
+        device=device,  # where backend=mjx simulates (the other back ends run on the CPU)
+        mjx_impl=str(env_cfg.get("mjx_impl", "jax")),
         **normalize,
     )
     eval_episodes = int(cfg_dict["eval_episodes"])

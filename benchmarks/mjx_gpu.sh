@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The MJX numbers of record on a GPU machine (benchmarks/README.md, "mjx"):
+#   bash benchmarks/mjx_gpu.sh ppo         # PPO Hopper, 4096 MJX envs, to return 2,500
+#   bash benchmarks/mjx_gpu.sh throughput  # env steps/s, Hopper and Ant, 1..16384 envs
+# Needs torch with CUDA, JAX with CUDA, mujoco>=4.0, mujoco-mjx, gymnasium, hydra-core.
+# Where those do not import, wheels in .whl/ (a machine without package registries) are
+# installed first.
+# Results: JSON under ${OUT:-benchmarks/results} and the printed tables.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-benchmarks/results}
+if ! python3 -c "import mujoco.mjx, gymnasium, hydra" 2>/dev/null && compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
+fi
+export PYTHONPATH=$PWD:${PYTHONPATH:-} PYTHONUNBUFFERED=1 RLCORE_JAX_CACHE=${RLCORE_JAX_CACHE:-/tmp/jax_cache} \
+  XLA_PYTHON_CLIENT_PREALLOCATE=false
+python3 - <<'PY'
+import jax, torch, mujoco
+from mujoco import mjx  # noqa: F401
+print("jax", jax.__version__, jax.devices(), "| torch", torch.__version__, torch.cuda.is_available(),
+      "| mujoco", mujoco.__version__)
+PY
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+lscpu | grep -E "Model name|^CPU\(s\)" || true
+case "${1:-all}" in
+  ppo) python3 -m benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
+         --mjx-ppo-minutes "${PPO_MINUTES:-10}" ;;
+  throughput) python3 -m benchmarks.throughput --sections mjx --rounds "${ROUNDS:-2}" \
+         --out "$out/mjx_throughput.json" ;;
+  all) python3 -m benchmarks.throughput --sections mjx mjx_ppo --rounds 2 --out "$out/mjx.json" ;;
+esac

@@ -1599,6 +1599,8 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
             row["native"] = statistics.median(samples["native"])
             row["ratio"] = row["mjx"] / row["native"]
             rows.append(row)
+            # a run cut short by a time limit keeps the rows measured so far
+            write_json(args.out.with_suffix(".partial.json"), {"device": device, "rows": rows})
             print(
                 f"{env_id} {num_envs:>6} envs: mjx {row['mjx']:>12,.0f} steps/s, native "
                 f"{row['native']:>10,.0f}, ratio {row['ratio']:.2f} (compile {row['mjx_compile_s']:.0f} s)",

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
+from envs import safety  # noqa: F401  (registers the Safety<Task>Velocity-v1 ids)
+
 SHORT_NAMES: dict[str, str] = {
     "hopper": "Hopper-v5",
     "halfcheetah": "HalfCheetah-v5",
@@ -39,6 +41,7 @@ SHORT_NAMES: dict[str, str] = {
     "pusher": "Pusher-v5",
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
 }
+
 BACKENDS = ("sync", "async", "native", "mjx", "auto")
 
 
@@ -56,6 +59,15 @@ def resolve_env_id(name: str) -> str:
     lowered = {env_id.lower(): env_id for env_id in gym.registry}
     if name.lower() in lowered:
         return lowered[name.lower()]
+    # a registered id without its version (SafetyHopperVelocity): the newest version
+    versions = sorted(
+        (env_id for env_id in gym.registry if env_id.lower().rsplit("-v", 1)[0] == name.lower()),
+        key=lambda env_id: (
+            int(env_id.rsplit("-v", 1)[1]) if env_id.rsplit("-v", 1)[-1].isdigit() else -1
+        ),
+    )
+    if versions:
+        return versions[-1]
     raise UnknownEnvError(
         f"unknown environment '{name}'. Short names: {', '.join(sorted(SHORT_NAMES.values()))} "
         "(case-insensitive, version optional), or any registered gymnasium id "

@@ -41,7 +41,6 @@ SHORT_NAMES: dict[str, str] = {
     "pusher": "Pusher-v5",
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
 }
-
 BACKENDS = ("sync", "async", "native", "mjx", "auto")
 
 
@@ -471,7 +470,7 @@ def make_vec_env(
     T > 1 makes observations the last T env steps' observations (``ObservationHistory``,
     below the chunks: a chunk ends on the history of its last T env steps).
     ``backend="mjx"`` steps the native tasks in MuJoCo MJX on ``device`` (``envs/mjx.py``;
-    ``mjx_impl="warp"`` for MuJoCo Warp): observations, rewards and flags are torch tensors
+    ``mjx_impl="warp"`` selects MuJoCo Warp, not usable with mujoco-mjx 3.17 yet): observations, rewards and flags are torch tensors
     on that device, the episode statistics are computed there, and the normalisers keep
     their statistics there too.
     """

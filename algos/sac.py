@@ -51,6 +51,7 @@ Use in your own loop::
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -163,11 +164,19 @@ class SAC:
         config: SACConfig | None = None,
         device: str | torch.device = "cpu",
         networks: dict[str, nn.Module] | None = None,
+        actor_objective: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+        | None = None,
     ) -> None:
         """``networks`` ({"actor", "critic", "target_critic"}) makes the agent train those
         module objects in place (shared, not copied: WSRL's online SAC on its pre-trained
-        CQL networks); the config's architecture fields are then not used."""
+        CQL networks); the config's architecture fields are then not used.
+        ``actor_objective(obs, action, loss)`` maps the per-row actor loss
+        alpha log pi - Q to the one minimised (SAC-Lagrangian adds its cost term); eager
+        updates only (not with ``compile``)."""
         require_box_actions(action_space, "SAC")
+        if actor_objective is not None and config is not None and config.compile:
+            raise ValueError("SAC's actor_objective needs compile=False")
+        self.actor_objective = actor_objective
         self.device = torch.device(device)
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or SACConfig(), self.device)
@@ -305,7 +314,10 @@ class SAC:
             action, log_prob = self.actor(obs)
             q = self.critic(obs, action)
             q = q.mean(0) if self.config.actor_q == "mean" else q.min(0).values
-            return (alpha * log_prob - q).mean(), log_prob
+            loss = alpha * log_prob - q
+            if self.actor_objective is not None:
+                loss = self.actor_objective(obs, action, loss)
+            return loss.mean(), log_prob
 
     def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
         with frozen(self._critic_params):  # gradients reach the actions only

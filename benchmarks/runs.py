@@ -65,6 +65,8 @@ def run_method(
     """Train (or resume, or read back when finished) ``run_root/<method>_seed<seed>``:
     its eval.csv rows, wall seconds summed over every invocation that trained it (a
     finished run that a later invocation only reads back keeps its training time)."""
+    if _PARENT_PID is not None and os.getppid() != _PARENT_PID:
+        os._exit(1)  # an orphaned worker (the benchmark was killed): no queued run starts
     run_dir = run_root / f"{method}_seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     ledger = run_dir / "bench_seconds.txt"
@@ -142,10 +144,16 @@ def clear_dir(path: Path) -> None:
             child.unlink()
 
 
+_PARENT_PID: int | None = None  # a worker's benchmark process (set by _exit_with_parent)
+
+
 def _exit_with_parent(parent_pid: int) -> None:
     """Worker initialiser: on Linux the kernel sends this worker SIGTERM when the benchmark
     process dies, so a killed benchmark (``kill``, not only Ctrl-C, which reaches the whole
-    process group) leaves no training running on the cores it held."""
+    process group) leaves no training running on the cores it held. (The run stops at its
+    next checkpoint; ``run_method`` then refuses the runs still queued.)"""
+    global _PARENT_PID
+    _PARENT_PID = parent_pid
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
     if os.getppid() != parent_pid:  # the parent died before prctl took effect

@@ -201,18 +201,38 @@ class RunningMeanStd:
         self.count = state["count"]
 
 
+def step_costs(info: dict[str, Any], num_envs: int) -> np.ndarray | None:
+    """Every sub-env's cost of this step, (num_envs,) float64, or None when the task reports
+    none. gymnasium's vector envs give ``info["cost"]`` with its mask ``info["_cost"]``, and,
+    for an env whose episode just ended (SAME_STEP autoreset), the cost in
+    ``info["final_info"]``; the native back end gives a plain array."""
+    final = info.get("final_info") or {}
+    if "cost" not in info and "cost" not in final:
+        return None
+    costs = np.zeros(num_envs, np.float64)
+    for source in (info, final):
+        if "cost" in source:
+            mask = source.get("_cost", np.ones(num_envs, bool))
+            costs[mask] = np.asarray(source["cost"], np.float64)[mask]
+    return costs
+
+
 class EpisodeStats(VectorWrapper):
-    """Adds raw ``episode_return`` / ``episode_length`` (NaN where still running) to info."""
+    """Adds raw ``episode_return`` / ``episode_length`` (NaN where still running) to info;
+    on a task that reports costs also ``info["cost"]`` as one plain (num_envs,) array
+    (``step_costs``) and ``episode_cost``, the episode's summed cost."""
 
     def __init__(self, env: VectorEnv) -> None:
         super().__init__(env)
         self.returns = np.zeros(self.num_envs, np.float64)
         self.lengths = np.zeros(self.num_envs, np.int64)
+        self.costs = np.zeros(self.num_envs, np.float64)
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self.returns[:] = 0.0
         self.lengths[:] = 0
+        self.costs[:] = 0.0
         return obs, info
 
     def step(self, actions):
@@ -222,15 +242,23 @@ class EpisodeStats(VectorWrapper):
         done = terminated | truncated
         info["episode_return"] = np.where(done, self.returns, np.nan)
         info["episode_length"] = np.where(done, self.lengths, np.nan)
+        costs = step_costs(info, self.num_envs)
+        if costs is not None:
+            info["cost"] = costs
+            self.costs += costs
+            info["episode_cost"] = np.where(done, self.costs, np.nan)
+            self.costs[done] = 0.0
         self.returns[done] = 0.0
         self.lengths[done] = 0
         return obs, reward, terminated, truncated, info
 
     def state_dict(self) -> dict[str, Any]:
-        return {"returns": self.returns.copy(), "lengths": self.lengths.copy()}
+        return {"returns": self.returns.copy(), "lengths": self.lengths.copy(),
+                "costs": self.costs.copy()}  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.returns, self.lengths = state["returns"].copy(), state["lengths"].copy()
+        self.costs = state.get("costs", np.zeros(self.num_envs)).copy()
 
 
 class ObservationHistory(VectorWrapper):
@@ -325,8 +353,9 @@ class ActionChunks(VectorWrapper):
             stepped_after_end |= ~live
             obs, r, term, trunc, info = self.env.step(actions[:, h])
             reward += np.where(live, r, 0.0)
-            if "cost" in info:
-                cost = (0.0 if cost is None else cost) + np.where(live, info["cost"], 0.0)
+            step_cost = step_costs(info, n)
+            if step_cost is not None:
+                cost = (0.0 if cost is None else cost) + np.where(live, step_cost, 0.0)
             steps += live
             ended = live & (term | trunc)
             terminated |= ended & term
@@ -507,7 +536,14 @@ def make_vec_env(
     elif backend == "native":
         from envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
-        env = NativeVectorEnv(env_id, num_envs, num_threads=num_threads, **kwargs)
+        safe = safety.velocity_cost_of(env_id)  # a velocity-constrained task: its inner v5 task
+        env = NativeVectorEnv(
+            safe[0] if safe else env_id,
+            num_envs,
+            num_threads=num_threads,
+            velocity_cost=safe[1:] if safe else None,
+            **kwargs,
+        )
     else:
         vector_cls = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv}
         env = vector_cls[backend](
@@ -535,7 +571,8 @@ def _auto_backend(env_id: str) -> str:
     """``native`` for the tasks it implements when MuJoCo has ``mujoco.batch``, else ``sync``."""
     from envs import native
 
-    if env_id not in native.SUPPORTED_ENVS:
+    safe = safety.velocity_cost_of(env_id)
+    if (safe[0] if safe else env_id) not in native.SUPPORTED_ENVS:
         return "sync"
     if native.batch_available():
         return "native"

@@ -309,8 +309,13 @@ class NativeVectorEnv(VectorEnv):
         num_envs: int,
         max_episode_steps: int | None = None,
         num_threads: int | None = None,
+        velocity_cost: tuple[float, bool] | None = None,
         **task_kwargs: Any,
     ) -> None:
+        """``velocity_cost=(threshold, planar)`` adds ``info["cost"] = 1[speed > threshold]``
+        every step (``envs.safety``'s velocity-constrained tasks): the forward x-velocity, or
+        the xy speed with ``planar`` (Ant, Humanoid), as the cost wrapper reads them from the
+        v5 task's ``info``."""
         require_batch()
         spec = self.spec_task = task_spec(env_id, **task_kwargs)
         if max_episode_steps is None:
@@ -351,6 +356,10 @@ class NativeVectorEnv(VectorEnv):
         self.elapsed = np.zeros(num_envs, np.int64)
         self.rngs: list[np.random.Generator | None] = [None] * num_envs
         self.x_position = np.zeros(num_envs)  # x of the last call, the next step's "before"
+        self.cost_threshold, self.cost_planar = velocity_cost or (None, False)
+        if self.cost_planar and spec.x_source == "qpos":
+            raise ValueError(f"{env_id} has no planar position for a planar-speed cost")
+        self.y_position = np.zeros(num_envs)  # planar cost only: the "before" y
         self.cfrc_ext = np.zeros((num_envs, self.model.nbody, 6))
         if self.uses_contacts:
             self._post_data = mujoco.MjData(self.model)
@@ -381,14 +390,15 @@ class NativeVectorEnv(VectorEnv):
             parts.append(values.reshape(len(values), -1))
         return np.concatenate(parts, axis=1)
 
-    def _x(self, ids: np.ndarray | slice = slice(None)) -> np.ndarray:
-        """The x whose change is the forward velocity, from envs ``ids``' last call."""
+    def _x(self, ids: np.ndarray | slice = slice(None), axis: int = 0) -> np.ndarray:
+        """The x whose change is the forward velocity, from envs ``ids``' last call (the y of
+        the same point with ``axis=1``: body and mass-centre sources only)."""
         source = self.spec_task.x_source
         if source == "body":
-            return self.outputs["xpos"][ids, self.main_body, 0].copy()
+            return self.outputs["xpos"][ids, self.main_body, axis].copy()
         if source == "mass_centre":  # gymnasium's mass_center, over envs
             xipos = self.outputs["xipos"][ids]
-            return (np.einsum("b,nbj->nj", self.body_mass, xipos) / self.total_mass)[:, 0]
+            return (np.einsum("b,nbj->nj", self.body_mass, xipos) / self.total_mass)[:, axis]
         return self.qpos[ids, 0].copy()
 
     def _update_contact_forces(self) -> None:
@@ -457,6 +467,8 @@ class NativeVectorEnv(VectorEnv):
         self.batch.forward(ids)
         self.elapsed[ids] = 0
         self.x_position[ids] = self._x(ids)
+        if self.cost_planar:
+            self.y_position[ids] = self._x(ids, axis=1)
         self.cfrc_ext[ids] = 0.0  # zeroed by mj_resetData; mj_forward does not compute it
 
     # --- gymnasium VectorEnv API -----------------------------------------------------
@@ -522,6 +534,12 @@ class NativeVectorEnv(VectorEnv):
         self.elapsed += 1
         truncated = self.elapsed >= self.max_episode_steps
         info: dict[str, Any] = {}
+        if self.cost_threshold is not None:
+            speed = x_velocity
+            if self.cost_planar:
+                y_before, self.y_position = self.y_position, self._x(axis=1)
+                speed = np.hypot(x_velocity, (self.y_position - y_before) / self.dt)
+            info["cost"] = (speed > self.cost_threshold).astype(np.float64)
         done = np.flatnonzero(terminated | truncated)
         if done.size:
             final_obs = np.full(self.num_envs, None, dtype=object)
@@ -548,6 +566,7 @@ class NativeVectorEnv(VectorEnv):
             {
                 "native_state": self.batch.state[i].copy(),
                 "x_position": float(self.x_position[i]),
+                "y_position": float(self.y_position[i]),
                 "elapsed_steps": int(self.elapsed[i]),
                 "rng": None if rng is None else copy.deepcopy(rng.bit_generator.state),
             }
@@ -579,6 +598,7 @@ class NativeVectorEnv(VectorEnv):
                 self.x_position[i] = self.qpos[i, 0]
             else:
                 raise ValueError("state lacks x_position, which this task needs")
+            self.y_position[i] = state.get("y_position", 0.0)
             self.elapsed[i] = state["elapsed_steps"]
             if state["rng"] is not None:
                 self.rngs[i] = np.random.Generator(np.random.PCG64())
@@ -597,12 +617,11 @@ class NativeVectorEnv(VectorEnv):
         self.batch.state[i] = integration
         source = self.spec_task.x_source
         if source == "body":
-            self.x_position[i] = state["xpos"][self.main_body, 0]
+            self.x_position[i], self.y_position[i] = state["xpos"][self.main_body, :2]
         elif source == "mass_centre":
             xipos = np.asarray(state["xipos"])[None]  # the same einsum as _x
-            self.x_position[i] = (np.einsum("b,nbj->nj", self.body_mass, xipos) / self.total_mass)[
-                0, 0
-            ]
+            centre = np.einsum("b,nbj->nj", self.body_mass, xipos) / self.total_mass
+            self.x_position[i], self.y_position[i] = centre[0, :2]
         else:
             self.x_position[i] = self.qpos[i, 0]
         self.elapsed[i] = state["elapsed_steps"]

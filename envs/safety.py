@@ -8,6 +8,9 @@ HalfCheetah, Walker2d and Swimmer, the planar speed sqrt(vx^2 + vy^2) for Ant an
 Humanoid, read from the v5 task's own ``info["x_velocity"]`` / ``info["y_velocity"]``.
 Importing this module registers the six ids with gymnasium (``envs.make`` does).
 
+The native back end (``envs/native.py``) computes the same cost from its own velocities
+(``make_vec_env(..., backend="native" | "auto")`` picks it for these ids).
+
 Any gymnasium env that reports ``info["cost"]`` works as a safe task.
 """
 
@@ -55,6 +58,15 @@ class VelocityCost(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         info["cost"] = float(self.velocity(info) > self.threshold)
         return obs, reward, terminated, truncated, info
+
+
+def velocity_cost_of(env_id: str) -> tuple[str, float, bool] | None:
+    """(inner v5 id, threshold, planar) of a ``Safety<Task>Velocity-v1`` id, else None: how
+    the native back end builds the same task (``NativeVectorEnv(velocity_cost=...)``)."""
+    for task, safety_id in SAFETY_VELOCITY_IDS.items():
+        if env_id == safety_id:
+            return f"{task}-v5", VELOCITY_THRESHOLDS[task], task in PLANAR_SPEED
+    return None
 
 
 def make_velocity_task(task: str, **kwargs: Any) -> gym.Env:

@@ -62,13 +62,15 @@ class UsageError(ValueError):
 
 @dataclass
 class Episode:
-    """One episode: T+1 observations, T actions / rewards / terminations / truncations."""
+    """One episode: T+1 observations, T actions / rewards / terminations / truncations;
+    on a task that reports ``info["cost"]`` also T costs (stored as Minari ``infos``)."""
 
     observations: np.ndarray
     actions: np.ndarray
     rewards: np.ndarray
     terminations: np.ndarray
     truncations: np.ndarray
+    costs: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -130,7 +132,8 @@ def rollout(
     env.action_space.seed(seed)
     episodes: list[Episode] = []
     obs, _ = env.reset(seed=seed)
-    trace: dict[str, list] = {"obs": [obs], "act": [], "rew": [], "term": [], "trunc": []}
+    empty = {"act": [], "rew": [], "term": [], "trunc": [], "cost": []}
+    trace: dict[str, list] = {"obs": [obs], **empty}
     for step in range(steps):
         if policy is None:
             action = rng.uniform(low, high)
@@ -139,8 +142,10 @@ def rollout(
             if noise > 0:
                 action = action + rng.normal(0.0, noise * (high - low) / 2.0)
         action = np.clip(action, low, high).astype(np.float32)
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, info = env.step(action)
         last = step == steps - 1
+        if "cost" in info:
+            trace["cost"].append(float(info["cost"]))
         for key, value in (
             ("obs", obs),
             ("act", action),
@@ -157,11 +162,12 @@ def rollout(
                     np.asarray(trace["rew"], dtype=np.float64),
                     np.asarray(trace["term"]),
                     np.asarray(trace["trunc"]),
+                    np.asarray(trace["cost"], dtype=np.float64) if trace["cost"] else None,
                 )
             )
             if not last:
                 obs, _ = env.reset()
-                trace = {"obs": [obs], "act": [], "rew": [], "term": [], "trunc": []}
+                trace = {"obs": [obs], **{k: [] for k in empty}}
     return episodes
 
 
@@ -270,7 +276,9 @@ def write_dataset(
     ref_min_score: float | None = None,
     ref_max_score: float | None = None,
 ) -> Path:
-    """Store ``episodes`` as a Minari dataset (HDF5); reference scores only when given."""
+    """Store ``episodes`` as a Minari dataset (HDF5); reference scores only when given.
+    Costs go to the episodes' ``infos["cost"]`` (T + 1 values, as Minari records infos: the
+    reset's, 0, then one per step)."""
     import minari
     from minari.data_collector import EpisodeBuffer
 
@@ -284,6 +292,7 @@ def write_dataset(
             rewards=ep.rewards,
             terminations=ep.terminations,
             truncations=ep.truncations,
+            infos=None if ep.costs is None else {"cost": np.concatenate([[0.0], ep.costs])},
         )
         for index, ep in enumerate(episodes)
     ]
@@ -315,15 +324,19 @@ def write_dataset(
 
 
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
-    """Episodes, steps and mean / min / max undiscounted return."""
+    """Episodes, steps and mean / min / max undiscounted return (and mean episode cost on a
+    task with costs)."""
     returns = np.array([float(ep.rewards.sum()) for ep in episodes])
-    return {
+    out = {
         "episodes": len(episodes),
         "steps": int(sum(len(ep) for ep in episodes)),
         "mean_return": float(returns.mean()),
         "min_return": float(returns.min()),
         "max_return": float(returns.max()),
     }
+    if all(ep.costs is not None for ep in episodes):
+        out["mean_cost"] = float(np.mean([ep.costs.sum() for ep in episodes]))
+    return out
 
 
 def collect(

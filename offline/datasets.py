@@ -83,6 +83,9 @@ class OfflineDataset:
     )
     # extra per-row channels an agent asks for (``add_channel``), sampled into Batch.extras
     channels: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, repr=False)
+    # a cost-labelled dataset (safe RL): per-row cost (Batch.cost) and per-episode sums
+    cost: torch.Tensor | None = None  # (N,)
+    episode_cost: torch.Tensor | None = None  # (E,) float64
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -166,6 +169,7 @@ class OfflineDataset:
             terminated=self.terminated[idx],
             truncated=self.truncated[idx],
             mc_return=self.mc_return[idx],
+            cost=None if self.cost is None else self.cost[idx],
             extras={
                 "next_action": next_action,
                 "has_next_action": has_next.float(),
@@ -202,12 +206,39 @@ class OfflineDataset:
         """Undiscounted return of every episode (float64, in episode order)."""
         return self.episode_return.numpy().copy()
 
+    def keep_episodes(self, keep: torch.Tensor) -> None:
+        """Keep only the episodes where ``keep`` (E,) bool is True, in place (rows, episode
+        returns and costs; episode ids renumbered 0..E'-1)."""
+        keep = torch.as_tensor(keep, dtype=torch.bool)
+        if keep.shape != (self.num_episodes,):
+            raise ValueError(f"keep has shape {tuple(keep.shape)}, expected ({self.num_episodes},)")
+        rows = keep[self.episode_id]
+        for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated",
+                     "mc_return", "cost"):  # fmt: skip
+            if getattr(self, name) is not None:
+                setattr(self, name, getattr(self, name)[rows])
+        self.channels = {k: v[rows] for k, v in self.channels.items()}
+        self.episode_id = torch.unique(self.episode_id[rows], return_inverse=True)[1]
+        self.episode_return = self.episode_return[keep]
+        if self.episode_cost is not None:
+            self.episode_cost = self.episode_cost[keep]
+
+    def episode_costs(self) -> np.ndarray:
+        """Summed cost of every episode (float64, episode order); a dataset without costs
+        raises DatasetError."""
+        if self.episode_cost is None:
+            raise DatasetError(
+                f"{self.source} has no costs: record a cost-labelled dataset (python -m "
+                "offline.safe_recipe) or load a D4RL-format file with a 'costs' key"
+            )
+        return self.episode_cost.numpy().copy()
+
     def to(self, device: torch.device | str) -> OfflineDataset:
         """Copy with every tensor moved to ``device`` (e.g. to sample on the GPU)."""
         moved = {
             f.name: getattr(self, f.name).to(device)
             for f in dataclasses.fields(self)
-            if isinstance(getattr(self, f.name), torch.Tensor)
+            if isinstance(getattr(self, f.name), torch.Tensor) and f.name != "episode_cost"
         }
         moved["channels"] = {k: v.to(device) for k, v in self.channels.items()}
         return dataclasses.replace(self, **moved)
@@ -236,6 +267,9 @@ class OfflineDataset:
                 f"capacity {capacity} is smaller than the dataset ({n} transitions from "
                 f"{self.source}); pass capacity >= {n}"
             )
+        channels = {"mc_return": ((), torch.float32)}
+        if self.cost is not None:
+            channels["cost"] = ((), torch.float32)
         buffer = ReplayBuffer(
             capacity,
             (self.obs_dim,),
@@ -243,10 +277,10 @@ class OfflineDataset:
             num_envs=1,
             device=device,
             seed=seed,
-            channels={"mc_return": ((), torch.float32)},
+            channels=channels,
             next_action=True,
         )
-        for name in (*ReplayBuffer.FIELDS, "mc_return"):
+        for name in (*ReplayBuffer.FIELDS, *channels):
             buffer.data[name][:n] = getattr(self, name).to(buffer.device)
         buffer.pos, buffer.size = n % capacity, n
         return buffer
@@ -355,11 +389,17 @@ def _assemble(
     episode = np.concatenate([[0], np.cumsum(episode_ends[:-1])]).astype(np.int64)
     mc_return = returns_to_go(reward, episode_ends, gamma)
     episode_return = np.bincount(episode, weights=reward, minlength=int(episode[-1]) + 1)
+    episode_cost = None
+    if "cost" in rows:
+        weights = rows["cost"].astype(np.float64)
+        episode_cost = np.bincount(episode, weights=weights, minlength=int(episode[-1]) + 1)
     if keep is not None:
         rows = {k: v[keep] for k, v in rows.items()}
         mc_return, episode = mc_return[keep], episode[keep]
         kept_episodes, episode = np.unique(episode, return_inverse=True)
         episode_return = episode_return[kept_episodes]
+        if episode_cost is not None:
+            episode_cost = episode_cost[kept_episodes]
     if len(episode) == 0:
         raise DatasetError(f"{source} holds no usable transition")
     # every stored episode ends in terminated or truncated (a cut episode is truncated)
@@ -385,6 +425,8 @@ def _assemble(
         ref_min_score=None if ref_min_score is None else float(ref_min_score),
         ref_max_score=None if ref_max_score is None else float(ref_max_score),
         source=source,
+        cost=f32(rows["cost"]) if "cost" in rows else None,
+        episode_cost=None if episode_cost is None else torch.as_tensor(episode_cost),
     )
 
 
@@ -394,7 +436,8 @@ def _assemble(
 def load_d4rl_hdf5(
     path: str | Path, gamma: float = 0.99, env_id: str | None = None
 ) -> OfflineDataset:
-    """Load a D4RL-format HDF5 file.
+    """Load a D4RL-format HDF5 file (an optional ``costs`` key, DSRL's safe datasets,
+    becomes the dataset's per-row cost).
 
     Episodes end where ``terminals`` or ``timeouts`` is set (and at the end of the file).
     With ``next_observations`` every row is kept. Without it, ``next_obs`` is the
@@ -416,14 +459,16 @@ def load_d4rl_hdf5(
                 f"(needs {list(D4RL_KEYS)}, optional 'next_observations'; has {sorted(f.keys())})"
             )
         data = {k: np.asarray(f[k][()]) for k in D4RL_KEYS}
-        if "next_observations" in f:
-            data["next_observations"] = np.asarray(f["next_observations"][()])
+        for optional in ("next_observations", "costs"):  # costs: DSRL's safe datasets
+            if optional in f:
+                data[optional] = np.asarray(f[optional][()])
     _check_lengths(data, source)
     for name in ("observations", "actions", "next_observations"):
         if name in data:
             data[name] = _as_rows(name, data[name], 2, source)
-    for name in ("rewards", "terminals", "timeouts"):
-        data[name] = _as_rows(name, data[name], 1, source)
+    for name in ("rewards", "terminals", "timeouts", "costs"):
+        if name in data:
+            data[name] = _as_rows(name, data[name], 1, source)
     if (
         "next_observations" in data
         and data["next_observations"].shape != data["observations"].shape
@@ -458,6 +503,8 @@ def load_d4rl_hdf5(
         "terminated": terminals,
         "truncated": truncated,
     }
+    if "costs" in data:
+        rows["cost"] = data["costs"]
     return _assemble(rows, ends, keep, gamma, source, env_id, None, None)
 
 
@@ -490,6 +537,7 @@ def _episodes_with_minari(data_dir: Path) -> tuple[list[dict], dict, gym.Space, 
             "rewards": ep.rewards,
             "terminations": ep.terminations,
             "truncations": ep.truncations,
+            **({"costs": ep.infos["cost"]} if "cost" in (ep.infos or {}) else {}),
         }
         for ep in dataset.iterate_episodes()
     ]
@@ -518,6 +566,9 @@ def _episodes_from_hdf5(data_dir: Path) -> tuple[list[dict], dict, None, None]:
                         f"{data_dir}: '{key}' is a nested space; install minari to load it"
                     )
                 episode[key] = group[key][()]
+            infos = group.get("infos")
+            if isinstance(infos, h5py.Group) and "cost" in infos:
+                episode["costs"] = infos["cost"][()]
             episodes.append(episode)
     return episodes, metadata, None, None
 
@@ -552,6 +603,11 @@ def load_minari_folder(
 
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward")}
     parts.update({k: [] for k in ("next_obs", "terminated", "truncated", "ends")})
+    with_costs = ["costs" in ep for ep in episodes]
+    if any(with_costs) and not all(with_costs):
+        raise DatasetError(f"{source}: some episodes have infos['cost'] and some do not")
+    if all(with_costs):
+        parts["cost"] = []
     offset = 0
     for index, ep in enumerate(episodes):
         where = f" (episode {index})"
@@ -573,6 +629,12 @@ def load_minari_folder(
         length = len(steps["rewards"])
         if length == 0:
             continue
+        if "cost" in parts:  # Minari infos: T + 1 values (the reset's first), or T
+            costs = _as_rows("infos/cost", np.asarray(ep["costs"], dtype=np.float64), 1, source)
+            costs = costs[1:] if len(costs) == length + 1 else costs
+            _check_lengths({"rewards": steps["rewards"], "infos/cost": costs}, source, where)
+            _check_finite(f"infos/cost{where}", costs, source, row_offset=offset)
+            parts["cost"].append(costs)
         terminated = steps["terminations"].astype(bool)
         truncated = steps["truncations"].astype(bool)
         ends = np.zeros(length, dtype=bool)

@@ -360,6 +360,11 @@ class RolloutBuffer:
             self.bootstrap_value,
         )
         self.extras: dict[str, torch.Tensor] = {}  # rollout channels, allocated on first add
+        # constrained tasks: per-step cost, V_c(obs) and V_c(final obs) where truncated
+        self.cost = torch.zeros(shape, **f32)
+        self.cost_value = torch.zeros(shape, **f32)
+        self.cost_bootstrap_value = torch.zeros(shape, **f32)
+        self.has_cost = False  # set by the first add with costs
         self.step = 0
 
     def add(
@@ -373,14 +378,24 @@ class RolloutBuffer:
         truncated: ArrayLike,
         bootstrap_value: ArrayLike,
         extras: dict[str, torch.Tensor] | None = None,
+        costs: tuple[ArrayLike, ArrayLike, ArrayLike] | None = None,
     ) -> None:
         """Store one vector step; ``bootstrap_value`` is V(final obs) where truncated, else 0.
-        ``extras``: rollout channels, each (num_envs, ...) with the same keys every step."""
+        ``extras``: rollout channels, each (num_envs, ...) with the same keys every step.
+        ``costs``: (cost, V_c(obs), V_c(final obs) where truncated else 0) on a constrained
+        task, every step of the rollout."""
         if self.step >= self.num_steps:
             raise RuntimeError("RolloutBuffer is full: call compute() and reset()")
         t = self.step
+        if (costs is not None) != self.has_cost and t > 0:
+            raise ValueError("costs must be given at every step of a rollout or at none")
+        self.has_cost = costs is not None
         fields = (obs, action, log_prob, reward, value, terminated, truncated, bootstrap_value)
-        for store, value_ in zip(self._stores, fields):
+        stores = self._stores
+        if costs is not None:
+            fields += tuple(costs)
+            stores += (self.cost, self.cost_value, self.cost_bootstrap_value)
+        for store, value_ in zip(stores, fields):
             row = store[t]  # a view: copy_ converts dtype and device in place
             source = value_ if isinstance(value_, torch.Tensor) else torch.as_tensor(value_)
             row.copy_(source.reshape(row.shape))
@@ -394,10 +409,40 @@ class RolloutBuffer:
             self.extras[name][t].copy_(value_)
         self.step += 1
 
-    def compute(self, last_value: ArrayLike, gamma: float, gae_lambda: float) -> RolloutBatch:
-        """GAE over the full rollout, flattened to (num_steps * num_envs, ...)."""
+    def compute(
+        self,
+        last_value: ArrayLike,
+        gamma: float,
+        gae_lambda: float,
+        last_cost_value: ArrayLike | None = None,
+        cost_gamma: float | None = None,
+        cost_gae_lambda: float | None = None,
+    ) -> RolloutBatch:
+        """GAE over the full rollout, flattened to (num_steps * num_envs, ...). With costs
+        stored, the cost's GAE too (``last_cost_value`` = V_c(obs after the last step);
+        ``cost_gamma`` / ``cost_gae_lambda`` default to the reward's)."""
         if self.step != self.num_steps:
             raise RuntimeError(f"rollout incomplete: {self.step}/{self.num_steps} steps")
+        n = self.num_steps * self.num_envs
+        cost_fields = {}
+        if self.has_cost:
+            if last_cost_value is None:
+                raise ValueError("the rollout holds costs: pass last_cost_value (V_c)")
+            cost_advantages, cost_returns = compute_gae(
+                self.cost,
+                self.cost_value,
+                self.terminated,
+                self.truncated,
+                self.cost_bootstrap_value,
+                _as_tensor(last_cost_value, self.device).reshape(self.num_envs),
+                gamma if cost_gamma is None else cost_gamma,
+                gae_lambda if cost_gae_lambda is None else cost_gae_lambda,
+            )
+            cost_fields = {
+                "cost_value": self.cost_value.reshape(n),
+                "cost_advantage": cost_advantages.reshape(n),
+                "cost_returns": cost_returns.reshape(n),
+            }
         advantages, returns = compute_gae(
             self.reward,
             self.value,
@@ -408,7 +453,6 @@ class RolloutBuffer:
             gamma,
             gae_lambda,
         )
-        n = self.num_steps * self.num_envs
         return RolloutBatch(
             obs=self.obs.reshape(n, *self.obs.shape[2:]),
             action=self.action.reshape(n, *self.action.shape[2:]),
@@ -417,6 +461,7 @@ class RolloutBuffer:
             advantage=advantages.reshape(n),
             returns=returns.reshape(n),
             extras={k: v.reshape(n, *v.shape[2:]) for k, v in self.extras.items()},
+            **cost_fields,
         )
 
     def reset(self) -> None:

@@ -16,7 +16,8 @@ def evaluate(
     num_episodes: int,
     seed: int,
 ) -> dict[str, float]:
-    """Run ``num_episodes`` full episodes and return mean/std/min/max return and length.
+    """Run ``num_episodes`` full episodes and return mean/std/min/max return and length
+    (and mean/std episode cost on a task that reports costs).
 
     Episodes are split evenly across the sub-envs up front (env i runs its quota, then
     idles), so short episodes are not over-represented. The env is reset with ``seed``
@@ -34,6 +35,7 @@ def evaluate(
     quota[: num_episodes % n] += 1
     returns: list[float] = []
     lengths: list[float] = []
+    costs: list[float] = []
     done_count = np.zeros(n, dtype=np.int64)
     obs, _ = env.reset(seed=seed)
     episodes_started = getattr(policy, "episodes_started", None)
@@ -62,15 +64,20 @@ def evaluate(
             if done_count[i] < quota[i]:
                 returns.append(float(info["episode_return"][i]))
                 lengths.append(float(info["episode_length"][i]))
+                if "episode_cost" in info:
+                    costs.append(float(info["episode_cost"][i]))
                 done_count[i] += 1
     r = np.asarray(returns)
-    return {
+    result = {
         "return": float(r.mean()),
         "return_std": float(r.std()),
         "return_min": float(r.min()),
         "return_max": float(r.max()),
         "length": float(np.mean(lengths)),
     }
+    if costs:  # a task with costs: the episodes' summed cost
+        result |= {"cost": float(np.mean(costs)), "cost_std": float(np.std(costs))}
+    return result
 
 
 def normalized_score(value: float, random_score: float, expert_score: float) -> float:

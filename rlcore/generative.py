@@ -152,13 +152,19 @@ class DDPMHead(nn.Module):
         self.register_buffer("coef_xt", (1 - alpha_bar_prev) * alphas.sqrt() / (1 - alpha_bar))
         self.register_buffer("posterior_var", betas * (1 - alpha_bar_prev) / (1 - alpha_bar))
 
-    def loss(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """Epsilon-prediction MSE at a uniformly drawn timestep per sample."""
+    def loss(
+        self, obs: torch.Tensor, actions: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Epsilon-prediction MSE at a uniformly drawn timestep per sample; with
+        ``weights`` (B,) the mean of weight x the sample's MSE (FISOR's weighted loss)."""
         t = torch.randint(0, self.steps, (len(actions),), device=actions.device)
         noise = torch.randn_like(actions)
         ab = self.alpha_bar[t].view(-1, 1, 1)
         noisy = ab.sqrt() * actions + (1 - ab).sqrt() * noise
-        return F.mse_loss(self.net(obs, noisy, t), noise)
+        if weights is None:
+            return F.mse_loss(self.net(obs, noisy, t), noise)
+        per_sample = (self.net(obs, noisy, t) - noise).pow(2).flatten(1).mean(1)
+        return (weights * per_sample).mean()
 
     def transition(
         self, obs: torch.Tensor, x: torch.Tensor, i: int | torch.Tensor, std_floor: float = 0.0

@@ -205,10 +205,10 @@ def _evaluate_and_log(
     best: dict[str, float],
     score: Callable[[float], float] | None = None,
     extra: dict[str, float] | None = None,
-) -> float:
+) -> dict[str, float]:
     """Evaluate and log ``eval/*`` at ``step`` (plus ``eval/normalized_score`` when a
     ``score`` function is given, and ``extra`` values) with running bests in ``best``;
-    returns the mean return."""
+    returns the evaluation's ``eval/*`` values."""
     result = _evaluate_agent(agent, env, eval_env, settings)
     if score is not None:
         result["eval/normalized_score"] = score(result["eval/return"])
@@ -217,21 +217,46 @@ def _evaluate_and_log(
             best[key] = max(best.get(key, -math.inf), result[key])
             result[key.replace("eval/", "eval/best_")] = best[key]
     run.logger.log({**result, **(extra or {})}, step)
-    return result["eval/return"]
+    return result
 
 
-def _log_episodes(run: RunContext, info: dict[str, Any], step: int) -> list[float]:
-    """Log every episode that ended in this vector step; returns their returns."""
+def _log_episodes(
+    run: RunContext, info: dict[str, Any], step: int, agent: Agent | None = None
+) -> list[float]:
+    """Log every episode that ended in this vector step (return, length and, on a task with
+    costs, ``train/episode_cost``); returns their returns. An agent with
+    ``record_episode_costs`` (a constrained algorithm) is handed the episodes' costs."""
     returns, lengths = info["episode_return"], info["episode_length"]
     if isinstance(returns, torch.Tensor):  # device back end: one small copy per step
         returns, lengths = torch.stack((returns, lengths.to(returns.dtype))).cpu().numpy()
     done = ~np.isnan(returns)
     returns = returns[done]
-    for episode_return, episode_length in zip(returns, lengths[done]):
-        run.logger.log(
-            {"train/episode_return": episode_return, "train/episode_length": episode_length}, step
-        )
+    costs = info["episode_cost"][done] if "episode_cost" in info else None
+    for i, (episode_return, episode_length) in enumerate(zip(returns, lengths[done])):
+        metrics = {"train/episode_return": episode_return, "train/episode_length": episode_length}
+        if costs is not None:
+            metrics["train/episode_cost"] = costs[i]
+        run.logger.log(metrics, step)
+    record_costs = getattr(agent, "record_episode_costs", None)
+    if record_costs is not None and len(returns):
+        if costs is None:
+            raise ValueError(_NO_COST)
+        record_costs([float(c) for c in costs])
     return [float(r) for r in returns]
+
+
+_NO_COST = (
+    "this algorithm optimises under a cost constraint, but the task reports no "
+    "info['cost']: use a constrained task (e.g. env=SafetyHopperVelocity, see envs/safety.py) "
+    "or any gymnasium env that reports info['cost']"
+)
+
+
+def _step_cost(info: dict[str, Any]) -> np.ndarray | torch.Tensor:
+    """This step's per-env cost (``envs.make.EpisodeStats`` puts it in ``info["cost"]``)."""
+    if "cost" not in info:
+        raise ValueError(_NO_COST)
+    return info["cost"]
 
 
 def _stop_on_nan(
@@ -303,12 +328,19 @@ class _Record:
     counters: dict[str, Any]
     last_return: float = math.nan
     last_eval: float = math.nan
+    last_eval_cost: float = math.nan  # a task with costs: the last evaluation's episode cost
     best: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+
+    def evaluated(self, result: dict[str, float]) -> None:
+        """Remember an evaluation's mean return (and cost)."""
+        self.last_eval = result["eval/return"]
+        self.last_eval_cost = result.get("eval/cost", math.nan)
 
     def state(self) -> dict[str, Any]:
         return {
             "counters": dict(self.counters),
+            "eval_cost": self.last_eval_cost,
             "returns": (self.last_return, self.last_eval, dict(self.best)),
             "metrics": dict(self.metrics),
             "rng": get_rng_state(),
@@ -319,6 +351,7 @@ class _Record:
         after everything that may draw from them (env resets)."""
         self.counters = dict(state["counters"])
         self.last_return, self.last_eval, best = state["returns"]
+        self.last_eval_cost = state.get("eval_cost", math.nan)
         self.best = dict(best)
         self.metrics = dict(state.get("metrics", {}))
 
@@ -328,6 +361,8 @@ class _Record:
             "eval/best_return": self.best.get("eval/return", math.nan),
             "train/episode_return": self.last_return,
         }
+        if math.isfinite(self.last_eval_cost):  # a task with costs
+            out["eval/cost"] = self.last_eval_cost
         if score is not None:
             out["eval/normalized_score"] = score(self.last_eval)
             out["eval/best_normalized_score"] = self.best.get("eval/normalized_score", math.nan)
@@ -412,10 +447,10 @@ def run_phases(
         if evaluated_at[0] == step:
             return
         evaluated_at[0] = step
-        record.last_eval = _evaluate_and_log(
+        record.evaluated(_evaluate_and_log(
             agent, env, eval_env, settings, run, step, record.best, score,
             extra={"eval/env_steps": counters["env_steps"], "eval/phase": counters["phase"]},
-        )  # fmt: skip
+        ))  # fmt: skip
         progress.show(step, record.last_return, record.last_eval, force=True)
 
     def update(phase: Phase, step: int) -> None:
@@ -458,13 +493,17 @@ def run_phases(
                 to_env_action(action, env.single_action_space)
             )
             stored = reward if reward_transform is None else reward_transform(reward)
-            buffer.add(obs, action, stored, final_next_obs(next_obs, info), terminated, truncated)
+            channels = {"cost": _step_cost(info)} if "cost" in buffer.specs else {}
+            buffer.add(
+                obs, action, stored, final_next_obs(next_obs, info), terminated, truncated,
+                **channels,
+            )  # fmt: skip
             obs = next_obs
             step = prev + env.num_envs
             counters["env_steps"] += env.num_envs
             counters["phase_step"] += env.num_envs
             counters["step"] = step
-            if finished := _log_episodes(run, info, step):
+            if finished := _log_episodes(run, info, step, agent):
                 counters["episodes"] += len(finished)
                 record.last_return = finished[-1]
             if phase.name == "online":
@@ -563,6 +602,8 @@ def on_policy(
     iterations = max(1, settings.total_steps // batch)
     record = _Record({"step": 0, "iteration": 0, "episodes": 0})
     device = rollout.device
+    # a constrained agent (cost critic): costs, V_c and the cost's GAE in the rollout
+    cost_value = getattr(agent, "cost_value", None)
 
     env_reset = env.reset(seed=settings.seed)
     obs = env_reset[0]
@@ -595,21 +636,30 @@ def on_policy(
             next_obs, reward, terminated, truncated, info = env.step(
                 to_env_action(env_action, action_space)
             )
-            bootstrap = _bootstrap_values(agent, next_obs, info, truncated, device)
+            bootstrap = _bootstrap_values(agent.value, next_obs, info, truncated, device)
+            costs = None
+            if cost_value is not None:
+                costs = (_step_cost(info), cost_value(obs_t),
+                         _bootstrap_values(cost_value, next_obs, info, truncated, device))  # fmt: skip
             rollout.add(
                 obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap,
-                channels[0] if channels else None,
+                channels[0] if channels else None, costs,
             )  # fmt: skip
             if episodes_started is not None:
                 episodes_started(terminated | truncated)
             obs = next_obs
             counters["step"] += num_envs
-            if finished := _log_episodes(run, info, counters["step"]):
+            if finished := _log_episodes(run, info, counters["step"], agent):
                 counters["episodes"] += len(finished)
                 record.last_return = finished[-1]
             progress.show(counters["step"], record.last_return, record.last_eval)
-        last_value = agent.value(torch.as_tensor(obs, dtype=torch.float32, device=device))
-        samples = rollout.compute(last_value, agent.config.gamma, agent.config.gae_lambda)
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
+        cfg = agent.config
+        samples = rollout.compute(
+            agent.value(obs_t), cfg.gamma, cfg.gae_lambda,
+            None if cost_value is None else cost_value(obs_t),
+            getattr(cfg, "cost_gamma", None), getattr(cfg, "cost_gae_lambda", None),
+        )  # fmt: skip
         try:
             record.metrics = agent.update(samples, progress=counters["iteration"] / iterations)
         except NonFiniteLossError as error:
@@ -624,8 +674,8 @@ def on_policy(
         )  # fmt: skip
         last_iteration = counters["iteration"] >= iterations
         if _crossed(step, prev, settings.eval_every) or last_iteration:
-            record.last_eval = _evaluate_and_log(
-                agent, env, eval_env, settings, run, step, record.best
+            record.evaluated(
+                _evaluate_and_log(agent, env, eval_env, settings, run, step, record.best)
             )
             progress.show(step, record.last_return, record.last_eval, force=True)
         done = last_iteration or settings.reached_target(record.last_eval)
@@ -638,22 +688,22 @@ def on_policy(
 
 
 def _bootstrap_values(
-    agent: Agent,
+    value: Callable[[torch.Tensor], torch.Tensor],
     next_obs: np.ndarray | torch.Tensor,
     info: dict[str, Any],
     truncated: np.ndarray | torch.Tensor,
     device: torch.device,
 ) -> np.ndarray | torch.Tensor:
-    """V(final observation) where an episode was truncated, else 0. With a device back end
-    every env's final observation is valued and masked on the device (no host sync to ask
-    which envs were truncated)."""
+    """``value``(final observation) where an episode was truncated, else 0 (the agent's V,
+    or its V_c). With a device back end every env's final observation is valued and masked
+    on the device (no host sync to ask which envs were truncated)."""
     if isinstance(truncated, torch.Tensor):
         final = final_next_obs(next_obs, info).to(device, torch.float32)
-        return torch.where(truncated.to(device), agent.value(final), 0.0)
+        return torch.where(truncated.to(device), value(final), 0.0)
     bootstrap = np.zeros(len(truncated), np.float32)
     if truncated.any():
         final = final_next_obs(next_obs, info)[truncated]
-        bootstrap[truncated] = agent.value(torch.as_tensor(final, device=device)).cpu().numpy()
+        bootstrap[truncated] = value(torch.as_tensor(final, device=device)).cpu().numpy()
     return bootstrap
 
 

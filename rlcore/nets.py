@@ -436,6 +436,12 @@ class DiagNormal:
     def entropy(self) -> torch.Tensor:
         return 0.5 + 0.5 * LOG_2PI + torch.log(self.std)
 
+    def kl(self, other: DiagNormal) -> torch.Tensor:
+        """KL(self || other), summed over the last dim (torch.distributions' formula)."""
+        var_ratio = (self.std / other.std) ** 2
+        mean_term = ((self.mean - other.mean) / other.std) ** 2
+        return (0.5 * (var_ratio + mean_term - 1 - var_ratio.log())).sum(-1)
+
 
 class GaussianActor(nn.Module):
     """N(mu(s), exp(log_std)) with a state-independent log_std.

@@ -180,6 +180,11 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "dppo": AlgoSpec("dppo", "algos.dppo", "DPPO", "DPPOConfig", "on_policy"),
     "reinflow": AlgoSpec("reinflow", "algos.reinflow", "ReinFlow", "ReinFlowConfig", "on_policy"),
     "resip": AlgoSpec("resip", "algos.resip", "ResiP", "ResiPConfig", "on_policy"),
+    # constrained (safe) RL: tasks that report info["cost"] (envs/safety.py)
+    "ppo_lag": AlgoSpec("ppo_lag", "algos.safe.ppo_lag", "PPOLag", "PPOLagConfig", "on_policy"),
+    "sac_lag": AlgoSpec("sac_lag", "algos.safe.sac_lag", "SACLag", "SACLagConfig", "off_policy"),
+    "cpo": AlgoSpec("cpo", "algos.safe.cpo", "CPO", "CPOConfig", "on_policy"),
+    "fisor": AlgoSpec("fisor", "algos.safe.fisor", "FISOR", "FISORConfig", "offline"),
 }
 
 

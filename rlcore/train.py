@@ -283,6 +283,12 @@ def snapshot_reset(
     return lambda env: SnapshotReset(env, snapshots, settings)
 
 
+def constrained(algo_cfg: Any) -> bool:
+    """Whether the algorithm optimises under a cost constraint (its config has a
+    ``cost_limit``): its buffer gets a ``cost`` channel and its task must report costs."""
+    return hasattr(algo_cfg, "cost_limit")
+
+
 def needs_dataset(spec: registry.AlgoSpec, cfg_dict: dict[str, Any], algo_cfg: Any) -> bool:
     """True when the run trains on, or mixes in, an offline dataset."""
     offline, online = phase_lengths(spec, cfg_dict, algo_cfg)
@@ -636,6 +642,8 @@ def _run_loop(
                 seed=settings.seed,
                 action_dtype=action_dtype,
                 next_action=dataset is not None,  # offline-style critics (ReBRAC) read it
+                # constrained algorithms learn a cost critic from the task's info["cost"]
+                channels={"cost": ((), torch.float32)} if constrained(algo_cfg) else None,
             )
         sampler: Any = buffer
         if dataset is not None and offline_data == "mix":

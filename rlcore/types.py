@@ -86,7 +86,9 @@ class RolloutBatch:
 
     ``extras`` holds the rollout channels an agent's ``explore`` returned besides the
     action (a diffusion policy's denoising chain, its per-step log-densities, a residual
-    policy's base action), row-aligned with ``obs``."""
+    policy's base action), row-aligned with ``obs``. On a constrained task (an agent with a
+    cost critic) ``cost_value`` / ``cost_advantage`` / ``cost_returns`` are the cost's
+    V_c, GAE and value targets, computed as the reward's are; None otherwise."""
 
     obs: torch.Tensor
     action: torch.Tensor
@@ -95,13 +97,17 @@ class RolloutBatch:
     advantage: torch.Tensor
     returns: torch.Tensor
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
+    cost_value: torch.Tensor | None = None
+    cost_advantage: torch.Tensor | None = None
+    cost_returns: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[0]
 
     def _map(self, cut) -> RolloutBatch:  # noqa: ANN001 (tensor -> tensor)
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values = {k: ({c: cut(t) for c, t in v.items()} if k == "extras" else cut(v))
+        values = {k: ({c: cut(t) for c, t in v.items()} if k == "extras" else
+                      None if v is None else cut(v))
                   for k, v in values.items()}  # fmt: skip
         return RolloutBatch(**values)
 

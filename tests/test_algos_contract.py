@@ -82,6 +82,8 @@ AGENTS["rlpd"] = lambda: RLPD(OBS, ACT, RLPDConfig(hidden=(32, 32), num_critics=
 AGENTS["wsrl"] = lambda: WSRL(OBS, ACT, WSRLConfig(hidden=(32, 32), num_critics=4))  # CQL phase
 # action-chunk policies act (H, A) per observation: their contract is tests/test_generative.py
 CHUNKED = {"diffusion_bc", "flow_bc", "dppo", "reinflow", "resip"}  # + test_finetune.py
+# constrained agents learn from costs: their contract is tests/test_safe_rl.py
+CONSTRAINED = {"ppo_lag", "sac_lag", "cpo", "fisor"}  # + test_fisor.py
 OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
 
 
@@ -255,7 +257,7 @@ def test_every_registered_algorithm_is_in_the_contract():
     from rlcore import registry
 
     continuous = {name for name, spec in registry.ALGORITHMS.items() if "box" in spec.action_spaces}
-    assert continuous <= set(AGENTS) | CHUNKED
+    assert continuous <= set(AGENTS) | CHUNKED | CONSTRAINED
     assert set(registry.ALGORITHMS) - continuous == {"dqn"}
 
 

@@ -12,7 +12,20 @@ from rlcore.train import train
 from tests.conftest import FAST, REPO, make_config
 
 ALGOS = sorted(registry.ALGORITHMS)
-OFFLINE = sorted(name for name, spec in registry.ALGORITHMS.items() if spec.loop == "offline")
+
+
+def _constrained(spec: registry.AlgoSpec) -> bool:
+    return any(f.name == "cost_limit" for f in dataclasses.fields(spec.config_class))
+
+
+# constrained algorithms need a task with costs / a cost-labelled dataset: each config runs
+# in tests/test_safe_rl.py (online) and tests/test_fisor.py (offline)
+CONSTRAINED = sorted(name for name, spec in registry.ALGORITHMS.items() if _constrained(spec))
+OFFLINE = sorted(
+    name
+    for name, spec in registry.ALGORITHMS.items()
+    if spec.loop == "offline" and not _constrained(spec)
+)
 # online algorithms that need a dataset too (RLPD mixes it in, WSRL pre-trains on it)
 WITH_DATA = sorted(
     name
@@ -29,7 +42,10 @@ FINETUNERS = sorted(
 ONLINE = sorted(
     name
     for name, spec in registry.ALGORITHMS.items()
-    if spec.loop != "offline" and name not in WITH_DATA and name not in FINETUNERS
+    if spec.loop != "offline"
+    and name not in WITH_DATA
+    and name not in FINETUNERS
+    and name not in CONSTRAINED
 )
 ENVS = sorted(p.stem for p in (REPO / "configs" / "env").glob("*.yaml") if p.stem != "gym")
 

@@ -115,6 +115,20 @@ CASES["resip"] = [
 ]  # fmt: skip (the last 2 observations: history in the env state)
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
+# constrained: costs, cost critics, lambda and the episode-cost window all resume exactly
+_SAFE = ["env=SafetyHopperVelocity", "algo.cost_limit=5", "env.max_episode_steps=100",
+         "algo.hidden=[32,32]", "eval_every=800", "log_every=100"]  # fmt: skip
+CASES["ppo_lag"] = ["algo=ppo_lag", *_SAFE, "total_steps=3200", "env.num_envs=2",
+                    "algo.rollout_steps=200", "algo.update_epochs=3", "checkpoint_every=400"]  # fmt: skip
+CASES["cpo"] = [arg.replace("ppo_lag", "cpo") for arg in CASES["ppo_lag"]]
+CASES["fisor"] = ["algo=fisor", "env=SafetyHopperVelocity", "dataset=local/safehopper/mixed-v0",
+                  "total_steps=300", "algo.batch_size=64", "algo.critic_batch_size=32",
+                  "algo.hidden=[32,32]", "algo.critic_hidden=[32,32]", "algo.time_dim=8",
+                  "algo.num_samples=4", "checkpoint_every=50", "eval_every=150",
+                  "log_every=50", "env.max_episode_steps=100"]  # fmt: skip
+CASES["sac_lag"] = ["algo=sac_lag", *_SAFE, "total_steps=1600", "algo.learning_starts=300",
+                    "algo.batch_size=64", "algo.multiplier_delay=100", "algo.lambda_lr=0.01",
+                    "checkpoint_every=300"]  # fmt: skip
 
 
 PRETRAINED: dict[str, str] = {}  # head -> behaviour-cloning run dir (module fixture)
@@ -129,11 +143,14 @@ def case(algo: str) -> list[str]:
 def random_hopper_dataset(tmp_path_factory):
     """A small random Hopper dataset for the offline case (own Minari root)."""
     from offline.collect import collect
+    from offline.safe_recipe import record
 
     root = tmp_path_factory.mktemp("minari")
     old = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     collect("Hopper", "random", "local/hopper/random-v0", steps=2000, seed=0)
+    record("SafetyHopperVelocity", "local/safehopper/mixed-v0",
+           [("random", 1500, 0.0), (str(REPO / "benchmarks/assets/hopper_sac_expert.pt"), 500, 0.1)])  # fmt: skip
     for name, algo, extra in (("ddpm", "diffusion_bc", ["algo.denoising_steps=5"]),
                               ("flow", "flow_bc", []),
                               ("ddpm_history", "diffusion_bc",
@@ -219,16 +236,24 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    on_policy = {"ppo", "dppo", "reinflow", "resip"}
-    loss = {"iql": "train/q_loss", "iql_o2o": "train/q_loss"}.get(
-        algo, "train/value_loss" if algo in on_policy else "train/critic_loss"
-    )
+    on_policy = {"ppo", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
+    loss = {
+        "iql": "train/q_loss",
+        "iql_o2o": "train/q_loss",
+        "fisor": "train/cost_critic_loss",
+    }.get(algo, "train/value_loss" if algo in on_policy else "train/critic_loss")
     pairs = [("eval.csv", "eval/return"), ("train.csv", loss)]
-    if algo != "iql":  # offline runs have no training episodes
+    if algo not in ("iql", "fisor"):  # offline runs have no training episodes
         pairs.append(("train.csv", "train/episode_return"))
     assert all(_metric_rows(tmp_path / "full", f, k) for f, k in pairs)
     if algo == "sac_snapshot":
         pairs.append(("snapshot.csv", "snapshot/resets"))
+    if algo in ("ppo_lag", "sac_lag", "cpo", "fisor"):
+        pairs.append(("eval.csv", "eval/cost"))
+    if algo in ("ppo_lag", "sac_lag", "cpo"):
+        pairs.append(("train.csv", "train/episode_cost"))
+        if algo != "cpo":
+            pairs.append(("train.csv", "train/lagrange_multiplier"))
     for file, key in pairs:
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
 

@@ -7,8 +7,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from envs.make import make_vec_env, resolve_env_id
-from envs.safety import SAFETY_VELOCITY_IDS, VELOCITY_THRESHOLDS, VelocityCost
+from envs.make import make_vec_env, resolve_env_id, step_costs
+from envs.safety import PLANAR_SPEED, SAFETY_VELOCITY_IDS, VELOCITY_THRESHOLDS, VelocityCost
 
 
 class _Reporting(gym.Env):
@@ -79,3 +79,68 @@ def test_vector_env_and_short_names_carry_the_cost():
     _, _, _, _, info = env.step(np.ones((2, 3), np.float32))
     assert info["cost"].shape == (2,) and set(info["cost"].tolist()) <= {0.0, 1.0}
     env.close()
+
+
+@pytest.mark.parametrize("task", sorted(VELOCITY_THRESHOLDS))
+def test_native_backend_costs_equal_gymnasiums(task):
+    """The native back end computes the same per-step costs and episode costs as the
+    gymnasium task with the cost wrapper (same seeds, same actions)."""
+    env_id = SAFETY_VELOCITY_IDS[task]
+    envs = {b: make_vec_env(env_id, 3, seed=0, backend=b) for b in ("sync", "native")}
+    assert type(envs["native"].unwrapped).__name__ == "NativeVectorEnv"
+    rng = np.random.default_rng(0)
+    space = envs["sync"].single_action_space
+    for env in envs.values():
+        env.reset(seed=7)
+    total = 0.0
+    for _ in range(150):
+        action = rng.uniform(space.low, space.high, (3, *space.shape)).astype(np.float32)
+        infos = {b: env.step(action)[4] for b, env in envs.items()}
+        np.testing.assert_array_equal(infos["native"]["cost"], infos["sync"]["cost"])
+        np.testing.assert_array_equal(
+            infos["native"]["episode_cost"], infos["sync"]["episode_cost"]
+        )
+        total += infos["sync"]["cost"].sum()
+    # low thresholds (x-velocity 0, a small planar speed): both outcomes occur
+    low = _native_vs_wrapper_costs(task, 0.05 * VELOCITY_THRESHOLDS[task] * (task in PLANAR_SPEED))
+    assert 0 < low.mean() < 1
+
+
+def _native_vs_wrapper_costs(task: str, threshold: float) -> np.ndarray:
+    """Costs of ``threshold`` from NativeVectorEnv and from VelocityCost on the v5 task under
+    the same actions (asserted equal); returns them."""
+    from envs.native import NativeVectorEnv
+
+    planar = task in PLANAR_SPEED
+    native = NativeVectorEnv(f"{task}-v5", 2, velocity_cost=(threshold, planar))
+    sync = gym.vector.SyncVectorEnv(
+        [lambda: VelocityCost(gym.make(f"{task}-v5"), threshold, planar)] * 2,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    native.reset(seed=3)
+    sync.reset(seed=3)
+    rng = np.random.default_rng(3)
+    space = native.single_action_space
+    costs = []
+    for _ in range(60):
+        action = rng.uniform(space.low, space.high, (2, *space.shape)).astype(np.float32)
+        native_cost = native.step(action)[4]["cost"]
+        sync_cost = step_costs(sync.step(action)[4], 2)
+        np.testing.assert_array_equal(native_cost, sync_cost)
+        costs.append(native_cost)
+    return np.array(costs)
+
+
+def test_native_velocity_cost_state_round_trip():
+    """The planar cost's "before" position is part of the saved env state."""
+    env = make_vec_env("SafetyAntVelocity", 2, seed=0, backend="native")
+    env.reset(seed=0)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        env.step(rng.uniform(-1, 1, (2, 8)).astype(np.float32))
+    states = env.unwrapped.rlcore_get_states()
+    actions = [rng.uniform(-1, 1, (2, 8)).astype(np.float32) for _ in range(20)]
+    first = [env.step(a)[4]["cost"].copy() for a in actions]
+    env.unwrapped.rlcore_set_states(states)
+    second = [env.step(a)[4]["cost"].copy() for a in actions]
+    np.testing.assert_array_equal(first, second)

@@ -1,0 +1,1 @@
+"""Constrained (safe) RL: PPO-Lagrangian, SAC-Lagrangian, CPO, FISOR."""

@@ -1,0 +1,288 @@
+"""FISOR: Feasibility-guided Safe Offline RL (hard constraints, diffusion actor).
+
+Paper: Y. Zheng, J. Li, D. Yu, Y. Yang, S. E. Li, X. Zhan, J. Liu, "Safe Offline
+Reinforcement Learning with Feasibility-Guided Diffusion Model", ICLR 2024. Defaults follow
+the authors' code (``configs/train_config.py``, ``jaxrl5/agents/fisor/fisor.py``).
+
+One update on a batch of ``batch_size`` rows (the critics use its first
+``critic_batch_size`` rows, the actor takes one step on each half):
+1. Cost relabel: h = +``cost_scale`` where the step's cost > 0, else -1.
+2. Feasible value (Hamilton-Jacobi reachability): Q_h(s, a) regresses on
+   (1 - gamma) h + gamma max(h, V_h(s')) (h at a terminal); V_h(s) fits the max of the
+   two target Q_h by a reversed expectile (weight ``cost_expectile`` where Q_h < V_h).
+   The feasible region is V_h <= 0.
+3. Reward critic: IQL (V by expectile ``reward_expectile`` on the min of two target Q;
+   Q on r + gamma V(s')).
+4. Actor: a DDPM (T = 5, VP schedule) trained by epsilon-MSE weighted per row:
+   clip(exp(``cost_temperature`` (V_h - Q_h)), 0, ``cost_max_weight``) where V_h(s) > 0
+   (infeasible state: move toward the safest actions); clip(exp(``reward_temperature``
+   (Q - V)), 0, ``reward_max_weight``) where V_h(s) <= 0 and Q_h(s, a) <= 0 (feasible:
+   advantage-weighted regression on the feasible actions); 0 otherwise.
+5. Acting (``eval_policy``, what evaluation runs): ``num_samples`` actions from the EMA
+   actor (rate ``actor_ema``), the one with the lowest max-ensemble target Q_h executed.
+
+``actor_objective="bc"`` makes every weight 1 (FISOR's behaviour-cloning ablation), and
+``safe_episodes_only`` keeps only the dataset's episodes with cost <= ``cost_limit``: the
+two together are the BC-Safe baseline of the DSRL benchmark. Rewards are normalised by the
+dataset's return range (r * 1000 / (max - min episode return)), as FISOR's
+``normalize_returns``.
+
+Departures from the authors' code: the denoiser is rlcore's residual Mish MLP
+(``rlcore.generative.DenoisingMLP``, 3 x 256, sinusoidal time features) without FISOR's
+LayerNorm and dropout; sampling is ``DDPMHead.sample`` (posterior mean with the predicted
+x0 clipped to [-1, 1], posterior variance), not FISOR's sqrt(beta) noise with a clip of
+every iterate; the epsilon-MSE is averaged over action dimensions (FISOR sums them: a
+constant factor under Adam); the actor's learning rate follows a cosine over
+``lr_decay_steps`` as FISOR's (3e6, longer than the runs here, so nearly constant).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from rlcore.generative import EMA, ActionBox, DDPMHead
+from rlcore.losses import cosine_lr, expectile_loss, set_lr
+from rlcore.nets import MLP, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.spaces import require_box_actions
+from rlcore.types import Batch
+from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+
+ACTOR_OBJECTIVES = ("feasibility", "bc")
+
+
+@dataclass
+class FISORConfig:
+    """FISOR hyper-parameters (the authors' defaults)."""
+
+    cost_limit: float = 25.0  # episode-cost limit: evaluation's normalised cost, BC-Safe's filter
+    cost_scale: float = 25.0  # h = cost_scale where cost > 0, else -1
+    gamma: float = 0.99  # discount
+    tau: float = 0.005  # Polyak rate of the target critics
+    reward_expectile: float = 0.9  # IQL value expectile
+    cost_expectile: float = 0.9  # reversed expectile of V_h
+    reward_temperature: float = 3.0  # exp weight of the reward advantage Q - V
+    cost_temperature: float = 5.0  # exp weight of the feasibility gap V_h - Q_h
+    reward_max_weight: float = 100.0  # clip of the reward weights
+    cost_max_weight: float = 150.0  # clip of the feasibility weights
+    actor_objective: str = "feasibility"  # "feasibility" (FISOR) | "bc" (weights 1)
+    safe_episodes_only: bool = False  # keep the episodes with cost <= cost_limit (BC-Safe)
+    denoising_steps: int = 5  # DDPM steps T
+    schedule: str = "vp"  # DDPM beta schedule
+    hidden: tuple[int, ...] = (256, 256, 256)  # denoiser widths (residual, equal)
+    time_dim: int = 64  # time-feature width
+    critic_hidden: tuple[int, ...] = (256, 256)  # Q, V, Q_h, V_h widths
+    num_samples: int = 16  # candidate actions per state when acting
+    actor_ema: float = 0.001  # EMA rate of the acting actor (decay 1 - actor_ema)
+    actor_lr: float = 3e-4  # denoiser learning rate (cosine over lr_decay_steps)
+    lr_decay_steps: int = 3_000_000  # the actor's cosine length (FISOR: 3e6)
+    critic_lr: float = 3e-4  # Q and Q_h learning rate
+    value_lr: float = 3e-4  # V and V_h learning rate
+    normalize_states: bool = False  # standardise observations (FISOR: no)
+    normalize_reward: bool = True  # r * 1000 / (max - min episode return) (FISOR: yes)
+    critic_batch_size: int = 256  # rows of the batch the critics train on
+    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    batch_size: int = 2048  # rows per update: the actor steps on each half
+    total_steps: int = 1_000_000  # gradient steps
+
+    def __post_init__(self) -> None:
+        if self.actor_objective not in ACTOR_OBJECTIVES:
+            raise ValueError(
+                f"actor_objective={self.actor_objective!r}: choose from {ACTOR_OBJECTIVES}"
+            )
+        if self.critic_batch_size > self.batch_size:
+            raise ValueError(
+                f"critic_batch_size={self.critic_batch_size} exceeds batch_size={self.batch_size}"
+            )
+        if self.cost_scale <= 0:
+            raise ValueError(f"cost_scale={self.cost_scale} must be > 0")
+
+
+class FISOR:
+    """FISOR agent: ``act``, ``eval_policy``, ``prepare_dataset``, ``update(batch)`` (a
+    batch with ``cost``), ``state_dict``."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: FISORConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        require_box_actions(action_space, "FISOR")
+        self.config = cfg = config or FISORConfig()
+        self.device = torch.device(device)
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.box = ActionBox(action_space.low, action_space.high, self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.actor = DDPMHead(
+            obs_dim, action_dim, horizon=1, steps=cfg.denoising_steps, schedule=cfg.schedule,
+            hidden=cfg.hidden, time_dim=cfg.time_dim,
+        ).to(self.device)  # fmt: skip
+        self.ema = EMA(self.actor, decay=1.0 - cfg.actor_ema)
+        self.critic = QEnsemble(obs_dim, action_dim, 2, cfg.critic_hidden).to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        self.value = MLP(obs_dim, 1, cfg.critic_hidden, "relu").to(self.device)
+        self.cost_critic = QEnsemble(obs_dim, action_dim, 2, cfg.critic_hidden).to(self.device)
+        self.target_cost_critic = copy.deepcopy(self.cost_critic).requires_grad_(False)
+        self.cost_value = MLP(obs_dim, 1, cfg.critic_hidden, "relu").to(self.device)
+        self.actor_optimizer = adam(self.actor.parameters(), cfg.actor_lr)
+        self.optimizers = {
+            "critic": adam(self.critic.parameters(), cfg.critic_lr),
+            "value": adam(self.value.parameters(), cfg.value_lr),
+            "cost_critic": adam(self.cost_critic.parameters(), cfg.critic_lr),
+            "cost_value": adam(self.cost_value.parameters(), cfg.value_lr),
+        }
+        self.updates = 0
+
+    # --- data -------------------------------------------------------------------------
+    def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (offline.datasets.OfflineDataset)
+        """Refuse a dataset without costs; keep only its safe episodes for BC-Safe."""
+        episode_costs = dataset.episode_costs()  # raises DatasetError without costs
+        if self.config.safe_episodes_only:
+            safe = episode_costs <= self.config.cost_limit
+            if not safe.any():
+                raise ValueError(
+                    f"no episode of {dataset.source} has cost <= cost_limit="
+                    f"{self.config.cost_limit:g}: nothing for safe_episodes_only to keep"
+                )
+            dataset.keep_episodes(torch.as_tensor(safe))
+
+    # --- acting -----------------------------------------------------------------------
+    @torch.no_grad()
+    def select(self, obs: torch.Tensor) -> torch.Tensor:
+        """FISOR's action for each (normalised) state: ``num_samples`` EMA-actor samples,
+        the one with the lowest max-ensemble target Q_h; env units."""
+        n, k = len(obs), self.config.num_samples
+        repeated = obs.repeat_interleave(k, 0)
+        candidates = self.box.to_env(self.ema.shadow.sample(repeated)[:, 0])
+        q_h = self.target_cost_critic(repeated, candidates).max(0).values.view(n, k)
+        best = q_h.argmin(1)
+        return candidates.view(n, k, -1)[torch.arange(n, device=obs.device), best]
+
+    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+        """FISOR's selected action; ``deterministic``: the EMA actor's noise-free sample
+        path (no selection), for inspection."""
+        with torch.no_grad():
+            obs_t, single = batched_obs(obs, self.device)
+            obs_t = self.obs_normalizer(obs_t)
+            if deterministic:
+                action = self.box.to_env(self.ema.shadow.sample(obs_t, noise_scale=0.0)[:, 0])
+            else:
+                action = self.select(obs_t)
+        action = action.cpu().numpy()
+        return action[0] if single else action
+
+    def eval_policy(self):  # noqa: ANN201 (a policy callable)
+        """What evaluation runs: FISOR's selection (the paper's evaluation policy)."""
+        return lambda obs: self.act(obs, deterministic=False)
+
+    # --- learning ---------------------------------------------------------------------
+    def actor_weights(
+        self, q: torch.Tensor, v: torch.Tensor, q_h: torch.Tensor, v_h: torch.Tensor
+    ) -> torch.Tensor:
+        """Per-row weights of the denoising loss (step 4 of the module docstring)."""
+        cfg = self.config
+        if cfg.actor_objective == "bc":
+            return torch.ones_like(q)
+        infeasible = (v_h > 0).float()
+        feasible = ((v_h <= 0) & (q_h <= 0)).float()
+        cost_weight = torch.exp(cfg.cost_temperature * (v_h - q_h)).clamp(0, cfg.cost_max_weight)
+        reward_weight = torch.exp(cfg.reward_temperature * (q - v)).clamp(0, cfg.reward_max_weight)
+        return infeasible * cost_weight + feasible * reward_weight
+
+    def feasibility_target(
+        self, h: torch.Tensor, next_v_h: torch.Tensor, terminated: torch.Tensor
+    ) -> torch.Tensor:
+        """(1 - gamma) h + gamma max(h, V_h(s')), and h at a terminal."""
+        gamma = self.config.gamma
+        running = (1 - gamma) * h + gamma * torch.maximum(h, next_v_h)
+        return torch.where(terminated > 0, h, running)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        cfg = self.config
+        if batch.cost is None:
+            raise ValueError("FISOR needs batches with costs (a cost-labelled dataset)")
+        obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
+        action, unit_action = batch.action, self.box.to_unit(batch.action)
+        h = torch.where(batch.cost > 0, cfg.cost_scale, -1.0)
+        set_lr(self.actor_optimizer, cosine_lr(cfg.actor_lr, self.updates, cfg.lr_decay_steps))
+
+        # actor: one weighted denoising step on each half, with the critics before this update
+        with torch.no_grad():
+            q = self.target_critic(obs, action).min(0).values
+            v = self.value(obs).squeeze(-1)
+            q_h = self.target_cost_critic(obs, action).max(0).values
+            v_h = self.cost_value(obs).squeeze(-1)
+            weights = self.actor_weights(q, v, q_h, v_h)
+        half = len(obs) // 2
+        for rows in (slice(0, half), slice(half, 2 * half)):
+            actor_loss = self.actor.loss(obs[rows], unit_action[rows, None], weights[rows])
+            ensure_finite(actor_loss=actor_loss)
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            self.ema.update(self.actor)
+
+        # critics on the first critic_batch_size rows: V, Q, V_h, Q_h (FISOR's order)
+        c = slice(0, cfg.critic_batch_size)
+        obs_c, action_c, next_c, term_c = obs[c], action[c], next_obs[c], batch.terminated[c]
+        value_loss = expectile_loss(
+            q[c] - self.value(obs_c).squeeze(-1), cfg.reward_expectile
+        )  # IQL: the expectile of min target Q
+        self._step("value", value_loss)
+        with torch.no_grad():
+            target_q = batch.reward[c] + cfg.gamma * (1 - term_c) * self.value(next_c).squeeze(-1)
+        critic_loss = F.mse_loss(self.critic(obs_c, action_c), target_q.expand(2, -1))
+        self._step("critic", critic_loss)
+        polyak_update(self.target_critic, self.critic, cfg.tau)
+
+        cost_value_loss = expectile_loss(
+            self.cost_value(obs_c).squeeze(-1) - q_h[c], cfg.cost_expectile
+        )  # reversed: weight cost_expectile where Q_h < V_h
+        self._step("cost_value", cost_value_loss)
+        with torch.no_grad():
+            next_v_h = self.cost_value(next_c).squeeze(-1)
+            target_q_h = self.feasibility_target(h[c], next_v_h, term_c)
+        cost_critic_loss = F.mse_loss(self.cost_critic(obs_c, action_c), target_q_h.expand(2, -1))
+        self._step("cost_critic", cost_critic_loss)
+        polyak_update(self.target_cost_critic, self.cost_critic, cfg.tau)
+        self.updates += 1
+        return {
+            "actor_loss": actor_loss.item(),
+            "value_loss": value_loss.item(),
+            "critic_loss": critic_loss.item(),
+            "cost_value_loss": cost_value_loss.item(),
+            "cost_critic_loss": cost_critic_loss.item(),
+            "weight_mean": weights.mean().item(),
+            "feasible_fraction": (v_h <= 0).float().mean().item(),
+            "v_h": v_h.mean().item(),
+        }
+
+    def _step(self, name: str, loss: torch.Tensor) -> None:
+        ensure_finite(**{f"{name}_loss": loss})
+        optimizer = self.optimizers[name]
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def _parts(self) -> dict:
+        return {"actor": self.actor, "ema": self.ema, "critic": self.critic,
+                "target_critic": self.target_critic, "value": self.value,
+                "cost_critic": self.cost_critic, "target_cost_critic": self.target_cost_critic,
+                "cost_value": self.cost_value, "obs_normalizer": self.obs_normalizer,
+                "actor_optimizer": self.actor_optimizer,
+                **{f"{k}_optimizer": o for k, o in self.optimizers.items()}}  # fmt: skip
+
+    def state_dict(self) -> dict:
+        return {**state_of(**self._parts()), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, **self._parts())
+        self.updates = int(state["updates"])

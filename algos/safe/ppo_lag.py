@@ -1,0 +1,198 @@
+"""PPO-Lagrangian: PPO on the Lagrangian of a constrained MDP, max J_r s.t. J_c <= limit.
+
+Papers: A. Ray, J. Achiam, D. Amodei, "Benchmarking Safe Exploration in Deep Reinforcement
+Learning" (OpenAI, 2019), the PPO-Lagrangian baseline; J. Schulman et al., "Proximal Policy
+Optimization Algorithms", arXiv:1707.06347. Defaults are OmniSafe's ``PPOLag.yaml``
+(J. Ji et al., "OmniSafe: An Infrastructure for Accelerating Safe Reinforcement Learning
+Research", JMLR 2024), the implementation whose published numbers we compare with.
+
+One update (one rollout, OmniSafe's "epoch"):
+1. lambda takes one step with J_c, the mean cost of the last ``cost_window`` episodes
+   (``rlcore.safe``: projected Adam on -lambda (J_c - cost_limit), or PID with
+   ``multiplier=pid``).
+2. Advantages: GAE of reward and of cost (gamma = gamma_c = 0.99, lambda 0.95); the reward
+   advantage is standardised over the rollout, the cost advantage centred.
+3. ``update_epochs`` passes of minibatches of ``minibatch_size``: V_r and V_c regress on
+   their GAE targets (MSE + 0.001 L2 on the weights, gradient norm clipped at 40), then the
+   actor takes a clipped-surrogate step on A = (A_r - lambda A_c) / (1 + lambda). After each
+   pass the KL from the rollout's policy to the new one over the whole rollout is measured;
+   above ``target_kl`` the update stops.
+
+Departures from OmniSafe: orthogonal initialisation (OmniSafe: kaiming-uniform); the
+rollout is ``rollout_steps`` x ``env.num_envs`` (OmniSafe: 20,000 steps of 1 env, the
+default here); a truncated episode bootstraps V(final observation) for reward and cost
+alike (``rlcore.buffers.compute_gae``), where OmniSafe bootstraps the value of the last
+observation of a time-limited episode too. OmniSafe's ``std_range`` [0.5, 0.1] is used
+only with ``exploration_noise_anneal``, off in ``PPOLag.yaml``: the log-std is learned
+from 0, as there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from rlcore.losses import clipped_surrogate, standardize
+from rlcore.safe import (
+    MULTIPLIERS,
+    ConstrainedActorCritic,
+    EpisodeCostWindow,
+    fit_value,
+    make_multiplier,
+)
+from rlcore.spaces import require_box_actions
+from rlcore.types import RolloutBatch
+from rlcore.utils import ensure_finite, load_state_into, state_of
+
+
+@dataclass
+class PPOLagConfig:
+    """PPO-Lagrangian hyper-parameters (OmniSafe ``PPOLag.yaml``)."""
+
+    cost_limit: float = 25.0  # constraint on the mean episode cost
+    multiplier: str = "lagrange"  # "lagrange" (projected gradient) | "pid"
+    lagrangian_init: float = 1e-3  # initial lambda
+    lambda_lr: float = 0.035  # Adam learning rate of lambda ("lagrange")
+    cost_window: int = 100  # J_c = mean cost of this many last episodes
+    actor_lr: float = 3e-4  # actor learning rate, decayed linearly to 0 over the run
+    critic_lr: float = 3e-4  # V_r and V_c learning rate (constant)
+    gamma: float = 0.99  # reward discount
+    gae_lambda: float = 0.95  # reward GAE lambda
+    cost_gamma: float = 0.99  # cost discount
+    cost_gae_lambda: float = 0.95  # cost GAE lambda
+    update_epochs: int = 40  # passes over each rollout (OmniSafe update_iters)
+    minibatch_size: int = 64  # rows per gradient step
+    clip_coef: float = 0.2  # policy ratio clip
+    target_kl: float = 0.02  # stop the passes once the rollout's KL exceeds this
+    max_grad_norm: float = 40.0  # gradient norm clip of each network
+    critic_l2_coef: float = 0.001  # L2 penalty on the critics' weights
+    hidden: tuple[int, ...] = (64, 64)  # hidden widths of actor and critics
+    activation: str = "tanh"  # hidden activation
+    init_log_std: float = 0.0  # initial policy log-std (learned)
+    # env-side recipe settings (applied by rlcore.train when building the envs)
+    normalize_obs: bool = True  # running observation standardisation
+    normalize_reward: bool = False  # OmniSafe: off
+    # loop settings
+    rollout_steps: int = 20_000  # env steps per sub-env between updates
+    total_steps: int = 10_000_000  # OmniSafe's budget
+
+    def __post_init__(self) -> None:
+        if self.multiplier not in MULTIPLIERS:
+            raise ValueError(f"multiplier={self.multiplier!r}: choose from {MULTIPLIERS}")
+        if self.cost_limit < 0:
+            raise ValueError(f"cost_limit={self.cost_limit} must be >= 0")
+
+
+class PPOLag:
+    """PPO-Lagrangian agent: ``act``, ``explore``, ``value``, ``cost_value``,
+    ``record_episode_costs``, ``update(rollout)``, ``state_dict``."""
+
+    def __init__(
+        self,
+        observation_space: gym.spaces.Box,
+        action_space: gym.spaces.Box,
+        config: PPOLagConfig | None = None,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        require_box_actions(action_space, "PPO-Lagrangian")
+        self.device = torch.device(device)
+        self.config = cfg = config or PPOLagConfig()
+        obs_dim = int(np.prod(observation_space.shape))
+        action_dim = int(np.prod(action_space.shape))
+        self.nets = ConstrainedActorCritic(
+            obs_dim, action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
+        ).to(self.device)
+        self.actor_optimizer = torch.optim.Adam(self.nets.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_optimizers = {
+            name: torch.optim.Adam(getattr(self.nets, name).parameters(), lr=cfg.critic_lr)
+            for name in ("reward_critic", "cost_critic")
+        }
+        self.multiplier = make_multiplier(
+            cfg.multiplier, cfg.cost_limit, cfg.lagrangian_init, cfg.lambda_lr
+        )
+        self.episode_costs = EpisodeCostWindow(cfg.cost_window)
+        self.act, self.explore = self.nets.act, self.nets.explore
+        self.value, self.cost_value = self.nets.value, self.nets.cost_value
+        self.updates = 0
+
+    def record_episode_costs(self, costs: list[float]) -> None:
+        """Finished episodes' summed costs (the loops call this): J_c's window."""
+        self.episode_costs.add(costs)
+
+    def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
+        """lambda step, then ``update_epochs`` passes of critic and actor minibatch steps.
+        ``progress`` in [0, 1) is the fraction of training done (actor lr decay)."""
+        cfg, actor = self.config, self.nets.actor
+        if batch.cost_advantage is None:
+            raise ValueError("PPO-Lagrangian needs the rollout's cost advantages (a cost task)")
+        episode_cost = self.episode_costs.mean()
+        if np.isfinite(episode_cost):  # no episode has finished yet: keep lambda
+            self.multiplier.update(episode_cost)
+        lam = self.multiplier.value
+        for group in self.actor_optimizer.param_groups:
+            group["lr"] = cfg.actor_lr * (1.0 - progress)
+        reward_advantage = standardize(batch.advantage)
+        cost_advantage = batch.cost_advantage - batch.cost_advantage.mean()
+        advantage = (reward_advantage - lam * cost_advantage) / (1.0 + lam)
+        with torch.no_grad():
+            old = actor.distribution(batch.obs)
+        n, epochs, kl = len(batch), 0, 0.0
+        losses: dict[str, float] = {}
+        for _ in range(cfg.update_epochs):
+            order = torch.randperm(n, device=self.device)
+            for start in range(0, n, cfg.minibatch_size):
+                rows = order[start : start + cfg.minibatch_size]
+                obs = batch.obs[rows]
+                losses["value_loss"] = fit_value(
+                    self.nets.reward_critic, self.critic_optimizers["reward_critic"], obs,
+                    batch.returns[rows], cfg.critic_l2_coef, cfg.max_grad_norm,
+                )  # fmt: skip
+                losses["cost_value_loss"] = fit_value(
+                    self.nets.cost_critic, self.critic_optimizers["cost_critic"], obs,
+                    batch.cost_returns[rows], cfg.critic_l2_coef, cfg.max_grad_norm,
+                )  # fmt: skip
+                log_prob, _ = actor.log_prob_entropy(obs, batch.action[rows])
+                policy_loss, _, _ = clipped_surrogate(
+                    log_prob - batch.log_prob[rows], advantage[rows], cfg.clip_coef
+                )
+                ensure_finite(policy_loss=policy_loss)
+                self.actor_optimizer.zero_grad()
+                policy_loss.backward()
+                nn.utils.clip_grad_norm_(actor.parameters(), cfg.max_grad_norm)
+                self.actor_optimizer.step()
+                losses["policy_loss"] = policy_loss.item()
+            epochs += 1
+            with torch.no_grad():
+                new = actor.distribution(batch.obs)
+                kl = old.kl(new).mean().item()
+            if kl > cfg.target_kl:
+                break
+        self.updates += 1
+        return {
+            **losses,
+            "lagrange_multiplier": lam,
+            "episode_cost_window": episode_cost,
+            "approx_kl": kl,
+            "update_epochs": float(epochs),
+            "std": actor.log_std.exp().mean().item(),
+            "cost_value": batch.cost_value.mean().item(),
+        }
+
+    def state_dict(self) -> dict:
+        return {
+            **state_of(nets=self.nets, actor_optimizer=self.actor_optimizer,
+                       multiplier=self.multiplier, episode_costs=self.episode_costs),
+            "critic_optimizers": {k: o.state_dict() for k, o in self.critic_optimizers.items()},
+            "updates": self.updates,
+        }  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        load_state_into(state, nets=self.nets, actor_optimizer=self.actor_optimizer,
+                        multiplier=self.multiplier, episode_costs=self.episode_costs)  # fmt: skip
+        for name, optimizer in self.critic_optimizers.items():
+            load_state_into(state["critic_optimizers"], **{name: optimizer})
+        self.updates = int(state["updates"])

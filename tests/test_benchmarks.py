@@ -541,3 +541,38 @@ def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     # a second invocation reads the snapshots and finished runs back
     again = finetune_main([*argv, "--methods", "resip", "--out", str(tmp_path / "g.json")])
     assert again["table"]["resip"]["final"] == table["resip"]["final"]
+
+
+def test_orphaned_worker_starts_no_queued_run(tmp_path):
+    """A worker whose benchmark died (its SIGTERM stopped the current run at a checkpoint)
+    exits instead of starting the runs still queued for it."""
+    script = (
+        "import pathlib\n"
+        "import benchmarks.runs as runs\n"
+        "runs._PARENT_PID = -1  # not this process's parent\n"
+        f"runs.run_method('sac', 0, [], pathlib.Path({str(tmp_path)!r}), 1)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, timeout=120)
+    assert proc.returncode == 1 and not (tmp_path / "sac_seed0").exists()
+
+
+def test_safe_benchmark_compresses_sac_lag_schedule_and_checks_claims():
+    import argparse
+
+    from benchmarks.safe import claims, method_overrides
+
+    args = argparse.Namespace(on_policy_steps=500_000, off_policy_steps=200_000,
+                              eval_episodes=5, cost_limit=25.0)  # fmt: skip
+    overrides = method_overrides("sac_lag", args)
+    # OmniSafe: lambda moves after 190k of 1M updates at lr 1e-5; a 200k run: after 38k, 5e-5
+    assert "algo.multiplier_delay=38000" in overrides and "algo.lambda_lr=5e-05" in overrides
+    assert "algo.cost_limit=25.0" in overrides and "total_steps=200000" in overrides
+    assert not any("cost_limit" in o for o in method_overrides("sac", args))
+
+    def row(ret: float, cost: float) -> dict:
+        return {"train_return": {"mean": ret}, "train_cost": {"mean": cost}}
+
+    verdicts = claims({"sac": row(3000, 900), "sac_lag": row(1500, 20), "cpo": row(800, 30)}, 25)
+    assert verdicts[0].startswith("sac_lag: mean episode cost 20.0 <= 25: holds; return 1500 = 50%")
+    assert "does not hold" in verdicts[1]

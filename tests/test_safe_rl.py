@@ -388,11 +388,13 @@ def test_cpo_reduces_the_cost_surrogate_when_infeasible():
     assert agent.nets.actor.distribution(obs[:1]).mean[0, 0].item() < mean_before
 
 
-@pytest.mark.parametrize("algo", ["ppo_lag", "sac_lag", "cpo"])
+@pytest.mark.parametrize("algo", ["ppo_lag", "ppo_lag_pid", "sac_lag", "cpo"])
 def test_constrained_algorithm_cli_config_runs_on_the_velocity_task(algo, tmp_path):
     on_policy = algo != "sac_lag"
+    pid = ["algo.multiplier=pid"] if algo.endswith("_pid") else []
+    algo = algo.removesuffix("_pid")
     cfg = make_config(
-        f"algo={algo}", "env=SafetyHopperVelocity", "algo.cost_limit=5", *FAST,
+        f"algo={algo}", *pid, "env=SafetyHopperVelocity", "algo.cost_limit=5", *FAST,
         "total_steps=400", "env.max_episode_steps=50", "env.num_envs=2", "algo.hidden=[16,16]",
         *(["algo.rollout_steps=100", "algo.update_epochs=2"] if on_policy else
           ["algo.learning_starts=100", "algo.batch_size=32", "algo.multiplier_delay=0"]),

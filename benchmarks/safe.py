@@ -26,7 +26,8 @@ every seed's curves and the CPU (lscpu model and flags).
 Offline part: the dataset ``--dataset`` (recorded first when missing, by
 ``offline.safe_recipe`` from ``--sources``: uniform random actions, the committed Hopper SAC
 expert and medium policies, whose hopping costs hundreds per episode, and the committed
-safe PPO-Lagrangian policy; see ``benchmarks/assets/README.md``). Methods, all
+CPO policy of this benchmark's online part (safe when deterministic, near the limit when
+sampled); see ``benchmarks/assets/README.md``). Methods, all
 ``algo=fisor`` runs of ``--offline-steps`` gradient steps: FISOR, BC (the same diffusion
 actor, every weight 1) and BC-Safe (BC on the episodes with cost <= the limit). Reported
 as DSRL normalises: reward (R - min) / (max - min) over the dataset's episode returns, cost
@@ -68,7 +69,7 @@ OFFLINE_METHODS: dict[str, list[str]] = {
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_SOURCES = (
     f"random:50000,{ASSETS / 'hopper_sac_expert.pt'}:50000:0.1,"
-    f"{ASSETS / 'hopper_sac_medium.pt'}:50000:0.1,{ASSETS / 'safe_hopper_ppo_lag.pt'}:100000"
+    f"{ASSETS / 'hopper_sac_medium.pt'}:50000:0.1,{ASSETS / 'safe_hopper_cpo.pt'}:100000"
 )
 
 
@@ -228,7 +229,7 @@ def offline_main(args: argparse.Namespace) -> dict:
     extra = overrides_by_name(args.set, list(OFFLINE_METHODS), methods, "METHOD")
     base = ["algo=fisor", "env=gym", f"env.id={ENV}-v1", f"dataset={args.dataset}",
             f"total_steps={args.offline_steps}", f"algo.batch_size={args.offline_batch}",
-            f"algo.cost_limit={args.cost_limit}", f"eval_every={max(args.offline_steps // 5, 1)}",
+            f"algo.cost_limit={args.cost_limit}", f"eval_every={max(args.offline_steps // 2, 1)}",
             f"eval_episodes={args.eval_episodes}", "checkpoint_every_s=120"]  # fmt: skip
     overrides = {m: [*base, *OFFLINE_METHODS[m], *extra[m]] for m in methods}
     with worker_pool(args.jobs) as pool:

@@ -204,6 +204,28 @@ class ConstrainedActorCritic(nn.Module):
         action = action.cpu().numpy()
         return action[0] if single else action
 
+    def critic_optimizers(self, lr: float) -> dict[str, torch.optim.Optimizer]:
+        """One Adam per critic ("reward_critic", "cost_critic")."""
+        return {
+            name: torch.optim.Adam(getattr(self, name).parameters(), lr=lr)
+            for name in ("reward_critic", "cost_critic")
+        }
+
+    def fit_critics(
+        self, optimizers: dict[str, torch.optim.Optimizer], obs: torch.Tensor,
+        returns: torch.Tensor, cost_returns: torch.Tensor, l2_coef: float,
+        max_grad_norm: float | None,
+    ) -> tuple[float, float]:  # fmt: skip
+        """One ``fit_value`` step of V_r on ``returns`` and of V_c on ``cost_returns``;
+        returns both losses."""
+        value_loss = fit_value(
+            self.reward_critic, optimizers["reward_critic"], obs, returns, l2_coef, max_grad_norm
+        )
+        cost_value_loss = fit_value(
+            self.cost_critic, optimizers["cost_critic"], obs, cost_returns, l2_coef, max_grad_norm
+        )
+        return value_loss, cost_value_loss
+
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sampled action, its log-probability and V_r(obs)."""

@@ -43,7 +43,7 @@ import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from rlcore.nets import DiagNormal
-from rlcore.safe import ConstrainedActorCritic, EpisodeCostWindow, fit_value
+from rlcore.safe import ConstrainedActorCritic, EpisodeCostWindow
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import ensure_finite, load_state_into, state_of
@@ -188,10 +188,7 @@ class CPO:
         self.nets = ConstrainedActorCritic(
             obs_dim, self.action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
         ).to(self.device)
-        self.critic_optimizers = {
-            name: torch.optim.Adam(getattr(self.nets, name).parameters(), lr=cfg.critic_lr)
-            for name in ("reward_critic", "cost_critic")
-        }
+        self.critic_optimizers = self.nets.critic_optimizers(cfg.critic_lr)
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
@@ -275,15 +272,14 @@ class CPO:
             order = torch.randperm(n, device=self.device)
             for start in range(0, n, cfg.minibatch_size):
                 rows = order[start : start + cfg.minibatch_size]
-                value_loss = fit_value(
-                    self.nets.reward_critic, self.critic_optimizers["reward_critic"],
-                    batch.obs[rows], batch.returns[rows], cfg.critic_l2_coef, cfg.max_grad_norm,
-                )  # fmt: skip
-                cost_value_loss = fit_value(
-                    self.nets.cost_critic, self.critic_optimizers["cost_critic"],
-                    batch.obs[rows], batch.cost_returns[rows], cfg.critic_l2_coef,
+                value_loss, cost_value_loss = self.nets.fit_critics(
+                    self.critic_optimizers,
+                    batch.obs[rows],
+                    batch.returns[rows],
+                    batch.cost_returns[rows],
+                    cfg.critic_l2_coef,
                     cfg.max_grad_norm,
-                )  # fmt: skip
+                )
         self.updates += 1
         return {
             "value_loss": value_loss,

@@ -41,7 +41,6 @@ from rlcore.safe import (
     MULTIPLIERS,
     ConstrainedActorCritic,
     EpisodeCostWindow,
-    fit_value,
     make_multiplier,
 )
 from rlcore.spaces import require_box_actions
@@ -107,10 +106,7 @@ class PPOLag:
             obs_dim, action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
         ).to(self.device)
         self.actor_optimizer = torch.optim.Adam(self.nets.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_optimizers = {
-            name: torch.optim.Adam(getattr(self.nets, name).parameters(), lr=cfg.critic_lr)
-            for name in ("reward_critic", "cost_critic")
-        }
+        self.critic_optimizers = self.nets.critic_optimizers(cfg.critic_lr)
         self.multiplier = make_multiplier(
             cfg.multiplier, cfg.cost_limit, cfg.lagrangian_init, cfg.lambda_lr
         )
@@ -147,14 +143,14 @@ class PPOLag:
             for start in range(0, n, cfg.minibatch_size):
                 rows = order[start : start + cfg.minibatch_size]
                 obs = batch.obs[rows]
-                losses["value_loss"] = fit_value(
-                    self.nets.reward_critic, self.critic_optimizers["reward_critic"], obs,
-                    batch.returns[rows], cfg.critic_l2_coef, cfg.max_grad_norm,
-                )  # fmt: skip
-                losses["cost_value_loss"] = fit_value(
-                    self.nets.cost_critic, self.critic_optimizers["cost_critic"], obs,
-                    batch.cost_returns[rows], cfg.critic_l2_coef, cfg.max_grad_norm,
-                )  # fmt: skip
+                losses["value_loss"], losses["cost_value_loss"] = self.nets.fit_critics(
+                    self.critic_optimizers,
+                    obs,
+                    batch.returns[rows],
+                    batch.cost_returns[rows],
+                    cfg.critic_l2_coef,
+                    cfg.max_grad_norm,
+                )
                 log_prob, _ = actor.log_prob_entropy(obs, batch.action[rows])
                 policy_loss, _, _ = clipped_surrogate(
                     log_prob - batch.log_prob[rows], advantage[rows], cfg.clip_coef

@@ -65,14 +65,18 @@ def run_method(
     """Train (or resume, or read back when finished) ``run_root/<method>_seed<seed>``:
     its eval.csv rows, wall seconds summed over every invocation that trained it (a
     finished run that a later invocation only reads back keeps its training time)."""
-    if _PARENT_PID is not None and os.getppid() != _PARENT_PID:
-        os._exit(1)  # an orphaned worker (the benchmark was killed): no queued run starts
+    _exit_if_orphaned()  # the benchmark was killed: no queued run starts
     run_dir = run_root / f"{method}_seed{seed}"
     run_dir.mkdir(parents=True, exist_ok=True)
     ledger = run_dir / "bench_seconds.txt"
     before = float(ledger.read_text()) if ledger.is_file() else 0.0
-    rows, seconds = train_run(run_dir, [*overrides, f"seed={seed}"], threads)
-    ledger.write_text(repr(before + seconds))
+    try:
+        rows, seconds = train_run(run_dir, [*overrides, f"seed={seed}"], threads)
+        ledger.write_text(repr(before + seconds))
+    finally:
+        # the benchmark died during the run (its SIGTERM stopped the run at a checkpoint):
+        # exit rather than wait forever for work on a queue nobody feeds
+        _exit_if_orphaned()
     return {"rows": rows, "seconds": before + seconds, "run_dir": str(run_dir)}
 
 
@@ -145,6 +149,12 @@ def clear_dir(path: Path) -> None:
 
 
 _PARENT_PID: int | None = None  # a worker's benchmark process (set by _exit_with_parent)
+
+
+def _exit_if_orphaned() -> None:
+    """In a benchmark's worker whose benchmark process is gone: exit at once."""
+    if _PARENT_PID is not None and os.getppid() != _PARENT_PID:
+        os._exit(1)
 
 
 def _exit_with_parent(parent_pid: int) -> None:

@@ -14,7 +14,9 @@ read back when finished. Budgets: ``--on-policy-steps`` for PPO-Lagrangian and C
 lambda schedule is OmniSafe's compressed to the budget: lambda starts moving after the same
 fraction of the run (OmniSafe: 200k of 1M steps) with its learning rate scaled up by the
 same factor (1e-5 x 1M / budget), so lambda can travel as far as in OmniSafe's run; the
-JSON records these overrides.
+JSON records these overrides. PPO-Lagrangian's multiplier gets the same treatment: OmniSafe
+takes one step of lr 0.035 per 20k-step rollout, 500 steps in its 1e7; at a smaller budget
+the rate is scaled by 1e7 / budget (a 500k run: 25 steps of lr 0.7).
 
 Per method the table gives the last evaluation (deterministic policy, ``--eval-episodes``
 episodes) and the training episodes of the run's last 10% of steps (the stochastic policy
@@ -58,13 +60,16 @@ OMNISAFE: dict[str, tuple[float, float] | None] = {
     "cpo": None,
 }
 OMNISAFE_SAC_LAG = {"budget": 1_000_000, "delay_updates": 190_000, "lambda_lr": 1e-5}
+# PPOLag: one multiplier step per 20k-step rollout, 500 of them in OmniSafe's 1e7 steps
+OMNISAFE_PPO_LAG = {"budget": 10_000_000, "lambda_lr": 0.035}
 
 
-# offline methods: algo=fisor overrides
+# offline methods: algo=fisor overrides; the BC baselines act with one sample of their
+# diffusion actor (no FISOR selection among samples by Q_h), as a behaviour clone does
 OFFLINE_METHODS: dict[str, list[str]] = {
     "fisor": [],
-    "bc": ["algo.actor_objective=bc"],
-    "bc_safe": ["algo.actor_objective=bc", "algo.safe_episodes_only=true"],
+    "bc": ["algo.actor_objective=bc", "algo.num_samples=1"],
+    "bc_safe": ["algo.actor_objective=bc", "algo.safe_episodes_only=true", "algo.num_samples=1"],
 }
 ASSETS = Path(__file__).resolve().parent / "assets"
 DEFAULT_SOURCES = (
@@ -88,6 +93,9 @@ def method_overrides(method: str, args: argparse.Namespace) -> list[str]:
         delay = int(OMNISAFE_SAC_LAG["delay_updates"] / scale)
         out += [f"algo.multiplier_delay={delay}",
                 f"algo.lambda_lr={OMNISAFE_SAC_LAG['lambda_lr'] * scale:.3g}"]  # fmt: skip
+    if method == "ppo_lag":
+        scale = OMNISAFE_PPO_LAG["budget"] / steps
+        out.append(f"algo.lambda_lr={OMNISAFE_PPO_LAG['lambda_lr'] * scale:.3g}")
     return out
 
 

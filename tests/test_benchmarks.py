@@ -557,7 +557,30 @@ def test_orphaned_worker_starts_no_queued_run(tmp_path):
     assert proc.returncode == 1 and not (tmp_path / "sac_seed0").exists()
 
 
-def test_safe_benchmark_compresses_sac_lag_schedule_and_checks_claims():
+def test_worker_whose_benchmark_died_during_a_run_exits_after_it(tmp_path):
+    """The benchmark died while the worker trained (the kernel's SIGTERM stopped the run at
+    a checkpoint): the worker records the run's seconds and exits instead of waiting for
+    work on a queue that nobody feeds any more."""
+    script = (
+        "import os, pathlib\n"
+        "import benchmarks.runs as runs\n"
+        "runs._PARENT_PID = os.getppid()\n"
+        "def stopped_run(run_dir, overrides, threads):\n"
+        "    runs._PARENT_PID = -1  # the benchmark process is gone\n"
+        "    return [], 2.5\n"
+        "runs.train_run = stopped_run\n"
+        f"runs.run_method('sac', 0, [], pathlib.Path({str(tmp_path)!r}), 1)\n"
+        "print('returned to the pool')\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, timeout=120, capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and "returned" not in proc.stdout
+    assert (tmp_path / "sac_seed0" / "bench_seconds.txt").read_text() == "2.5"
+
+
+def test_safe_benchmark_compresses_lagrangian_schedules_and_checks_claims():
     import argparse
 
     from benchmarks.safe import claims, method_overrides
@@ -569,6 +592,9 @@ def test_safe_benchmark_compresses_sac_lag_schedule_and_checks_claims():
     assert "algo.multiplier_delay=38000" in overrides and "algo.lambda_lr=5e-05" in overrides
     assert "algo.cost_limit=25.0" in overrides and "total_steps=200000" in overrides
     assert not any("cost_limit" in o for o in method_overrides("sac", args))
+    # PPOLag: lr 0.035 over OmniSafe's 1e7 steps; 500k steps: 20x the rate, 0.7
+    assert "algo.lambda_lr=0.7" in method_overrides("ppo_lag", args)
+    assert not any("lambda_lr" in o for o in method_overrides("cpo", args))
 
     def row(ret: float, cost: float) -> dict:
         return {"train_return": {"mean": ret}, "train_cost": {"mean": cost}}

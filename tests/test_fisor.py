@@ -26,8 +26,9 @@ EXPERT = REPO / "benchmarks" / "assets" / "hopper_sac_expert.pt"
 
 
 def small_agent(**overrides) -> FISOR:
-    config = FISORConfig(hidden=(16, 16), critic_hidden=(16, 16), time_dim=8, batch_size=64,
-                         critic_batch_size=32, num_samples=4, **overrides)  # fmt: skip
+    settings = {"hidden": (16, 16), "critic_hidden": (16, 16), "time_dim": 8, "batch_size": 64,
+                "critic_batch_size": 32, "num_samples": 4}  # fmt: skip
+    config = FISORConfig(**{**settings, **overrides})
     return FISOR(OBS, ACT, config)
 
 
@@ -123,11 +124,31 @@ def test_update_moves_every_network_and_round_trips():
         agent.update(Batch(**{**_batch().__dict__, "cost": None}))
 
 
+@pytest.mark.parametrize("num_samples", [1, 4])
+def test_behaviour_cloning_trains_the_critics_only_when_acting_uses_them(num_samples):
+    torch.manual_seed(0)
+    agent = small_agent(actor_objective="bc", num_samples=num_samples)
+    names = ("actor", "critic", "value", "cost_critic", "cost_value")
+    before = {k: [p.clone() for p in getattr(agent, k).parameters()] for k in names}
+    metrics = agent.update(_batch())
+    moved = {
+        name: any(
+            not torch.equal(a, b) for a, b in zip(before[name], getattr(agent, name).parameters())
+        )
+        for name in names
+    }
+    # one sample, no selection by Q_h: the critics serve nothing and stay as built
+    assert moved == {name: name == "actor" or num_samples > 1 for name in names}
+    assert ("critic_loss" in metrics) == (num_samples > 1) and agent.updates == 1
+
+
 def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="actor_objective='awr'"):
         FISORConfig(actor_objective="awr")
     with pytest.raises(ValueError, match="critic_batch_size"):
         FISORConfig(batch_size=128, critic_batch_size=256)
+    with pytest.raises(ValueError, match="num_samples=0"):
+        FISORConfig(num_samples=0)
 
 
 # --- cost-labelled datasets ------------------------------------------------------------

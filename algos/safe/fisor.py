@@ -23,7 +23,9 @@ One update on a batch of ``batch_size`` rows (the critics use its first
 
 ``actor_objective="bc"`` makes every weight 1 (FISOR's behaviour-cloning ablation), and
 ``safe_episodes_only`` keeps only the dataset's episodes with cost <= ``cost_limit``: the
-two together are the BC-Safe baseline of the DSRL benchmark. Rewards are normalised by the
+two together, acting with ``num_samples=1`` (one sample of the cloned actor), are the
+BC-Safe baseline of the DSRL benchmark. Behaviour cloning that acts with one sample uses no
+critic, so its updates train none (``trains_critics``). Rewards are normalised by the
 dataset's return range (r * 1000 / (max - min episode return)), as FISOR's
 ``normalize_returns``.
 
@@ -101,6 +103,14 @@ class FISORConfig:
             )
         if self.cost_scale <= 0:
             raise ValueError(f"cost_scale={self.cost_scale} must be > 0")
+        if self.num_samples < 1:
+            raise ValueError(f"num_samples={self.num_samples} must be >= 1")
+
+    @property
+    def trains_critics(self) -> bool:
+        """Whether updates fit the critics: the actor's weights or the action selection
+        need them (everything but behaviour cloning that acts with one sample)."""
+        return self.actor_objective != "bc" or self.num_samples > 1
 
 
 class FISOR:
@@ -216,11 +226,14 @@ class FISOR:
 
         # actor: one weighted denoising step on each half, with the critics before this update
         with torch.no_grad():
-            q = self.target_critic(obs, action).min(0).values
-            v = self.value(obs).squeeze(-1)
-            q_h = self.target_cost_critic(obs, action).max(0).values
-            v_h = self.cost_value(obs).squeeze(-1)
-            weights = self.actor_weights(q, v, q_h, v_h)
+            if cfg.trains_critics:
+                q = self.target_critic(obs, action).min(0).values
+                v = self.value(obs).squeeze(-1)
+                q_h = self.target_cost_critic(obs, action).max(0).values
+                v_h = self.cost_value(obs).squeeze(-1)
+                weights = self.actor_weights(q, v, q_h, v_h)
+            else:
+                weights = torch.ones(len(obs), device=obs.device)
         half = len(obs) // 2
         for rows in (slice(0, half), slice(half, 2 * half)):
             actor_loss = self.actor.loss(obs[rows], unit_action[rows, None], weights[rows])
@@ -229,6 +242,9 @@ class FISOR:
             actor_loss.backward()
             self.actor_optimizer.step()
             self.ema.update(self.actor)
+        if not cfg.trains_critics:
+            self.updates += 1
+            return {"actor_loss": actor_loss.item()}
 
         # critics on the first critic_batch_size rows: V, Q, V_h, Q_h (FISOR's order)
         c = slice(0, cfg.critic_batch_size)

@@ -42,6 +42,7 @@ SHORT_NAMES: dict[str, str] = {
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
 }
 BACKENDS = ("sync", "async", "native", "mjx", "auto")
+EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics
 
 
 class UnknownEnvError(ValueError):
@@ -164,6 +165,15 @@ def _like(value: Any, reference: Any) -> Any:
     return value.cpu().numpy() if isinstance(value, torch.Tensor) else value
 
 
+def _filled(reference: Any, value: Any, dtype: str) -> Any:
+    """A (len(reference),) array of ``value`` of the array type of ``reference``: a tensor on
+    its device, or a numpy array; ``dtype`` names a numpy / torch dtype ("bool", "int64")."""
+    n = len(reference)
+    if isinstance(reference, torch.Tensor):
+        return torch.full((n,), value, dtype=getattr(torch, dtype), device=reference.device)
+    return np.full(n, value, dtype=dtype)
+
+
 def _to_numpy(value: Any) -> Any:
     return value.detach().cpu().numpy().copy() if isinstance(value, torch.Tensor) else value.copy()
 
@@ -201,11 +211,13 @@ class RunningMeanStd:
         self.count = state["count"]
 
 
-def step_costs(info: dict[str, Any], num_envs: int) -> np.ndarray | None:
+def step_costs(info: dict[str, Any], num_envs: int) -> np.ndarray | torch.Tensor | None:
     """Every sub-env's cost of this step, (num_envs,) float64, or None when the task reports
     none. gymnasium's vector envs give ``info["cost"]`` with its mask ``info["_cost"]``, and,
     for an env whose episode just ended (SAME_STEP autoreset), the cost in
     ``info["final_info"]``; the native back end gives a plain array."""
+    if isinstance(info.get("cost"), torch.Tensor):  # a device back end: every env's cost
+        return info["cost"].double()
     final = info.get("final_info") or {}
     if "cost" not in info and "cost" not in final:
         return None
@@ -266,7 +278,8 @@ class ObservationHistory(VectorWrapper):
     (oldest first, ``length * obs_dim``); a new episode's history repeats its first
     observation (as ``OfflineDataset.stack_observations`` builds a dataset's). Final
     observations get the history that ends in them. Partial resets (``reset_mask``) refill
-    only the reset envs; the history is part of the env state (``state_dict``)."""
+    only the reset envs; the history is part of the env state (``state_dict``). On a device
+    back end (torch tensors) the history stays on the device."""
 
     def __init__(self, env: VectorEnv, length: int) -> None:
         super().__init__(env)
@@ -282,36 +295,54 @@ class ObservationHistory(VectorWrapper):
         self.observation_space = gym.vector.utils.batch_space(
             self.single_observation_space, env.num_envs
         )
-        self.history: np.ndarray | None = None  # (N, length, obs_dim)
+        self.history: np.ndarray | torch.Tensor | None = None  # (N, length, obs_dim)
 
-    def _flat(self) -> np.ndarray:
-        return self.history.reshape(self.num_envs, -1).copy()
+    def _repeated(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+        """Each env's history of one observation: (N, length, obs_dim)."""
+        if isinstance(obs, torch.Tensor):
+            return obs[:, None].repeat(1, self.length, 1)
+        return np.repeat(np.asarray(obs)[:, None], self.length, axis=1)
+
+    def _flat(self) -> np.ndarray | torch.Tensor:
+        flat = self.history.reshape(self.num_envs, -1)
+        return flat.clone() if isinstance(flat, torch.Tensor) else flat.copy()
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
         mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
         obs, info = self.env.reset(seed=seed, options=options)
-        fresh = np.repeat(np.asarray(obs)[:, None], self.length, axis=1)
+        fresh = self._repeated(obs)
         if self.history is None or mask is None:
             self.history = fresh
         else:
-            self.history[mask] = fresh[mask]
+            history = _like(self.history, obs)
+            history[_like(mask, obs)] = fresh[_like(mask, obs)]
+            self.history = history
         return self._flat(), info
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        shifted = np.concatenate([self.history[:, 1:], final_next_obs(obs, info)[:, None]], 1)
+        history = _like(self.history, obs)
+        true_next = final_next_obs(obs, info)[:, None]
         done = terminated | truncated
-        if "final_obs" in info:
-            info = {**info, "final_obs": shifted.reshape(self.num_envs, -1).copy()}
-        shifted[done] = np.repeat(np.asarray(obs)[done][:, None], self.length, axis=1)
+        if isinstance(obs, torch.Tensor):  # no boolean indexing: no host round trip
+            shifted = torch.cat([history[:, 1:], true_next], 1)
+            if "final_obs" in info:
+                info = {**info, "final_obs": shifted.reshape(self.num_envs, -1).clone()}
+            shifted = torch.where(done[:, None, None], self._repeated(obs), shifted)
+        else:
+            shifted = np.concatenate([history[:, 1:], true_next], 1)
+            if "final_obs" in info:
+                info = {**info, "final_obs": shifted.reshape(self.num_envs, -1).copy()}
+            shifted[done] = self._repeated(obs)[done]
         self.history = shifted
         return self._flat(), reward, terminated, truncated, info
 
     def state_dict(self) -> dict[str, Any]:
-        return {"history": None if self.history is None else self.history.copy()}
+        return {"history": None if self.history is None else _to_numpy(self.history)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.history = None if state["history"] is None else state["history"].copy()
+        # numpy here; a device back end's next reset or step moves it to the device
+        self.history = None if state["history"] is None else np.array(state["history"])
 
 
 class ActionChunks(VectorWrapper):
@@ -324,7 +355,9 @@ class ActionChunks(VectorWrapper):
     ended mid-chunk keeps stepping (into the autoreset episode) until the others finish
     theirs; those steps are discarded by resetting that sub-env again (``reset_mask``),
     so every episode starts from an ordinary reset and sees only its own chunks.
-    ``final_obs`` / ``cost`` info are carried over from the step where each chunk ended.
+    ``final_obs`` / ``cost`` info (and a device back end's episode statistics) are carried
+    over from the step where each chunk ended. On a device back end (torch tensors) every
+    accumulator stays on the device; the host learns only whether any env is still live.
     """
 
     def __init__(self, env: VectorEnv, horizon: int) -> None:
@@ -340,27 +373,38 @@ class ActionChunks(VectorWrapper):
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, env.num_envs)
 
     def step(self, actions):
-        actions = np.asarray(actions)
+        if not isinstance(actions, torch.Tensor):
+            actions = np.asarray(actions)
         n = self.num_envs
-        live = np.ones(n, bool)
-        stepped_after_end = np.zeros(n, bool)
-        reward = np.zeros(n, np.float64)
-        cost = None
-        terminated, truncated = np.zeros(n, bool), np.zeros(n, bool)
-        steps = np.zeros(n, np.int64)
-        final_obs = None
+        out: dict[str, Any] = {}  # per-env accumulators, made like the back end's outputs
+        final_obs = cost = None
         for h in range(self.horizon):
-            stepped_after_end |= ~live
             obs, r, term, trunc, info = self.env.step(actions[:, h])
-            reward += np.where(live, r, 0.0)
+            if h == 0:
+                where = torch.where if isinstance(r, torch.Tensor) else np.where
+                live = _filled(r, True, "bool")
+                stepped_after_end = _filled(r, False, "bool")
+                terminated, truncated = _filled(r, False, "bool"), _filled(r, False, "bool")
+                reward, steps = _filled(r, 0.0, "float64"), _filled(r, 0, "int64")
+            stepped_after_end |= ~live
+            reward += where(live, r, 0.0)
             step_cost = step_costs(info, n)
             if step_cost is not None:
-                cost = (0.0 if cost is None else cost) + np.where(live, step_cost, 0.0)
+                cost = (0.0 if cost is None else cost) + where(live, step_cost, 0.0)
             steps += live
             ended = live & (term | trunc)
             terminated |= ended & term
             truncated |= ended & trunc
-            if ended.any():
+            for key in EPISODE_KEYS:  # a device back end's own statistics (mjx)
+                if key in info:
+                    stat = out.get(key, _filled(r, np.nan, "float32"))
+                    out[key] = where(ended, info[key], stat)
+            if isinstance(obs, torch.Tensor):  # no host round trip for the final obs
+                true_next = final_next_obs(obs, info)
+                final_obs = true_next if final_obs is None else torch.where(
+                    ended[:, None], true_next, final_obs
+                )  # fmt: skip
+            elif ended.any():
                 final_obs = obs.copy() if final_obs is None else final_obs
                 final_obs[ended] = final_next_obs(obs, info)[ended]
             live &= ~ended
@@ -368,15 +412,19 @@ class ActionChunks(VectorWrapper):
                 break
         if stepped_after_end.any():  # discard the steps taken after an episode end
             fresh, _ = self.env.reset(options={"reset_mask": stepped_after_end})
-            obs = obs.copy()
-            obs[stepped_after_end] = fresh[stepped_after_end]
+            if isinstance(obs, torch.Tensor):
+                obs = torch.where(stepped_after_end[:, None], fresh, obs)
+            else:
+                obs = obs.copy()
+                obs[stepped_after_end] = fresh[stepped_after_end]
         done = terminated | truncated
-        out_info: dict[str, Any] = {"chunk_steps": steps}
+        out_info: dict[str, Any] = {"chunk_steps": steps, **out}
         if final_obs is not None:
             out_info["final_obs"], out_info["_final_obs"] = final_obs, done
         if cost is not None:
             out_info["cost"] = cost
-        return obs, reward.astype(np.float32), terminated, truncated, out_info
+        reward = reward.float() if isinstance(reward, torch.Tensor) else reward.astype(np.float32)
+        return obs, reward, terminated, truncated, out_info
 
 
 class NormalizeObservation(VectorWrapper):
@@ -523,7 +571,6 @@ def make_vec_env(
     env: VectorEnv
     if backend == "mjx":
         unsupported = {"base_wrappers (snapshot resets)": bool(base_wrappers),
-                       "action_chunk > 1": action_chunk > 1, "obs_history > 1": obs_history > 1,
                        "flatten_obs": flatten_obs}  # fmt: skip
         if any(unsupported.values()):
             names = ", ".join(k for k, v in unsupported.items() if v)

@@ -124,6 +124,91 @@ def test_an_env_ending_mid_chunk_restarts_from_a_fresh_reset_while_others_go_on(
     env.close()
 
 
+class DeviceLike(gym.vector.VectorWrapper):
+    """A numpy back end presented as a device back end is (envs.mjx): torch tensors out,
+    ``final_obs`` for every row, and episode statistics of its own that a partial reset
+    restarts."""
+
+    def __init__(self, env: gym.vector.VectorEnv) -> None:
+        super().__init__(env)
+        self.returns = torch.zeros(env.num_envs, dtype=torch.float64)
+        self.lengths = torch.zeros(env.num_envs, dtype=torch.int64)
+
+    def reset(self, *, seed=None, options=None):
+        mask = (options or {}).get("reset_mask")
+        mask = None if mask is None else np.asarray(mask)
+        obs, info = self.env.reset(
+            seed=seed, options=None if mask is None else {"reset_mask": mask}
+        )
+        rows = (
+            torch.ones(self.num_envs, dtype=torch.bool) if mask is None else torch.as_tensor(mask)
+        )
+        self.returns[rows], self.lengths[rows] = 0.0, 0
+        return torch.as_tensor(obs), info
+
+    def step(self, actions):
+        assert isinstance(actions, torch.Tensor)
+        obs, reward, term, trunc, info = self.env.step(actions.numpy())
+        from envs.make import final_next_obs
+
+        true_next = torch.as_tensor(final_next_obs(obs, info))
+        reward, term, trunc = map(torch.as_tensor, (reward, term, trunc))
+        done = term | trunc
+        self.returns += reward
+        self.lengths += 1
+        nan = torch.tensor(float("nan"))
+        stats = {"episode_return": torch.where(done, self.returns.float(), nan),
+                 "episode_length": torch.where(done, self.lengths.float(), nan)}  # fmt: skip
+        self.returns[done], self.lengths[done] = 0.0, 0
+        out = {"final_obs": true_next, "_final_obs": done, **stats}
+        return torch.as_tensor(obs), reward, term, trunc, out
+
+
+def _hopper_base(limits: tuple[int, int]) -> gym.vector.VectorEnv:
+    """A 2-env sync Hopper (no wrappers) whose envs' episodes last ``limits`` steps."""
+    base = make_vec_env("hopper", 2, backend="sync").env  # below EpisodeStats
+    for env, limit in zip(base.envs, limits):
+        while not isinstance(env, gym.wrappers.TimeLimit):
+            env = env.env
+        env._max_episode_steps = limit
+    return base
+
+
+def test_action_chunks_on_a_device_back_end_equal_the_numpy_path():
+    """Same chunks, same episode ends mid-chunk (env 0 every 2 steps, env 1 every 7), same
+    partial resets: the tensor path of ActionChunks gives the numpy path's numbers, and the
+    device back end's own episode statistics come through from where each chunk ended."""
+    from envs.make import ActionChunks, EpisodeStats
+
+    host = EpisodeStats(ActionChunks(_hopper_base((2, 7)), 3))
+    device = ActionChunks(DeviceLike(_hopper_base((2, 7))), 3)
+    obs_h, _ = host.reset(seed=5)
+    obs_d, _ = device.reset(seed=5)
+    rng = np.random.default_rng(1)
+    chunk_steps = []
+    for _ in range(6):
+        actions = rng.uniform(-0.3, 0.3, (2, 3, 3)).astype(np.float32)
+        obs_h, reward_h, term_h, trunc_h, info_h = host.step(actions)
+        obs_d, reward_d, term_d, trunc_d, info_d = device.step(torch.as_tensor(actions))
+        assert isinstance(obs_d, torch.Tensor) and isinstance(reward_d, torch.Tensor)
+        np.testing.assert_array_equal(obs_d.numpy(), obs_h)
+        np.testing.assert_array_equal(reward_d.numpy(), reward_h)
+        np.testing.assert_array_equal(term_d.numpy(), term_h)
+        np.testing.assert_array_equal(trunc_d.numpy(), trunc_h)
+        np.testing.assert_array_equal(info_d["chunk_steps"].numpy(), info_h["chunk_steps"])
+        chunk_steps.append(info_h["chunk_steps"].tolist())
+        done = term_h | trunc_h
+        np.testing.assert_array_equal(info_d["_final_obs"].numpy(), done)
+        if done.any():
+            np.testing.assert_array_equal(
+                info_d["final_obs"].numpy()[done], info_h["final_obs"][done]
+            )
+        for key in ("episode_return", "episode_length"):
+            np.testing.assert_allclose(info_d[key].numpy(), info_h[key], rtol=1e-6)
+    # the cases were exercised: env 0 ends mid-chunk while env 1 goes on, and vice versa
+    assert [2, 3] in chunk_steps and any(b < 3 for _, b in chunk_steps)
+
+
 @pytest.mark.parametrize("backend", ["sync", "native"])
 def test_observation_history_stacks_the_last_steps_and_restarts_with_each_episode(backend):
     env = make_vec_env("hopper", 2, backend=backend, obs_history=3, max_episode_steps=4)
@@ -157,6 +242,39 @@ def test_observation_history_stacks_the_last_steps_and_restarts_with_each_episod
     finally:
         env.close()
         plain.close()
+
+
+def test_observation_history_on_a_device_back_end_equals_the_numpy_path():
+    """Tensor observations: the same stacks, final observations and partial resets as numpy
+    ones, and the state round trip through numpy (checkpoints) continues the same."""
+    from envs.make import ObservationHistory
+
+    host = ObservationHistory(_hopper_base((3, 5)), 3)
+    device = ObservationHistory(DeviceLike(_hopper_base((3, 5))), 3)
+    np.testing.assert_array_equal(device.reset(seed=2)[0].numpy(), host.reset(seed=2)[0])
+    rng = np.random.default_rng(0)
+    for t in range(7):
+        action = rng.uniform(-0.2, 0.2, (2, 3)).astype(np.float32)
+        obs_h, _, term_h, trunc_h, info_h = host.step(action)
+        obs_d, _, _, _, info_d = device.step(torch.as_tensor(action))
+        np.testing.assert_array_equal(obs_d.numpy(), obs_h)
+        done = term_h | trunc_h
+        if done.any():
+            np.testing.assert_array_equal(
+                info_d["final_obs"].numpy()[done], info_h["final_obs"][done]
+            )
+        if t == 3:
+            mask = np.array([False, True])
+            obs_h, _ = host.reset(options={"reset_mask": mask.copy()})
+            obs_d, _ = device.reset(options={"reset_mask": torch.as_tensor(mask)})
+            np.testing.assert_array_equal(obs_d.numpy(), obs_h)
+    state = device.state_dict()
+    assert isinstance(state["history"], np.ndarray)
+    device.load_state_dict(state)
+    action = np.zeros((2, 3), np.float32)
+    np.testing.assert_array_equal(
+        device.step(torch.as_tensor(action))[0].numpy(), host.step(action)[0]
+    )
 
 
 def test_dataset_observation_history_matches_the_envs_stacking():

@@ -208,11 +208,28 @@ def test_make_vec_env_mjx_normalises_on_device_and_refuses_what_it_lacks():
     obs, reward, terminated, truncated, info = env.step(torch.zeros((N, 3)))
     assert isinstance(obs, torch.Tensor) and isinstance(reward, torch.Tensor)
     assert obs.abs().max() <= 10.0 and "episode_return" in info
-    for option in ({"action_chunk": 4}, {"obs_history": 2}):
+    for option in ({"base_wrappers": [lambda e: e]}, {"flatten_obs": True}):
         with pytest.raises(ValueError, match="mjx"):
             make_vec_env("hopper", N, backend="mjx", **option)
     with pytest.raises(ValueError, match="does not support"):
         make_vec_env("Pusher-v5", N, backend="mjx")
+
+
+def test_action_chunks_and_observation_history_run_on_mjx(hopper):
+    """A chunk of 2 is its two env steps, and observations stack, on the device."""
+    env = make_vec_env("hopper", N, backend="mjx", action_chunk=2, obs_history=2)
+    obs, _ = env.reset(seed=7)
+    plain, _ = hopper.reset(seed=7)
+    assert torch.equal(obs, torch.cat([plain, plain], 1))
+    chunks = torch.as_tensor(_actions(hopper, 2, seed=3)).transpose(0, 1).contiguous()
+    obs, reward, terminated, truncated, info = env.step(chunks)
+    first, first_reward, *_ = (x.clone() for x in hopper.step(chunks[:, 0])[:2])
+    second, second_reward, *_ = hopper.step(chunks[:, 1])
+    assert isinstance(obs, torch.Tensor) and isinstance(info["chunk_steps"], torch.Tensor)
+    assert torch.equal(obs, torch.cat([first, second], 1))
+    torch.testing.assert_close(reward, first_reward + second_reward)
+    assert info["chunk_steps"].tolist() == [2] * N and not (terminated | truncated).any()
+    env.close()
 
 
 def test_ppo_trains_on_mjx(tmp_path):
@@ -226,6 +243,36 @@ def test_ppo_trains_on_mjx(tmp_path):
     assert np.isfinite(summary["eval/return"])
     rows = (tmp_path / "train.csv").read_text().splitlines()
     assert len(rows) >= 2 and "train/policy_loss" in rows[0]
+
+
+def test_dppo_fine_tunes_action_chunks_on_mjx(tmp_path):
+    """DPPO steps chunks of 2 on 3 MJX envs (rollouts, updates and evaluation on device
+    tensors), from a behaviour-cloning checkpoint of the same head."""
+    from dataclasses import asdict
+
+    import gymnasium as gym
+
+    from algos.generative_bc import DiffusionBCConfig, GenerativeBC
+    from rlcore.checkpoint import FORMAT_VERSION, save_checkpoint
+    from rlcore.spaces import describe_action_space
+
+    task = gym.make("Hopper-v5")
+    head = {"horizon": 2, "hidden": (32, 32), "time_dim": 8, "denoising_steps": 5}
+    bc = GenerativeBC(task.observation_space, task.action_space, DiffusionBCConfig(**head))
+    state = {"format": FORMAT_VERSION, "algo": "diffusion_bc",
+             "config": {"algo": {**asdict(bc.config), "name": "diffusion_bc"}},
+             "spaces": {"obs_shape": [11], **describe_action_space(task.action_space)},
+             "agent": bc.state_dict()}  # fmt: skip
+    pretrained = save_checkpoint(state, tmp_path / "bc" / "checkpoints" / "latest.pt")
+    cfg = make_config(
+        "algo=dppo", f"algo.pretrained={pretrained}", "algo.horizon=2", "algo.hidden=[32,32]",
+        "algo.time_dim=8", "algo.denoising_steps=5", "algo.finetune_steps=3",
+        "algo.minibatch_size=12", "algo.critic_hidden=[32,32]", "env=Hopper", "env.backend=mjx",
+        f"env.num_envs={N}", "algo.rollout_steps=8", "total_steps=48", "eval_every=48", *FAST,
+    )  # fmt: skip
+    summary = train(cfg, tmp_path / "dppo")
+    assert np.isfinite(summary["eval/return"])
+    assert "train/policy_loss" in (tmp_path / "dppo" / "train.csv").read_text()
 
 
 def test_sac_trains_on_mjx(tmp_path):

@@ -74,6 +74,15 @@ def test_actor_weights_hand_computed():
     torch.testing.assert_close(bc, torch.ones(5))
 
 
+def test_effective_sample_fraction_hand_computed():
+    from algos.safe.fisor import effective_sample_fraction
+
+    assert effective_sample_fraction(torch.ones(8)) == pytest.approx(1.0)
+    assert effective_sample_fraction(torch.tensor([4.0, 0.0, 0.0, 0.0])) == pytest.approx(0.25)
+    # (1 + 3)^2 / (2 (1 + 9)) = 0.8
+    assert effective_sample_fraction(torch.tensor([1.0, 3.0])) == pytest.approx(0.8)
+
+
 def test_select_executes_the_candidate_with_the_lowest_feasibility_value(monkeypatch):
     torch.manual_seed(0)
     agent = small_agent()
@@ -247,3 +256,13 @@ def test_fisor_cli_runs_on_the_recipe_dataset(variant, safe_dataset, tmp_path, m
     evals = read_csv(tmp_path / "eval.csv")
     assert "eval/normalized_score" in evals[-1]  # the recipe's DSRL reference returns
     assert any("train/feasible_fraction" in r for r in read_csv(tmp_path / "train.csv"))
+    if variant == "fisor":  # the weight diagnosis reads the run back
+        from benchmarks.fisor_weights import main as fisor_weights
+
+        payload = fisor_weights([str(tmp_path), "--dataset", "local/safehopper/mixed-v0",
+                                 "--rows", "512", "--out", str(tmp_path / "w.json")])  # fmt: skip
+        report = payload["runs"][str(tmp_path)]
+        assert 0 < report["effective_sample_fraction"] <= 1
+        shares = [row["weight_share"] for row in report["sources"].values()]
+        assert set(report["sources"]) == {"random", "unsafe"}  # the fixture's two sources
+        assert sum(shares) == pytest.approx(1.0)

@@ -113,6 +113,13 @@ class FISORConfig:
         return self.actor_objective != "bc" or self.num_samples > 1
 
 
+def effective_sample_fraction(weights: torch.Tensor) -> float:
+    """Kish's effective sample size of per-row loss weights as a fraction of the rows:
+    (sum w)^2 / (n sum w^2); 1 when every weight is equal, 1/n when one row has them all."""
+    total = weights.sum()
+    return float(total**2 / (len(weights) * (weights**2).sum()).clamp_min(1e-12))
+
+
 class FISOR:
     """FISOR agent: ``act``, ``eval_policy``, ``prepare_dataset``, ``update(batch)`` (a
     batch with ``cost``), ``state_dict``."""
@@ -277,6 +284,7 @@ class FISOR:
             "cost_value_loss": cost_value_loss.item(),
             "cost_critic_loss": cost_critic_loss.item(),
             "weight_mean": weights.mean().item(),
+            "weight_ess": effective_sample_fraction(weights),
             "feasible_fraction": (v_h <= 0).float().mean().item(),
             "v_h": v_h.mean().item(),
         }

@@ -1,0 +1,106 @@
+"""Where a trained FISOR agent's actor weights go on its dataset: the weights' effective
+sample size and each data source's share of the total weight.
+
+    python -m benchmarks.fisor_weights runs/bench/safe/offline/fisor_seed0 \\
+        --dataset local/safetyhoppervelocity/mixed-v0
+
+FISOR's actor is a weighted denoising regression (``algos/safe/fisor.py``, step 4): the
+rows it imitates are those with large weights. This script samples ``--rows`` dataset rows,
+computes their weights with the agent's critics exactly as an update does, and groups
+them by the source of their episode, told apart by episode return and cost
+(``--random-below``: episodes under this return are the uniform-random ones;
+``--unsafe-above``: episodes over this cost the unsafe policies'; the rest are the safe
+policy's). It prints one table per run and writes JSON next to the benchmark results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from algos.safe.fisor import effective_sample_fraction
+from benchmarks.runs import cpu_info
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def weight_report(
+    run: Path, dataset_id: str, rows: int, random_below: float, unsafe_above: float, seed: int
+) -> dict:
+    """The weight statistics of one FISOR run (see the module docstring)."""
+    from offline.datasets import load_dataset
+    from rlcore.checkpoint import load_agent
+
+    dataset = load_dataset(dataset_id)
+    agent = load_agent(run)
+    picked = torch.randint(len(dataset), (rows,), generator=torch.Generator().manual_seed(seed))
+    episode = dataset.episode_id[picked]
+    returns = dataset.episode_return[episode].numpy()
+    costs = dataset.episode_cost[episode].numpy()
+    source = np.where(
+        returns < random_below, "random", np.where(costs > unsafe_above, "unsafe", "safe")
+    )
+    obs, action = agent.obs_normalizer(dataset.obs[picked]), dataset.action[picked]
+    with torch.no_grad():
+        q = agent.target_critic(obs, action).min(0).values
+        v = agent.value(obs).squeeze(-1)
+        q_h = agent.target_cost_critic(obs, action).max(0).values
+        v_h = agent.cost_value(obs).squeeze(-1)
+        weights = agent.actor_weights(q, v, q_h, v_h)
+    w, feasible = weights.numpy(), (v_h <= 0).numpy()
+    report = {
+        "effective_sample_fraction": effective_sample_fraction(weights),
+        "zero_weight_fraction": float((w == 0).mean()),
+        "feasible_state_fraction": float(feasible.mean()),
+        "sources": {},
+    }
+    for name in ("random", "safe", "unsafe"):
+        mask = source == name
+        if mask.any():
+            report["sources"][name] = {
+                "row_share": float(mask.mean()),
+                "weight_share": float(w[mask].sum() / w.sum()),
+                "mean_weight": float(w[mask].mean()),
+                "feasible_states": float(feasible[mask].mean()),
+            }
+    return report
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="FISOR run dirs or checkpoints")
+    parser.add_argument("--dataset", default="local/safetyhoppervelocity/mixed-v0")
+    parser.add_argument("--rows", type=int, default=8192)
+    parser.add_argument("--random-below", type=float, default=150.0)
+    parser.add_argument("--unsafe-above", type=float, default=100.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS / "fisor_weights.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    reports = {}
+    for run in args.runs:
+        report = weight_report(
+            run, args.dataset, args.rows, args.random_below, args.unsafe_above, args.seed
+        )
+        reports[str(run)] = report
+        print(f"{run}: effective sample size {report['effective_sample_fraction']:.1%} of the "
+              f"rows, feasible states {report['feasible_state_fraction']:.1%}")  # fmt: skip
+        print("| source | rows | weight share | mean weight | feasible states |")
+        print("|---|---|---|---|---|")
+        for name, row in report["sources"].items():
+            print(f"| {name} | {row['row_share']:.1%} | {row['weight_share']:.1%} | "
+                  f"{row['mean_weight']:.2f} | {row['feasible_states']:.1%} |")  # fmt: skip
+    payload = {"dataset": args.dataset, "runs": reports, "cpu": cpu_info(),
+               "args": {k: str(v) for k, v in vars(args).items()}}  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(payload, indent=2))
+    print(f"wrote {args.out}")
+    return payload
+
+
+if __name__ == "__main__":
+    main()

@@ -240,11 +240,13 @@ class EpisodeStats(VectorWrapper):
         self.lengths = np.zeros(self.num_envs, np.int64)
         self.costs = np.zeros(self.num_envs, np.float64)
 
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self.returns[:] = 0.0
-        self.lengths[:] = 0
-        self.costs[:] = 0.0
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
+        obs, info = self.env.reset(seed=seed, options=options)
+        rows = slice(None) if mask is None else np.asarray(_to_numpy(mask), bool)
+        self.returns[rows] = 0.0  # a partial reset restarts only its envs' episodes
+        self.lengths[rows] = 0
+        self.costs[rows] = 0.0
         return obs, info
 
     def step(self, actions):

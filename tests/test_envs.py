@@ -58,6 +58,21 @@ def test_same_step_autoreset_gives_final_obs_and_episode_stats():
     env.close()
 
 
+def test_a_partial_reset_restarts_only_its_envs_episode_statistics():
+    env = make_vec_env("Hopper", num_envs=2, seed=0, max_episode_steps=5)
+    env.reset(seed=0)
+    action = np.zeros((2, 3), np.float32)
+    rewards = [env.step(action)[1] for _ in range(2)]
+    env.reset(options={"reset_mask": np.array([True, False])})  # env 0 starts over
+    for _ in range(3):  # env 1's steps 3 to 5 (its time limit), env 0's 1 to 3
+        _, reward, _, truncated, info = env.step(action)
+        rewards.append(reward)
+    assert truncated.tolist() == [False, True]
+    assert info["episode_length"][1] == 5 and np.isnan(info["episode_length"][0])
+    assert info["episode_return"][1] == pytest.approx(sum(r[1] for r in rewards))
+    env.close()
+
+
 def test_normalizers_state_round_trip():
     env = make_vec_env("Hopper", num_envs=2, seed=0, normalize_obs=True, normalize_reward=True)
     env.reset(seed=0)

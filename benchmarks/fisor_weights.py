@@ -16,14 +16,13 @@ policy's). It prints one table per run and writes JSON next to the benchmark res
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from algos.safe.fisor import effective_sample_fraction
-from benchmarks.runs import cpu_info
+from benchmarks.runs import cpu_info, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -94,11 +93,8 @@ def main(argv: list[str] | None = None) -> dict:
         for name, row in report["sources"].items():
             print(f"| {name} | {row['row_share']:.1%} | {row['weight_share']:.1%} | "
                   f"{row['mean_weight']:.2f} | {row['feasible_states']:.1%} |")  # fmt: skip
-    payload = {"dataset": args.dataset, "runs": reports, "cpu": cpu_info(),
-               "args": {k: str(v) for k, v in vars(args).items()}}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2))
-    print(f"wrote {args.out}")
+    payload = {"dataset": args.dataset, "runs": reports, "cpu": cpu_info()}
+    write_result(args, payload)
     return payload
 
 

@@ -181,8 +181,15 @@ def worker_pool(jobs: int) -> ProcessPoolExecutor:
 
 
 def write_result(args: argparse.Namespace, payload: dict[str, Any]) -> None:
-    """``payload`` plus the command-line arguments as JSON to ``args.out``."""
-    plain = {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}
+    """``payload`` plus the command-line arguments (paths, lists of paths as strings) as
+    JSON to ``args.out``."""
+
+    def plain_value(value: Any) -> Any:
+        if isinstance(value, list):
+            return [plain_value(v) for v in value]
+        return str(value) if isinstance(value, Path) else value
+
+    plain = {k: plain_value(v) for k, v in vars(args).items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({**payload, "args": plain}, indent=2))
     print(f"wrote {args.out}")

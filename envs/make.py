@@ -399,8 +399,9 @@ class ActionChunks(VectorWrapper):
             truncated |= ended & trunc
             for key in EPISODE_KEYS:  # a device back end's own statistics (mjx)
                 if key in info:
-                    stat = out.get(key, _filled(r, np.nan, "float32"))
-                    out[key] = where(ended, info[key], stat)
+                    if key not in out:
+                        out[key] = _filled(r, np.nan, "float32")
+                    out[key] = where(ended, info[key], out[key])
             if isinstance(obs, torch.Tensor):  # no host round trip for the final obs
                 true_next = final_next_obs(obs, info)
                 final_obs = true_next if final_obs is None else torch.where(

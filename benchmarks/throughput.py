@@ -49,6 +49,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -1615,21 +1616,29 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
             "device": device, "notes": notes}  # fmt: skip
 
 
-def section_mjx_ppo(args: argparse.Namespace) -> dict[str, Any]:
-    """PPO on Hopper with ``+experiment=ppo_hopper_mjx`` (4096 MJX envs) until an
-    evaluation reaches ``--mjx-ppo-target`` or ``--mjx-ppo-minutes`` pass: wall time to the
-    target (the whole process: start-up, compilation and evaluations included; the run
-    stops at the first evaluation that reaches it) and the evaluation curve."""
+def _ppo_to_target(args: argparse.Namespace, backend: str, device: str) -> dict[str, Any]:
+    """One ``+experiment=ppo_hopper_mjx`` run on ``backend`` until an evaluation reaches
+    ``--mjx-ppo-target`` or ``--mjx-ppo-minutes`` pass: the process's wall time and the
+    evaluation curve."""
     import torch
 
     from rlcore.logging import read_csv
 
-    device = _mjx_device(args.mjx_device)
-    run_dir = Path(tempfile.mkdtemp(prefix="mjx_ppo_"))
-    overrides = ["+experiment=ppo_hopper_mjx", f"device={device}", f"seed={args.seed}",
-                 f"env.num_envs={args.mjx_ppo_envs}", f"stop_at_return={args.mjx_ppo_target}",
-                 f"run_dir={run_dir}", "logger.tensorboard=false"]  # fmt: skip
+    run_dir = Path(tempfile.mkdtemp(prefix=f"ppo_{backend}_"))
+    overrides = ["+experiment=ppo_hopper_mjx", f"env.backend={backend}", f"device={device}",
+                 f"seed={args.seed}", f"env.num_envs={args.mjx_ppo_envs}",
+                 f"stop_at_return={args.mjx_ppo_target}", f"run_dir={run_dir}",
+                 "logger.tensorboard=false"]  # fmt: skip
+    if args.mjx_ppo_eval_every:
+        overrides.append(f"eval_every={args.mjx_ppo_eval_every}")
     command = [sys.executable, "-m", "rlcore.train", *overrides]
+    cpus = os.cpu_count()
+    if backend == "native":  # the envs' and torch's threads on --mjx-native-threads cores
+        threads = args.mjx_native_threads
+        command.append(f"threads={threads}")
+        if shutil.which("taskset") and (os.cpu_count() or 1) > threads:
+            command = ["taskset", "-c", f"0-{threads - 1}", *command]
+            cpus = threads
     print(" ".join(command), flush=True)
     start = time.perf_counter()
     try:
@@ -1640,20 +1649,43 @@ def section_mjx_ppo(args: argparse.Namespace) -> dict[str, Any]:
     wall = time.perf_counter() - start
     evals = read_csv(run_dir / "eval.csv") if (run_dir / "eval.csv").exists() else []
     reached = next((r for r in evals if r["eval/return"] >= args.mjx_ppo_target), None)
-    best = max((r["eval/return"] for r in evals), default=None)
-    curve = [{"step": int(r["step"]), "return": r["eval/return"]} for r in evals]
-    row = {"device": device, "gpu": torch.cuda.get_device_name(device) if device.startswith("cuda") else None,
-           "num_envs": args.mjx_ppo_envs, "target": args.mjx_ppo_target,
-           "reached_at_step": None if reached is None else int(reached["step"]),
-           "process_wall_s": wall, "stopped": stopped, "best_return": best, "curve": curve}  # fmt: skip
+    cuda = device.startswith("cuda")
+    return {"backend": backend, "device": device,
+            "gpu": torch.cuda.get_device_name(device) if cuda else None,
+            "num_envs": args.mjx_ppo_envs, "target": args.mjx_ppo_target, "cpus": cpus,
+            "reached_at_step": None if reached is None else int(reached["step"]),
+            "process_wall_s": wall, "stopped": stopped,
+            "best_return": max((r["eval/return"] for r in evals), default=None),
+            "curve": [{"step": int(r["step"]), "return": r["eval/return"]} for r in evals]}  # fmt: skip
+
+
+def section_mjx_ppo(args: argparse.Namespace) -> dict[str, Any]:
+    """PPO on Hopper with ``+experiment=ppo_hopper_mjx`` (``--mjx-ppo-envs`` MJX envs on
+    ``--mjx-device``) to ``--mjx-ppo-target``: wall time (the whole process: start-up,
+    compilation and evaluations included; the run stops at the first evaluation that
+    reaches it) and evaluation curve. The baseline (``--mjx-ppo-baseline``, on by
+    default) is the same experiment on the native back end (``--mjx-native-threads``
+    threads for the envs and torch, device cpu), run after it on the same machine."""
+    device = _mjx_device(args.mjx_device)
+    rows = [_ppo_to_target(args, "mjx", device)]
+    if args.mjx_ppo_baseline:
+        rows.append(_ppo_to_target(args, "native", "cpu"))
+    mjx_row = rows[0]
+    for row in rows:
+        both = row["reached_at_step"] is not None and mjx_row["reached_at_step"] is not None
+        row["wall_vs_mjx"] = row["process_wall_s"] / mjx_row["process_wall_s"] if both else None
     table = markdown_table(
-        ["device", "envs", "target", "reached at env step", "best eval return", "process wall s"],
-        [[device, str(args.mjx_ppo_envs), f"{args.mjx_ppo_target:,.0f}",
-          "-" if reached is None else f"{int(reached['step']):,}", fmt(best), f"{wall:.0f}"]],
+        ["back end", "device", "envs", "target", "reached at env step", "best eval return",
+         "process wall s", "wall / mjx's"],
+        [[r["backend"], r["device"], str(r["num_envs"]), f"{r['target']:,.0f}",
+          "-" if r["reached_at_step"] is None else f"{r['reached_at_step']:,}",
+          fmt(r["best_return"]), f"{r['process_wall_s']:.0f}", fmt(r["wall_vs_mjx"], True)]
+         for r in rows],
     )  # fmt: skip
-    notes = [f"run {stopped}; evaluation curve in the JSON (10 episodes on the sync back end)"]
+    notes = [f"{r['backend']}: run {r['stopped']}" for r in rows]
+    notes.append("evaluation curves in the JSON (10 episodes on the sync back end)")
     return {"title": "PPO Hopper on MJX: wall time to the target return", "table": table,
-            "rows": [row], "notes": notes}  # fmt: skip
+            "rows": rows, "notes": notes}  # fmt: skip
 
 
 def _env_ratio(section: dict, env_id: str, num_envs: int, key: str) -> float | None:
@@ -1903,6 +1935,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mjx-ppo-envs", type=int, default=4096)
     parser.add_argument("--mjx-ppo-target", type=float, default=2500.0)
     parser.add_argument("--mjx-ppo-minutes", type=float, default=10.0)
+    parser.add_argument("--mjx-ppo-eval-every", type=int, default=None,
+                        help="env steps between evaluations (the experiment's: 1M)")  # fmt: skip
+    parser.add_argument("--mjx-ppo-baseline", action=argparse.BooleanOptionalAction,
+                        default=True, help="also run the experiment on the native back end")  # fmt: skip
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = {

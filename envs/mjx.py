@@ -276,21 +276,36 @@ def _build_functions(task: _Task) -> dict[str, Any]:
         )  # fmt: skip
         return new, outputs
 
-    def reset_masked(state: dict[str, Any], keys: Any, mask: Any) -> tuple[dict[str, Any], Any]:
-        """Fresh episodes where ``mask`` (from ``keys``); the other envs keep theirs."""
-        fresh = jax.vmap(fresh_state)(keys)
+    def pick_where(mask: Any, chosen: Any, state: Any) -> Any:
+        """``chosen``'s rows where ``mask``, ``state``'s elsewhere (every leaf)."""
 
-        def pick(f: Any, s: Any) -> Any:
-            return jnp.where(mask.reshape(mask.shape + (1,) * (f.ndim - 1)), f, s)
+        def pick(c: Any, s: Any) -> Any:
+            return jnp.where(mask.reshape(mask.shape + (1,) * (c.ndim - 1)), c, s)
 
-        new = jax.tree_util.tree_map(pick, fresh, state)
-        return new, jax.vmap(obs_of)(new["data"])
+        return jax.tree_util.tree_map(pick, chosen, state)
+
+    def reset_masked(state: dict[str, Any], keys: Any, mask: Any) -> tuple[Any, ...]:
+        """Fresh episodes where ``mask`` (from ``keys``); the other envs keep theirs. Also
+        returns the episode return / length each env had reached before."""
+        new = pick_where(mask, jax.vmap(fresh_state)(keys), state)
+        return new, jax.vmap(obs_of)(new["data"]), state["ep_return"], state["ep_length"]
 
     def get_integration(data: Any) -> Any:
         return mjx.get_state(model, data, task.state_spec)
 
     def set_integration(data: Any, row: Any) -> Any:
         return mjx.forward(model, mjx.set_state(model, data, row, task.state_spec))
+
+    def restore_masked(
+        state: dict[str, Any], mask: Any, rows: Any, x: Any, elapsed: Any
+    ) -> tuple[Any, ...]:
+        """Envs where ``mask`` continue from integration ``rows`` (with their "before" x and
+        time-limit counters) in new episodes; like ``reset_masked`` otherwise."""
+        restored = {**state, "data": jax.vmap(set_integration)(state["data"], rows), "x": x,
+                    "elapsed": elapsed, "ep_return": jnp.zeros_like(state["ep_return"]),
+                    "ep_length": jnp.zeros_like(state["ep_length"])}  # fmt: skip
+        new = pick_where(mask, restored, state)
+        return new, jax.vmap(obs_of)(new["data"]), state["ep_return"], state["ep_length"]
 
     return {
         "init": jax.jit(jax.vmap(fresh_state)),
@@ -299,6 +314,7 @@ def _build_functions(task: _Task) -> dict[str, Any]:
         # of 4 (jax 0.10.2). It costs one extra copy of the state's memory per step.
         "step": jax.jit(jax.vmap(step_one)),
         "reset_masked": jax.jit(reset_masked),
+        "restore_masked": jax.jit(restore_masked),
         "get_integration": jax.jit(jax.vmap(get_integration)),
         "set_integration": jax.jit(jax.vmap(set_integration)),
         "obs": jax.jit(jax.vmap(obs_of)),
@@ -376,6 +392,7 @@ class MjxVectorEnv(VectorEnv):
                 state_spec=_integration_spec(model),
             )
         self._fns = _build_functions(task)
+        self._state_spec = task.state_spec
         self.dt = task.dt
 
         low, high = model.actuator_ctrlrange.copy().astype(np.float32).T
@@ -449,8 +466,73 @@ class MjxVectorEnv(VectorEnv):
                 f"one True, got {mask!r}"
             )
         keys = self.state["key"] if seed is None else self._keys(self._seeds(seed))
-        self.state, obs = self._fns["reset_masked"](self.state, keys, jnp.asarray(mask_np))
+        self.state, obs, *_ = self._fns["reset_masked"](self.state, keys, jnp.asarray(mask_np))
         return to_torch(obs), {}
+
+    def restart(
+        self, mask: torch.Tensor, snapshots: dict[str, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """New episodes in the envs where ``mask`` (a bool tensor on the device; no host
+        round trip, an all-False mask changes nothing): fresh resets, or with
+        ``snapshots`` (one row per env, as ``device_states`` makes) continued from those
+        states. Returns every env's observation and the return / length each env's
+        episode had reached before (what a wrapper that ends episodes reports)."""
+        state = self._require_reset()
+        mask = self._jax_input(mask, torch.bool, (self.num_envs,), "restart mask")
+        if snapshots is None:
+            outputs = self._fns["reset_masked"](state, state["key"], mask)
+        else:
+            rows = self._jax_input(snapshots["integration"], torch.float32,
+                                   (self.num_envs, self.state_size), "integration rows")  # fmt: skip
+            x = self._jax_input(snapshots["x"], torch.float32, (self.num_envs,), "x")
+            elapsed = self._jax_input(snapshots["elapsed"], torch.int32, (self.num_envs,),
+                                      "elapsed steps")  # fmt: skip
+            outputs = self._fns["restore_masked"](state, mask, rows, x, elapsed)
+        self.state, *returned = outputs
+        obs, ep_return, ep_length = map(to_torch, returned)
+        return obs, ep_return, ep_length.float()
+
+    def device_states(self, states: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """States (this back end's, the native one's or ``envs.make.portable_state``
+        snapshots) as device tensors, one row per state, for ``restart``: the float32
+        integration rows, the "before" x of each and its time-limit counter."""
+        rows = np.stack([self._integration_row(saved) for saved in states])
+        # mjSTATE_INTEGRATION starts with the time, then qpos: qpos[0] is rows[:, 1]
+        x = [self._saved_x(saved, float(row[1])) for saved, row in zip(states, rows)]
+        elapsed = [int(saved["elapsed_steps"]) for saved in states]
+        return {
+            "integration": torch.as_tensor(rows, dtype=torch.float32, device=self.device),
+            "x": torch.as_tensor(x, dtype=torch.float32, device=self.device),
+            "elapsed": torch.as_tensor(elapsed, dtype=torch.int32, device=self.device),
+        }
+
+    @property
+    def state_size(self) -> int:
+        """Length of an integration row (``mjSTATE_INTEGRATION`` as MJX captures it)."""
+        return int(mujoco.mj_stateSize(self.model, self._state_spec))
+
+    def _integration_row(self, saved: dict[str, Any]) -> np.ndarray:
+        row = saved.get("integration", saved.get("native_state"))
+        if row is None:
+            raise ValueError("state was not captured from an mjx, native or portable env")
+        row = np.asarray(row, np.float64)
+        if row.shape != (self.state_size,):
+            raise ValueError(
+                f"state has {row.size} values, this model's integration state has "
+                f"{self.state_size}: it was captured on another model"
+            )
+        return row
+
+    def _jax_input(self, tensor: torch.Tensor, dtype: torch.dtype, shape: tuple, what: str) -> Any:
+        """A device tensor handed to JAX without a copy (checked shape, cast dtype)."""
+        import jax
+
+        if not isinstance(tensor, torch.Tensor) or tuple(tensor.shape) != shape:
+            raise ValueError(f"{what} must be a tensor of shape {shape}, got {tensor!r}")
+        tensor = tensor.to(self.device, dtype).contiguous()
+        if dtype == torch.bool:  # DLPack's bool hand-off varies between versions: as bytes
+            return jax.dlpack.from_dlpack(tensor.to(torch.uint8)).astype(bool)
+        return jax.dlpack.from_dlpack(tensor)
 
     def step(
         self, actions: torch.Tensor | np.ndarray
@@ -514,16 +596,7 @@ class MjxVectorEnv(VectorEnv):
         rows = np.asarray(self._fns["get_integration"](state["data"]), np.float64)
         host = {k: np.array(state[k]) for k in ("x", "elapsed", "key", "ep_return", "ep_length")}
         for i, saved in zip(ids, states):
-            row = saved.get("integration", saved.get("native_state"))
-            if row is None:
-                raise ValueError("state was not captured from an mjx, native or portable env")
-            row = np.asarray(row, np.float64)
-            if row.shape != rows.shape[1:]:
-                raise ValueError(
-                    f"state has {row.size} values, this model's integration state has "
-                    f"{rows.shape[1]}: it was captured on another model"
-                )
-            rows[i] = row
+            rows[i] = self._integration_row(saved)
             host["elapsed"][i] = saved["elapsed_steps"]
             if "key" in saved:
                 host["key"][i] = saved["key"]

@@ -22,6 +22,13 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
 5. After ``switch_after`` env steps (summed over sub-envs) resets are ordinary again; the
    replay buffer is the loop's and is kept.
 
+On a device back end (``envs.mjx.MjxVectorEnv``: torch tensors) the same happens on the
+device without a host round trip: the snapshots live there as one table, the choice draws
+from a torch generator on the device for every env each step, and the back end's
+``restart`` continues the chosen states where an episode ended (an all-False mask changes
+nothing, so no step asks the host whether any episode ended). The observation of a
+restored env is the back end's own, from the restored float32 state.
+
 Departures from the paper: snapshots are taken along the teacher's deterministic policy
 on the student's env settings (as the paper), stored in a portable ``.npz`` file with the
 env id, task settings and MuJoCo version; a file from another env or version is refused.
@@ -38,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from envs.make import make_vec_env, resolve_env_id, set_states
@@ -340,11 +348,97 @@ class SnapshotReset(VectorWrapper):
         self.since_snapshot = np.full(self.num_envs, -1, np.int64)  # -1: ordinary episode
         self.resets_from_snapshots = 0
         self.cluster_counts = np.zeros(len(self.members), np.int64)
+        backend = env.unwrapped
+        self.on_device = callable(getattr(backend, "restart", None))  # envs.mjx
+        self.device_table: dict[str, torch.Tensor] | None = None
+        self.generator: torch.Generator | None = None
+        self.last_snapshot_step = -1  # vector step of the last restore (device path)
+        self.vector_steps = 0
+        if self.on_device:
+            self._build_device_table(backend)
 
     @property
     def active(self) -> bool:
         """Resets come from snapshots (before the switch back)."""
         return self.env_steps < self.settings.switch_after
+
+    # --- device back end -------------------------------------------------------------
+    def _build_device_table(self, backend: Any) -> None:
+        """Snapshots, cluster members (padded) and counters as tensors on the device."""
+        table = backend.device_states([self.snapshots.state(k) for k in range(len(self.snapshots))])
+        sizes = [len(m) for m in self.members]
+        members = np.zeros((len(self.members), max(sizes)), np.int64)
+        for c, rows in enumerate(self.members):
+            members[c, : len(rows)] = rows
+        device = backend.device
+        table["members"] = torch.as_tensor(members, device=device)
+        table["sizes"] = torch.as_tensor(sizes, device=device)
+        self.device_table = table
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(self.settings.seed)
+        self.since_snapshot = torch.as_tensor(self.since_snapshot, device=device)
+        self.resets_from_snapshots = torch.zeros((), dtype=torch.int64, device=device)
+        self.cluster_counts = torch.as_tensor(self.cluster_counts, device=device)
+
+    def _restart_on_device(self, mask: torch.Tensor, from_snapshots: bool) -> tuple:
+        """Restart the envs where ``mask`` on the device: from freshly chosen snapshots
+        (a cluster uniformly, then a member uniformly; drawn for every env) or ordinary
+        resets. Returns (obs, episode return, episode length reached before)."""
+        if not from_snapshots:
+            return self.env.unwrapped.restart(mask)
+        table, n = self.device_table, self.num_envs
+        clusters = torch.randint(
+            len(self.members), (n,), generator=self.generator, device=mask.device
+        )
+        sizes = table["sizes"][clusters]
+        uniform = torch.rand(n, generator=self.generator, device=mask.device)
+        member = torch.minimum((uniform * sizes).long(), sizes - 1)
+        picks = table["members"][clusters, member]
+        chosen = {k: table[k][picks] for k in ("integration", "x", "elapsed")}
+        out = self.env.unwrapped.restart(mask, chosen)
+        self.since_snapshot = torch.where(mask, 0, self.since_snapshot)
+        self.resets_from_snapshots += mask.sum()
+        self.cluster_counts.scatter_add_(0, clusters, mask.long())
+        self.last_snapshot_step = self.vector_steps
+        return out
+
+    def _reset_on_device(self, seed: Any, options: dict | None):
+        mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
+        obs, info = self.env.reset(seed=seed, options=options)
+        device = obs.device
+        if mask is None:
+            mask = torch.ones(self.num_envs, dtype=torch.bool, device=device)
+        mask = torch.as_tensor(mask, dtype=torch.bool, device=device)
+        self.since_snapshot = torch.where(mask, -1, self.since_snapshot.to(device))
+        if self.active:
+            obs = self._restart_on_device(mask, from_snapshots=True)[0]
+        info["snapshot_start"] = mask & self.active
+        return obs, info
+
+    def _step_on_device(self, actions: Any):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.env_steps += self.num_envs
+        self.vector_steps += 1
+        since = self.since_snapshot
+        started = since >= 0
+        since = torch.where(started, since + 1, since)
+        limit = self.settings.truncate_after
+        cut = started & ~(terminated | truncated)
+        cut &= since >= (limit if limit is not None else torch.iinfo(torch.int64).max)
+        truncated = truncated | cut  # the back end's final_obs has every row already
+        done = terminated | truncated
+        self.since_snapshot = torch.where(done, -1, since)
+        info = {**info, "_final_obs": done}
+        # a snapshot episode may still be cut `limit` steps after the last restore
+        may_cut = limit is not None and self.vector_steps - self.last_snapshot_step <= limit
+        if self.active or may_cut:
+            restart = done if self.active else cut
+            obs, ep_return, ep_length = self._restart_on_device(restart, self.active)
+            for key, reached in (("episode_return", ep_return), ("episode_length", ep_length)):
+                if key in info:  # the back end did not see the cut episodes end
+                    info[key] = torch.where(cut, reached, info[key])
+        info["snapshot_start"] = done & self.active
+        return obs, reward, terminated, truncated, info
 
     def _restore(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Restore a freshly chosen snapshot in every env of ``ids``; their obs rows."""
@@ -359,6 +453,8 @@ class SnapshotReset(VectorWrapper):
         return obs
 
     def reset(self, *, seed: Any = None, options: dict | None = None):
+        if self.on_device:
+            return self._reset_on_device(seed, options)
         mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
         ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
         obs, info = self.env.reset(seed=seed, options=options)
@@ -369,6 +465,8 @@ class SnapshotReset(VectorWrapper):
         return obs, info
 
     def step(self, actions):
+        if self.on_device:
+            return self._step_on_device(actions)
         obs, reward, terminated, truncated, info = self.env.step(actions)
         self.env_steps += self.num_envs
         started = self.since_snapshot >= 0
@@ -402,18 +500,24 @@ class SnapshotReset(VectorWrapper):
             "snapshot/resets": float(self.resets_from_snapshots),
             "snapshot/steps_to_switch": float(max(0, self.settings.switch_after - self.env_steps)),
         }
-        for c, count in enumerate(self.cluster_counts):
+        for c, count in enumerate(self.cluster_counts.tolist()):
             out[f"snapshot/cluster_{c}"] = float(count)
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        """Counters and generators as plain numbers and numpy arrays (either path)."""
+        state = {
             "rng": self.rng.bit_generator.state,
             "env_steps": self.env_steps,
-            "since_snapshot": self.since_snapshot.copy(),
-            "resets": self.resets_from_snapshots,
-            "cluster_counts": self.cluster_counts.copy(),
+            "since_snapshot": _numpy(self.since_snapshot),
+            "resets": int(self.resets_from_snapshots),
+            "cluster_counts": _numpy(self.cluster_counts),
         }
+        if self.on_device:
+            state["device_rng"] = self.generator.get_state().numpy()
+            state["vector_steps"] = self.vector_steps
+            state["last_snapshot_step"] = self.last_snapshot_step
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
@@ -421,6 +525,23 @@ class SnapshotReset(VectorWrapper):
         self.since_snapshot = state["since_snapshot"].copy()
         self.resets_from_snapshots = int(state["resets"])
         self.cluster_counts = state["cluster_counts"].copy()
+        if self.on_device:
+            if "device_rng" not in state:
+                raise ValueError("this env state was saved on a CPU back end, not on mjx")
+            self.generator.set_state(torch.as_tensor(state["device_rng"]))
+            self.vector_steps = int(state["vector_steps"])
+            self.last_snapshot_step = int(state["last_snapshot_step"])
+            device = self.device_table["x"].device
+            self.since_snapshot = torch.as_tensor(self.since_snapshot, device=device)
+            self.resets_from_snapshots = torch.tensor(self.resets_from_snapshots, device=device)
+            self.cluster_counts = torch.as_tensor(self.cluster_counts, device=device)
+
+
+def _numpy(values: np.ndarray | torch.Tensor) -> np.ndarray:
+    """A host copy of a counter array."""
+    if isinstance(values, torch.Tensor):
+        return values.cpu().numpy().copy()
+    return values.copy()
 
 
 def load_or_collect(

@@ -208,9 +208,8 @@ def test_make_vec_env_mjx_normalises_on_device_and_refuses_what_it_lacks():
     obs, reward, terminated, truncated, info = env.step(torch.zeros((N, 3)))
     assert isinstance(obs, torch.Tensor) and isinstance(reward, torch.Tensor)
     assert obs.abs().max() <= 10.0 and "episode_return" in info
-    for option in ({"base_wrappers": [lambda e: e]}, {"flatten_obs": True}):
-        with pytest.raises(ValueError, match="mjx"):
-            make_vec_env("hopper", N, backend="mjx", **option)
+    with pytest.raises(ValueError, match="mjx"):
+        make_vec_env("hopper", N, backend="mjx", flatten_obs=True)
     with pytest.raises(ValueError, match="does not support"):
         make_vec_env("Pusher-v5", N, backend="mjx")
 
@@ -285,3 +284,95 @@ def test_sac_trains_on_mjx(tmp_path):
     summary = train(cfg, tmp_path)
     assert np.isfinite(summary["eval/return"])
     assert "critic_loss" in (tmp_path / "train.csv").read_text()
+
+
+def _teacher_snapshots(episodes: int = 2):
+    """Snapshots of a fixed linear teacher on gymnasium's (float64) Hopper, labelled with
+    the observation's height (short episodes; the student's time limit is its own)."""
+    from envs.snapshot import collect_snapshots
+
+    weights = np.random.default_rng(0).normal(0, 0.3, (11, 3))
+    return collect_snapshots("Hopper", lambda obs: np.tanh(obs @ weights), episodes=episodes,
+                             every=5, max_episode_steps=60, value_fn=lambda obs: obs[:, 0])  # fmt: skip
+
+
+def _near_a_snapshot(obs: torch.Tensor, snaps) -> bool:
+    """The observation row is a snapshot's observation (float32 rounding)."""
+    return bool(np.abs(snaps.obs - obs.numpy()).max(1).min() < 1e-5)
+
+
+def test_snapshot_resets_on_mjx_stay_on_device_and_resume_exactly(hopper):
+    """S3RL on MJX: every start is a teacher snapshot, episodes started from one are cut
+    (truncated) ``truncate_after`` steps in with their own episode statistics, resets are
+    ordinary after the switch, and the wrapper's device state resumes exactly."""
+    from envs.make import get_vec_env_state, set_vec_env_state
+    from envs.snapshot import SnapshotReset, SnapshotSettings
+
+    snaps = _teacher_snapshots()
+    settings = SnapshotSettings(selection="uniform", truncate_after=4, switch_after=6 * N)
+    env = make_vec_env("hopper", N, backend="mjx", base_wrappers=[
+        lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    wrapper = env  # no statistics wrapper on mjx: the snapshot wrapper is on top
+    assert isinstance(wrapper, SnapshotReset) and wrapper.on_device
+    obs, info = env.reset(seed=0)
+    assert isinstance(info["snapshot_start"], torch.Tensor) and info["snapshot_start"].all()
+    assert all(_near_a_snapshot(row, snaps) for row in obs)
+    actions = torch.as_tensor(_actions(hopper, 12, seed=4))
+    running = torch.zeros(N)  # each env's return since its episode started
+    lengths, ends, cuts = torch.zeros(N), 0, 0
+    for step, action in enumerate(actions, 1):
+        obs, reward, terminated, truncated, info = env.step(action)
+        running, lengths = running + reward, lengths + 1
+        done = terminated | truncated
+        cut = truncated & ~terminated
+        assert torch.equal(info["_final_obs"], done)
+        torch.testing.assert_close(info["episode_return"][done], running[done])
+        assert torch.equal(info["episode_length"][done], lengths[done])
+        assert torch.isnan(info["episode_return"][~done]).all()
+        if step <= 6:  # before the switch: every new episode starts from a snapshot
+            assert torch.equal(info["snapshot_start"], done)
+            assert all(_near_a_snapshot(obs[i], snaps) for i in torch.nonzero(done).flatten())
+            ends += int(done.sum())
+        else:
+            assert not info["snapshot_start"].any()
+            assert all(abs(float(obs[i, 0]) - 1.25) < 0.01 for i in torch.nonzero(done).flatten())
+        if step == 4:  # the first snapshot episodes reach truncate_after
+            assert cut.any(), "an episode started from a snapshot must be cut 4 steps in"
+        assert torch.equal(lengths[cut], torch.full_like(lengths[cut], 4.0))
+        cuts += int(cut.sum())
+        running, lengths = running.masked_fill(done, 0.0), lengths.masked_fill(done, 0.0)
+    assert cuts >= N and wrapper.metrics()["snapshot/resets"] == N + ends
+    assert wrapper.metrics()["snapshot/steps_to_switch"] == 0
+
+    # resume: the state taken mid-run (before the switch) replays the same starts
+    again = make_vec_env("hopper", N, backend="mjx", base_wrappers=[
+        lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    again.reset(seed=1)
+    for action in actions[:2]:
+        again.step(action)
+    saved = get_vec_env_state(again)
+    first = [tuple(x.clone() for x in again.step(a)[:4]) for a in actions[2:8]]
+    set_vec_env_state(again, saved)
+    second = [tuple(x.clone() for x in again.step(a)[:4]) for a in actions[2:8]]
+    for a, b in zip(first, second):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert any(bool((f[2] | f[3]).any()) for f in first), "no restart was replayed"
+    env.close()
+    again.close()
+
+
+def test_s3rl_trains_on_mjx_through_the_config(tmp_path):
+    """``snapshot.teacher=`` on an MJX run: PPO starts from the committed expert's
+    snapshots and logs the snapshot counters."""
+    from tests.test_snapshot import TEACHER
+
+    cfg = make_config(
+        "algo=ppo", "env=Hopper", "env.backend=mjx", f"env.num_envs={N}", "total_steps=96",
+        "algo.rollout_steps=16", "algo.num_minibatches=2", "algo.update_epochs=1",
+        "eval_every=96", f"snapshot.teacher={TEACHER}", "snapshot.episodes=1",
+        "snapshot.truncate_after=10", *FAST,
+    )  # fmt: skip
+    summary = train(cfg, tmp_path)
+    assert np.isfinite(summary["eval/return"])
+    rows = (tmp_path / "snapshot.csv").read_text().splitlines()
+    assert "snapshot/resets" in rows[0] and len(rows) >= 2

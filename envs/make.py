@@ -550,8 +550,8 @@ def make_vec_env(
     T > 1 makes observations the last T env steps' observations (``ObservationHistory``,
     below the chunks: a chunk ends on the history of its last T env steps).
     ``backend="mjx"`` steps the native tasks in MuJoCo MJX on ``device`` (``envs/mjx.py``;
-    ``mjx_impl="warp"`` selects MuJoCo Warp, not usable with mujoco-mjx 3.17 yet): observations, rewards and flags are torch tensors
-    on that device, the episode statistics are computed there, and the normalisers keep
+    ``mjx_impl="warp"`` runs MJX's MuJoCo Warp implementation): observations, rewards and
+    flags are torch tensors on that device, the episode statistics are computed there, and the normalisers keep
     their statistics there too.
     """
     if backend not in BACKENDS:

@@ -40,10 +40,13 @@ Humanoid's XML asks for the PGS solver, which MJX does not implement, so it runs
 Newton solver (same constraints, a different solver converging to the same solution within
 its tolerance); ``info`` holds no per-term rewards.
 
-``impl="warp"`` selects MJX's MuJoCo Warp implementation (needs ``mujoco-warp`` and
-``warp-lang``). Measured here with mujoco-mjx 3.17, mujoco-warp 4.0 and warp-lang 1.19 on
-CPU: the model, data and batched resets build, but the vmapped step fails with JAX's
-UnexpectedTracerError inside MJX's Warp bridge; it is not usable yet.
+``impl="warp"`` runs the same functions on MJX's MuJoCo Warp implementation (needs
+``warp-lang``; mujoco-mjx bundles the MuJoCo Warp it calls): Warp's forward passes compute
+``cfrc_ext`` themselves (``run_rne_postconstraint``), and an env switches episodes through
+its integration state (``select``), because ``jnp.where`` over a whole Warp data raises
+JAX's UnexpectedTracerError inside mujoco-mjx 3.17's bridge. Measured on CPU against the
+native back end (mujoco-mjx 3.17, warp-lang 1.19): the first step agrees to 1e-7..5e-5
+on every task, like the JAX implementation.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 class MjxUnavailableError(ValueError):
-    """JAX or mujoco-mjx (or, for ``impl="warp"``, MuJoCo Warp) is not installed, or the
+    """JAX or mujoco-mjx (or, for ``impl="warp"``, NVIDIA Warp) is not installed, or the
     requested device has no JAX backend (a ValueError: the CLI prints it as one line)."""
 
 
@@ -153,6 +156,7 @@ class _Task:
     max_episode_steps: int
     uses_contacts: bool
     state_spec: int  # mjSTATE_INTEGRATION less the elements MJX lacks (all empty here)
+    impl: str = "jax"
 
 
 def _integration_spec(model: mujoco.MjModel) -> int:
@@ -239,13 +243,30 @@ def _build_functions(task: _Task) -> dict[str, Any]:
 
     def fresh_state(key: Any) -> dict[str, Any]:
         data, key = reset_one(key)
-        return {"data": data, "x": x_of(data), "elapsed": jnp.int32(0), "key": key,
-                "ep_return": jnp.float32(0.0), "ep_length": jnp.int32(0)}  # fmt: skip
+        return {"data": data, "obs": obs_of(data), "x": x_of(data), "elapsed": jnp.int32(0),
+                "key": key, "ep_return": jnp.float32(0.0), "ep_length": jnp.int32(0)}  # fmt: skip
+
+    def get_integration(data: Any) -> Any:
+        return mjx.get_state(model, data, task.state_spec)
+
+    def set_integration(data: Any, row: Any) -> Any:
+        return mjx.forward(model, mjx.set_state(model, data, row, task.state_spec))
+
+    def select(switch: Any, chosen: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+        """One env's state: ``chosen`` where ``switch``, else ``current``. The simulation
+        switches through its integration state (``jnp.where`` over a whole MJX Warp data
+        raises JAX's UnexpectedTracerError in mujoco-mjx 3.17); the derived fields of a
+        switched env stay stale until its next step's forward pass recomputes them, which
+        is why the state keeps the observation itself."""
+        row = jnp.where(switch, get_integration(chosen["data"]), get_integration(current["data"]))
+        out = {k: jnp.where(switch, chosen[k], current[k]) for k in current if k != "data"}
+        out["data"] = mjx.set_state(model, current["data"], row, task.state_spec)
+        return out
 
     def step_one(state: dict[str, Any], action: Any) -> tuple[dict[str, Any], tuple]:
         data = state["data"].replace(ctrl=action)
         data = jax.lax.fori_loop(0, spec.frame_skip, lambda _, d: mjx.step(model, d), data)
-        if task.uses_contacts:
+        if task.uses_contacts and task.impl == "jax":  # Warp's forward passes ran it
             data = mjx.rne_postconstraint(model, data)
         x_after = x_of(data)
         obs = obs_of(data)
@@ -265,47 +286,32 @@ def _build_functions(task: _Task) -> dict[str, Any]:
         truncated = elapsed >= task.max_episode_steps
         done = terminated | truncated
         ep_return, ep_length = state["ep_return"] + reward, state["ep_length"] + 1
-        stepped = {"data": data, "x": x_after, "elapsed": elapsed, "key": state["key"],
-                   "ep_return": ep_return, "ep_length": ep_length}  # fmt: skip
-        reset = fresh_state(state["key"])
-        new = jax.tree_util.tree_map(lambda r, s: jnp.where(done, r, s), reset, stepped)
+        stepped = {"data": data, "obs": obs, "x": x_after, "elapsed": elapsed,
+                   "key": state["key"], "ep_return": ep_return, "ep_length": ep_length}  # fmt: skip
+        new = select(done, fresh_state(state["key"]), stepped)
         nan = jnp.float32(jnp.nan)
         outputs = (
-            obs_of(new["data"]), reward, terminated, truncated, obs,
+            new["obs"], reward, terminated, truncated, obs,
             jnp.where(done, ep_return, nan), jnp.where(done, ep_length.astype(jnp.float32), nan),
         )  # fmt: skip
         return new, outputs
 
-    def pick_where(mask: Any, chosen: Any, state: Any) -> Any:
-        """``chosen``'s rows where ``mask``, ``state``'s elsewhere (every leaf)."""
+    def reset_where(state: dict[str, Any], key: Any, switch: Any) -> tuple[Any, ...]:
+        """A fresh episode (from ``key``) where ``switch``; also the episode return /
+        length reached before."""
+        new = select(switch, fresh_state(key), state)
+        return new, new["obs"], state["ep_return"], state["ep_length"]
 
-        def pick(c: Any, s: Any) -> Any:
-            return jnp.where(mask.reshape(mask.shape + (1,) * (c.ndim - 1)), c, s)
-
-        return jax.tree_util.tree_map(pick, chosen, state)
-
-    def reset_masked(state: dict[str, Any], keys: Any, mask: Any) -> tuple[Any, ...]:
-        """Fresh episodes where ``mask`` (from ``keys``); the other envs keep theirs. Also
-        returns the episode return / length each env had reached before."""
-        new = pick_where(mask, jax.vmap(fresh_state)(keys), state)
-        return new, jax.vmap(obs_of)(new["data"]), state["ep_return"], state["ep_length"]
-
-    def get_integration(data: Any) -> Any:
-        return mjx.get_state(model, data, task.state_spec)
-
-    def set_integration(data: Any, row: Any) -> Any:
-        return mjx.forward(model, mjx.set_state(model, data, row, task.state_spec))
-
-    def restore_masked(
-        state: dict[str, Any], mask: Any, rows: Any, x: Any, elapsed: Any
+    def restore_where(
+        state: dict[str, Any], switch: Any, row: Any, x: Any, elapsed: Any
     ) -> tuple[Any, ...]:
-        """Envs where ``mask`` continue from integration ``rows`` (with their "before" x and
-        time-limit counters) in new episodes; like ``reset_masked`` otherwise."""
-        restored = {**state, "data": jax.vmap(set_integration)(state["data"], rows), "x": x,
-                    "elapsed": elapsed, "ep_return": jnp.zeros_like(state["ep_return"]),
-                    "ep_length": jnp.zeros_like(state["ep_length"])}  # fmt: skip
-        new = pick_where(mask, restored, state)
-        return new, jax.vmap(obs_of)(new["data"]), state["ep_return"], state["ep_length"]
+        """Where ``switch``, a new episode continuing from integration ``row`` (with its
+        "before" x and time-limit counter); like ``reset_where`` otherwise."""
+        data = set_integration(state["data"], row)
+        restored = {**state, "data": data, "obs": obs_of(data), "x": x, "elapsed": elapsed,
+                    "ep_return": jnp.float32(0.0), "ep_length": jnp.int32(0)}  # fmt: skip
+        new = select(switch, restored, state)
+        return new, new["obs"], state["ep_return"], state["ep_length"]
 
     return {
         "init": jax.jit(jax.vmap(fresh_state)),
@@ -313,8 +319,8 @@ def _build_functions(task: _Task) -> dict[str, Any]:
         # hung inside the step (never ready, no CPU in use) in 3 of 7 runs; without it, 0
         # of 4 (jax 0.10.2). It costs one extra copy of the state's memory per step.
         "step": jax.jit(jax.vmap(step_one)),
-        "reset_masked": jax.jit(reset_masked),
-        "restore_masked": jax.jit(restore_masked),
+        "reset_masked": jax.jit(jax.vmap(reset_where)),
+        "restore_masked": jax.jit(jax.vmap(restore_where)),
         "get_integration": jax.jit(jax.vmap(get_integration)),
         "set_integration": jax.jit(jax.vmap(set_integration)),
         "obs": jax.jit(jax.vmap(obs_of)),
@@ -348,10 +354,10 @@ class MjxVectorEnv(VectorEnv):
             )
         if impl not in IMPLS:
             raise MjxUnavailableError(f"unknown mjx impl '{impl}', choose from {IMPLS}")
-        if impl == "warp" and not (_find("warp") and _find("mujoco_warp")):
+        if impl == "warp" and not _find("warp"):
             raise MjxUnavailableError(
-                "env.mjx_impl=warp needs MuJoCo Warp: pip install mujoco-warp warp-lang "
-                "(NVIDIA GPU), or use env.mjx_impl=jax"
+                "env.mjx_impl=warp needs NVIDIA Warp: pip install 'rlcore[warp]' (or pip "
+                "install warp-lang), or use env.mjx_impl=jax"
             )
         import jax
         import jax.numpy as jnp
@@ -378,6 +384,11 @@ class MjxVectorEnv(VectorEnv):
         put = jax.device_put
         with jax.default_device(self.jax_device):
             mjx_model = mjx.put_model(model, device=self.jax_device, impl=impl)
+            if impl == "warp":  # cfrc_ext at the end of every forward pass (no separate call)
+                option = mjx_model.opt.replace(
+                    _impl=mjx_model.opt._impl.replace(run_rne_postconstraint=True)
+                )
+                mjx_model = mjx_model.replace(opt=option)
             task = _Task(
                 spec=spec,
                 model=mjx_model,
@@ -390,6 +401,7 @@ class MjxVectorEnv(VectorEnv):
                 max_episode_steps=self.max_episode_steps,
                 uses_contacts=spec.contact_cost_weight != 0 or "cfrc_ext" in spec.obs_blocks,
                 state_spec=_integration_spec(model),
+                impl=impl,
             )
         self._fns = _build_functions(task)
         self._state_spec = task.state_spec
@@ -458,7 +470,7 @@ class MjxVectorEnv(VectorEnv):
         mask = (options or {}).get("reset_mask")
         if mask is None or self.state is None:
             self.state = self._fns["init"](self._keys(self._seeds(seed)))
-            return to_torch(self._fns["obs"](self.state["data"])), {}
+            return to_torch(self.state["obs"]), {}
         mask_np = np.asarray(mask.cpu() if isinstance(mask, torch.Tensor) else mask)
         if mask_np.shape != (self.num_envs,) or mask_np.dtype != np.bool_ or not mask_np.any():
             raise ValueError(
@@ -607,7 +619,8 @@ class MjxVectorEnv(VectorEnv):
         x_now = np.asarray(self._fns["x"](data))
         for i, saved in zip(ids, states):
             host["x"][i] = self._saved_x(saved, x_now[i])
-        self.state = {"data": data, **{k: put(v) for k, v in host.items()}}
+        obs = self._fns["obs"](data)
+        self.state = {"data": data, "obs": obs, **{k: put(v) for k, v in host.items()}}
 
     def _saved_x(self, saved: dict[str, Any], x_now: float) -> float:
         """The "before" x of a restored env: saved, from a portable state's body

@@ -3,6 +3,8 @@
 #   bash benchmarks/mjx_gpu.sh ppo         # PPO Hopper, 4096 MJX envs, to return 2,500
 #   bash benchmarks/mjx_gpu.sh throughput  # env steps/s, Hopper and Ant, 1..16384 envs
 #   TP_SECONDS=200 PPO_MINUTES=6 bash benchmarks/mjx_gpu.sh all   # both within one budget
+# PPO's baseline is the same experiment on the native back end on 2 cores (taskset), for
+# BASELINE_MINUTES (2: the device time is short; the table says how far it got).
 # Needs torch with CUDA, JAX with CUDA, mujoco>=4.0, mujoco-mjx, gymnasium, hydra-core.
 # Where those do not import, wheels in .whl/ (a machine without package registries) are
 # installed first.
@@ -27,12 +29,12 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 lscpu | grep -E "Model name|^CPU\(s\)" || true
 case "${1:-all}" in
   ppo) python3 -m benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
-         --mjx-ppo-minutes "${PPO_MINUTES:-10}" ;;
+         --mjx-ppo-minutes "${PPO_MINUTES:-10}" --mjx-ppo-baseline-minutes "${BASELINE_MINUTES:-2}" ;;
   throughput) python3 -m benchmarks.throughput --sections mjx --rounds "${ROUNDS:-2}" \
          --out "$out/mjx_throughput.json" ;;
   all)  # one device call: throughput (capped; largest batches first), then PPO
     timeout "${TP_SECONDS:-200}" python3 -m benchmarks.throughput --sections mjx --rounds 1 \
       --mjx-num-envs 4096 16384 1024 1 --mjx-max-steps 50 --out "$out/mjx_throughput.json"
     python3 -m benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
-      --mjx-ppo-minutes "${PPO_MINUTES:-10}" ;;
+      --mjx-ppo-minutes "${PPO_MINUTES:-10}" --mjx-ppo-baseline-minutes "${BASELINE_MINUTES:-2}" ;;
 esac

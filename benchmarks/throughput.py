@@ -1565,6 +1565,7 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
             else " (JAX's CPU device: slow, for coverage)"
         ),
         f"native on {args.mjx_native_threads} C threads; steps/s count every env",
+        f"MJX implementation: {args.mjx_impl}",
     ]
     rows = []
     for name in args.mjx_envs:
@@ -1572,8 +1573,9 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
         for num_envs in args.mjx_num_envs:
             steps = max(args.mjx_min_steps, min(args.mjx_max_steps, args.mjx_env_steps // num_envs))
             generator = torch.Generator(device="cpu").manual_seed(args.seed)
-            row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "steps": steps}
-            mjx_env = MjxVectorEnv(env_id, num_envs, device=device)
+            row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "steps": steps,
+                                   "impl": args.mjx_impl}  # fmt: skip
+            mjx_env = MjxVectorEnv(env_id, num_envs, device=device, impl=args.mjx_impl)
             space = mjx_env.single_action_space
             low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
             draws = torch.rand((8, num_envs, low.numel()), generator=generator)
@@ -1616,10 +1618,12 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
             "device": device, "notes": notes}  # fmt: skip
 
 
-def _ppo_to_target(args: argparse.Namespace, backend: str, device: str) -> dict[str, Any]:
+def _ppo_to_target(
+    args: argparse.Namespace, backend: str, device: str, minutes: float
+) -> dict[str, Any]:
     """One ``+experiment=ppo_hopper_mjx`` run on ``backend`` until an evaluation reaches
-    ``--mjx-ppo-target`` or ``--mjx-ppo-minutes`` pass: the process's wall time and the
-    evaluation curve."""
+    ``--mjx-ppo-target`` or ``minutes`` pass: the process's wall time and the evaluation
+    curve."""
     import torch
 
     from rlcore.logging import read_csv
@@ -1629,6 +1633,8 @@ def _ppo_to_target(args: argparse.Namespace, backend: str, device: str) -> dict[
                  f"seed={args.seed}", f"env.num_envs={args.mjx_ppo_envs}",
                  f"stop_at_return={args.mjx_ppo_target}", f"run_dir={run_dir}",
                  "logger.tensorboard=false"]  # fmt: skip
+    if backend == "mjx":
+        overrides.append(f"env.mjx_impl={args.mjx_impl}")
     if args.mjx_ppo_eval_every:
         overrides.append(f"eval_every={args.mjx_ppo_eval_every}")
     command = [sys.executable, "-m", "rlcore.train", *overrides]
@@ -1642,10 +1648,10 @@ def _ppo_to_target(args: argparse.Namespace, backend: str, device: str) -> dict[
     print(" ".join(command), flush=True)
     start = time.perf_counter()
     try:
-        subprocess.run(command, timeout=args.mjx_ppo_minutes * 60, check=False)
+        subprocess.run(command, timeout=minutes * 60, check=False)
         stopped = "finished"
     except subprocess.TimeoutExpired:
-        stopped = f"stopped at the {args.mjx_ppo_minutes} min limit"
+        stopped = f"stopped at the {minutes} min limit"
     wall = time.perf_counter() - start
     evals = read_csv(run_dir / "eval.csv") if (run_dir / "eval.csv").exists() else []
     reached = next((r for r in evals if r["eval/return"] >= args.mjx_ppo_target), None)
@@ -1667,9 +1673,10 @@ def section_mjx_ppo(args: argparse.Namespace) -> dict[str, Any]:
     default) is the same experiment on the native back end (``--mjx-native-threads``
     threads for the envs and torch, device cpu), run after it on the same machine."""
     device = _mjx_device(args.mjx_device)
-    rows = [_ppo_to_target(args, "mjx", device)]
+    rows = [_ppo_to_target(args, "mjx", device, args.mjx_ppo_minutes)]
     if args.mjx_ppo_baseline:
-        rows.append(_ppo_to_target(args, "native", "cpu"))
+        minutes = args.mjx_ppo_baseline_minutes or args.mjx_ppo_minutes
+        rows.append(_ppo_to_target(args, "native", "cpu", minutes))
     mjx_row = rows[0]
     for row in rows:
         both = row["reached_at_step"] is not None and mjx_row["reached_at_step"] is not None
@@ -1925,6 +1932,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--memory-capacity", type=int, default=1_000_000)
     parser.add_argument("--mjx-device", default=None, help="mjx: cuda if available, else cpu")
     parser.add_argument("--mjx-envs", nargs="+", default=["Hopper", "Ant"])
+    parser.add_argument("--mjx-impl", default="jax", choices=["jax", "warp"],
+                        help="MJX implementation (warp: needs warp-lang)")  # fmt: skip
     parser.add_argument("--mjx-num-envs", type=int, nargs="+", default=None,
                         help="mjx: 1 1024 4096 16384 (quick: 1 16)")  # fmt: skip
     parser.add_argument("--mjx-native-threads", type=int, default=2)
@@ -1939,6 +1948,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="env steps between evaluations (the experiment's: 1M)")  # fmt: skip
     parser.add_argument("--mjx-ppo-baseline", action=argparse.BooleanOptionalAction,
                         default=True, help="also run the experiment on the native back end")  # fmt: skip
+    parser.add_argument("--mjx-ppo-baseline-minutes", type=float, default=None,
+                        help="time limit of the native run (default: --mjx-ppo-minutes)")  # fmt: skip
     args = parser.parse_args(argv)
     quick = args.quick
     defaults = {

@@ -16,7 +16,8 @@ weights, health ranges and observation blocks), so the formulas are those listed
   exactly where gymnasium reads them; tasks that read ``cfrc_ext`` (Ant, Humanoid) run
   ``mjx.rne_postconstraint`` after the step, as gymnasium does.
 * same-step autoreset on device: every env computes a fresh reset next to its step and
-  keeps it where the episode ended (``jnp.where``; no host round trip). ``info`` always
+  keeps it where the episode ended (``jnp.where`` on the integration state and the
+  state's observation; no host round trip). ``info`` always
   holds ``final_obs`` (the observation before the reset, every row) and ``_final_obs``
   (the done mask), as torch tensors.
 * episode statistics on device: ``info["episode_return"]`` / ``info["episode_length"]``
@@ -157,6 +158,9 @@ class _Task:
     uses_contacts: bool
     state_spec: int  # mjSTATE_INTEGRATION less the elements MJX lacks (all empty here)
     impl: str = "jax"
+    # a reset's observation or "before" x reads derived fields (a forward pass): Ant and
+    # Humanoid; the other tasks read qpos / qvel only
+    reset_reads_derived: bool = True
 
 
 def _integration_spec(model: mujoco.MjModel) -> int:
@@ -238,7 +242,9 @@ def _build_functions(task: _Task) -> dict[str, Any]:
             qvel = task.init_qvel + scale * jax.random.normal(k_vel, (nv,))
         else:
             qvel = task.init_qvel + jax.random.uniform(k_vel, (nv,), minval=-scale, maxval=scale)
-        data = mjx.forward(model, task.data0.replace(qpos=qpos, qvel=qvel))
+        data = task.data0.replace(qpos=qpos, qvel=qvel)
+        if task.reset_reads_derived:  # else only its state, observation and x are used
+            data = mjx.forward(model, data)
         return data, key
 
     def fresh_state(key: Any) -> dict[str, Any]:
@@ -402,6 +408,7 @@ class MjxVectorEnv(VectorEnv):
                 uses_contacts=spec.contact_cost_weight != 0 or "cfrc_ext" in spec.obs_blocks,
                 state_spec=_integration_spec(model),
                 impl=impl,
+                reset_reads_derived=spec.x_source != "qpos" or bool(spec.obs_blocks),
             )
         self._fns = _build_functions(task)
         self._state_spec = task.state_spec

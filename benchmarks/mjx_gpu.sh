@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The MJX numbers of record on a GPU machine (benchmarks/README.md, "mjx"):
-#   bash benchmarks/mjx_gpu.sh ppo         # PPO Hopper, 4096 MJX envs, to return 2,500
+#   bash benchmarks/mjx_gpu.sh ppo         # PPO Hopper, 1024 MJX envs, to return 2,500
 #   bash benchmarks/mjx_gpu.sh throughput  # env steps/s, Hopper and Ant, 1..16384 envs
 #   TP_SECONDS=200 PPO_MINUTES=6 bash benchmarks/mjx_gpu.sh all   # both within one budget
 # PPO's baseline is the same experiment on the native back end on 2 cores (taskset), for

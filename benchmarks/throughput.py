@@ -1941,7 +1941,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--mjx-native-env-steps", type=int, default=None, help="(100k)")
     parser.add_argument("--mjx-min-steps", type=int, default=None, help="(10)")
     parser.add_argument("--mjx-max-steps", type=int, default=None, help="(200)")
-    parser.add_argument("--mjx-ppo-envs", type=int, default=4096)
+    parser.add_argument("--mjx-ppo-envs", type=int, default=1024)
     parser.add_argument("--mjx-ppo-target", type=float, default=2500.0)
     parser.add_argument("--mjx-ppo-minutes", type=float, default=10.0)
     parser.add_argument("--mjx-ppo-eval-every", type=int, default=None,

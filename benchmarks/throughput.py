@@ -44,6 +44,7 @@ sample, the medians, the ratios and the target checks.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import math
@@ -1566,6 +1567,8 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
         ),
         f"native on {args.mjx_native_threads} C threads; steps/s count every env",
         f"MJX implementation: {args.mjx_impl}",
+        f"jax {importlib.metadata.version('jax')}, jaxlib {importlib.metadata.version('jaxlib')}, "
+        f"mujoco-mjx {importlib.metadata.version('mujoco-mjx')}",
     ]
     rows = []
     for name in args.mjx_envs:

@@ -48,13 +48,25 @@ its integration state (``select``), because ``jnp.where`` over a whole Warp data
 JAX's UnexpectedTracerError inside mujoco-mjx 3.17's bridge. Measured on CPU against the
 native back end (mujoco-mjx 3.17, warp-lang 1.19): the first step agrees to 1e-7..5e-5
 on every task, like the JAX implementation.
+
+jaxlib 0.10.0 to 0.11.0 on JAX's CPU device: their LAPACK kernels split a batched
+Cholesky (MJX factors the mass matrix and the Newton Hessian with one) over XLA's CPU
+thread pool and wait for the pieces inside that pool; when several such calls run at
+once, every pool thread waits and none runs the pieces. Measured with jaxlib 0.10.2 on 2
+cores: Hopper at 4,096 envs hung in its first step every time (gdb: all workers in
+``ParallelBatchMap``'s ``BlockingCounter::Wait``), while jaxlib 0.9.2 steps it (by
+jaxlib's source history the splitting came with 0.10.0 and is compiled out from 0.11.1).
+The ``mjx`` extra excludes those versions, and the env warns when it meets one on the CPU.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import importlib.util
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +125,16 @@ def _jax_device(device: str | torch.device) -> Any:
     if index >= len(devices):
         raise MjxUnavailableError(f"JAX sees {len(devices)} {kind} devices, not {device}")
     return devices[index]
+
+
+def cpu_lapack_may_deadlock(jaxlib_version: str) -> bool:
+    """Whether this jaxlib's CPU LAPACK kernels can deadlock MJX's solver (module
+    docstring): releases 0.10.0 up to and including 0.11.0 (and their dev builds)."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", jaxlib_version)
+    if match is None:
+        return False
+    release = tuple(int(part or 0) for part in match.groups())
+    return (0, 10, 0) <= release <= (0, 11, 0)
 
 
 def enable_compilation_cache(path: str | None = None) -> None:
@@ -321,9 +343,11 @@ def _build_functions(task: _Task) -> dict[str, Any]:
 
     return {
         "init": jax.jit(jax.vmap(fresh_state)),
-        # no buffer donation: with the state donated, Ant at 1,024 envs on JAX's CPU device
-        # hung inside the step (never ready, no CPU in use) in 3 of 7 runs; without it, 0
-        # of 4 (jax 0.10.2). It costs one extra copy of the state's memory per step.
+        # no buffer donation: the observation handed to torch without a copy is part of
+        # the state, so a donated state would let the next step overwrite tensors the
+        # caller still holds. It costs one extra copy of the state's memory per step. (A
+        # hang seen with donation, Ant at 1,024 envs on the CPU, had the symptoms of
+        # jaxlib 0.10's LAPACK deadlock in the module docstring.)
         "step": jax.jit(jax.vmap(step_one)),
         "reset_masked": jax.jit(jax.vmap(reset_where)),
         "restore_masked": jax.jit(jax.vmap(restore_where)),
@@ -377,6 +401,14 @@ class MjxVectorEnv(VectorEnv):
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.jax_device = _jax_device(self.device)
+        jaxlib_version = importlib.metadata.version("jaxlib")
+        if self.jax_device.platform == "cpu" and cpu_lapack_may_deadlock(jaxlib_version):
+            warnings.warn(
+                f"jaxlib {jaxlib_version} can deadlock MJX on JAX's CPU device at large "
+                "batches (its batched Cholesky waits on XLA's own thread pool; see "
+                "envs/mjx.py): pip install 'jaxlib!=0.10.*,!=0.11.0' 'jax!=0.10.*,!=0.11.0'",
+                stacklevel=2,
+            )
         self.impl = impl
         model = mujoco.MjModel.from_xml_path(expand_model_path(spec.xml_file))
         if model.opt.solver == mujoco.mjtSolver.mjSOL_PGS:  # not in MJX (module docstring)

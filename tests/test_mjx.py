@@ -10,6 +10,7 @@ on disk (``envs.mjx.enable_compilation_cache``) and PPO reuses Hopper's.
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
 from envs.make import RunningMeanStd, final_next_obs, make_vec_env  # noqa: E402
-from envs.mjx import MjxVectorEnv, to_torch  # noqa: E402
+from envs.mjx import MjxVectorEnv, cpu_lapack_may_deadlock, to_torch  # noqa: E402
 from envs.native import TASKS, NativeVectorEnv  # noqa: E402
 from rlcore.train import train  # noqa: E402
 from tests.conftest import FAST, make_config  # noqa: E402
@@ -189,6 +190,27 @@ def test_states_restore_exactly_and_partial_reset(hopper):
         hopper.reset(options={"reset_mask": np.zeros(N, bool)})
     with pytest.raises(ValueError, match="another model"):
         hopper.rlcore_set_states([{"integration": np.zeros(3), "elapsed_steps": 0}], [0])
+
+
+def test_jaxlib_releases_whose_cpu_lapack_deadlocks_are_warned_about(monkeypatch):
+    deadlocking = ["0.10.0", "0.10.2", "0.11.0", "0.11.0.dev20260101"]
+    fine = ["0.4.30", "0.9.2", "0.11.1", "0.11.2", "1.0", "unknown"]
+    assert all(cpu_lapack_may_deadlock(version) for version in deadlocking)
+    assert not any(cpu_lapack_may_deadlock(version) for version in fine)
+    import envs.mjx
+
+    installed = envs.mjx.importlib.metadata.version
+    for version, warns in (("0.10.2", True), ("0.9.2", False)):
+        monkeypatch.setattr(
+            envs.mjx.importlib.metadata,
+            "version",
+            lambda name, v=version: v if name == "jaxlib" else installed(name),
+        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            MjxVectorEnv("Hopper-v5", 1).close()
+        deadlock_warnings = [w for w in caught if "deadlock" in str(w.message)]
+        assert bool(deadlock_warnings) == warns, version
 
 
 def test_running_statistics_of_tensors_equal_numpy():

@@ -62,9 +62,11 @@ The ``mjx`` extra excludes those versions, and the env warns when it meets one o
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import platform
 import re
 import warnings
 from pathlib import Path
@@ -137,16 +139,39 @@ def cpu_lapack_may_deadlock(jaxlib_version: str) -> bool:
     return (0, 10, 0) <= release <= (0, 11, 0)
 
 
+def host_cpu_tag(cpuinfo: str | None = None) -> str:
+    """A short hash of this host's CPU model and instruction-set flags (``/proc/cpuinfo``,
+    else ``platform``), naming the default compilation-cache folder: JAX's CPU executables
+    are built for the CPU that compiled them, and a home directory shared by different
+    machines must not hand one CPU's code to another."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            cpuinfo = ""
+    fields = {}
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("model name", "flags", "Features") and key.strip() not in fields:
+            fields[key.strip()] = " ".join(sorted(value.split()))
+    text = repr(sorted(fields.items())) if fields else platform.machine() + platform.processor()
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 def enable_compilation_cache(path: str | None = None) -> None:
-    """Keep JAX's compiled step functions on disk (``RLCORE_JAX_CACHE`` or
-    ~/.cache/rlcore/jax): compiling a task's step takes tens of seconds on CPU, and the
-    next run (or the next env of the same shapes) loads it instead. A cache directory the
-    user configured in JAX already is left alone."""
+    """Keep JAX's compiled step functions on disk (``RLCORE_JAX_CACHE``, else
+    ~/.cache/rlcore/jax/<host_cpu_tag>): compiling a task's step takes tens of seconds on
+    CPU, and the next run (or the next env of the same shapes) loads it instead. A cache
+    directory the user configured in JAX already is left alone."""
     import jax
 
     if jax.config.jax_compilation_cache_dir:
         return
-    path = path or os.environ.get("RLCORE_JAX_CACHE") or str(Path.home() / ".cache/rlcore/jax")
+    path = (
+        path
+        or os.environ.get("RLCORE_JAX_CACHE")
+        or str(Path.home() / ".cache/rlcore/jax" / host_cpu_tag())
+    )
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 

@@ -20,7 +20,12 @@ pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
 from envs.make import RunningMeanStd, final_next_obs, make_vec_env  # noqa: E402
-from envs.mjx import MjxVectorEnv, cpu_lapack_may_deadlock, to_torch  # noqa: E402
+from envs.mjx import (  # noqa: E402
+    MjxVectorEnv,
+    cpu_lapack_may_deadlock,
+    host_cpu_tag,
+    to_torch,
+)
 from envs.native import TASKS, NativeVectorEnv  # noqa: E402
 from rlcore.train import train  # noqa: E402
 from tests.conftest import FAST, make_config  # noqa: E402
@@ -211,6 +216,18 @@ def test_jaxlib_releases_whose_cpu_lapack_deadlocks_are_warned_about(monkeypatch
             MjxVectorEnv("Hopper-v5", 1).close()
         deadlock_warnings = [w for w in caught if "deadlock" in str(w.message)]
         assert bool(deadlock_warnings) == warns, version
+
+
+def test_compilation_cache_folder_is_per_cpu_model_and_flags():
+    two_cores = (
+        "processor\t: 0\nmodel name\t: AMD EPYC\nflags\t\t: avx2 avx512f\n\n"
+        "processor\t: 1\nmodel name\t: AMD EPYC\nflags\t\t: avx2 avx512f\n"
+    )
+    tag = host_cpu_tag(two_cores)
+    assert len(tag) == 12 and tag == host_cpu_tag("model name: AMD EPYC\nflags: avx512f avx2")
+    assert tag != host_cpu_tag("model name: AMD EPYC\nflags: avx2")
+    assert tag != host_cpu_tag("model name: Intel Xeon\nflags: avx2 avx512f")
+    assert host_cpu_tag() == host_cpu_tag()  # this host's, from /proc/cpuinfo
 
 
 def test_running_statistics_of_tensors_equal_numpy():

@@ -149,11 +149,11 @@ def host_cpu_tag(cpuinfo: str | None = None) -> str:
             cpuinfo = Path("/proc/cpuinfo").read_text()
         except OSError:
             cpuinfo = ""
-    fields = {}
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("model name", "flags", "Features") and key.strip() not in fields:
-            fields[key.strip()] = " ".join(sorted(value.split()))
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():  # the first processor's lines (all cores alike)
+        name, _, value = (part.strip() for part in line.partition(":"))
+        if name in ("model name", "flags", "Features"):
+            fields.setdefault(name, " ".join(sorted(value.split())))
     text = repr(sorted(fields.items())) if fields else platform.machine() + platform.processor()
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 

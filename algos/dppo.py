@@ -44,6 +44,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.buffers import minibatch_indices
 from rlcore.generative import (
     SCHEDULES,
     DDPMHead,
@@ -205,10 +206,8 @@ class DPPO:
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
                                          "clip_fraction": []}  # fmt: skip
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(pairs, device=self.device)
             approx_kl = torch.zeros(())
-            for start in range(0, pairs, cfg.minibatch_size):
-                pair = order[start : start + cfg.minibatch_size]
+            for pair in minibatch_indices(pairs, cfg.minibatch_size, self.device):
                 row, k = pair // max(tuned, 1), pair % max(tuned, 1)
                 obs = norm_obs[row]
                 value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[row]).pow(2).mean()

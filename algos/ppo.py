@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.buffers import minibatch_indices
 from rlcore.compiled import CompiledAdamStep, compile_graph
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, CategoricalActor, GaussianActor, orthogonal_init
@@ -175,9 +176,8 @@ class PPO:
         minibatch = max(1, n // cfg.num_minibatches)
         clip_fracs, approx_kl = [], torch.tensor(0.0)
         for _ in range(cfg.update_epochs):
-            shuffled = batch.index(torch.randperm(n, device=self.device))  # one gather
-            for start in range(0, n, minibatch):
-                mb = shuffled.rows(start, start + minibatch)
+            for rows in minibatch_indices(n, minibatch, self.device):
+                mb = batch.index(rows)
                 inputs = (mb.obs, mb.action, mb.log_prob, mb.value, mb.advantage, mb.returns)
                 if self._compiled_step is not None:  # the whole step at once
                     _, policy_loss, value_loss, entropy, approx_kl, clip_frac = self._compiled_step(

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.buffers import minibatch_indices
 from rlcore.generative import FlowHead, gaussian_log_prob, policy_parts
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP
@@ -246,9 +247,7 @@ class ReinFlow:
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "entropy": [],
                                          "approx_kl": [], "clip_fraction": []}  # fmt: skip
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(rows, device=self.device)
-            for start in range(0, rows, minibatch):
-                idx = order[start : start + minibatch]
+            for idx in minibatch_indices(rows, minibatch, self.device):
                 obs = norm_obs[idx]
                 log_prob, entropy = self.chain_log_prob(obs, batch.extras["chain"][idx])
                 policy_loss, approx_kl, clip_frac = clipped_surrogate(

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.buffers import minibatch_indices
 from rlcore.generative import SCHEDULES, ChunkQueue, DDPMHead, policy_parts
 from rlcore.losses import clipped_surrogate, cosine_lr, set_lr, standardize
 from rlcore.nets import MLP, DiagNormal, orthogonal_init
@@ -202,9 +203,7 @@ class ResiP:
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
                                          "clip_fraction": []}  # fmt: skip
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(rows, device=self.device)
-            for start in range(0, rows, minibatch):
-                idx = order[start : start + minibatch]
+            for idx in minibatch_indices(rows, minibatch, self.device):
                 obs = norm_obs[idx]
                 dist = DiagNormal(
                     self.residual_mean(obs, base[idx]), self.std.expand(base[idx].shape)

@@ -290,6 +290,24 @@ def draw(sampler: Sampler, batch_size: int, minibatches: int = 1) -> Batch:
     return Batch.cat([sampler.sample(batch_size) for _ in range(minibatches)])
 
 
+def minibatch_indices(
+    rows: int, size: int, device: torch.device | str = "cpu", min_rows: int = 2
+) -> list[torch.Tensor]:
+    """One epoch's minibatches: a random permutation of ``rows`` cut into pieces of
+    ``size`` rows. A last piece shorter than ``min_rows`` joins the one before it, so no
+    minibatch is too small for per-minibatch statistics (a one-row minibatch has no
+    standard deviation: standardised advantages would be NaN). Draws exactly one
+    ``torch.randperm`` (the PPO-family epoch loops' random stream is unchanged)."""
+    if rows < 1 or size < 1:
+        raise ValueError(f"minibatch_indices needs rows >= 1 and size >= 1, got {rows}, {size}")
+    order = torch.randperm(rows, device=device)
+    pieces = list(order.split(size))
+    if len(pieces) > 1 and len(pieces[-1]) < min_rows:
+        last = pieces.pop()
+        pieces[-1] = torch.cat([pieces[-1], last])
+    return pieces
+
+
 def compute_gae(
     rewards: torch.Tensor,
     values: torch.Tensor,

@@ -270,8 +270,9 @@ def _stop_on_nan(
     else:
         where = "parameters were already non-finite; kept the previous checkpoint"
     raise TrainingStopped(
-        f"{error} at environment step {step}; {where}. Lower the learning rate or check the "
-        "rewards/observations, then continue with resume=<run dir>."
+        f"{error} at environment step {step}; {where}. Causes, in the order to check them: "
+        "non-finite or extreme rewards/observations (or dataset rows), a batch too small for "
+        "its statistics, then a learning rate too high; continue with resume=<run dir>."
     ) from error
 
 

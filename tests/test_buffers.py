@@ -187,3 +187,21 @@ def test_load_into_larger_buffer_keeps_chronological_order():
     assert big.reward[4].item() == 60
     with pytest.raises(ValueError, match="buffer_size"):
         ReplayBuffer(3, (3,), (2,)).load_state_dict(small.state_dict())
+
+
+def test_minibatch_indices_cover_every_row_once_and_never_leave_one_row_alone():
+    from rlcore.buffers import minibatch_indices
+
+    torch.manual_seed(0)
+    pieces = minibatch_indices(100, 33)  # 33 + 33 + 33 + 1: the lone row joins the third
+    assert [len(p) for p in pieces] == [33, 33, 34]
+    assert sorted(torch.cat(pieces).tolist()) == list(range(100))
+    assert [len(p) for p in minibatch_indices(96, 32)] == [32, 32, 32]
+    assert [len(p) for p in minibatch_indices(1, 32)] == [1]  # nothing to merge with
+    # one randperm per epoch, as the loops drew before
+    torch.manual_seed(1)
+    expected = torch.randperm(10)
+    torch.manual_seed(1)
+    assert torch.equal(torch.cat(minibatch_indices(10, 4)), expected)
+    with pytest.raises(ValueError, match="rows >= 1"):
+        minibatch_indices(0, 4)

@@ -562,3 +562,15 @@ def test_bc_of_a_scripted_expert_reaches_its_return(algo, expert_dataset, tmp_pa
     result = train(cfg, tmp_path)
     # the expert scores 200 (every step alive); a random policy about 5
     assert result["eval/return"] >= 190, result
+
+
+@pytest.mark.parametrize("name", list(FINETUNERS))
+def test_a_rollout_leaving_a_one_row_remainder_trains_without_nan(name):
+    # 17 rows in minibatches of 17 // 2 = 8 (8 + 8 + 1): the lone row would have no
+    # standard deviation; the shared minibatch iterator folds it into the last batch
+    torch.manual_seed(0)
+    agent = FINETUNERS[name]() if name != "dppo" else small_dppo(finetune_steps=1)
+    if name == "dppo":
+        agent.config.minibatch_size = 8  # 17 rows x 1 fine-tuned step = 17 pairs
+    metrics = agent.update(rollout_of(agent, steps=17, envs=1), progress=0.1)
+    assert all(np.isfinite(v) for v in metrics.values()), metrics

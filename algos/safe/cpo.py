@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from rlcore.buffers import minibatch_indices
 from rlcore.nets import DiagNormal
 from rlcore.safe import ConstrainedActorCritic, EpisodeCostWindow
 from rlcore.spaces import require_box_actions
@@ -269,9 +270,7 @@ class CPO:
         value_loss = cost_value_loss = math.nan
         n = len(batch)
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(n, device=self.device)
-            for start in range(0, n, cfg.minibatch_size):
-                rows = order[start : start + cfg.minibatch_size]
+            for rows in minibatch_indices(n, cfg.minibatch_size, self.device):
                 value_loss, cost_value_loss = self.nets.fit_critics(
                     self.critic_optimizers,
                     batch.obs[rows],

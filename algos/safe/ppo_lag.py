@@ -36,6 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.buffers import minibatch_indices
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.safe import (
     MULTIPLIERS,
@@ -139,9 +140,7 @@ class PPOLag:
         n, epochs, kl = len(batch), 0, 0.0
         losses: dict[str, float] = {}
         for _ in range(cfg.update_epochs):
-            order = torch.randperm(n, device=self.device)
-            for start in range(0, n, cfg.minibatch_size):
-                rows = order[start : start + cfg.minibatch_size]
+            for rows in minibatch_indices(n, cfg.minibatch_size, self.device):
                 obs = batch.obs[rows]
                 losses["value_loss"], losses["cost_value_loss"] = self.nets.fit_critics(
                     self.critic_optimizers,

@@ -63,8 +63,8 @@ class AWACConfig:
     awac_lambda: float = 1.0  # temperature of the advantage weights exp(A / lambda)
     exp_adv_max: float = 100.0  # clamp of the advantage weights
     normalize_states: bool = True  # standardise observations with dataset statistics
-    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
-    reward_scale: float = 1.0  # dataset rewards r <- reward_scale * r + reward_bias
+    normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
+    reward_scale: float = 1.0  # dataset and online rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipe: reward_bias -1)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)

@@ -146,8 +146,8 @@ class CQLConfig:
     cql_clip_diff_min: float = -math.inf  # clamp of (ood - Q_data) per state, lower
     cql_clip_diff_max: float = math.inf  # clamp of (ood - Q_data) per state, upper
     normalize_states: bool = True  # standardise observations with dataset statistics
-    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
-    reward_scale: float = 1.0  # r <- reward_scale * r + reward_bias on the dataset
+    normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
+    reward_scale: float = 1.0  # dataset and online rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipes: scale 10, bias -5)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)

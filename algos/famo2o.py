@@ -32,7 +32,7 @@ policy and returns the policy's mean; ``deterministic=False`` samples both.
 
 Defaults: IQL's (CORL, algos/iql.py): 256x256, lr 3e-4, batch 256, gamma 0.99, expectile
 0.7, tau 0.005, weights clamped at 100, states standardised; rewards r * 1000 / (max - min
-episode return) as the reference does on locomotion (``normalize_reward``; antmaze: off,
+episode return) as the reference does on locomotion (``normalize_reward_by_returns``; antmaze: off,
 r - 1 instead). Balance model 256x256, Adam lr 3e-4, temperature initial 1.0, lr 3e-4,
 target entropy -0.5 (reference). Beta range (1, 5): the reference ``FamilyLearner``'s
 default (locomotion, around IQL's beta 3; not confirmed against the paper's appendix); its
@@ -92,7 +92,9 @@ class FamO2OConfig:
     target_entropy: float = -0.5  # entropy target of the balance model's u
     cosine_actor_lr: bool = False  # IQL's cosine schedule for the policy instead of constant
     normalize_states: bool = True  # standardise observations with dataset statistics
-    normalize_reward: bool = True  # r * 1000 / (max - min episode return) (antmaze: false)
+    normalize_reward_by_returns: bool = (
+        True  # r * 1000 / (max - min dataset episode return) (antmaze: false)
+    )
     reward_scale: float = 1.0  # dataset and online rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipe: reward_bias -1)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)

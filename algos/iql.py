@@ -108,7 +108,7 @@ class IQLConfig:
     max_weight: float = 100.0  # clamp of exp(beta * advantage)
     deterministic_actor: bool = False  # ||pi(s) - a||^2 regression instead of a Gaussian
     normalize_states: bool = True  # standardise observations with dataset statistics
-    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     compile: bool | str = False  # True | False | "auto": the update as one compiled graph

@@ -29,7 +29,7 @@ Departures from the paper / CORL:
 - LayerNorm epsilon is PyTorch's 1e-5 (Flax: 1e-6). The twin critics are one batched
   ensemble; critic parameters get no gradients in the actor step (speed only).
 - ``reward_scale`` / ``reward_bias`` apply r <- scale r + bias to the dataset (CORL's
-  antmaze ``normalize_reward`` is r * 100); ``normalize_reward`` is the library's
+  antmaze ``normalize_reward`` is r * 100); ``normalize_reward_by_returns`` is the library's
   locomotion normalisation (CORL's ReBRAC has none for locomotion).
 - Opt-in ``precision="bf16"``: hidden-layer matmuls in bfloat16 autocast (output layers,
   parameters, optimiser state and losses float32); a speed mode, ~2x per step on CPUs
@@ -80,8 +80,8 @@ class ReBRACConfig:
     critic_bc_coef: float = 1.0  # weight of ||a' - a'_data||^2 subtracted from the target Q
     normalize_q: bool = True  # scale the actor's Q term by 1 / mean|Q| (detached)
     normalize_states: bool = False  # standardise observations with dataset statistics
-    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
-    reward_scale: float = 1.0  # dataset rewards r <- reward_scale * r + reward_bias
+    normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
+    reward_scale: float = 1.0  # dataset and online rewards r <- reward_scale * r + reward_bias
     reward_bias: float = 0.0  # (antmaze recipe: reward_scale 100)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)

@@ -55,7 +55,7 @@ class TD3BCConfig:
     policy_frequency: int = 2  # critic updates per actor + target update
     alpha: float = 2.5  # weight of the RL term against behaviour cloning
     normalize_states: bool = True  # standardise observations with dataset statistics
-    normalize_reward: bool = False  # r * 1000 / (max - min episode return)
+    normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     # loop settings (read by rlcore.loops.offline through rlcore.train)

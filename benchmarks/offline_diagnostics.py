@@ -120,7 +120,11 @@ def critic_vs_rollouts(
     act, act_reference = load_policy(agent_path), load_policy(reference_path)
     behaviour = load_policy(behaviour_path, deterministic=False)
     data = load_dataset(dataset_spec)
-    scale = data.normalize_rewards_by_return_range() if agent.config.normalize_reward else 1.0
+    scale = (
+        data.normalize_rewards_by_return_range()
+        if agent.config.normalize_reward_by_returns
+        else 1.0
+    )
     gamma = float(agent.config.gamma)
     episode = data.episode_id.long()
     index = torch.arange(len(episode))

@@ -196,8 +196,14 @@ def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> li
             "the run normalised observations, so its buffer holds normalised (drifting) "
             "observations that cannot be exported as raw data"
         )
-    if state["config"].get("algo", {}).get("normalize_reward"):
-        raise DatasetError("the run normalised rewards; its buffer holds scaled rewards")
+    algo = state["config"].get("algo", {})
+    if (
+        algo.get("normalize_reward")  # the env's running-std scaling
+        or algo.get("normalize_reward_by_returns")  # the dataset's return-range factor
+        or algo.get("reward_scale", 1.0) != 1.0
+        or algo.get("reward_bias", 0.0) != 0.0
+    ):
+        raise DatasetError("the run scaled its rewards; its buffer holds scaled rewards")
     size, pos, capacity = int(buffer["size"]), int(buffer["pos"]), int(buffer["capacity"])
     if size < capacity and pos != size:
         raise DatasetError(f"inconsistent replay buffer: size {size}, pos {pos}, cap {capacity}")

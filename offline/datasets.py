@@ -257,7 +257,8 @@ class OfflineDataset:
     ) -> ReplayBuffer:
         """A ``ReplayBuffer`` (one env) holding every transition, ready for online
         fine-tuning: rows are copied directly; the write pointer sits after the data.
-        Every channel is kept: ``mc_return`` is a buffer channel, and the buffer derives
+        Every channel is kept: ``mc_return``, ``cost`` and the agent's ``channels`` (online
+        rows appended without them read zeros there), and the buffer derives
         ``next_action`` / ``has_next_action`` from its rows as ``sample`` does here (so
         Cal-QL's bound and ReBRAC's penalty work on it, and on online rows appended later)."""
         n = len(self)
@@ -270,6 +271,8 @@ class OfflineDataset:
         channels = {"mc_return": ((), torch.float32)}
         if self.cost is not None:
             channels["cost"] = ((), torch.float32)
+        for name, values in self.channels.items():  # the agent's channels (action chunks...)
+            channels[name] = (tuple(values.shape[1:]), values.dtype)
         buffer = ReplayBuffer(
             capacity,
             (self.obs_dim,),
@@ -281,7 +284,8 @@ class OfflineDataset:
             next_action=True,
         )
         for name in (*ReplayBuffer.FIELDS, *channels):
-            buffer.data[name][:n] = getattr(self, name).to(buffer.device)
+            values = self.channels[name] if name in self.channels else getattr(self, name)
+            buffer.data[name][:n] = values.to(buffer.device)
         buffer.pos, buffer.size = n % capacity, n
         return buffer
 

@@ -50,6 +50,12 @@ class AlgoSpec:
         hints = typing.get_type_hints(cls)
         values = {k: v for k, v in values.items() if k != "name"}
         unknown = sorted(set(values) - set(fields))
+        for key in unknown:
+            renamed = RENAMED_OPTIONS.get(key)
+            if renamed is not None and renamed[0] in fields:
+                raise ConfigError(
+                    f"{prefix}{key} is now {prefix}{renamed[0]} for {self.name} ({renamed[1]})"
+                )
         if unknown:
             raise ConfigError(
                 f"unknown {self.name} option(s) {unknown}; valid options: {sorted(fields)}"
@@ -63,6 +69,16 @@ class AlgoSpec:
             except (TypeError, ValueError) as error:
                 raise ConfigError(f"{prefix}{key}={value!r}: {error}{example}") from None
         return cls(**converted)
+
+
+# Options renamed so that one name has one meaning: old name -> (new name, why).
+RENAMED_OPTIONS = {
+    "normalize_reward": (
+        "normalize_reward_by_returns",
+        "dataset and online rewards x 1000 / (max - min dataset episode return); "
+        "normalize_reward is the online algorithms' running-std env reward scaling",
+    ),
+}
 
 
 def _has_default(field: dataclasses.Field) -> bool:

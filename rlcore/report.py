@@ -18,7 +18,7 @@ rliable 1.2.0 does not import with pandas 3:
   matrix; tasks may have different numbers of runs here);
 - IQM = ``scipy.stats.trim_mean(all scores, 0.25)`` over all runs x tasks (rliable's
   ``aggregate_iqm``: ``int(0.25 n)`` scores cut from each end, so three runs give their
-  plain mean; ``rlcore.evaluate.interquartile_mean`` weights fractional ends instead);
+  plain mean; fractional ends are not weighted);
 - mean = mean over tasks of per-task mean scores; median = median over tasks of per-task
   mean scores (rliable's ``aggregate_mean`` / ``aggregate_median``);
 - stratified bootstrap = resample runs with replacement within each task, never across

@@ -72,6 +72,7 @@ SHAPE_FIELDS = (
     "algo.rollout_steps",
     "algo.normalize_obs",
     "algo.normalize_reward",
+    "algo.normalize_reward_by_returns",
     "algo.normalize_states",
     "algo.deterministic_actor",
     "algo.dueling",
@@ -489,6 +490,9 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         1 if offline_run else int(env_cfg["num_envs"]),
         seed=seed,
         backend=env_cfg.get("backend", "sync"),
+        # the env's running-std reward scaling (PPO family); offline recipes scale rewards by
+        # the dataset's return range instead (``normalize_reward_by_returns``, applied to
+        # dataset and online rewards alike by ``_prepare_offline``'s reward transform)
         normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),
         clip_reward=float(env_cfg.get("clip_reward", 10.0)),
         base_wrappers=base_wrappers,
@@ -627,9 +631,10 @@ def _run_loop(
     if offline_steps > 0:
         phases.append(Phase("offline", offline_steps, dataset))
     if online_steps > 0:
-        capacity = min(
-            int(getattr(algo_cfg, "buffer_size", 2_000_000)), max(online_steps, env.num_envs)
-        )
+        # every online transition is kept unless the algorithm caps its replay capacity
+        capacity = max(online_steps, env.num_envs)
+        if hasattr(algo_cfg, "buffer_size"):
+            capacity = min(int(algo_cfg.buffer_size), capacity)
         if dataset is not None and offline_data == "keep":
             buffer = dataset.to_replay_buffer(len(dataset) + capacity, agent.device, settings.seed)
         else:
@@ -760,7 +765,7 @@ def _prepare_offline(
     dataset.stack_observations(int(getattr(algo_cfg, "obs_history", 1)))  # as the env shows
     dataset.check_env(env.single_observation_space, env.single_action_space)
     factor = 1.0
-    if getattr(algo_cfg, "normalize_reward", False):
+    if getattr(algo_cfg, "normalize_reward_by_returns", False):
         factor = dataset.normalize_rewards_by_return_range()
     scale, bias = getattr(algo_cfg, "reward_scale", 1.0), getattr(algo_cfg, "reward_bias", 0.0)
     if (scale, bias) != (1.0, 0.0):

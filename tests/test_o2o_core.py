@@ -113,6 +113,8 @@ def _dataset() -> OfflineDataset:
 
 def test_dataset_to_buffer_keeps_every_channel():
     data = _dataset()
+    chunks = torch.arange(len(data) * 6, dtype=torch.float32).reshape(len(data), 3, 2)
+    data.add_channel("action_chunks", chunks)
     buffer = data.to_replay_buffer(capacity=10, seed=3)
     assert "mc_return" in buffer.extra_channels
     generator = torch.Generator().manual_seed(7)
@@ -123,7 +125,8 @@ def test_dataset_to_buffer_keeps_every_channel():
     from_buffer = buffer.batch(idx)
     for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated", "mc_return"):
         assert torch.equal(getattr(from_buffer, name), getattr(from_dataset, name)), name
-    assert set(from_buffer.extras) == set(from_dataset.extras) == {"next_action", "has_next_action"}
+    assert set(from_buffer.extras) == set(from_dataset.extras)
+    assert set(from_dataset.extras) == {"next_action", "has_next_action", "action_chunks"}
     for key in from_dataset.extras:
         assert torch.equal(from_buffer.extras[key], from_dataset.extras[key]), key
 

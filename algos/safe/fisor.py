@@ -86,7 +86,9 @@ class FISORConfig:
     critic_lr: float = 3e-4  # Q and Q_h learning rate
     value_lr: float = 3e-4  # V and V_h learning rate
     normalize_states: bool = False  # standardise observations (FISOR: no)
-    normalize_reward: bool = True  # r * 1000 / (max - min episode return) (FISOR: yes)
+    normalize_reward_by_returns: bool = (
+        True  # r * 1000 / (max - min dataset episode return) (FISOR: yes)
+    )
     critic_batch_size: int = 256  # rows of the batch the critics train on
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 2048  # rows per update: the actor steps on each half

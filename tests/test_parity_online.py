@@ -13,7 +13,6 @@ redesign must keep. Emulated departures (none but SAC's temperature sample, see
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 
@@ -259,7 +258,9 @@ def test_td3_matches_cleanrl(monkeypatch):
     final = record["final"]
     compare(agent.actor, td3_actor_state(final, "actor"), "actor")
     compare(agent.target_actor, td3_actor_state(final, "target_actor"), "target_actor")
-    compare(agent.critic, ensemble_state([q_layers(final, "qf1"), q_layers(final, "qf2")]), "critic")
+    compare(
+        agent.critic, ensemble_state([q_layers(final, "qf1"), q_layers(final, "qf2")]), "critic"
+    )
     target = ensemble_state([q_layers(final, "qf1_target"), q_layers(final, "qf2_target")])
     compare(agent.target_critic, target, "target_critic")
 
@@ -349,12 +350,17 @@ def test_ppo_matches_cleanrl(monkeypatch, name):
         obs = t(it["obs"])  # (T, N, obs)
         steps, envs = obs.shape[:2]
         action = t(it["action"], torch.int64) if discrete else t(it["action"])
-        flat_obs, flat_action = obs.reshape(steps * envs, -1), action.reshape(steps * envs, *action.shape[2:])
+        flat_obs, flat_action = (
+            obs.reshape(steps * envs, -1),
+            action.reshape(steps * envs, *action.shape[2:]),
+        )
         with torch.no_grad():  # the rollout as rlcore's networks see it
             log_prob, _ = agent.actor.log_prob_entropy(flat_obs, flat_action)
             close(f"iteration {i} log_prob", log_prob, t(it["log_prob"]).reshape(-1))
             close(f"iteration {i} value", agent.value(flat_obs), t(it["value"]).reshape(-1))
-            bootstrap = agent.value(t(it["final_obs"]).reshape(steps * envs, -1)).reshape(steps, envs)
+            bootstrap = agent.value(t(it["final_obs"]).reshape(steps * envs, -1)).reshape(
+                steps, envs
+            )
         terminated, truncated = t(it["terminated"]), t(it["truncated"])
         advantage, _ = compute_gae(
             t(it["reward"]), t(it["value"]), terminated, truncated, bootstrap,
@@ -362,7 +368,19 @@ def test_ppo_matches_cleanrl(monkeypatch, name):
         )  # fmt: skip
         same = ~episode_tail_truncated(terminated, truncated)
         assert (~same).any() and truncated.any() and terminated.any()
-        close(f"iteration {i} GAE", advantage[same], t(it["advantage"])[same])
+        reference_advantage = t(it["advantage"])
+        close(f"iteration {i} GAE", advantage[same], reference_advantage[same])
+        # CleanRL's GAE is rlcore's with truncation taken as termination (its only departure)
+        as_terminal, _ = compute_gae(
+            t(it["reward"]), t(it["value"]), torch.maximum(terminated, truncated),
+            torch.zeros_like(truncated), bootstrap, t(it["next_value"]), s["gamma"], s["gae_lambda"],
+        )  # fmt: skip
+        close(f"iteration {i} GAE, truncation as termination", as_terminal, reference_advantage)
+        # at a truncated (not terminated) step rlcore adds the gamma V(final observation)
+        # that CleanRL drops
+        cut = truncated > 0
+        added = s["gamma"] * bootstrap * (1.0 - terminated)
+        close(f"iteration {i} bootstrap", (advantage - reference_advantage)[cut], added[cut])
         # the update, on CleanRL's advantages and returns
         permutations += [torch.tensor(p) for p in it["permutations"]]
         rollout = RolloutBatch(
@@ -388,4 +406,3 @@ def test_golden_files_name_their_reference(name: str) -> None:
     assert ref["repo"] == "vwxyzjn/cleanrl" and len(ref["commit"]) == 40
     assert "cleanrl_reference.py" in golden(name)["command"]
     assert (GOLDEN / f"{name}.json").stat().st_size < 300_000
-

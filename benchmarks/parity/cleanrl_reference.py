@@ -115,7 +115,9 @@ class ParityEnv(gym.Env):
 def register_envs() -> None:
     for name, discrete in (("ParityBox-v0", False), ("ParityDiscrete-v0", True)):
         if name not in gym.envs.registry:
-            gym.register(name, entry_point=ParityEnv, max_episode_steps=12, kwargs={"discrete": discrete})
+            gym.register(
+                name, entry_point=ParityEnv, max_episode_steps=12, kwargs={"discrete": discrete}
+            )
 
 
 def floats(x: torch.Tensor | np.ndarray | float) -> list | float:
@@ -196,8 +198,9 @@ def narrow_linear(patches: Patches, widths: dict[int, int]) -> None:
 
     class NarrowLinear(base):
         def __init__(self, in_features: int, out_features: int, *args, **kwargs) -> None:
-            in_f, out_f = widths.get(int(in_features), int(in_features)), widths.get(
-                int(out_features), int(out_features)
+            in_f, out_f = (
+                widths.get(int(in_features), int(in_features)),
+                widths.get(int(out_features), int(out_features)),
             )
             super().__init__(in_f, out_f, *args, **kwargs)
 
@@ -211,18 +214,18 @@ def run_script(cleanrl: Path, algo: str, argv: list[str], patches: Patches) -> N
     old_argv, old_cwd = sys.argv, os.getcwd()
     if str(cleanrl) not in sys.path:
         sys.path.insert(0, str(cleanrl))
-    with tempfile.TemporaryDirectory() as tmp:  # CleanRL writes runs/ (TensorBoard) here
-        os.chdir(tmp)
-        sys.argv = [SCRIPTS[algo], *argv]
-        try:
-            runpy.run_path(str(cleanrl / "cleanrl" / SCRIPTS[algo]), run_name="__main__")
-            raise RuntimeError(f"{algo}: the script ended before the hooks stopped it")
-        except Stop:
-            pass
-        finally:
-            sys.argv = old_argv
-            os.chdir(old_cwd)
-            patches.undo()
+    # CleanRL writes runs/ (TensorBoard) here; kept, as its writer thread still flushes
+    os.chdir(tempfile.mkdtemp(prefix=f"cleanrl_{algo}_"))
+    sys.argv = [SCRIPTS[algo], *argv]
+    try:
+        runpy.run_path(str(cleanrl / "cleanrl" / SCRIPTS[algo]), run_name="__main__")
+        raise RuntimeError(f"{algo}: the script ended before the hooks stopped it")
+    except Stop:
+        pass
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+        patches.undo()
 
 
 def off_policy_run(
@@ -334,9 +337,9 @@ def sac(cleanrl: Path, updates: int = 8) -> dict:
         def install_noise(patches: Patches, queue=queue) -> None:
             original = torch.distributions.Normal.rsample
 
-            def rsample(self, sample_shape=torch.Size()):  # noqa: ANN001
+            def rsample(self, sample_shape=()):  # noqa: ANN001
                 if self.loc.shape[0] != BATCH:  # acting (one env): CleanRL's own draws
-                    return original(self, sample_shape)
+                    return original(self, torch.Size(sample_shape))
                 return self.loc + torch.as_tensor(queue.pop(0)) * self.scale
 
             patches.set(torch.distributions.Normal, "rsample", rsample)
@@ -405,7 +408,10 @@ def td3(cleanrl: Path, updates: int = 8) -> dict:
         "policy_frequency": 2, "policy_noise": 0.5, "noise_clip": 0.5, "updates": updates,
         "action_low": -2.0, "action_high": 2.0,
     })  # fmt: skip
-    out["inputs"] = {"batches": [to_json_batch(b) for b in batches], "noise": [floats(n) for n in noise]}
+    out["inputs"] = {
+        "batches": [to_json_batch(b) for b in batches],
+        "noise": [floats(n) for n in noise],
+    }
     record: dict = {"updates": []}
     queue = list(noise)
 
@@ -438,7 +444,9 @@ def td3(cleanrl: Path, updates: int = 8) -> dict:
             qf1_target=g["qf1_target"], qf2_target=g["qf2_target"],
         )  # fmt: skip
 
-    off_policy_run(cleanrl, "td3", argv, batches, record_init, record_update, record_final, install_noise)
+    off_policy_run(
+        cleanrl, "td3", argv, batches, record_init, record_update, record_final, install_noise
+    )
     out["inputs"]["init"] = record.pop("init")
     out["settings"]["fraction_of_target_noise_clipped"] = float(np.mean(clipped))
     out["contract"] = record

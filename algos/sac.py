@@ -10,6 +10,11 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   temperature take ``policy_frequency`` steps (same number of actor steps overall).
 * log-std is squashed by tanh into [log_std_min, log_std_max] instead of clipped.
 * The temperature loss uses alpha (not log alpha) times the entropy gap.
+* Departure from CleanRL (not from the paper): the temperature loss reuses the log pi
+  of the actor step's own sample (as softlearning and SB3 do); CleanRL draws a fresh
+  action from the just-updated actor for it. Measured against CleanRL@fe8d8a0
+  (tests/golden/sac.json, docs/PARITY.md): temperature loss up to 0.076 apart (of ~1.5),
+  parameters 1.3e-5 apart after 8 updates; the golden test emulates CleanRL's redraw.
 * The twin critics are one batched ensemble (identical maths, one matmul per layer),
   ``num_critics`` can be raised (min over all members) and LayerNorm switched on.
 * Ensemble options (off by default; RLPD and WSRL set them, algos/rlpd.py, algos/wsrl.py):

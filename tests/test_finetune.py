@@ -36,8 +36,9 @@ def small_dppo(**kw) -> DPPO:
 
 
 def small_reinflow(**kw) -> ReinFlow:
+    kw = {"num_minibatches": 2, "update_epochs": 2, **kw}
     cfg = ReinFlowConfig(**SMALL, denoising_steps=3, noise_hidden=(8, 8), critic_hidden=(16, 16),
-                         num_minibatches=2, update_epochs=2, **kw)  # fmt: skip
+                         **kw)  # fmt: skip
     return ReinFlow(OBS, CHUNK_ACT, cfg)
 
 
@@ -415,6 +416,165 @@ def test_dppo_finetunes_only_the_last_steps_copy():
     for k, v in agent.base.state_dict().items():
         assert torch.equal(base_before[k], v), k
     assert any(not torch.equal(base_before[k], v) for k, v in agent.actor.state_dict().items())
+
+
+# -- the references' sampling, clamps, schedules and early stop ----------------------
+def test_reinflow_defaults_are_the_references_hopper_config():
+    cfg = ReinFlowConfig()
+    got = (cfg.update_epochs, cfg.repeat_samples, cfg.minibatch_size, cfg.actor_lr,
+           cfg.actor_lr_min, cfg.critic_lr, cfg.critic_lr_min, cfg.lr_cycle, cfg.lr_warmup,
+           cfg.critic_weight_decay, cfg.target_kl, cfg.noise_clip, cfg.ent_coef,
+           (cfg.log_prob_min, cfg.log_prob_max), cfg.clip_intermediate, cfg.max_grad_norm,
+           cfg.denoiser, cfg.activation)  # fmt: skip
+    assert got == (5, 10, 50_000, 4.5e-5, 2e-5, 6.5e-4, 3e-4, 100, 10, 1e-5, 1.0, 3.0, 0.03,
+                   (-1.0, 1.0), True, None, "dppo", "relu")  # fmt: skip
+    dppo = DPPOConfig()
+    assert (dppo.noise_clip, dppo.target_kl, dppo.use_bc_loss, dppo.bc_loss_coef,
+            dppo.max_grad_norm, dppo.denoiser, dppo.activation) == (
+        3.0, 1.0, False, 0.0, None, "dppo", "relu")  # fmt: skip
+
+
+def test_reinflow_learning_rates_follow_the_warm_restart_cosine():
+    agent = small_reinflow()
+    mid_actor, mid_critic = 2e-5 + 2.5e-5 / 2, 3e-4 + 3.5e-4 / 2
+    assert agent.lr_at(0) == pytest.approx((2e-5, 3e-4))
+    assert agent.lr_at(5) == pytest.approx((mid_actor, mid_critic))
+    assert agent.lr_at(10) == pytest.approx((4.5e-5, 6.5e-4))
+    assert agent.lr_at(55) == pytest.approx((mid_actor, mid_critic))
+    assert agent.lr_at(100) == pytest.approx((2e-5, 3e-4))  # the restart
+    metrics = agent.update(rollout_of(agent))
+    assert (metrics["actor_lr"], metrics["critic_lr"]) == pytest.approx((2e-5, 3e-4))
+    assert agent.actor_optimizer.param_groups[0]["lr"] == pytest.approx(2e-5)
+    assert agent.critic_optimizer.param_groups[0]["weight_decay"] == 1e-5
+    assert agent.actor_optimizer.param_groups[0]["weight_decay"] == 0.0
+
+
+def test_reinflow_epochs_see_every_row_repeat_samples_times():
+    """18 rows x 10 = 180 per epoch in minibatches of 50: 4 (50, 50, 50, 30) x 5 epochs."""
+    torch.manual_seed(0)
+    agent = small_reinflow(num_minibatches=None, minibatch_size=50, update_epochs=5,
+                           target_kl=None)  # fmt: skip
+    assert agent.update(rollout_of(agent))["minibatches"] == 20
+    seen = []
+    original = agent.chain_log_prob
+
+    def spy(obs, chain):
+        seen.append(len(obs))
+        return original(obs, chain)
+
+    agent.chain_log_prob = spy
+    agent.update(rollout_of(agent, seed=1))
+    assert seen == [50, 50, 50, 30] * 5
+
+
+@pytest.mark.parametrize("name", ["dppo", "reinflow"])
+def test_kl_early_stop_ends_the_iteration_after_the_first_minibatch_above_target(name):
+    """The first minibatch scores the policy that sampled the rollout (approx. KL ~1e-8,
+    rounding); its large step (lr 1e-2) moves the policy, so the second minibatch's KL
+    (~5e-3 here) exceeds 1e-4 and the iteration stops there: 2 minibatches, not 3 epochs
+    x 4 (the earlier check at an epoch's end ran the first epoch's 4)."""
+    torch.manual_seed(0)
+    if name == "dppo":
+        agent = small_dppo(target_kl=1e-4, actor_lr=1e-2, update_epochs=3)
+    else:
+        agent = small_reinflow(target_kl=1e-4, actor_lr=1e-2, actor_lr_min=1e-2,
+                               update_epochs=3, num_minibatches=4)  # fmt: skip
+    metrics = agent.update(rollout_of(agent))
+    assert metrics["minibatches"] == 2, metrics
+    agent.config.target_kl = None
+    assert agent.update(rollout_of(agent, seed=1))["minibatches"] >= 3 * 4
+
+
+def test_reinflow_clamps_both_log_likelihoods_before_the_ratio():
+    """Chains far from the policy (normalised log-likelihood << -1) stored with log_prob
+    -10: both clamp to -1, ratio 1: approx. KL 0, nothing clipped, and the surrogate is
+    -mean(standardised advantage) = 0. Unclamped, the ratio would be ~0 (all clipped)."""
+    torch.manual_seed(0)
+    agent = small_reinflow(update_epochs=1, num_minibatches=1, target_kl=None)
+    batch = rollout_of(agent)
+    batch.extras["chain"].mul_(50.0)
+    batch.log_prob.fill_(-10.0)
+    norm = agent.obs_normalizer(batch.obs)
+    assert agent.chain_log_prob(norm, batch.extras["chain"])[0].max() < -5
+    metrics = agent.update(batch)
+    assert metrics["approx_kl"] == 0.0 and metrics["clip_fraction"] == 0.0
+    assert abs(metrics["policy_loss"]) < 1e-6
+
+
+def test_reinflow_injected_noise_is_clipped_at_three_std():
+    """sigma fixed at 0.2: every non-final step's x_{k+1} - mean_k lies within +-0.6, and
+    draws beyond 3 std (~0.27% of them) sit exactly on the bound."""
+    torch.manual_seed(0)
+    agent = small_reinflow(sigma_min=0.2, sigma_max=0.2)
+    norm = agent.obs_normalizer(torch.randn(3000, 5))
+    _, chain, _ = agent._sample(norm, deterministic=False)
+    steps = []
+    for k in range(2):  # K = 3; the last sample is clipped to [-1, 1] besides
+        mean, _ = agent._step(norm, chain[:, k], agent.actor.times()[k])
+        steps.append(chain[:, k + 1] - mean)
+    dev = torch.stack(steps).abs()
+    assert dev.max() <= 0.6 + 1e-5 and (dev > 0.6 - 1e-5).sum() > 20
+
+
+def test_dppo_injected_noise_is_clipped_at_three_std():
+    torch.manual_seed(0)
+    agent = small_dppo(finetune_steps=5)
+    norm = agent.obs_normalizer(torch.randn(3000, 5))
+    _, chain, _ = agent._denoise(norm)
+    z = []
+    for k in range(5):
+        mean, std = agent.actor.transition(norm, chain[:, k], k, agent.config.std_floor)
+        z.append((chain[:, k + 1] - mean) / std)
+    z = torch.stack(z).abs()
+    assert z.max() <= 3.0 + 1e-4 and (z > 3.0 - 1e-4).sum() > 20
+
+
+def test_deterministic_acting_starts_from_the_rngs_noise_without_noise_at_the_end():
+    """DPPO: the chain starts at the global RNG's x_K (not 0) and the last step adds no
+    noise; ReinFlow: x_0 from the RNG, every step the clipped mean (no noise)."""
+    torch.manual_seed(0)
+    dppo = small_dppo(finetune_steps=5)  # K' = K: the chain holds x_K
+    norm = dppo.obs_normalizer(torch.randn(4, 5))
+    torch.manual_seed(3)
+    x_k = torch.randn(4, H, 3)
+    torch.manual_seed(3)
+    _, chain, _ = dppo._denoise(norm, evaluation=True)
+    torch.testing.assert_close(chain[:, 0], x_k)
+    mean, _ = dppo.actor.transition(norm, chain[:, -2], 4, 0.0)
+    torch.testing.assert_close(chain[:, -1], mean)
+    assert (chain[:, 1] - dppo.actor.transition(norm, chain[:, 0], 0, 0.0)[0]).abs().max() > 0
+    reinflow = small_reinflow()
+    torch.manual_seed(3)
+    _, chain, _ = reinflow._sample(norm, deterministic=True)
+    torch.testing.assert_close(chain[:, 0], x_k)
+    for k in range(3):
+        mean, _ = reinflow._step(norm, chain[:, k], reinflow.actor.times()[k])
+        torch.testing.assert_close(chain[:, k + 1], mean.clamp(-1, 1))
+
+
+def test_dppo_bc_loss_scores_the_frozen_bases_chains_by_hand():
+    """use_bc_loss: -mean of the fine-tuned network's clamped step scores of chains the
+    base samples (same draws: seeded); it enters the loss and the metrics."""
+    torch.manual_seed(0)
+    agent = small_dppo(use_bc_loss=True, bc_loss_coef=0.5)
+    norm = agent.obs_normalizer(torch.randn(6, 5))
+    k = torch.tensor([0, 1, 2, 0, 1, 2])
+    torch.manual_seed(4)
+    _, teacher = agent.base.sample(norm, 0.1, return_chain=True, noise_clip=3.0)
+    rows = torch.arange(6)
+    mean, std = agent.actor.transition(norm, teacher[rows, 2 + k], 2 + k, 0.1)
+    per_dim = gaussian_log_density_np(teacher[rows, 3 + k], mean, std)
+    expected = -np.clip(per_dim, -5, 2).reshape(6, -1).mean(-1).mean()
+    torch.manual_seed(4)
+    assert agent.bc_loss(norm, k).item() == pytest.approx(expected, rel=1e-5)
+    metrics = agent.update(rollout_of(agent))
+    assert np.isfinite(metrics["bc_loss"])
+    assert "bc_loss" not in small_dppo().update(rollout_of(small_dppo()))
+
+
+def gaussian_log_density_np(x, mean, std):
+    x, m, sd = (t.detach().double().numpy() for t in (x, mean, std))
+    return -((x - m) ** 2) / (2 * sd**2) - np.log(sd) - 0.5 * np.log(2 * np.pi)
 
 
 # -- ResiP ---------------------------------------------------------------------------

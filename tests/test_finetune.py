@@ -570,6 +570,15 @@ def test_dppo_bc_loss_scores_the_frozen_bases_chains_by_hand():
     metrics = agent.update(rollout_of(agent))
     assert np.isfinite(metrics["bc_loss"])
     assert "bc_loss" not in small_dppo().update(rollout_of(small_dppo()))
+    # the term moves the fine-tuned network: coefficient 0.5 vs 0 from the same state and
+    # draws (both sample the teacher chains) give different weights
+    after = []
+    for coef in (0.5, 0.0):
+        torch.manual_seed(0)
+        other = small_dppo(use_bc_loss=True, bc_loss_coef=coef)
+        other.update(rollout_of(other))
+        after.append(torch.cat([p.flatten() for p in other.actor.parameters()]))
+    assert not torch.equal(after[0], after[1])
 
 
 def gaussian_log_density_np(x, mean, std):

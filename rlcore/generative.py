@@ -141,10 +141,15 @@ class DenoisingMLP(nn.Module):
         )
 
     def forward(self, obs: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        h = self.inp(torch.cat([obs, x.flatten(1), self.time(t)], dim=-1))
+        features = torch.cat([obs, x.flatten(1), self.time(t)], dim=-1)
+        return self.trunk(features).view(-1, self.horizon, self.action_dim)
+
+    def trunk(self, features: torch.Tensor) -> torch.Tensor:
+        """The residual MLP on the concatenated input features (the references' ResidualMLP)."""
+        h = self.inp(features)
         for block in self.blocks:
             h = h + block(h)
-        return self.out(h).view(-1, self.horizon, self.action_dim)
+        return self.out(h)
 
 
 def gaussian_log_density(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,196 @@
+"""Parity of rlcore's diffusion / flow pieces with the reference code of DPPO and ReinFlow.
+
+The reference repositories are NOT part of this one: fetch them and point this script at
+their source trees (the modules used here need only torch and numpy):
+
+    DPPO_SRC=<irom-lab/dppo @ 7b10df6> REINFLOW_SRC=<ReinFlow/ReinFlow @ aed2819> \\
+        OMP_NUM_THREADS=1 python -m benchmarks.parity.diffusion_flow
+
+(this session: /work/side/diffusion/src/{irom-lab+dppo,ReinFlow+ReinFlow}, run with the
+project's venv). Prints one line per comparison: what, max |difference|.
+
+1. Learning-rate schedules: the references' ``CosineAnnealingWarmupRestarts`` stepped
+   through a run (ReinFlow's Hopper actor / critic, DPPO's pre-training) against
+   ``rlcore.generative.warmup_cosine_lr``.
+2. ReinFlow's noise bound schedule (``get_scheduler("cosine")``) against
+   ``ReinFlow.sigma_max_at``.
+3. The denoiser trunk: DPPO's ``ResidualMLP([in, 512, 512, 512, out], ReLU)`` with its
+   weights copied into ``DenoisingMLP(layout="dppo")``.
+4. DDPM sampling with the same epsilon network and the same global-RNG draws:
+   DPPO's ``DiffusionModel.forward`` (the pre-trained model's evaluation sampler) against
+   ``DDPMHead.sample(evaluation=True, noise_clip=10)``; DPPO's ``VPGDiffusion.forward``
+   (fine-tuning: exploring with std >= 0.1 and noise clip 3, and ``deterministic=True``)
+   against ``DPPO._denoise``, and its ``get_logprobs`` (clamped to [-5, 2], averaged over
+   the chunk) against the stored step scores.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _import_reference(env: str) -> None:
+    root = os.environ.get(env)
+    if not root or not Path(root).is_dir():
+        raise SystemExit(f"set {env} to the reference's source tree (see this file's docstring)")
+    sys.path.insert(0, root)
+
+
+def lr_schedules(dppo_scheduler: type) -> list[tuple[str, float]]:
+    from rlcore.generative import warmup_cosine_lr
+
+    out = []
+    cases = [("ReinFlow actor lr, 1000 iterations", 4.5e-5, 2e-5, 100, 10, 1000),
+             ("ReinFlow critic lr, 1000 iterations", 6.5e-4, 3e-4, 100, 10, 1000),
+             ("DPPO pre-training lr, 3000 epochs", 1e-3, 1e-4, 3000, 1, 3000)]  # fmt: skip
+    for name, high, low, cycle, warmup, steps in cases:
+        opt = torch.optim.AdamW([nn.Parameter(torch.zeros(1))], lr=high)
+        sched = dppo_scheduler(opt, first_cycle_steps=cycle, cycle_mult=1.0, max_lr=high,
+                               min_lr=low, warmup_steps=warmup, gamma=1.0)  # fmt: skip
+        diff = 0.0
+        for i in range(steps):
+            ours = warmup_cosine_lr(i, high, low, cycle, warmup)
+            diff = max(diff, abs(opt.param_groups[0]["lr"] - ours))
+            sched.step()
+        out.append((name, diff))
+    return out
+
+
+def noise_schedule() -> tuple[str, float]:
+    from util.scheduler_simple import get_scheduler
+
+    from algos.reinflow import ReinFlowConfig
+
+    cfg, n = ReinFlowConfig(), 1000
+    decayed = cfg.sigma_min * (1 - cfg.noise_decay) + cfg.sigma_max * cfg.noise_decay
+    ref = get_scheduler(schedule_type="cosine", max=cfg.sigma_max, hold_steps=n * cfg.noise_hold,
+                        anneal_steps=n * (1 - cfg.noise_hold), min=decayed)  # fmt: skip
+    agent = _reinflow_stub(cfg)
+    diff = max(abs(float(ref(i)) - agent.sigma_max_at(i / n)) for i in range(n))
+    return "ReinFlow sigma_max schedule, 1000 iterations", diff
+
+
+def _reinflow_stub(cfg):  # noqa: ANN001, ANN202
+    from algos.reinflow import ReinFlow
+
+    stub = ReinFlow.__new__(ReinFlow)
+    stub.config = cfg
+    return stub
+
+
+def trunk() -> tuple[str, float]:
+    from model.common.mlp import ResidualMLP
+
+    from rlcore.generative import DenoisingMLP
+
+    torch.manual_seed(0)
+    obs_dim, horizon, act = 11, 4, 3
+    ours = DenoisingMLP(obs_dim, horizon, act, (512, 512, 512), 16, "dppo", "relu")
+    feat_dim = obs_dim + horizon * act + 16
+    ref = ResidualMLP([feat_dim, 512, 512, 512, horizon * act], activation_type="ReLU")
+    with torch.no_grad():
+        pairs = [(ours.inp, ref.layers[0]), (ours.blocks[0][1], ref.layers[1].l1),
+                 (ours.blocks[0][3], ref.layers[1].l2), (ours.out[0], ref.layers[2])]  # fmt: skip
+        for mine, theirs in pairs:
+            mine.weight.copy_(theirs.weight)
+            mine.bias.copy_(theirs.bias)
+        features = torch.randn(256, feat_dim)
+        diff = (ours.trunk(features) - ref(features)).abs().max().item()
+    return "DPPO ResidualMLP([in, 512, 512, 512, out], ReLU) vs DenoisingMLP('dppo')", diff
+
+
+class _AsReference(nn.Module):
+    """Our epsilon network called as the references call theirs: network(x, t, cond)."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, time, cond, **kwargs):  # noqa: ANN001, ANN003, ANN201
+        return self.net(cond["state"].flatten(1), x, time.view(-1))
+
+
+def ddpm_samplers() -> list[tuple[str, float]]:
+    import gymnasium as gym
+    from model.diffusion.diffusion import DiffusionModel
+    from model.diffusion.diffusion_vpg import VPGDiffusion
+
+    from algos.dppo import DPPO, DPPOConfig
+    from rlcore.generative import DDPMHead
+
+    out = []
+    torch.manual_seed(0)
+    obs_dim, horizon, act, steps, batch = 11, 4, 3, 20, 64
+    head = DDPMHead(obs_dim, act, horizon, steps, hidden=(64, 64, 64), time_dim=16,
+                    layout="dppo", activation="relu")  # fmt: skip
+    ref = DiffusionModel(network=_AsReference(head.net), horizon_steps=horizon, obs_dim=obs_dim,
+                         action_dim=act, device="cpu", denoising_steps=steps,
+                         denoised_clip_value=1.0, randn_clip_value=10)  # fmt: skip
+    obs = torch.randn(batch, obs_dim)
+    torch.manual_seed(1)
+    theirs = ref(cond={"state": obs.unsqueeze(1)}, deterministic=True).trajectories
+    torch.manual_seed(1)
+    mine = head.sample(obs, noise_clip=10.0, evaluation=True)
+    diff = (theirs.clamp(-1, 1) - mine).abs().max().item()
+    out.append(("DPPO DiffusionModel.forward (evaluation) vs DDPMHead.sample(evaluation)", diff))
+
+    space_obs = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+    space_act = gym.spaces.Box(
+        -np.ones((horizon, act), np.float32), np.ones((horizon, act), np.float32)
+    )
+    cfg = DPPOConfig(hidden=(64, 64, 64), denoising_steps=steps, finetune_steps=10)
+    agent = DPPO(space_obs, space_act, cfg)
+    agent.base.load_state_dict(head.state_dict())
+    agent.actor.load_state_dict(head.state_dict())
+    vpg = VPGDiffusion(actor=_AsReference(agent.base.net), critic=nn.Identity(),
+                       ft_denoising_steps=10, horizon_steps=horizon, obs_dim=obs_dim,
+                       action_dim=act, device="cpu", denoising_steps=steps,
+                       denoised_clip_value=1.0, randn_clip_value=3,
+                       min_sampling_denoising_std=0.1, min_logprob_denoising_std=0.1)  # fmt: skip
+    cond = {"state": obs.unsqueeze(1)}
+    for deterministic in (False, True):
+        torch.manual_seed(2)
+        sample = vpg(cond=cond, deterministic=deterministic, return_chain=True)
+        torch.manual_seed(2)
+        unit, chain, log_prob = agent._denoise(obs, evaluation=deterministic)
+        name = "evaluation" if deterministic else "exploring"
+        out.append((f"DPPO VPGDiffusion.forward ({name}) vs DPPO._denoise: chains",
+                    (sample.chains - chain).abs().max().item()))  # fmt: skip
+    torch.manual_seed(2)
+    sample = vpg(cond=cond, deterministic=False, return_chain=True)
+    torch.manual_seed(2)
+    _, _, log_prob = agent._denoise(obs)
+    ref_lp = vpg.get_logprobs(cond, sample.chains).clamp(-5, 2).mean(dim=(-1, -2))
+    out.append(("DPPO get_logprobs (clamped, chunk mean) vs stored step scores",
+                (ref_lp.view(batch, 10) - log_prob).abs().max().item()))  # fmt: skip
+    return out
+
+
+def main() -> list[tuple[str, float]]:
+    _import_reference("DPPO_SRC")
+    from util.scheduler import CosineAnnealingWarmupRestarts
+
+    rows = lr_schedules(CosineAnnealingWarmupRestarts)
+    rows += ddpm_samplers()
+    rows.append(trunk())
+    sys.path.insert(0, os.environ.get("REINFLOW_SRC", ""))
+    for name in [m for m in sys.modules if m == "util" or m.startswith("util.")]:
+        del sys.modules[name]  # ReinFlow's own util package
+    sys.path.remove(os.environ["DPPO_SRC"])
+    _import_reference("REINFLOW_SRC")
+    rows.append(noise_schedule())
+    for name, diff in rows:
+        print(f"{name}: max |diff| = {diff:.3g}")
+    assert all(math.isfinite(d) for _, d in rows)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -586,6 +586,38 @@ def gaussian_log_density_np(x, mean, std):
     return -((x - m) ** 2) / (2 * sd**2) - np.log(sd) - 0.5 * np.log(2 * np.pi)
 
 
+def test_dppo_sampling_and_scores_reproduce_the_reference_golden_numbers():
+    """tests/golden/diffusion_dppo.json: DPPO's own code (irom-lab/dppo @ 7b10df6, run by
+    benchmarks/parity/diffusion_flow.py) on fixed weights and draws: its evaluation
+    sampler's actions, its exploring chains (std >= 0.1, noise clip 3: 48 x 20 draws, some
+    beyond 3 std) and their clamped, chunk-averaged step scores, its fine-tuning model's
+    evaluation chains. Ours reproduces them within 2e-6 (float32 rounding)."""
+    import json
+    from pathlib import Path
+
+    golden = json.loads((Path(__file__).parent / "golden" / "diffusion_dppo.json").read_text())
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    act_space = gym.spaces.Box(-np.ones((2, 2), np.float32), np.ones((2, 2), np.float32))
+    cfg = DPPOConfig(horizon=2, hidden=(16, 16, 16), time_dim=8, denoising_steps=5,
+                     finetune_steps=3)  # fmt: skip
+    agent = DPPO(obs_space, act_space, cfg)
+    weights = {k: torch.tensor(v) for k, v in golden["weights"].items()}
+    agent.base.load_state_dict(weights)
+    agent.actor.load_state_dict(weights)
+    obs = torch.tensor(golden["obs"])
+    torch.manual_seed(1)
+    evaluation = agent.base.sample(obs, noise_clip=10.0, evaluation=True)
+    torch.testing.assert_close(evaluation, torch.tensor(golden["evaluation_actions"]),
+                               atol=2e-6, rtol=0)  # fmt: skip
+    torch.manual_seed(2)
+    _, chain, scores = agent._denoise(obs)
+    torch.testing.assert_close(chain, torch.tensor(golden["exploring_chains"]), atol=2e-6, rtol=0)
+    torch.testing.assert_close(scores, torch.tensor(golden["step_scores"]), atol=2e-6, rtol=0)
+    torch.manual_seed(3)
+    _, chain, _ = agent._denoise(obs, evaluation=True)
+    torch.testing.assert_close(chain, torch.tensor(golden["evaluation_chains"]), atol=2e-6, rtol=0)
+
+
 # -- ResiP ---------------------------------------------------------------------------
 def test_chunk_queue_runs_chunks_open_loop_and_restarts_per_env():
     calls = []

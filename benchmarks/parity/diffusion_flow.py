@@ -7,7 +7,9 @@ their source trees (the modules used here need only torch and numpy):
         OMP_NUM_THREADS=1 python -m benchmarks.parity.diffusion_flow
 
 (this session: /work/side/diffusion/src/{irom-lab+dppo,ReinFlow+ReinFlow}, run with the
-project's venv). Prints one line per comparison: what, max |difference|.
+project's venv). Prints one line per comparison: what, max |difference|. With
+``--golden tests/golden/diffusion_dppo.json`` it also records the reference's numbers on
+a small fixed case (weights included) for ``tests/test_finetune.py``'s golden test.
 
 1. Learning-rate schedules: the references' ``CosineAnnealingWarmupRestarts`` stepped
    through a run (ReinFlow's Hopper actor / critic, DPPO's pre-training) against
@@ -173,8 +175,69 @@ def ddpm_samplers() -> list[tuple[str, float]]:
     return out
 
 
-def main() -> list[tuple[str, float]]:
+def golden(path: Path) -> None:
+    """The reference's samples and scores of a small fixed DPPO case (weights, draws)."""
+    import json
+
+    import gymnasium as gym
+    from model.diffusion.diffusion import DiffusionModel
+    from model.diffusion.diffusion_vpg import VPGDiffusion
+
+    from algos.dppo import DPPO, DPPOConfig
+
+    obs_dim, horizon, act, steps, tuned, batch = 3, 2, 2, 5, 3, 48
+    torch.manual_seed(0)
+    cfg = DPPOConfig(horizon=horizon, hidden=(16, 16, 16), time_dim=8, denoising_steps=steps,
+                     finetune_steps=tuned)  # fmt: skip
+    space_obs = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+    space_act = gym.spaces.Box(
+        -np.ones((horizon, act), np.float32), np.ones((horizon, act), np.float32)
+    )
+    agent = DPPO(space_obs, space_act, cfg)
+    obs = torch.randn(batch, obs_dim)
+    kw = {"horizon_steps": horizon, "obs_dim": obs_dim, "action_dim": act, "device": "cpu",
+          "denoising_steps": steps, "denoised_clip_value": 1.0}  # fmt: skip
+    cond = {"state": obs.unsqueeze(1)}
+    torch.manual_seed(1)
+    evaluation = DiffusionModel(network=_AsReference(agent.base.net), randn_clip_value=10, **kw)(
+        cond=cond, deterministic=True
+    ).trajectories
+    vpg = VPGDiffusion(actor=_AsReference(agent.base.net), critic=nn.Identity(),
+                       ft_denoising_steps=tuned, randn_clip_value=3,
+                       min_sampling_denoising_std=0.1, min_logprob_denoising_std=0.1, **kw)  # fmt: skip
+    torch.manual_seed(2)
+    chains = vpg(cond=cond, deterministic=False, return_chain=True).chains
+    scores = vpg.get_logprobs(cond, chains).clamp(-5, 2).mean(dim=(-1, -2)).view(batch, tuned)
+    torch.manual_seed(3)
+    evaluation_chains = vpg(cond=cond, deterministic=True, return_chain=True).chains
+    record = {
+        "source": "irom-lab/dppo @ 7b10df6: model/diffusion/diffusion.py DiffusionModel.forward"
+        " (deterministic=True, randn_clip_value=10) and diffusion_vpg.py VPGDiffusion.forward"
+        " (deterministic=False, randn_clip_value=3, min std 0.1) / get_logprobs, clamped to"
+        " [-5, 2] and averaged over the chunk, and VPGDiffusion.forward(deterministic=True), on"
+        " the weights below; draws: torch.manual_seed(1) / (2) / (3) before sampling",
+        "command": "DPPO_SRC=... REINFLOW_SRC=... python -m benchmarks.parity.diffusion_flow"
+        " --golden tests/golden/diffusion_dppo.json",
+        "weights": {k: v.tolist() for k, v in agent.base.state_dict().items()},
+        "obs": obs.tolist(),
+        "evaluation_actions": evaluation.clamp(-1, 1).tolist(),
+        "exploring_chains": chains.tolist(),
+        "step_scores": scores.tolist(),
+        "evaluation_chains": evaluation_chains.tolist(),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record) + "\n")
+
+
+def main(argv: list[str] | None = None) -> list[tuple[str, float]]:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--golden", type=Path, default=None, help="write the golden case here")
+    args = parser.parse_args(argv)
     _import_reference("DPPO_SRC")
+    if args.golden is not None:
+        golden(args.golden)
     from util.scheduler import CosineAnnealingWarmupRestarts
 
     rows = lr_schedules(CosineAnnealingWarmupRestarts)

@@ -8,8 +8,9 @@ their source trees (the modules used here need only torch and numpy):
 
 (this session: /work/side/diffusion/src/{irom-lab+dppo,ReinFlow+ReinFlow}, run with the
 project's venv). Prints one line per comparison: what, max |difference|. With
-``--golden tests/golden/diffusion_dppo.json`` it also records the reference's numbers on
-a small fixed case (weights included) for ``tests/test_finetune.py``'s golden test.
+``--golden-dir tests/golden`` it also records the reference's numbers on small fixed
+cases (weights included) for ``tests/test_finetune.py``'s golden tests. ReinFlow's
+modules import ``einops`` (``pip install --target <dir> einops``, then ``PYTHONPATH=<dir>``).
 
 1. Learning-rate schedules: the references' ``CosineAnnealingWarmupRestarts`` stepped
    through a run (ReinFlow's Hopper actor / critic, DPPO's pre-training) against
@@ -18,6 +19,14 @@ a small fixed case (weights included) for ``tests/test_finetune.py``'s golden te
    ``ReinFlow.sigma_max_at``.
 3. The denoiser trunk: DPPO's ``ResidualMLP([in, 512, 512, 512, out], ReLU)`` with its
    weights copied into ``DenoisingMLP(layout="dppo")``.
+5. ReinFlow (``PPOFlow`` with our velocity and noise networks behind its
+   ``actor_ft.forward`` interface, so that only the chain / loss maths is compared):
+   ``get_actions`` (noise clip 3, mean clip, final clamp, normalised log-likelihood;
+   exploring and ``eval_mode``, its step index mapped to our grid t_k = k / K) against
+   ``ReinFlow._sample``; ``get_logprobs`` (log-likelihood, entropy rate) against
+   ``chain_log_prob``; ``loss`` (log-prob clamp, ratio, entropy, value loss, approx. KL) on
+   a rollout whose stored log-likelihoods are perturbed beyond the clamp, against the
+   first minibatch's metrics of ``ReinFlow.update`` (one minibatch, one epoch).
 4. DDPM sampling with the same epsilon network and the same global-RNG draws:
    DPPO's ``DiffusionModel.forward`` (the pre-trained model's evaluation sampler) against
    ``DDPMHead.sample(evaluation=True, noise_clip=10)``; DPPO's ``VPGDiffusion.forward``
@@ -216,8 +225,8 @@ def golden(path: Path) -> None:
         " (deterministic=False, randn_clip_value=3, min std 0.1) / get_logprobs, clamped to"
         " [-5, 2] and averaged over the chunk, and VPGDiffusion.forward(deterministic=True), on"
         " the weights below; draws: torch.manual_seed(1) / (2) / (3) before sampling",
-        "command": "DPPO_SRC=... REINFLOW_SRC=... python -m benchmarks.parity.diffusion_flow"
-        " --golden tests/golden/diffusion_dppo.json",
+        "command": "PYTHONPATH=<einops> DPPO_SRC=... REINFLOW_SRC=... python -m"
+        " benchmarks.parity.diffusion_flow --golden-dir tests/golden",
         "weights": {k: v.tolist() for k, v in agent.base.state_dict().items()},
         "obs": obs.tolist(),
         "evaluation_actions": evaluation.clamp(-1, 1).tolist(),
@@ -229,15 +238,145 @@ def golden(path: Path) -> None:
     path.write_text(json.dumps(record) + "\n")
 
 
+class _FlowAsReference(nn.Module):
+    """ReinFlow's ``NoisyFlowMLP.forward(x, t, cond, learn_noise, step) -> (v, sigma)`` over
+    our velocity and noise networks, at our grid time t_step = step / K."""
+
+    def __init__(self, agent) -> None:  # noqa: ANN001
+        super().__init__()
+        self.agent = agent
+
+    def forward(self, action, time, cond, learn=False, step=0, **kw):  # noqa: ANN001, ANN003, ANN201
+        agent, obs = self.agent, cond["state"].flatten(1)
+        t = agent.actor.times()[step].expand(len(action))
+        vel = agent.actor.velocity(obs, action, t)
+        std = agent.noise(obs, action, t, agent.config.sigma_min, agent.sigma_max)
+        return vel, std.flatten(1)
+
+
+class _CriticAsReference(nn.Module):
+    def __init__(self, critic: nn.Module) -> None:
+        super().__init__()
+        self.critic = critic
+
+    def forward(self, cond):  # noqa: ANN001, ANN201
+        return self.critic(cond["state"].flatten(1))
+
+
+def reinflow_pieces(golden: Path | None = None) -> list[tuple[str, float]]:
+    """The comparisons of item 5; with ``golden``, a small case (hidden 16, 32 rows) whose
+    weights, rollout and the reference's loss terms are written there instead."""
+    import gymnasium as gym
+    from model.flow.ft_ppo.ppoflow import PPOFlow
+
+    from algos.reinflow import ReinFlow, ReinFlowConfig
+    from rlcore.buffers import RolloutBuffer
+
+    obs_dim, horizon, act, batch = (3, 2, 2, 32) if golden else (11, 4, 3, 256)
+    torch.manual_seed(0)
+    cfg = ReinFlowConfig(horizon=horizon, hidden=(16, 16, 16) if golden else (64, 64, 64),
+                         time_dim=8 if golden else 16, noise_hidden=(8, 8) if golden else (64, 64),
+                         critic_hidden=(16, 16) if golden else (256, 256, 256), update_epochs=1,
+                         repeat_samples=1, num_minibatches=1, target_kl=None)  # fmt: skip
+    space_obs = gym.spaces.Box(-np.inf, np.inf, (obs_dim,), np.float32)
+    space_act = gym.spaces.Box(
+        -np.ones((horizon, act), np.float32), np.ones((horizon, act), np.float32)
+    )
+    agent = ReinFlow(space_obs, space_act, cfg)
+    ref = PPOFlow.__new__(PPOFlow)
+    nn.Module.__init__(ref)
+    for name, value in {"device": "cpu", "inference_steps": cfg.denoising_steps,
+                        "horizon_steps": horizon, "action_dim": act, "act_dim_total": horizon * act,
+                        "act_min": -1.0, "act_max": 1.0, "randn_clip_value": 3.0,
+                        "min_sampling_denoising_std": cfg.sigma_min, "logprob_min": -1.0,
+                        "logprob_max": 1.0, "clip_ploss_coef": cfg.clip_coef, "clip_vloss_coef": None,
+                        "denoised_clip_value": 1.0, "logprob_debug_sample": False,
+                        "logprob_debug_recalculate": False}.items():  # fmt: skip
+        setattr(ref, name, value)
+    ref.actor_ft = _FlowAsReference(agent)
+    ref.critic = _CriticAsReference(agent.critic)
+    flags = {"normalize_denoising_horizon": True, "normalize_act_space_dimension": True,
+             "clip_intermediate_actions": True, "account_for_initial_stochasticity": True}  # fmt: skip
+    out = []
+    obs = torch.randn(batch, obs_dim)
+    cond = {"state": obs.unsqueeze(1)}
+    for eval_mode in (False, True):
+        torch.manual_seed(5)
+        _, chain_ref, lp_ref = ref.get_actions(cond, eval_mode=eval_mode, save_chains=True, **flags)
+        torch.manual_seed(5)
+        _, chain, lp = agent._sample(obs, deterministic=eval_mode)
+        name = "eval_mode" if eval_mode else "exploring"
+        out.append((f"ReinFlow get_actions ({name}) vs ReinFlow._sample: chains",
+                    (chain_ref - chain).abs().max().item()))  # fmt: skip
+        out.append((f"ReinFlow get_actions ({name}) vs ReinFlow._sample: log-likelihoods",
+                    (lp_ref - lp).abs().max().item()))  # fmt: skip
+    torch.manual_seed(6)
+    _, chain, _ = agent._sample(obs, deterministic=False)
+    lp_ref, ent_ref, _ = ref.get_logprobs(cond, chain, get_entropy=True, verbose_entropy_stats=False,
+                                          **{k: v for k, v in flags.items()})  # fmt: skip
+    lp, ent = agent.chain_log_prob(obs, chain)
+    out.append(("ReinFlow get_logprobs vs chain_log_prob: log-likelihoods",
+                (lp_ref - lp).abs().max().item()))  # fmt: skip
+    out.append(("ReinFlow get_logprobs vs chain_log_prob: entropy rate",
+                abs(ent_ref.mean().item() - ent.item())))  # fmt: skip
+    # the loss on one minibatch: stored log-likelihoods perturbed, some beyond [-1, 1]
+    g = torch.Generator().manual_seed(7)
+    buffer = RolloutBuffer(batch // 8, 8, (obs_dim,), (horizon, act))
+    for _ in range(batch // 8):
+        o = torch.randn(8, obs_dim, generator=g)
+        action, log_prob, value, channels = agent.explore(o)
+        log_prob = log_prob + 0.5 * torch.randn(8, generator=g)
+        buffer.add(o, action, log_prob, torch.randn(8, generator=g), value, torch.zeros(8),
+                   torch.zeros(8), torch.zeros(8), channels)  # fmt: skip
+    data = buffer.compute(torch.zeros(8), 0.99, 0.95)
+    norm = agent.obs_normalizer(data.obs)
+    weights = {part: {k: v.tolist() for k, v in getattr(agent, part).state_dict().items()}
+               for part in ("actor", "noise", "critic")}  # fmt: skip
+    pg, ent_loss, v_loss, _, clipfrac, approx_kl, *_ = ref.loss(
+        {"state": norm.unsqueeze(1)}, data.extras["chain"], data.returns, data.value,
+        data.advantage, data.log_prob, verbose=False, **flags)  # fmt: skip
+    if golden is not None:
+        import json
+
+        record = {
+            "source": "ReinFlow/ReinFlow @ aed2819: model/flow/ft_ppo/ppoflow.py PPOFlow.loss"
+            " (normalised log-likelihoods clamped to [-1, 1], clip 0.01, entropy rate, value"
+            " loss) with rlcore's velocity / noise / critic networks (weights below) behind its"
+            " actor_ft / critic interfaces",
+            "command": "PYTHONPATH=<einops> DPPO_SRC=... REINFLOW_SRC=... python -m"
+            " benchmarks.parity.diffusion_flow --golden-dir tests/golden",
+            "weights": weights,
+            "rollout": {k: getattr(data, k).tolist()
+                        for k in ("obs", "action", "log_prob", "value", "advantage", "returns")},
+            "chain": data.extras["chain"].tolist(),
+            "loss": {"policy_loss": pg.item(), "entropy": -ent_loss.item(),
+                     "value_loss": v_loss.item(), "approx_kl": approx_kl,
+                     "clip_fraction": clipfrac},
+        }  # fmt: skip
+        golden.write_text(json.dumps(record) + "\n")
+        return []
+    metrics = agent.update(data)
+    outside = ((data.log_prob < -1) | (data.log_prob > 1)).float().mean().item()
+    for name, theirs, ours in (("policy loss", pg.item(), metrics["policy_loss"]),
+                               ("entropy", -ent_loss.item(), metrics["entropy"]),
+                               ("value loss", v_loss.item(), metrics["value_loss"]),
+                               ("approx. KL", approx_kl, metrics["approx_kl"]),
+                               ("clip fraction", clipfrac, metrics["clip_fraction"])):  # fmt: skip
+        out.append((f"ReinFlow loss vs update ({outside:.0%} stored beyond the clamp): {name}",
+                    abs(theirs - ours)))  # fmt: skip
+    return out
+
+
 def main(argv: list[str] | None = None) -> list[tuple[str, float]]:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--golden", type=Path, default=None, help="write the golden case here")
+    parser.add_argument("--golden-dir", type=Path, default=None,
+                        help="write the golden cases (diffusion_{dppo,reinflow}.json) here")  # fmt: skip
     args = parser.parse_args(argv)
     _import_reference("DPPO_SRC")
-    if args.golden is not None:
-        golden(args.golden)
+    if args.golden_dir is not None:
+        golden(args.golden_dir / "diffusion_dppo.json")
     from util.scheduler import CosineAnnealingWarmupRestarts
 
     rows = lr_schedules(CosineAnnealingWarmupRestarts)
@@ -248,7 +387,12 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float]]:
         del sys.modules[name]  # ReinFlow's own util package
     sys.path.remove(os.environ["DPPO_SRC"])
     _import_reference("REINFLOW_SRC")
+    for name in [m for m in sys.modules if m == "model" or m.startswith("model.")]:
+        del sys.modules[name]  # ReinFlow's own model package
     rows.append(noise_schedule())
+    rows += reinflow_pieces()
+    if args.golden_dir is not None:
+        reinflow_pieces(args.golden_dir / "diffusion_reinflow.json")
     for name, diff in rows:
         print(f"{name}: max |diff| = {diff:.3g}")
     assert all(math.isfinite(d) for _, d in rows)

@@ -42,6 +42,10 @@ The paper trains with 40 envs x 500 steps per iteration (``env.num_envs=40
 algo.rollout_steps=500``); the defaults here are the same, sized down by configs where a
 CPU run needs it.
 
+Parity (benchmarks/parity/diffusion_flow.py, tests/golden/diffusion_dppo.json): the
+reference's exploring and evaluation chains and step scores on the same weights and
+draws reproduced within 6e-7.
+
 Departures from the reference:
 * The critic is a plain 3x256 Mish MLP (the reference's has residual blocks).
 * Minibatches of 50,000 (env step, denoising step) pairs drawn at random, advantages

@@ -34,11 +34,15 @@ model's only sampler); the flow from a random x_0 with every Euler step clipped 
 ``deterministic=False``: DDPM with the plain posterior noise (no floor); the flow as above.
 Random draws come from the global torch RNG: evaluation is deterministic given the seed.
 
+Parity (benchmarks/parity/diffusion_flow.py, docs/parity_rows/diffusion.md): DPPO's
+learning-rate scheduler, residual MLP and evaluation sampler reproduced within 6.3e-7.
+
 Departures: observations are standardised with the dataset's mean and std, actions map
 to [-1, 1] by the env's action bounds (DPPO normalises both to [-1, 1] by dataset min /
 max); the time features are rlcore's interleaved sinusoidal encoding (DPPO concatenates
 the sin and cos halves); the flow's time t in [0, 1] is scaled by 1000 before the
-encoding. ``obs_history`` T > 1 conditions the policy on the last T observations,
+encoding, and its Euler grid is t_k = k / K (ReinFlow's sampler steps on linspace(0, 1, K),
+reflow.py:198; its fine-tuning scores on k / K). ``obs_history`` T > 1 conditions the policy on the last T observations,
 flattened (the dataset's rows and the env's observations are stacked alike, slots
 before an episode's start repeat its first observation; DPPO's Gym default is T = 1).
 The budget is ``total_steps`` gradient steps of batches drawn by rlcore's offline loop

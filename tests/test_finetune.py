@@ -800,8 +800,12 @@ def test_bc_of_a_scripted_expert_reaches_its_return(algo, expert_dataset, tmp_pa
     from tests.conftest import FAST, make_config
 
     steps = ["algo.denoising_steps=10"] if algo == "diffusion_bc" else []
+    # 1500 steps are ~60 epochs of this dataset: DPPO's EMA schedule (from epoch 10, once
+    # every 5 epochs) would leave the EMA near the epoch-10 weights (measured: return 39);
+    # a short run averages every step
+    ema = ["algo.ema_start_epoch=0", "algo.ema_every=1", "algo.ema_unit=step"]
     cfg = make_config(f"algo={algo}", "env=InvertedPendulum", *FAST, f"dataset={expert_dataset}",
-                      "env.max_episode_steps=200", "algo.hidden=[128,128]", *steps,
+                      "env.max_episode_steps=200", "algo.hidden=[128,128,128]", *steps, *ema,
                       "total_steps=1500", "eval_every=1500", "eval_episodes=5")  # fmt: skip
     result = train(cfg, tmp_path)
     # the expert scores 200 (every step alive); a random policy about 5

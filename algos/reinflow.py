@@ -34,7 +34,7 @@ constant H(x_0) carries no gradient). Optimisation as the Hopper config
 (ft_ppo_reflow_mlp.yaml:51-89): 5 epochs over the rollout's env steps repeated 10 times
 (``repeat_samples``, train_ppo_flow_agent.py:361-397) in minibatches of 50,000 rows,
 stopping after the first minibatch whose approx. KL exceeds 1 (train_ppo_flow_agent.py:
-354-357); AdamW, actor lr 4.5e-5 (weight decay 0), critic lr 6.5e-4 (weight decay 1e-5),
+392-395, checked before the next minibatch); AdamW, actor lr 4.5e-5 (weight decay 0), critic lr 6.5e-4 (weight decay 1e-5),
 each a cosine with warm restarts every 100 iterations (10 of warm-up from 2e-5 / 3e-4,
 ``lr_at``); no gradient clipping. Defaults follow the reference's Hopper settings: K = 4,
 H = 4, sigma in [0.10, 0.24], clip 0.01, value coefficient 0.5.
@@ -53,6 +53,9 @@ Departures from the reference:
 * The critic is a 3x256 Mish MLP (the reference's has residual blocks); advantages are
   standardised per minibatch (as the reference).
 * Observations keep the behaviour-cloning run's standardisation (dataset mean / std).
+* Acting uses the scoring grid t_k = k / K; the reference samples on linspace(0, 1, K)
+  (ppoflow.py:330) but scores on k / K (ppoflow.py:250), so its stored log-likelihoods
+  and its recomputed ones describe different chains (first-epoch ratios != 1 for K > 1).
 * The learning-rate schedule is indexed by our update count; the reference's iteration
   counter also counts its evaluation iterations (every 10th, no update).
 """

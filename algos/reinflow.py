@@ -54,8 +54,8 @@ Departures from the reference:
   standardised per minibatch (as the reference).
 * Observations keep the behaviour-cloning run's standardisation (dataset mean / std).
 * Acting uses the scoring grid t_k = k / K; the reference samples on linspace(0, 1, K)
-  (ppoflow.py:330) but scores on k / K (ppoflow.py:250), so its stored log-likelihoods
-  and its recomputed ones describe different chains (first-epoch ratios != 1 for K > 1).
+  (ppoflow.py:330) but scores on k / K (ppoflow.py:250): its stored and recomputed
+  log-likelihoods use different velocity times for K > 1 (not measured here).
 * The learning-rate schedule is indexed by our update count; the reference's iteration
   counter also counts its evaluation iterations (every 10th, no update).
 """

@@ -5,34 +5,60 @@ Paper: A. Z. Ren, J. Lidard, L. L. Ankile, A. Simeonov, P. Agrawal, A. Majumdar,
 B. Burchfiel, H. Dai, M. Simchowitz, "Diffusion Policy Policy Optimization",
 arXiv:2409.00588 (2024).
 
+Reference: github.com/irom-lab/dppo @ 7b10df6 (Gym configs cfg/gym/finetune/hopper-v2/
+ft_ppo_diffusion_mlp.yaml; model/diffusion/diffusion_ppo.py, diffusion_vpg.py;
+agent/finetune/train_ppo_diffusion_agent.py).
+
 The policy is a DDPM head pre-trained by ``algo=diffusion_bc`` (``algo.pretrained=<run
-dir or .pt>``). Sampling a chunk runs K denoising steps; the last K' (``finetune_steps``)
-use a fine-tuned copy of the network, the first K - K' the frozen original. Every
-(env step, fine-tuned denoising step) pair is one PPO sample: the log-density of
-x_{i+1} given x_i under the step's Gaussian (std floored at ``std_floor``, for sampling
-and for scoring; per-dimension log-densities clamped to [-5, 2] and averaged over the
-chunk's H x A dims, as the reference does, so that clip 0.01 is a per-dimension
-scale), the env-level GAE advantage of its env step, standardised per minibatch,
-shared by every step of the chain and multiplied by ``denoise_discount`` ^ (K' - k - 1)
-for the k-th fine-tuned step (the last one gets the full advantage), clip 0.01. One env step executes a chunk of
-H actions (``envs.make.ActionChunks``: the reward is the chunk's summed reward, GAE
-discounts per chunk as the reference does). The critic V(s) is a 3x256 Mish MLP on the
-pre-training's standardised observation. Defaults: K = 20, K' = 10, H = 4, actor lr
-1e-4, critic lr 1e-3, 5 epochs, stop an iteration's epochs at approx-KL > 1, gamma
-0.99, lambda 0.95, value coefficient 0.5, running reward scaling.
+dir or .pt>``), DPPO's residual MLP [512, 512, 512] with ReLU (one residual block, linear
+output: ft_ppo_diffusion_mlp.yaml:88-96, ``rlcore.generative.DenoisingMLP``). Sampling a
+chunk runs K denoising steps from x_K ~ N(0, I); the last K' (``finetune_steps``) use a
+fine-tuned copy of the network, the first K - K' the frozen original (diffusion_vpg.py:
+148-163). Every (env step, fine-tuned denoising step) pair is one PPO sample: the
+log-density of x_{i+1} given x_i under the step's Gaussian (std floored at ``std_floor``,
+for sampling and for scoring, diffusion_vpg.py:293, 389; the injected noise clipped to +-3
+std, ``noise_clip``, diffusion_vpg.py:294-296; per-dimension log-densities clamped to
+[-5, 2] and averaged over the chunk's H x A dims, diffusion_ppo.py:90-99, so that clip
+0.01 is a per-dimension scale), the env-level GAE advantage of its env step,
+standardised per minibatch, shared by every step of the chain and multiplied by
+``denoise_discount`` ^ (K' - k - 1) for the k-th fine-tuned step (the last one gets the
+full advantage, diffusion_ppo.py:136-144), clip 0.01. The iteration's epochs stop after
+the first minibatch whose approximate KL exceeds ``target_kl`` = 1 (train_ppo_diffusion_
+agent.py:370-375). Optional BC term (``use_bc_loss``, off as in the reference): -log p of
+chains the frozen base samples, under the fine-tuned network (diffusion_ppo.py:101-125).
+One env step executes a chunk of H actions (``envs.make.ActionChunks``: the reward is
+the chunk's summed reward, GAE discounts per chunk as the reference does). The critic
+V(s) is a 3x256 Mish MLP on the pre-training's standardised observation. Defaults: K =
+20, K' = 10, H = 4, Adam(W) at a constant actor lr 1e-4, critic lr 1e-3 (the reference's
+cosine runs from 1e-4 to min_lr 1e-4: constant), 5 epochs, gamma 0.99, lambda 0.95,
+value coefficient 0.5, running reward scaling, no gradient clipping.
 
-The paper trains with 40 envs x 500 steps per iteration and minibatches of 50k pairs
-(``env.num_envs=40 algo.rollout_steps=500``); the defaults here are the same, sized down
-by configs where a CPU run needs it.
+``act(obs, deterministic=True)`` is DPPO's evaluation sampler (diffusion_vpg.py:288-291):
+x_K ~ N(0, I), each step's posterior std floored at 1e-3 (instead of 0.1), zero noise at
+the last step, noise clipped at 3 std; random draws come from the global torch RNG, so an
+evaluation is deterministic given the seed.
 
-Departures from the paper:
+The paper trains with 40 envs x 500 steps per iteration (``env.num_envs=40
+algo.rollout_steps=500``); the defaults here are the same, sized down by configs where a
+CPU run needs it.
+
+Parity (benchmarks/parity/diffusion_flow.py, tests/golden/diffusion_dppo.json): the
+reference's exploring and evaluation chains and step scores on the same weights and
+draws reproduced within 6e-7.
+
+Departures from the reference:
 * The critic is a plain 3x256 Mish MLP (the reference's has residual blocks).
-* No per-denoising-step clip schedule (the reference can widen the clip for earlier
-  steps) and no quantile clipping of the advantages (the reference's default keeps
-  all of them too).
-* Gradients are clipped at global norm 1.0 per network.
+* Minibatches of 50,000 (env step, denoising step) pairs drawn at random, advantages
+  standardised over the pairs' rows; the reference draws 5,000 env steps with all
+  their K' = 10 pairs (the same 50,000 pairs per minibatch, the same expected gradient)
+  and standardises over the env steps.
+* No per-denoising-step clip schedule (the reference's Gym configs set base = final =
+  0.01, so theirs is constant too) and no quantile clipping of the advantages (the
+  reference's default keeps all of them too).
 * Observations keep the behaviour-cloning run's standardisation (dataset mean / std),
   not DPPO's min-max scaling to [-1, 1].
+* No evaluation iterations inside training (the reference spends every 10th iteration
+  on an evaluation rollout of the training envs); rlcore evaluates on separate envs.
 """
 
 from __future__ import annotations
@@ -50,6 +76,7 @@ from rlcore.generative import (
     DDPMHead,
     gaussian_log_density,
     policy_parts,
+    standard_normal,
 )
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP
@@ -77,9 +104,12 @@ class DPPOConfig:
     clip_x0: float | None = 1.0  # clip of the predicted x0
     hidden: tuple[int, ...] = (512, 512, 512)
     time_dim: int = 16
+    denoiser: str = "dppo"  # network layout (the BC run's): "dppo" | "rlcore_v1"
+    activation: str = "relu"  # the denoiser's activation (the BC run's)
     # fine-tuning
     finetune_steps: int = 10  # K': the last K' denoising steps are fine-tuned (0: none)
     std_floor: float = 0.1  # minimum std of a denoising step, sampling and scoring
+    noise_clip: float | None = 3.0  # injected noise clipped to +- this many stds
     denoise_discount: float = 0.99  # advantage weight per denoising step away from the last
     actor_lr: float = 1e-4
     critic_lr: float = 1e-3
@@ -90,8 +120,10 @@ class DPPOConfig:
     vf_coef: float = 0.5
     update_epochs: int = 5
     minibatch_size: int = 50_000  # (env step, denoising step) pairs per minibatch
-    target_kl: float | None = 1.0  # stop an iteration's epochs above this approx. KL
-    max_grad_norm: float = 1.0
+    target_kl: float | None = 1.0  # stop the iteration after a minibatch above this approx. KL
+    use_bc_loss: bool = False  # add -log p_ft(base's chains) (the reference's option, off)
+    bc_loss_coef: float = 0.0  # its weight (the reference's default)
+    max_grad_norm: float | None = None  # global-norm clip per network (None: the reference's)
     fused_optimizer: bool = True
     # env-side settings (rlcore.train)
     normalize_obs: bool = False  # the pre-trained standardisation is used instead
@@ -148,18 +180,22 @@ class DPPO:
         return self.config.denoising_steps - self.config.finetune_steps
 
     def _denoise(
-        self, obs: torch.Tensor, noise_scale: float
+        self, obs: torch.Tensor, evaluation: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(unit chunk (B, H, A), chain of the fine-tuned steps (B, K' + 1, H, A), their
-        log-densities (B, K')). Frozen network for steps < K - K', fine-tuned after."""
+        log-densities (B, K')). Frozen network for steps < K - K', fine-tuned after; x_K
+        ~ N(0, I); each step's noise clipped to +-``noise_clip`` std (dppo
+        diffusion_vpg.py:294-297). Exploring: every std floored at ``std_floor``;
+        ``evaluation``: the reference's deterministic sampler (``DDPMHead.step_floor``)."""
         cfg, first = self.config, self._first_tuned()
         shape = (len(obs), cfg.horizon, self.base.action_dim)
-        x = noise_scale * torch.randn(shape, device=obs.device)
+        x = torch.randn(shape, device=obs.device)
         chain, log_probs = [x] if first == 0 else [], []
         for i in range(cfg.denoising_steps):
             tuned = i >= first
-            mean, std = (self.actor if tuned else self.base).transition(obs, x, i, cfg.std_floor)
-            x_next = mean + noise_scale * std * torch.randn_like(mean)
+            floor = self.base.step_floor(i, cfg.std_floor, evaluation)
+            mean, std = (self.actor if tuned else self.base).transition(obs, x, i, floor)
+            x_next = mean + std * standard_normal(shape, cfg.noise_clip, None, obs.device)
             if tuned:
                 log_probs.append(step_log_prob(x_next, mean, std))
                 chain.append(x_next)
@@ -170,11 +206,13 @@ class DPPO:
         return x.clamp(-1.0, 1.0), torch.stack(chain, 1), log_prob
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
-        """Action chunk(s) (H, A) / (B, H, A) in env units (deterministic: the zero-noise
-        path through the same networks)."""
+        """Action chunk(s) (H, A) / (B, H, A) in env units. ``deterministic``: DPPO's
+        evaluation sampler (x_K ~ N(0, I), std floor 1e-3, no noise at the last step; dppo
+        diffusion_vpg.py:258-297), drawing from the global torch RNG; otherwise the
+        exploring sampler."""
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
-            unit, _, _ = self._denoise(self.obs_normalizer(obs_t), 0.0 if deterministic else 1.0)
+            unit, _, _ = self._denoise(self.obs_normalizer(obs_t), evaluation=deterministic)
             chunk = self.box.to_env(unit).cpu().numpy()
         return chunk[0] if single else chunk
 
@@ -185,7 +223,7 @@ class DPPO:
         """Chunk in env units, the sum of its steps' scores, V(s), and the rollout
         channels ``chain`` (B, K' + 1, H, A) and ``step_log_prob`` (B, K')."""
         norm = self.obs_normalizer(obs.float())
-        unit, chain, log_prob = self._denoise(norm, 1.0)
+        unit, chain, log_prob = self._denoise(norm)
         value = self.critic(norm).squeeze(-1)
         channels = {"chain": chain, "step_log_prob": log_prob}
         return self.box.to_env(unit), log_prob.sum(-1), value, channels
@@ -195,8 +233,23 @@ class DPPO:
         return self.critic(self.obs_normalizer(obs.float())).squeeze(-1)
 
     # -- learning -------------------------------------------------------------------
+    def bc_loss(self, obs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """The reference's optional BC term (dppo diffusion_ppo.py:101-125): chains the
+        frozen base samples (exploring sampler) for ``obs``, scored at fine-tuned step
+        ``k`` (per row) by the fine-tuned network; -mean of the clamped step scores."""
+        cfg, first = self.config, self._first_tuned()
+        rows = torch.arange(len(obs), device=obs.device)
+        with torch.no_grad():
+            _, teacher = self.base.sample(obs, cfg.std_floor, return_chain=True,
+                                          noise_clip=cfg.noise_clip)  # fmt: skip
+        x, x_next = teacher[rows, first + k], teacher[rows, first + k + 1]
+        mean, std = self.actor.transition(obs, x, first + k, cfg.std_floor)
+        return -step_log_prob(x_next, mean, std).mean()
+
     def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
-        """``update_epochs`` passes over the (env step, fine-tuned step) pairs."""
+        """``update_epochs`` passes over the (env step, fine-tuned step) pairs; the
+        iteration stops after the first minibatch whose approx. KL exceeds ``target_kl``
+        (dppo agent/finetune/train_ppo_diffusion_agent.py:370-375)."""
         cfg = self.config
         tuned = cfg.finetune_steps
         rows = len(batch)
@@ -204,14 +257,15 @@ class DPPO:
         norm_obs = self.obs_normalizer(batch.obs)
         weight = cfg.denoise_discount ** torch.arange(tuned - 1, -1, -1, device=self.device)
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
-                                         "clip_fraction": []}  # fmt: skip
+                                         "clip_fraction": [], "bc_loss": []}  # fmt: skip
+        minibatches, stop = 0, False
         for _ in range(cfg.update_epochs):
-            approx_kl = torch.zeros(())
             for pair in minibatch_indices(pairs, cfg.minibatch_size, self.device):
                 row, k = pair // max(tuned, 1), pair % max(tuned, 1)
                 obs = norm_obs[row]
                 value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[row]).pow(2).mean()
                 loss = cfg.vf_coef * value_loss
+                approx_kl = torch.zeros(())
                 if tuned:
                     chain = batch.extras["chain"]
                     mean, std = self.actor.transition(
@@ -224,18 +278,27 @@ class DPPO:
                         log_prob - old, advantage, cfg.clip_coef
                     )
                     loss = loss + policy_loss
+                    if cfg.use_bc_loss:
+                        bc = self.bc_loss(obs, k)
+                        loss = loss + cfg.bc_loss_coef * bc
+                        stats["bc_loss"].append(bc.item())
                     stats["policy_loss"].append(policy_loss.item())
                     stats["clip_fraction"].append(clip_frac.item())
                 groups = [(self.critic_optimizer, list(self.critic.parameters()))]
                 if tuned:
                     groups.append((self.actor_optimizer, list(self.actor.parameters())))
                 clipped_step(loss, groups, cfg.max_grad_norm)
+                minibatches += 1
                 stats["value_loss"].append(value_loss.item())
                 stats["approx_kl"].append(approx_kl.item())
-            if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
                 break
         self.updates += 1
-        return {k: float(np.mean(v)) for k, v in stats.items() if v}
+        out = {k: float(np.mean(v)) for k, v in stats.items() if v}
+        return {**out, "minibatches": float(minibatches)}
 
     def _parts(self) -> dict:
         return {"actor": self.actor, "base": self.base, "critic": self.critic,

@@ -6,25 +6,55 @@ Papers: A. Z. Ren et al., "Diffusion Policy Policy Optimization" (DPPO), 2024
 Matching Policy with Online Reinforcement Learning", 2025 (arXiv:2505.22094), pre-training
 of a 1-rectified flow; C. Chi et al., "Diffusion Policy", RSS 2023, for chunked targets.
 
-``algo=diffusion_bc``: DDPM, K = 20 denoising steps, epsilon prediction, cosine schedule,
-x0 clipped to +-1, chunks of H = 4 actions, residual MLP 3x512 (Mish), 16-dim time
-embedding, Adam lr 1e-3 cosine-annealed to 1e-4 over the run, EMA 0.995 (the EMA weights
-act and are evaluated). ``algo=flow_bc``: the same with a velocity field trained by
-rectified flow and K = 4 Euler steps. Targets are built from the dataset's episodes
+``algo=diffusion_bc`` (DPPO's Gym pre-training, dppo cfg/gym/pretrain/hopper-medium-v2/
+pre_diffusion_mlp.yaml): DDPM, K = 20 denoising steps, epsilon prediction, cosine schedule,
+x0 clipped to +-1, chunks of H = 4 actions, DPPO's residual MLP [512, 512, 512] with ReLU
+(one residual block, ``rlcore.generative.DenoisingMLP``), 16-dim time embedding, batch
+128, AdamW with weight decay 1e-6 (dppo agent/pretrain/train_agent.py:118-122), lr 1e-3
+with the reference's per-epoch schedule (one epoch at 1e-4, then a cosine to 1e-4 over
+the run, train_agent.py:123-131 and train_diffusion_agent.py:53-54). EMA decay 0.995 of
+the weights that act and are evaluated, on DPPO's schedule: once per epoch every 5th
+epoch, the EMA copying the weights before epoch 10 (train_diffusion_agent.py:56-58,
+train_agent.py:137-144; ``rlcore.generative.ema_event``). An epoch is ceil(dataset rows
+/ batch size) gradient steps (``prepare_dataset``). ``algo=flow_bc`` (ReinFlow's, ReinFlow
+cfg/gym/pretrain/hopper-medium-v2/pre_reflow_mlp.yaml and agent/pretrain/train_agent.py):
+the same network and optimiser with a velocity field trained by rectified flow, K = 4
+Euler steps, a cosine period of 3000 epochs (its Hopper runs last 40, so the rate stays
+near 1e-3), and ReinFlow's EMA schedule: every 10 gradient steps, copying before epoch
+20 (train_agent.py:113-114, 357-360). Targets are built from the dataset's episodes
 (``OfflineDataset.action_chunks``): the H actions from each row on, never across the
 episode's end (slots past it repeat its last action, as Diffusion Policy pads).
 
 ``act(obs)`` returns a chunk (H, A) per observation in env units; rlcore's evaluation
-runs each chunk open loop. ``deterministic=True`` samples the zero-noise path (x_K = 0 and
-no injected noise for DDPM; x0 = 0 for the flow), ``False`` samples.
+runs each chunk open loop. ``deterministic=True`` is the references' evaluation sampler:
+DDPM from x_K ~ N(0, I) with the posterior noise floored at std 1e-3 and none at the last
+step, noise clipped at 10 std (dppo model/diffusion/diffusion.py:279-306, the pre-trained
+model's only sampler); the flow from a random x_0 with every Euler step clipped to
+[-1, 1] (ReinFlow model/flow/reflow.py:196-204, train_reflow_agent.py:46-48).
+``deterministic=False``: DDPM with the plain posterior noise (no floor); the flow as above.
+Random draws come from the global torch RNG: evaluation is deterministic given the seed.
+
+Parity (benchmarks/parity/diffusion_flow.py, docs/parity_rows/diffusion.md): DPPO's
+learning-rate scheduler, residual MLP and evaluation sampler reproduced within 6.3e-7.
 
 Departures: observations are standardised with the dataset's mean and std, actions map
 to [-1, 1] by the env's action bounds (DPPO normalises both to [-1, 1] by dataset min /
 max); the time features are rlcore's interleaved sinusoidal encoding (DPPO concatenates
 the sin and cos halves); the flow's time t in [0, 1] is scaled by 1000 before the
-encoding. ``obs_history`` T > 1 conditions the policy on the last T observations,
+encoding, and its Euler grid is t_k = k / K (ReinFlow's sampler steps on linspace(0, 1, K),
+reflow.py:198; its fine-tuning scores on k / K). ``obs_history`` T > 1 conditions the policy on the last T observations,
 flattened (the dataset's rows and the env's observations are stacked alike, slots
 before an episode's start repeat its first observation; DPPO's Gym default is T = 1).
+The budget is ``total_steps`` gradient steps of batches drawn by rlcore's offline loop
+(the references: 3000 epochs (DPPO) / 40 epochs (ReinFlow) of D4RL hopper-medium, about
+23M / 0.3M gradient steps, reshuffled each epoch); the EMA schedule assumes such lengths:
+in a run of a few tens of epochs DPPO's schedule leaves the EMA near the epoch-10 weights
+(set ``ema_start_epoch`` / ``ema_every`` lower for short runs). ReinFlow's loader drops
+an epoch's last partial batch (floor instead of ceil: one step in ~1,500 on Hopper).
+Earlier runs of this project used ``denoiser=rlcore_v1 activation=mish`` (Mish, two
+residual blocks, an activation before the output), EMA every step from step 0, no
+weight decay, batch 256 and a per-step cosine; the committed snapshots
+``benchmarks/assets/hopper_{diffusion,flow}_bc.pt`` are such runs (their configs say so).
 """
 
 from __future__ import annotations
@@ -36,18 +66,31 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.generative import EMA, SCHEDULES, ActionBox, DDPMHead, FlowHead, make_head
+from rlcore.generative import (
+    DENOISERS,
+    EMA,
+    EMA_UNITS,
+    SCHEDULES,
+    ActionBox,
+    DDPMHead,
+    FlowHead,
+    adamw,
+    ema_event,
+    make_head,
+    warmup_cosine_lr,
+)
 from rlcore.nets import ObsNormalizer
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import batched_obs, ensure_finite, load_state_into, state_of
 
 HEADS = ("ddpm", "flow")
 
 
 @dataclass
 class DiffusionBCConfig:
-    """Chunked generative behaviour cloning (DPPO's pre-training defaults)."""
+    """Chunked generative behaviour cloning (DPPO's pre-training defaults, dppo
+    cfg/gym/pretrain/hopper-medium-v2/pre_diffusion_mlp.yaml)."""
 
     head: str = "ddpm"  # "ddpm" | "flow"
     horizon: int = 4  # actions per chunk (executed open loop)
@@ -55,17 +98,26 @@ class DiffusionBCConfig:
     denoising_steps: int = 20  # DDPM steps K (flow: Euler steps)
     schedule: str = "cosine"  # DDPM beta schedule: "cosine" | "vp"
     clip_x0: float | None = 1.0  # clip of the predicted x0 (DDPM)
-    hidden: tuple[int, ...] = (512, 512, 512)  # residual MLP widths (equal)
+    hidden: tuple[int, ...] = (512, 512, 512)  # residual MLP widths (equal; "dppo": odd count)
     time_dim: int = 16  # time-embedding features
-    lr: float = 1e-3  # Adam learning rate at the start ...
-    lr_min: float = 1e-4  # ... cosine-annealed to this over total_steps
+    denoiser: str = "dppo"  # network layout: "dppo" (the reference's) | "rlcore_v1" (earlier)
+    activation: str = "relu"  # the denoiser's activation (the reference's Gym configs: ReLU)
+    lr: float = 1e-3  # AdamW learning rate at the cosine's top ...
+    lr_min: float = 1e-4  # ... and bottom (it starts here for lr_warmup_epochs)
+    lr_warmup_epochs: int = 1  # linear warm-up from lr_min, in epochs
+    lr_cycle_epochs: int | None = None  # cosine period in epochs (None: the whole run)
+    weight_decay: float = 1e-6  # AdamW's decoupled weight decay
     ema_decay: float = 0.995  # EMA of the weights that act and are evaluated
+    ema_start_epoch: int = 10  # before this epoch the EMA copies the weights ...
+    ema_every: int = 5  # ... updated every this many ema_unit ...
+    ema_unit: str = "epoch"  # ... "epoch" (DPPO) | "step" (ReinFlow)
+    noise_clip: float | None = 10.0  # evaluation sampler's noise clip, in stds (DDPM)
     normalize_states: bool = True  # standardise observations with dataset statistics
-    fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    fused_optimizer: bool = True  # fused AdamW kernel (same maths, faster)
     gamma: float = 0.99  # only for the dataset's return-to-go (not used by BC)
     # loop settings (read by rlcore.loops.offline through rlcore.train)
-    batch_size: int = 256  # chunks per gradient step
-    total_steps: int = 200_000  # gradient steps (the cosine schedule's length)
+    batch_size: int = 128  # chunks per gradient step (an epoch: dataset rows / batch_size)
+    total_steps: int = 200_000  # gradient steps
     online_steps: int = 0  # BC has no online phase
 
     def __post_init__(self) -> None:
@@ -73,16 +125,25 @@ class DiffusionBCConfig:
             raise ValueError(f"head={self.head!r}: choose from {HEADS}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r}: choose from {SCHEDULES}")
+        if self.denoiser not in DENOISERS:
+            raise ValueError(f"denoiser={self.denoiser!r}: choose from {DENOISERS}")
+        if self.ema_unit not in EMA_UNITS:
+            raise ValueError(f"ema_unit={self.ema_unit!r}: choose from {EMA_UNITS}")
         if self.online_steps:
             raise ValueError("online_steps: behaviour cloning has no online phase")
 
 
 @dataclass
 class FlowBCConfig(DiffusionBCConfig):
-    """ReinFlow's pre-training: a 1-rectified flow with 4 Euler steps."""
+    """ReinFlow's pre-training: a 1-rectified flow with 4 Euler steps (ReinFlow
+    cfg/gym/pretrain/hopper-medium-v2/pre_reflow_mlp.yaml, agent/pretrain/train_agent.py)."""
 
     head: str = "flow"
     denoising_steps: int = 4
+    lr_cycle_epochs: int | None = 3000  # pre_reflow_mlp.yaml:36 (its runs last 40 epochs)
+    ema_start_epoch: int = 20  # train_agent.py:113 (the config leaves the default)
+    ema_every: int = 10  # train_agent.py:114, in gradient steps
+    ema_unit: str = "step"
 
 
 class GenerativeBC:
@@ -105,36 +166,64 @@ class GenerativeBC:
         self.head.to(self.device)
         self.ema = EMA(self.head, config.ema_decay)
         self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
-        self.optimizer = adam(self.head.parameters(), config.lr, config.fused_optimizer)
+        self.optimizer = adamw(
+            self.head.parameters(), config.lr, config.weight_decay, config.fused_optimizer
+        )
+        self.epoch_steps: int | None = None  # gradient steps per epoch (prepare_dataset)
         self.updates = 0
 
     def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (offline.datasets.OfflineDataset)
-        """Add the chunked targets (``action_chunk``) the updates sample."""
+        """Add the chunked targets (``action_chunk``) the updates sample, and size an epoch
+        (ceil(rows / batch_size) gradient steps) for the learning-rate and EMA schedules."""
         chunks, _ = dataset.action_chunks(self.config.horizon)
         dataset.add_channel("action_chunk", chunks)
+        self.epoch_steps = max(1, math.ceil(len(dataset) / self.config.batch_size))
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
-        """Action chunk(s) (H, A) / (B, H, A) in env units from the EMA weights."""
+        """Action chunk(s) (H, A) / (B, H, A) in env units from the EMA weights.
+        ``deterministic``: the references' evaluation sampler (DDPM: x_K ~ N(0, I), std
+        floor 1e-3, no noise at the last step; flow: random x_0, Euler steps clipped to
+        [-1, 1]); otherwise DDPM samples with the full posterior noise. Random draws come
+        from the global torch RNG (deterministic given the seed)."""
+        cfg = self.config
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
-            unit = self.ema.shadow.sample(
-                self.obs_normalizer(obs_t), noise_scale=0.0 if deterministic else 1.0
-            )
+            norm = self.obs_normalizer(obs_t)
+            if cfg.head == "flow":
+                unit = self.ema.shadow.sample(norm, clip_intermediate=True)
+            else:
+                unit = self.ema.shadow.sample(
+                    norm, noise_clip=cfg.noise_clip, evaluation=deterministic
+                )
             chunk = self.box.to_env(unit).cpu().numpy()
         return chunk[0] if single else chunk
 
+    def _epoch_steps(self) -> int:
+        if self.epoch_steps is None:
+            raise ValueError(
+                "call agent.prepare_dataset(dataset) first: the learning-rate and EMA "
+                "schedules count epochs of the dataset"
+            )
+        return self.epoch_steps
+
     def lr_at(self, update: int) -> float:
-        """Cosine from ``lr`` to ``lr_min`` over ``total_steps`` updates."""
-        cfg = self.config
-        progress = min(update / max(cfg.total_steps, 1), 1.0)
-        return cfg.lr_min + 0.5 * (cfg.lr - cfg.lr_min) * (1 + math.cos(math.pi * progress))
+        """The references' per-epoch schedule (``warmup_cosine_lr``): epoch e = update //
+        epoch_steps, ``lr_warmup_epochs`` from lr_min, then a cosine to lr_min over
+        ``lr_cycle_epochs`` (None: the run's total_steps in epochs)."""
+        cfg, epoch_steps = self.config, self._epoch_steps()
+        cycle = cfg.lr_cycle_epochs or math.ceil(cfg.total_steps / epoch_steps)
+        cycle = max(cycle, cfg.lr_warmup_epochs + 1)
+        return warmup_cosine_lr(update // epoch_steps, cfg.lr, cfg.lr_min, cycle,
+                                cfg.lr_warmup_epochs)  # fmt: skip
 
     def update(self, batch: Batch) -> dict[str, float]:
-        """One denoising / velocity regression step on the batch's chunks, then the EMA."""
+        """One denoising / velocity regression step on the batch's chunks, then the EMA
+        schedule's event (``ema_event``: copy, average or nothing)."""
         if "action_chunk" not in batch.extras:
             raise ValueError(
                 "the batch has no 'action_chunk': build it with agent.prepare_dataset(dataset)"
             )
+        cfg = self.config
         lr = self.lr_at(self.updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -145,8 +234,13 @@ class GenerativeBC:
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
-        self.ema.update(self.head)
         self.updates += 1
+        event = ema_event(self.updates, self._epoch_steps(), cfg.ema_start_epoch, cfg.ema_every,
+                          cfg.ema_unit)  # fmt: skip
+        if event == "copy":
+            self.ema.copy_from(self.head)
+        elif event == "average":
+            self.ema.update(self.head)
         return {"bc_loss": loss.item(), "lr": lr}
 
     def _parts(self) -> dict:

@@ -88,6 +88,7 @@ def bc_return(path: Path, episodes: int, seed: int = 0) -> dict[str, float]:
     from rlcore.evaluate import evaluate
 
     agent = load_agent(path)
+    torch.manual_seed(seed)  # the evaluation samplers start from random noise
     env = make_vec_env("hopper", min(episodes, 5), seed=seed, obs_history=agent.config.obs_history)
     try:
         return evaluate(lambda o: agent.act(o, deterministic=True), env, episodes, seed)
@@ -104,6 +105,9 @@ def method_overrides(method: str, args: argparse.Namespace, asset: Path) -> list
            f"total_steps={args.env_steps // chunk}",
            f"eval_every={max(args.eval_every_env_steps // chunk, per_loop_step)}",
            f"eval_episodes={args.eval_episodes}", "checkpoint_every_s=120"]  # fmt: skip
+    if method in ("dppo", "reinflow"):  # their configs must name the snapshot's network layout
+        algo = torch.load(asset, weights_only=False)["config"]["algo"]
+        out += [f"algo.denoiser={algo['denoiser']}", f"algo.activation={algo['activation']}"]
     return out
 
 

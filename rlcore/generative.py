@@ -17,15 +17,27 @@ Chains are indexed by sampling order: ``chain[:, 0]`` is the initial noise, ``ch
 the sample after i steps, ``chain[:, K]`` the action chunk. For the DDPM head step i uses
 the DDPM timestep ``K - 1 - i``.
 
-``DenoisingMLP`` is DPPO's "MLP 3x512 residual" shape: input [obs, x, time embedding],
-residual blocks of two linear layers with Mish, a linear output. ``EMA`` keeps the
-exponential moving average of a module's parameters (pre-training evaluates the EMA
-weights, decay 0.995 in DPPO).
+``DenoisingMLP`` has two layouts: ``"dppo"``, DPPO's / ReinFlow's residual MLP (what
+their Gym configs build: ReLU, one residual block for ``[512, 512, 512]``, a linear
+output), the default of every config here; and ``"rlcore_v1"``, this project's earlier
+network (Mish, len(hidden) - 1 blocks, an activation before the output), kept for
+checkpoints made with it and the classes' default (FISOR builds its actor with it).
+Inputs are [obs, x, time embedding] (the references: [x, time, obs], an equivalent
+permutation). ``EMA`` keeps the exponential moving average of a module's parameters and
+``ema_event`` the references' pre-training schedules of it; ``warmup_cosine_lr`` is the
+references' learning-rate schedule; ``standard_normal`` the clipped noise of a step.
+
+Evaluation samplers (``act(deterministic=True)`` of the algorithms) follow the references:
+DDPM heads ``sample(evaluation=True)``, x_K ~ N(0, I) and the posterior noise with a std
+floor of 1e-3, none at the last step (DPPO); flow heads from a random x_0 without injected
+noise (ReinFlow). Both draw from the generator given (the global torch RNG by default),
+so an evaluation is deterministic given the seed.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcore.nets import activation as nets_activation
 from rlcore.nets import sinusoidal_encoding
 
 SCHEDULES = ("cosine", "vp")
@@ -71,9 +84,20 @@ class TimeEmbedding(nn.Module):
         return self.net(sinusoidal_encoding(t.float(), self.dim))
 
 
+DENOISERS = ("dppo", "rlcore_v1")
+
+
 class DenoisingMLP(nn.Module):
-    """(obs (B, O), x (B, H, A), t (B,)) -> (B, H, A): input layer, residual blocks of
-    two Mish linear layers each, output layer (``hidden`` widths must be equal)."""
+    """(obs (B, O), x (B, H, A), t (B,)) -> (B, H, A) on [obs, x, time embedding].
+
+    ``layout="dppo"``: DPPO's / ReinFlow's ``ResidualMLP`` (dppo model/common/mlp.py:84-149,
+    built by model/diffusion/mlp_diffusion.py:197-215 with ``mlp_dims = hidden``): a linear
+    input layer to ``hidden[0]``, (len(hidden) - 1) / 2 pre-activation residual blocks
+    x + L2(act(L1(act(x)))), a linear output layer with no activation before it. The Gym
+    configs' ``[512, 512, 512]`` build ONE block (mlp.py:102-114 asserts an even number of
+    hidden layers; ``hidden`` of even length is refused here the same way).
+    ``layout="rlcore_v1"``: this project's earlier network (kept for checkpoints made with
+    it): len(hidden) - 1 blocks and the activation before the output layer."""
 
     def __init__(
         self,
@@ -82,25 +106,50 @@ class DenoisingMLP(nn.Module):
         action_dim: int,
         hidden: Sequence[int] = (512, 512, 512),
         time_dim: int = 16,
+        layout: str = "rlcore_v1",
+        activation: str = "mish",
     ) -> None:
         super().__init__()
+        if layout not in DENOISERS:
+            raise ValueError(f"denoiser={layout!r}: choose from {DENOISERS}")
         if len(set(hidden)) != 1:
             raise ValueError(f"residual blocks need equal widths, got hidden={tuple(hidden)}")
+        if layout == "dppo" and len(hidden) % 2 == 0:
+            raise ValueError(
+                f"denoiser='dppo' builds (len(hidden) - 1) / 2 residual blocks of two layers: "
+                f"hidden needs an odd number of widths (e.g. [512, 512, 512]), got {list(hidden)}"
+            )
         width = hidden[0]
+        blocks = (len(hidden) - 1) // 2 if layout == "dppo" else len(hidden) - 1
         self.horizon, self.action_dim = horizon, action_dim
         self.time = TimeEmbedding(time_dim)
         self.inp = nn.Linear(obs_dim + horizon * action_dim + time_dim, width)
         self.blocks = nn.ModuleList(
-            nn.Sequential(nn.Mish(), nn.Linear(width, width), nn.Mish(), nn.Linear(width, width))
-            for _ in range(len(hidden) - 1)
+            nn.Sequential(
+                nets_activation(activation),
+                nn.Linear(width, width),
+                nets_activation(activation),
+                nn.Linear(width, width),
+            )  # fmt: skip
+            for _ in range(blocks)
         )
-        self.out = nn.Sequential(nn.Mish(), nn.Linear(width, horizon * action_dim))
+        out = nn.Linear(width, horizon * action_dim)
+        self.out = (
+            nn.Sequential(out)
+            if layout == "dppo"
+            else nn.Sequential(nets_activation(activation), out)
+        )
 
     def forward(self, obs: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        h = self.inp(torch.cat([obs, x.flatten(1), self.time(t)], dim=-1))
+        features = torch.cat([obs, x.flatten(1), self.time(t)], dim=-1)
+        return self.trunk(features).view(-1, self.horizon, self.action_dim)
+
+    def trunk(self, features: torch.Tensor) -> torch.Tensor:
+        """The residual MLP on the concatenated input features (the references' ResidualMLP)."""
+        h = self.inp(features)
         for block in self.blocks:
             h = h + block(h)
-        return self.out(h).view(-1, self.horizon, self.action_dim)
+        return self.out(h)
 
 
 def gaussian_log_density(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -111,6 +160,23 @@ def gaussian_log_density(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor)
 def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """log N(x; mean, std^2) summed over every dim but the first: (B, ...) -> (B,)."""
     return gaussian_log_density(x, mean, std).flatten(1).sum(-1)
+
+
+EVAL_STD_FLOOR = 1e-3  # DPPO's std floor of the evaluation sampler (diffusion_vpg.py:291)
+
+
+def standard_normal(
+    shape: Sequence[int],
+    clip: float | None = None,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """N(0, I) draws clipped to [-clip, clip] (no clip when None): the injected noise of a
+    reverse / Euler step, mean + std * z, stays within clip standard deviations (DPPO's
+    and ReinFlow's ``randn_clip_value`` = 3: dppo diffusion_vpg.py:294-296, ReinFlow
+    ppoflow.py:363-364)."""
+    z = torch.randn(tuple(shape), generator=generator, device=device)
+    return z if clip is None else z.clamp_(-clip, clip)
 
 
 class DDPMHead(nn.Module):
@@ -127,6 +193,8 @@ class DDPMHead(nn.Module):
         hidden: Sequence[int] = (512, 512, 512),
         time_dim: int = 16,
         clip_x0: float | None = 1.0,
+        layout: str = "rlcore_v1",
+        activation: str = "mish",
     ) -> None:
         super().__init__()
         if schedule not in SCHEDULES:
@@ -140,7 +208,7 @@ class DDPMHead(nn.Module):
             steps,
         )
         self.clip_x0 = clip_x0
-        self.net = DenoisingMLP(obs_dim, horizon, action_dim, hidden, time_dim)
+        self.net = DenoisingMLP(obs_dim, horizon, action_dim, hidden, time_dim, layout, activation)
         betas = cosine_betas(steps) if schedule == "cosine" else vp_betas(steps)
         alphas = 1 - betas
         alpha_bar = torch.cumprod(alphas.double(), 0).float()
@@ -185,6 +253,15 @@ class DDPMHead(nn.Module):
         std = self.posterior_var[t].sqrt().clamp(min=std_floor).view(per_row).expand_as(mean)
         return mean, std
 
+    def step_floor(self, i: int, std_floor: float, evaluation: bool) -> float:
+        """The std floor of sampling step ``i``: ``std_floor`` when exploring; DPPO's
+        evaluation path (``deterministic=True``) keeps the posterior std floored at 1e-3
+        and uses zero noise only at the last step (dppo model/diffusion/diffusion.py:
+        299-302, diffusion_vpg.py:288-291; the last step's posterior std is 0)."""
+        if not evaluation:
+            return std_floor
+        return EVAL_STD_FLOOR if i < self.steps - 1 else 0.0
+
     @torch.no_grad()
     def sample(
         self,
@@ -193,18 +270,21 @@ class DDPMHead(nn.Module):
         generator: torch.Generator | None = None,
         return_chain: bool = False,
         noise_scale: float = 1.0,
+        noise_clip: float | None = None,
+        evaluation: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Action chunks (B, H, A) in [-1, 1]; with ``return_chain`` also the chain
         (B, K + 1, H, A) of every intermediate sample (chain[:, -1] before the clip).
-        ``noise_scale`` multiplies the initial and the injected noise (0: the
-        deterministic mean path, what ``act(deterministic=True)`` uses)."""
+        ``noise_scale`` multiplies the initial and the injected noise (0: the zero-noise
+        mean path ResiP's base and FISOR use); ``noise_clip`` clips each injected standard
+        normal draw to +-clip (DPPO's ``randn_clip_value``; the initial x_K is not clipped);
+        ``evaluation``: DPPO's evaluation sampler (``step_floor``), x_K ~ N(0, I)."""
         shape = (len(obs), self.horizon, self.action_dim)
         x = noise_scale * torch.randn(shape, generator=generator, device=obs.device)
         chain = [x]
         for i in range(self.steps):
-            mean, std = self.transition(obs, x, i, std_floor)
-            noise = torch.randn(shape, generator=generator, device=obs.device)
-            x = mean + noise_scale * std * noise
+            mean, std = self.transition(obs, x, i, self.step_floor(i, std_floor, evaluation))
+            x = mean + noise_scale * std * standard_normal(shape, noise_clip, generator, obs.device)
             chain.append(x)
         action = x.clamp(-1.0, 1.0)
         return (action, torch.stack(chain, 1)) if return_chain else action
@@ -222,6 +302,8 @@ class FlowHead(nn.Module):
         steps: int = 4,
         hidden: Sequence[int] = (512, 512, 512),
         time_dim: int = 16,
+        layout: str = "rlcore_v1",
+        activation: str = "mish",
     ) -> None:
         super().__init__()
         if steps < 1 or horizon < 1:
@@ -232,7 +314,7 @@ class FlowHead(nn.Module):
             horizon,
             steps,
         )
-        self.net = DenoisingMLP(obs_dim, horizon, action_dim, hidden, time_dim)
+        self.net = DenoisingMLP(obs_dim, horizon, action_dim, hidden, time_dim, layout, activation)
 
     def velocity(self, obs: torch.Tensor, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """v(x_t, t, s) for t in [0, 1] (scaled to the embedding's step range)."""
@@ -256,15 +338,20 @@ class FlowHead(nn.Module):
         generator: torch.Generator | None = None,
         return_chain: bool = False,
         noise_scale: float = 1.0,
+        clip_intermediate: bool = False,
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Action chunks (B, H, A) in [-1, 1] by K Euler steps from x0 ~ N(0, I) (times
-        ``noise_scale``; 0: the deterministic path from x0 = 0); with ``return_chain``
-        also (B, K + 1, H, A)."""
+        ``noise_scale``; 0: the path from x0 = 0); ``clip_intermediate`` clips every
+        Euler step to [-1, 1] as ReinFlow's sampler does (reflow.py:199-204, the
+        pre-training's evaluation sets it, train_reflow_agent.py:48); with
+        ``return_chain`` also (B, K + 1, H, A)."""
         shape = (len(obs), self.horizon, self.action_dim)
         x = noise_scale * torch.randn(shape, generator=generator, device=obs.device)
         chain = [x]
         for t in self.times(obs.device):
             x = x + self.velocity(obs, x, t.expand(len(obs))) / self.steps
+            if clip_intermediate:
+                x = x.clamp(-1.0, 1.0)
             chain.append(x)
         action = x.clamp(-1.0, 1.0)
         return (action, torch.stack(chain, 1)) if return_chain else action
@@ -287,11 +374,65 @@ class EMA:
         for avg, cur in zip(self.shadow.buffers(), module.buffers()):
             avg.copy_(cur)
 
+    @torch.no_grad()
+    def copy_from(self, module: nn.Module) -> None:
+        """shadow <- current (the references' ``reset_parameters`` before the EMA starts)."""
+        self.shadow.load_state_dict(module.state_dict())
+
     def state_dict(self) -> dict:
         return self.shadow.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
         self.shadow.load_state_dict(state)
+
+
+EMA_UNITS = ("epoch", "step")
+
+
+def ema_event(update: int, epoch_steps: int, start_epoch: int, every: int, unit: str) -> str | None:
+    """What the pre-training references do to the EMA after gradient step number
+    ``update`` (1-based): "copy" (the EMA takes the weights: before ``start_epoch``),
+    "average" (one EMA step) or None. Epochs count from 1 and last ``epoch_steps``.
+
+    * ``unit="epoch"`` (DPPO, dppo agent/pretrain/train_diffusion_agent.py:56-58 and
+      train_agent.py:140-144): at the end of every ``every``-th epoch.
+    * ``unit="step"`` (ReinFlow, ReinFlow agent/pretrain/train_agent.py:357-360,
+      400-405): after every ``every``-th gradient step, counting from the first."""
+    if unit not in EMA_UNITS:
+        raise ValueError(f"ema unit={unit!r}: choose from {EMA_UNITS}")
+    if unit == "epoch":
+        if update % epoch_steps or (update // epoch_steps) % every:
+            return None
+        epoch = update // epoch_steps
+    else:
+        if (update - 1) % every:
+            return None
+        epoch = (update - 1) // epoch_steps + 1
+    return "copy" if epoch < start_epoch else "average"
+
+
+def warmup_cosine_lr(i: int, lr_max: float, lr_min: float, cycle: int, warmup: int) -> float:
+    """The learning rate after ``i`` scheduler steps of DPPO's / ReinFlow's
+    ``CosineAnnealingWarmupRestarts`` (dppo util/scheduler.py:32-147, cycle_mult = gamma
+    = 1; it starts at ``lr_min``, scheduler.py:71-78): in each cycle of ``cycle`` steps,
+    a linear warm-up from ``lr_min`` to ``lr_max`` over ``warmup`` steps, then a cosine
+    down to ``lr_min``; then the cycle restarts."""
+    if cycle < 1 or not 0 <= warmup < cycle:
+        raise ValueError(f"need cycle >= 1 and 0 <= warmup < cycle, got {cycle}, {warmup}")
+    s = i % cycle
+    if i == 0 or s < warmup:
+        return lr_min + (lr_max - lr_min) * s / max(warmup, 1)
+    progress = (s - warmup) / (cycle - warmup)
+    return lr_min + (lr_max - lr_min) * (1 + math.cos(math.pi * progress)) / 2
+
+
+def adamw(
+    params: Any, lr: float, weight_decay: float = 0.0, fused: bool = True
+) -> torch.optim.AdamW:
+    """AdamW (decoupled weight decay), the references' optimiser (equal to Adam at
+    weight decay 0), with the fused single-kernel step when requested."""
+    kwargs = {"fused": True} if fused else {"foreach": True}
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
 
 
 class ChunkQueue:
@@ -340,19 +481,90 @@ HEAD_FIELDS = (
     "clip_x0",
     "hidden",
     "time_dim",
+    "denoiser",
+    "activation",
 )
 
 
-def make_head(kind: str, obs_dim: int, action_dim: int, config: Any) -> DDPMHead | FlowHead:
-    """A ``kind`` ("ddpm" | "flow") head shaped by ``config``'s ``HEAD_FIELDS`` (the BC
-    config and every fine-tuner's config carry them under the same names)."""
-    common = {"horizon": config.horizon, "hidden": tuple(config.hidden),
-              "time_dim": config.time_dim, "steps": config.denoising_steps}  # fmt: skip
+LAYOUT_FIELDS = {"denoiser": "rlcore_v1", "activation": "mish"}  # the earlier layout
+
+
+DDPM_ONLY = ("schedule", "clip_x0")
+
+
+def head_settings(kind: str, config: Any, pretrained: Any = None) -> dict[str, Any]:
+    """The ``HEAD_FIELDS`` of ``config`` (a dataclass) that a ``kind`` head uses (a flow
+    head has no ``DDPM_ONLY`` ones). A fine-tuner's config that does not
+    declare the layout fields ``denoiser`` / ``activation`` (ResiP's, written before them)
+    takes them from the pre-trained BC config ``pretrained`` when given, else the earlier
+    layout ``LAYOUT_FIELDS``; every other field must be declared."""
+    declared = {f.name for f in dataclasses.fields(config)}
+    settings = {}
+    for name in HEAD_FIELDS:
+        if kind != "ddpm" and name in DDPM_ONLY:
+            continue
+        if name in declared:
+            settings[name] = getattr(config, name)
+        elif name in LAYOUT_FIELDS:
+            settings[name] = (
+                LAYOUT_FIELDS[name] if pretrained is None else getattr(pretrained, name)
+            )
+        else:
+            raise TypeError(f"{type(config).__name__} lacks the head setting {name!r}")
+    return settings
+
+
+def make_head(
+    kind: str, obs_dim: int, action_dim: int, config: Any, pretrained: Any = None
+) -> DDPMHead | FlowHead:
+    """A ``kind`` ("ddpm" | "flow") head shaped by ``head_settings(config, pretrained)``
+    (the BC config and every fine-tuner's config carry them under the same names)."""
+    cfg = head_settings(kind, config, pretrained)
+    common = {"horizon": cfg["horizon"], "hidden": tuple(cfg["hidden"]),
+              "time_dim": cfg["time_dim"], "steps": cfg["denoising_steps"],
+              "layout": cfg["denoiser"], "activation": cfg["activation"]}  # fmt: skip
     if kind == "ddpm":
         return DDPMHead(
-            obs_dim, action_dim, schedule=config.schedule, clip_x0=config.clip_x0, **common
+            obs_dim, action_dim, schedule=cfg["schedule"], clip_x0=cfg["clip_x0"], **common
         )
     return FlowHead(obs_dim, action_dim, **common)
+
+
+def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> Any:
+    """The behaviour-cloning agent of a run dir / checkpoint (``algo=diffusion_bc`` for
+    ``kind="ddpm"``, ``flow_bc`` for ``"flow"``, agent-only snapshots included); a
+    ``ValueError`` naming the fix when it holds another algorithm."""
+    from rlcore.checkpoint import load_agent
+
+    bc = load_agent(path, device)
+    found = getattr(getattr(bc, "config", None), "head", None)
+    if found != kind:
+        raise ValueError(
+            f"algo.pretrained={path} holds a {type(bc).__name__} (head {found!r}); this "
+            f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
+        )
+    return bc
+
+
+def copy_pretrained(
+    bc: Any, path: str | Path, kind: str, config: Any, head: nn.Module, obs_normalizer: nn.Module
+) -> None:
+    """Copy the EMA weights and observation statistics of the BC agent ``bc`` into a
+    fine-tuner's ``head`` / ``obs_normalizer``; a ``ValueError`` naming every head setting
+    of ``config`` that differs from the pre-trained one."""
+    settings = head_settings(kind, config, bc.config)
+    differ = [
+        f"{name}={value!r} (pre-trained: {getattr(bc.config, name)!r})"
+        for name, value in settings.items()
+        if _plain(value) != _plain(getattr(bc.config, name))
+    ]
+    if differ:
+        raise ValueError(
+            f"algo.pretrained={path}: set the head settings to the pre-trained ones: "
+            + ", ".join(differ)
+        )
+    head.load_state_dict(bc.ema.shadow.state_dict())
+    obs_normalizer.load_state_dict(bc.obs_normalizer.state_dict())
 
 
 def load_pretrained(
@@ -363,34 +575,8 @@ def load_pretrained(
     obs_normalizer: nn.Module,
     device: str | torch.device = "cpu",
 ) -> None:
-    """Copy the EMA weights and observation statistics of a behaviour-cloning run (run dir
-    or checkpoint of ``algo=diffusion_bc`` for ``kind="ddpm"``, ``flow_bc`` for ``"flow"``,
-    agent-only snapshots included) into a fine-tuner's ``head`` / ``obs_normalizer``.
-    Raises ``ValueError`` naming the mismatch: another algorithm, or head settings in
-    ``config`` that differ from the pre-trained ones."""
-    from rlcore.checkpoint import load_agent
-
-    bc = load_agent(path, device)
-    found = getattr(getattr(bc, "config", None), "head", None)
-    if found != kind:
-        raise ValueError(
-            f"algo.pretrained={path} holds a {type(bc).__name__} (head {found!r}); this "
-            f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
-        )
-    flow_fields = ("horizon", "obs_history", "denoising_steps", "hidden", "time_dim")
-    fields = HEAD_FIELDS if kind == "ddpm" else flow_fields
-    differ = [
-        f"{name}={getattr(config, name)!r} (pre-trained: {getattr(bc.config, name)!r})"
-        for name in fields
-        if _plain(getattr(config, name)) != _plain(getattr(bc.config, name))
-    ]
-    if differ:
-        raise ValueError(
-            f"algo.pretrained={path}: set the head settings to the pre-trained ones: "
-            + ", ".join(differ)
-        )
-    head.load_state_dict(bc.ema.shadow.state_dict())
-    obs_normalizer.load_state_dict(bc.obs_normalizer.state_dict())
+    """``copy_pretrained`` from the BC run at ``path`` (``load_bc``)."""
+    copy_pretrained(load_bc(path, kind, device), path, kind, config, head, obs_normalizer)
 
 
 def policy_parts(
@@ -403,10 +589,12 @@ def policy_parts(
     from rlcore.nets import ObsNormalizer
 
     obs_dim = int(np.prod(observation_space.shape))
-    head = make_head(kind, obs_dim, int(action_space.shape[-1]), config).to(device)
+    bc = load_bc(config.pretrained, kind, device) if config.pretrained else None
+    head = make_head(kind, obs_dim, int(action_space.shape[-1]), config, bc and bc.config)
+    head.to(device)
     obs_normalizer = ObsNormalizer(obs_dim).to(device)
-    if config.pretrained:
-        load_pretrained(config.pretrained, kind, config, head, obs_normalizer, device)
+    if bc is not None:
+        copy_pretrained(bc, config.pretrained, kind, config, head, obs_normalizer)
     return head, obs_normalizer, ActionBox(action_space.low, action_space.high, device)
 
 

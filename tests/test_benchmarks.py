@@ -513,7 +513,7 @@ def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
     small = ["env.max_episode_steps=30", "algo.critic_hidden=[16,16]"]
-    argv = ["--dataset", "local/hopper/random-v0", "--pretrain-steps", "20", "--hidden", "[16,16]",
+    argv = ["--dataset", "local/hopper/random-v0", "--pretrain-steps", "20", "--hidden", "[16,16,16]",
             "--assets", str(tmp_path / "assets"), "--env-steps", "320", "--envs", "2",
             "--rollout-env-steps", "80", "--eval-every-env-steps", "160", "--eval-episodes", "1",
             "--seeds", "0", "1", "--run-dir", str(tmp_path / "runs"),

@@ -194,7 +194,8 @@ def test_every_offline_algo_env_pair_runs(algo, env, tmp_path, tiny_datasets):
         *(["algo.online_steps=0"] if "online_steps" in fields else []),  # offline phase only
         "total_steps=60",
         "algo.batch_size=16",
-        "algo.hidden=[32,32]",
+        # DPPO's residual layout (diffusion / flow BC) needs an odd number of widths
+        "algo.hidden=[32,32,32]" if "denoiser" in fields else "algo.hidden=[32,32]",
         "env.max_episode_steps=40",
         "eval_every=30",
         "checkpoint_every=30",
@@ -249,7 +250,7 @@ def tiny_bc_runs(tmp_path_factory, tiny_datasets):
         for algo, head in (("diffusion_bc", "ddpm"), ("flow_bc", "flow")):
             runs[env, head] = root / f"{env}_{head}"
             train(make_config(f"algo={algo}", f"env={env}", *FAST, f"dataset={tiny_datasets[env]}",
-                              "total_steps=20", "algo.hidden=[32,32]", "algo.denoising_steps=3",
+                              "total_steps=20", "algo.hidden=[32,32,32]", "algo.denoising_steps=3",
                               "eval_every=20", "eval_episodes=1"), runs[env, head])  # fmt: skip
     return runs
 
@@ -263,7 +264,7 @@ def test_every_finetuner_env_pair_runs(algo, env, tmp_path, tiny_bc_runs):
         f"env={env}",
         *FAST,
         f"algo.pretrained={tiny_bc_runs[env, head]}",
-        "algo.hidden=[32,32]",
+        "algo.hidden=[32,32,32]",
         "algo.denoising_steps=3",
         *(
             ["algo.finetune_steps=2", "algo.minibatch_size=32"]

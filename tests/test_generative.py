@@ -13,10 +13,14 @@ import torch
 from rlcore.generative import (
     EMA,
     DDPMHead,
+    DenoisingMLP,
     FlowHead,
     cosine_betas,
+    ema_event,
     gaussian_log_prob,
+    standard_normal,
     vp_betas,
+    warmup_cosine_lr,
 )
 
 
@@ -119,7 +123,7 @@ def test_behaviour_cloning_fits_an_observation_dependent_chunk(kind):
 # ---------------------------------------------------------------- the BC agent (algos/)
 
 
-def _bc_agent(head: str = "ddpm"):
+def _bc_agent(head: str = "ddpm", epoch_steps: int | None = 2, **kw):
     import gymnasium as gym
 
     from algos.generative_bc import DiffusionBCConfig, FlowBCConfig, GenerativeBC
@@ -128,9 +132,12 @@ def _bc_agent(head: str = "ddpm"):
     act_space = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
     cls = DiffusionBCConfig if head == "ddpm" else FlowBCConfig
     config = cls(
-        hidden=(16, 16), horizon=3, denoising_steps=4 if head == "ddpm" else 2, total_steps=10
-    )
-    return GenerativeBC(obs_space, act_space, config)
+        hidden=(16, 16, 16), horizon=3, denoising_steps=4 if head == "ddpm" else 2,
+        total_steps=10, **kw,
+    )  # fmt: skip
+    agent = GenerativeBC(obs_space, act_space, config)
+    agent.epoch_steps = epoch_steps  # what prepare_dataset sets (test_bc_prepare_dataset...)
+    return agent
 
 
 @pytest.mark.parametrize("head", ["ddpm", "flow"])
@@ -145,7 +152,10 @@ def test_bc_agent_contract(head):
     low, high = np.array([-2.0, 0.0]), np.array([2.0, 1.0])
     assert (batch_chunks >= low - 1e-6).all() and (batch_chunks <= high + 1e-6).all()
     obs = np.zeros((2, 3), np.float32)
-    assert np.array_equal(agent.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+    torch.manual_seed(3)
+    first = agent.act(obs, deterministic=True)
+    torch.manual_seed(3)
+    assert np.array_equal(first, agent.act(obs, deterministic=True))  # given the seed
     b = 8
     batch = Batch(
         obs=torch.randn(b, 3), action=torch.zeros(b, 2), reward=torch.zeros(b),
@@ -153,7 +163,7 @@ def test_bc_agent_contract(head):
         extras={"action_chunk": torch.rand(b, 3, 2)},
     )  # fmt: skip
     metrics = agent.update(batch)
-    assert set(metrics) == {"bc_loss", "lr"} and metrics["lr"] == pytest.approx(1e-3)
+    assert set(metrics) == {"bc_loss", "lr"} and metrics["lr"] == pytest.approx(1e-4)
     clone = _bc_agent(head)
     clone.load_state_dict(agent.state_dict())
     for p, q in zip(agent.head.parameters(), clone.head.parameters()):
@@ -163,11 +173,89 @@ def test_bc_agent_contract(head):
         agent.update(Batch(**{**batch.__dict__, "extras": {}}))
 
 
-def test_bc_learning_rate_is_cosine_annealed_to_its_minimum():
+def test_bc_learning_rate_follows_the_references_per_epoch_schedule():
+    """2 steps per epoch, 10 steps = 5 epochs: epoch 0 at lr_min (the warm-up epoch),
+    then a cosine from lr over the 4 remaining epochs (DPPO's first_cycle_steps = n_epochs,
+    warmup 1), constant within an epoch; the optimiser is AdamW with weight decay 1e-6."""
     agent = _bc_agent()
-    assert agent.lr_at(0) == pytest.approx(1e-3)
-    assert agent.lr_at(5) == pytest.approx(1e-4 + 0.5 * 9e-4)  # halfway of 10
-    assert agent.lr_at(10) == pytest.approx(1e-4) and agent.lr_at(99) == pytest.approx(1e-4)
+    cos = [1e-4 + 0.5 * 9e-4 * (1 + math.cos(math.pi * j / 4)) for j in range(4)]
+    expected = [1e-4, 1e-4, cos[0], cos[0], cos[1], cos[1], cos[2], cos[2], cos[3], cos[3]]
+    assert [agent.lr_at(u) for u in range(10)] == pytest.approx(expected)
+    assert cos[0] == pytest.approx(1e-3)
+    assert isinstance(agent.optimizer, torch.optim.AdamW)
+    assert agent.optimizer.param_groups[0]["weight_decay"] == 1e-6
+    flow = _bc_agent("flow")  # ReinFlow: a 3000-epoch cosine (its runs last 40 epochs)
+    assert flow.lr_at(2) == pytest.approx(1e-3) and flow.lr_at(80) == pytest.approx(
+        1e-4 + 0.5 * 9e-4 * (1 + math.cos(math.pi * 39 / 2999))
+    )
+    with pytest.raises(ValueError, match="prepare_dataset"):
+        _bc_agent(epoch_steps=None).lr_at(0)
+
+
+def test_warmup_cosine_lr_by_hand():
+    """ReinFlow's Hopper actor schedule (2e-5 -> 4.5e-5, 100-iteration cycles, 10 warm-up):
+    starts at the minimum, linear warm-up, cosine, restart."""
+    lr = [warmup_cosine_lr(i, 4.5e-5, 2e-5, 100, 10) for i in (0, 5, 10, 55, 99, 100, 105, 110)]
+    mid = 2e-5 + 2.5e-5 * 0.5
+    last = 2e-5 + 2.5e-5 * (1 + math.cos(math.pi * 89 / 90)) / 2
+    assert lr == pytest.approx([2e-5, mid, 4.5e-5, mid, last, 2e-5, mid, 4.5e-5])
+
+
+def test_ema_events_follow_each_references_pretraining_schedule():
+    # DPPO: at the end of every 5th epoch (3 steps each); a copy before epoch 10
+    dppo = {u: ema_event(u, 3, 10, 5, "epoch") for u in range(1, 46)}
+    assert {u: e for u, e in dppo.items() if e} == {15: "copy", 30: "average", 45: "average"}
+    # ReinFlow: every 10th gradient step from the first; a copy before epoch 20 (4 steps each)
+    steps = {u: ema_event(u, 4, 20, 10, "step") for u in range(1, 92)}
+    assert {u for u, e in steps.items() if e} == {1, 11, 21, 31, 41, 51, 61, 71, 81, 91}
+    assert steps[71] == "copy" and steps[81] == "average"  # step 80 is in epoch 20
+    with pytest.raises(ValueError, match="unit"):
+        ema_event(1, 1, 1, 1, "batch")
+
+
+@pytest.mark.parametrize("head", ["ddpm", "flow"])
+def test_bc_agent_applies_the_ema_schedule(head):
+    """EMA decay 0.75, 2 steps per epoch, start at epoch 2, every epoch: after step 2 the
+    EMA holds the weights (a copy), step 3 leaves it, after step 4 it is 0.75 x (weights
+    at step 2) + 0.25 x (weights at step 4)."""
+    from rlcore.types import Batch
+
+    torch.manual_seed(0)
+    agent = _bc_agent(head, ema_decay=0.75, ema_start_epoch=2, ema_every=1, ema_unit="epoch")
+    batch = Batch(
+        obs=torch.randn(8, 3), action=torch.zeros(8, 2), reward=torch.zeros(8),
+        next_obs=torch.zeros(8, 3), terminated=torch.zeros(8), truncated=torch.zeros(8),
+        extras={"action_chunk": torch.rand(8, 3, 2)},
+    )  # fmt: skip
+
+    def weights(module: torch.nn.Module) -> torch.Tensor:
+        return torch.cat([p.detach().flatten() for p in module.parameters()])
+
+    start = weights(agent.head)
+    agent.update(batch)
+    assert torch.equal(weights(agent.ema.shadow), start)  # step 1: nothing yet
+    agent.update(batch)
+    at_2 = weights(agent.head)
+    assert not torch.equal(at_2, start) and torch.equal(weights(agent.ema.shadow), at_2)
+    agent.update(batch)
+    assert torch.equal(weights(agent.ema.shadow), at_2)
+    agent.update(batch)
+    torch.testing.assert_close(weights(agent.ema.shadow), 0.75 * at_2 + 0.25 * weights(agent.head))
+
+
+def test_bc_prepare_dataset_sizes_an_epoch():
+    from offline.datasets import OfflineDataset
+
+    n = 300
+    dataset = OfflineDataset(
+        obs=torch.randn(n, 3), action=torch.rand(n, 2), reward=torch.zeros(n),
+        next_obs=torch.randn(n, 3), terminated=torch.zeros(n),
+        truncated=(torch.arange(n) % 100 == 99).float(), episode_id=torch.arange(n) // 100,
+        mc_return=torch.zeros(n), episode_return=torch.zeros(3, dtype=torch.float64),
+    )  # fmt: skip
+    agent = _bc_agent(epoch_steps=None)  # batch 128: ceil(300 / 128) = 3 steps per epoch
+    agent.prepare_dataset(dataset)
+    assert agent.epoch_steps == 3 and dataset.channels["action_chunk"].shape == (n, 3, 2)
 
 
 @pytest.mark.parametrize("head", ["ddpm", "flow"])
@@ -198,3 +286,88 @@ def test_bc_agent_round_trip_gives_identical_future_and_nan_stops_cleanly(head):
     with pytest.raises(NonFiniteLossError):
         agent.update(batch(3, obs_scale=float("nan")))
     assert all(torch.equal(p, q) for p, q in zip(before, agent.head.parameters()))
+
+
+# ---------------------------------------------------------------- the references' network
+
+
+def test_dppo_layout_is_the_references_residual_mlp_by_hand():
+    """DPPO's ResidualMLP([in, 8, 8, 8, out]) with ReLU: Linear(in, 8), ONE pre-activation
+    block h + L2(relu(L1(relu(h)))), Linear(8, out) with nothing before it."""
+    torch.manual_seed(0)
+    net = DenoisingMLP(2, 1, 3, hidden=(8, 8, 8), time_dim=4, layout="dppo", activation="relu")
+    assert len(net.blocks) == 1 and len(net.out) == 1 and isinstance(net.out[0], torch.nn.Linear)
+    obs, x, t = torch.randn(5, 2), torch.randn(5, 1, 3), torch.tensor([0.0, 1, 2, 3, 4])
+    h = net.inp(torch.cat([obs, x.flatten(1), net.time(t)], -1))
+    l1, l2 = net.blocks[0][1], net.blocks[0][3]
+    h = h + l2(torch.relu(l1(torch.relu(h))))
+    torch.testing.assert_close(net(obs, x, t), net.out[0](h).view(5, 1, 3))
+    # the earlier layout: Mish, len(hidden) - 1 = 2 blocks, Mish before the output layer
+    old = DenoisingMLP(2, 1, 3, hidden=(8, 8, 8), time_dim=4)
+    assert len(old.blocks) == 2 and isinstance(old.out[0], torch.nn.Mish)
+    with pytest.raises(ValueError, match="odd number of widths"):
+        DenoisingMLP(2, 1, 3, hidden=(8, 8), layout="dppo")
+    with pytest.raises(ValueError, match="denoiser='unet'"):
+        DenoisingMLP(2, 1, 3, layout="unet")
+
+
+def test_bc_configs_default_to_the_references_network():
+    agent = _bc_agent()
+    assert agent.config.denoiser == "dppo" and agent.config.activation == "relu"
+    assert len(agent.head.net.blocks) == 1  # hidden (16, 16, 16): one block
+    assert isinstance(agent.head.net.blocks[0][0], torch.nn.ReLU)
+
+
+# ---------------------------------------------------------------- evaluation samplers
+
+
+def test_ddpm_evaluation_sampler_is_dppos_deterministic_path():
+    """x_K ~ N(0, I) (not 0); intermediate std floored at 1e-3 (posterior variances set
+    tiny here so the floor shows: x_{i+1} - mean_i = 1e-3 z_i); the last step adds no
+    noise; noise clipped at +-noise_clip."""
+    torch.manual_seed(0)
+    head = DDPMHead(obs_dim=2, action_dim=2, horizon=3, steps=4, hidden=(8, 8))
+    head.posterior_var[:] = 1e-12
+    obs = torch.randn(64, 2)
+    _, chain = head.sample(obs, generator=torch.Generator().manual_seed(7), return_chain=True,
+                           noise_clip=2.0, evaluation=True)  # fmt: skip
+    g = torch.Generator().manual_seed(7)
+    z = [torch.randn(64, 3, 2, generator=g) for _ in range(5)]
+    torch.testing.assert_close(chain[:, 0], z[0])  # the start: the generator's N(0, I)
+    for i in range(4):
+        mean, _ = head.transition(obs, chain[:, i], i)
+        step = 1e-3 * z[i + 1].clamp(-2, 2) if i < 3 else torch.zeros_like(mean)
+        torch.testing.assert_close(chain[:, i + 1] - mean, step, atol=2e-5, rtol=0)
+    assert head.step_floor(2, 0.1, evaluation=False) == 0.1
+    assert (head.step_floor(2, 0.1, True), head.step_floor(3, 0.1, True)) == (1e-3, 0.0)
+
+
+def test_standard_normal_clip():
+    z = standard_normal((20000,), 3.0, torch.Generator().manual_seed(0))
+    assert z.abs().max() == 3.0 and (z.abs() == 3.0).sum() > 20  # ~0.27% of draws clipped
+    assert standard_normal((20000,), None, torch.Generator().manual_seed(0)).abs().max() > 3.0
+
+
+def test_flow_sampler_clips_every_euler_step_when_asked():
+    head = FlowHead(obs_dim=1, action_dim=1, horizon=1, steps=2, hidden=(8, 8))
+    head.velocity = lambda obs, x, t: torch.full_like(x, 3.0)  # +1.5 per step
+    obs = torch.zeros(1, 1)
+    g = torch.Generator().manual_seed(0)
+    _, chain = head.sample(obs, generator=g, return_chain=True, clip_intermediate=True)
+    x0 = torch.randn(1, 1, 1, generator=torch.Generator().manual_seed(0))
+    torch.testing.assert_close(chain[:, 1], (x0 + 1.5).clamp(-1, 1))
+    torch.testing.assert_close(chain[:, 2], (chain[:, 1] + 1.5).clamp(-1, 1))
+
+
+@pytest.mark.parametrize("head", ["ddpm", "flow"])
+def test_bc_deterministic_acting_starts_from_random_noise(head):
+    """Evaluation draws its start from the global RNG: two seeds, two chunks; one seed,
+    one chunk (the earlier x_K = 0 path gave every seed the same chunk)."""
+    torch.manual_seed(0)
+    agent = _bc_agent(head)
+    obs = np.zeros((1, 3), np.float32)
+    chunks = []
+    for seed in (1, 2, 1):
+        torch.manual_seed(seed)
+        chunks.append(agent.act(obs, deterministic=True))
+    assert np.array_equal(chunks[0], chunks[2]) and not np.array_equal(chunks[0], chunks[1])

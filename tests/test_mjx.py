@@ -297,7 +297,7 @@ def test_dppo_fine_tunes_action_chunks_on_mjx(tmp_path):
     from rlcore.spaces import describe_action_space
 
     task = gym.make("Hopper-v5")
-    head = {"horizon": 2, "hidden": (32, 32), "time_dim": 8, "denoising_steps": 5}
+    head = {"horizon": 2, "hidden": (32, 32, 32), "time_dim": 8, "denoising_steps": 5}
     bc = GenerativeBC(task.observation_space, task.action_space, DiffusionBCConfig(**head))
     state = {"format": FORMAT_VERSION, "algo": "diffusion_bc",
              "config": {"algo": {**asdict(bc.config), "name": "diffusion_bc"}},
@@ -305,7 +305,7 @@ def test_dppo_fine_tunes_action_chunks_on_mjx(tmp_path):
              "agent": bc.state_dict()}  # fmt: skip
     pretrained = save_checkpoint(state, tmp_path / "bc" / "checkpoints" / "latest.pt")
     cfg = make_config(
-        "algo=dppo", f"algo.pretrained={pretrained}", "algo.horizon=2", "algo.hidden=[32,32]",
+        "algo=dppo", f"algo.pretrained={pretrained}", "algo.horizon=2", "algo.hidden=[32,32,32]",
         "algo.time_dim=8", "algo.denoising_steps=5", "algo.finetune_steps=3",
         "algo.minibatch_size=12", "algo.critic_hidden=[32,32]", "env=Hopper", "env.backend=mjx",
         f"env.num_envs={N}", "algo.rollout_steps=8", "total_steps=48", "eval_every=48", *FAST,

@@ -96,7 +96,7 @@ CASES["sac_snapshot"] = [*CASES["sac_native"],
 # fine-tuners of a pre-trained chunk policy ({ddpm} / {flow}: behaviour-cloning runs the
 # module fixture trains): DPPO and ReinFlow step a chunked env, ResiP keeps per-env base
 # chunks in the agent (saved with it)
-_FINETUNE = ["env=Hopper", "env.num_envs=2", "algo.rollout_steps=20", "algo.hidden=[32,32]",
+_FINETUNE = ["env=Hopper", "env.num_envs=2", "algo.rollout_steps=20", "algo.hidden=[32,32,32]",
              "algo.time_dim=8", "checkpoint_every=40", "eval_every=80", "eval_episodes=2",
              "log_every=20", "env.max_episode_steps=60"]  # fmt: skip
 CASES["dppo"] = ["algo=dppo", "algo.pretrained={ddpm}", "algo.denoising_steps=5",
@@ -157,7 +157,7 @@ def random_hopper_dataset(tmp_path_factory):
                                ["algo.denoising_steps=5", "algo.obs_history=2"])):  # fmt: skip
         run = root / f"bc_{name}"
         train(make_config(f"algo={algo}", "env=Hopper", "dataset=local/hopper/random-v0",
-                          "total_steps=30", "algo.hidden=[32,32]", "algo.time_dim=8", *extra,
+                          "total_steps=30", "algo.hidden=[32,32,32]", "algo.time_dim=8", *extra,
                           "eval_every=30", "eval_episodes=1", "logger=quiet"), run)  # fmt: skip
         PRETRAINED[name] = str(run)
     yield

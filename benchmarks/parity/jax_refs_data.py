@@ -99,7 +99,7 @@ def rlpd_inputs(seed: int = 0) -> dict:
 
 # --- FISOR -----------------------------------------------------------------------------
 FISOR_SIZES = {"obs_dim": 4, "act_dim": 2, "hidden": 16, "time_dim": 8, "steps": 5,
-               "batch": 64, "critic_batch": 32, "updates": 5}  # fmt: skip
+               "batch": 512, "critic_batch": 256, "updates": 5}  # fmt: skip
 
 
 def fisor_inputs(seed: int = 0) -> dict:

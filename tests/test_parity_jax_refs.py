@@ -271,3 +271,52 @@ def test_famo2o_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("actor", "balance", "critic", "target_critic", "value"):
         assert max_diff(getattr(agent, name), ref[name]) < PARAM_TOL, name
     assert agent.log_alpha.item() == pytest.approx(ref["log_alpha"], abs=1e-6)
+
+
+# --- SAC-Lagrangian (OmniSafe, torch) ----------------------------------------------------
+def run_sac_lag(monkeypatch: pytest.MonkeyPatch, log_std_as_reference: bool) -> Iterator[tuple]:
+    from algos.safe.sac_lag import SACLag, SACLagConfig
+
+    s = data.SACLAG_SIZES
+    inputs = data.sac_lag_inputs()
+    cfg = SACLagConfig(
+        hidden=(s["hidden"],) * 2, batch_size=s["batch"], cost_limit=s["cost_limit"],
+        lagrangian_init=s["lagrangian_init"], multiplier_delay=0,
+        policy_frequency=1,  # OmniSafe's actor every update (the run used policy_delay=1)
+    )  # fmt: skip
+    agent = SACLag(box(s["obs_dim"]), box(s["act_dim"]), cfg)
+    load(agent.sac.actor, inputs["actor"])
+    load(agent.sac.critic, inputs["critic"])
+    load(agent.sac.target_critic, inputs["critic"])
+    load(agent.cost_critic, inputs["cost_critic"])
+    load(agent.target_cost_critic, inputs["cost_critic"])
+    if log_std_as_reference:  # OmniSafe clips log-std to [-20, 2]; ours squashes by tanh
+        agent.sac.actor._log_std = lambda raw: raw.clamp(-20.0, 2.0)
+    agent.record_episode_costs([s["episode_cost"]])  # J_c = 30 > limit: lambda rises
+    feed = Feed(monkeypatch)
+    for batch, noise in zip(inputs["batches"], inputs["noise"]):
+        feed.add("randn", [noise["critic"], noise["actor"]])  # a' of the reward target, actor
+        metrics = agent.update(batch_of(batch, cost=True))
+        feed.check_used()
+        yield agent, metrics
+
+
+def test_sac_lag_matches_omnisafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SAC-Lagrangian (reward critics with entropy backup, cost critic on the mean next
+    action, actor on (alpha log pi - min Q_r + lambda Q_c) / (1 + lambda), Polyak, one
+    projected lambda step) against OmniSafe's SACLag._update over 10 updates, with
+    OmniSafe's log-std clip given to ours (see benchmarks/parity/sac_lag_reference.py)."""
+    ref = golden("sac_lag")["reference_as_is"]
+    agent = None
+    for (agent, metrics), step in zip(run_sac_lag(monkeypatch, True), ref["losses"]):  # noqa: B007
+        close(metrics["critic_loss"], step["reward_critic_loss"], "reward critic")
+        close(metrics["cost_critic_loss"], step["cost_critic_loss"], "cost critic")
+        close(metrics["actor_loss"], step["actor_loss"], "actor")
+        close(metrics["lagrange_multiplier"], step["lagrange_multiplier"], "lambda")
+    assert agent is not None
+    pairs = {"actor": agent.sac.actor, "critic": agent.sac.critic,
+             "target_critic": agent.sac.target_critic, "cost_critic": agent.cost_critic,
+             "target_cost_critic": agent.target_cost_critic}  # fmt: skip
+    for name, module in pairs.items():
+        assert max_diff(module, ref[name]) < PARAM_TOL, name
+    assert agent.multiplier.value == pytest.approx(ref["lagrange_multiplier"], abs=1e-7)

@@ -1,4 +1,4 @@
-"""Inputs of the JAX-reference parity checks (RLPD, FISOR, FamO2O): initial weights in
+"""Inputs of the parity checks against RLPD, FISOR, FamO2O (JAX) and OmniSafe: initial weights in
 rlcore's ``state_dict`` layout, batches with terminal rows and every sampled number the
 updates consume, all drawn from numpy's ``default_rng``. The reference harnesses
 (``benchmarks/parity/*_reference.py``, run in a side environment with JAX) and
@@ -160,4 +160,29 @@ def famo2o_inputs(seed: int = 0) -> dict:
             "balance": _f32(rng.standard_normal((s["batch"], 1))),
             "action": _f32(rng.standard_normal((s["batch"], a))),
         })  # fmt: skip
+    return {**nets, "batches": batches, "noise": noise}
+
+
+# --- SAC-Lagrangian (OmniSafe, torch) ----------------------------------------------------
+SACLAG_SIZES = {"obs_dim": 3, "act_dim": 2, "hidden": 16, "batch": 32, "updates": 10,
+                "lagrangian_init": 0.5, "episode_cost": 30.0, "cost_limit": 25.0}  # fmt: skip
+
+
+def sac_lag_inputs(seed: int = 0) -> dict:
+    """SAC-Lagrangian: SAC actor, twin reward critics, one cost critic, ``updates`` batches,
+    and per update the reward critic's next-action noise and the actor step's noise (both
+    (batch, A); the cost critic's next action is the policy's mean)."""
+    s = SACLAG_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h = s["obs_dim"], s["act_dim"], s["hidden"]
+    nets = {
+        "actor": mlp(rng, "net.", [o, h, h, 2 * a]),
+        "critic": ensemble(rng, 2, [o + a, h, h, 1]),
+        "cost_critic": ensemble(rng, 1, [o + a, h, h, 1]),
+    }
+    batches, noise = [], []
+    for _ in range(s["updates"]):
+        batches.append(transitions(rng, s["batch"], o, a))
+        noise.append({"critic": _f32(rng.standard_normal((s["batch"], a))),
+                      "actor": _f32(rng.standard_normal((s["batch"], a)))})  # fmt: skip
     return {**nets, "batches": batches, "noise": noise}

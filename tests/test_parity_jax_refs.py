@@ -320,3 +320,59 @@ def test_sac_lag_matches_omnisafe(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, module in pairs.items():
         assert max_diff(module, ref[name]) < PARAM_TOL, name
     assert agent.multiplier.value == pytest.approx(ref["lagrange_multiplier"], abs=1e-7)
+
+
+# --- PPO-Lagrangian (OmniSafe, torch) ----------------------------------------------------
+def run_ppo_lag(monkeypatch: pytest.MonkeyPatch, population_std: bool) -> Iterator[tuple]:
+    import algos.safe.ppo_lag as ppo_lag_module
+    from rlcore.types import RolloutBatch
+
+    s = data.PPOLAG_SIZES
+    inputs = data.ppo_lag_inputs()
+    updates = golden("ppo_lag")["reference_as_is"]["updates"]
+    cfg = ppo_lag_module.PPOLagConfig(
+        hidden=(s["hidden"],) * 2, update_epochs=s["epochs"], minibatch_size=s["minibatch"],
+        target_kl=s["target_kl"], cost_limit=s["cost_limit"],
+    )  # fmt: skip
+    agent = ppo_lag_module.PPOLag(box(s["obs_dim"]), box(s["act_dim"]), cfg)
+    load(agent.nets.actor, inputs["actor"])
+    load(agent.nets.reward_critic, inputs["reward_critic"])
+    load(agent.nets.cost_critic, inputs["cost_critic"])
+    if population_std:  # OmniSafe's buffer divides by the population std, ours by the sample std
+        monkeypatch.setattr(
+            ppo_lag_module, "standardize", lambda x: (x - x.mean()) / (x.std(correction=0) + 1e-8)
+        )
+    agent.record_episode_costs([s["episode_cost"]])  # J_c = 30 > limit: lambda rises
+    feed = Feed(monkeypatch)
+    for rollout, ref in zip(inputs["rollouts"], updates):
+        t = {k: torch.as_tensor(v) for k, v in rollout.items() if k != "permutations"}
+        zeros = torch.zeros(s["rows"])
+        batch = RolloutBatch(
+            obs=t["obs"], action=t["action"], log_prob=torch.as_tensor(ref["log_prob"]),
+            value=zeros, advantage=t["advantage"], returns=t["returns"], cost_value=zeros,
+            cost_advantage=t["cost_advantage"], cost_returns=t["cost_returns"],
+        )  # fmt: skip
+        feed.add("subset", list(rollout["permutations"][: ref["epochs"]]))  # passes run
+        metrics = agent.update(batch)
+        feed.check_used()
+        yield agent, metrics
+
+
+def test_ppo_lag_matches_omnisafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PPO-Lagrangian (lambda step, standardised / centred advantages, shuffled passes of
+    V_r, V_c with the L2 critic norm and the clipped actor on (A_r - lambda A_c) /
+    (1 + lambda), grad clip, KL stop) against OmniSafe's PPOLag._update on 2 rollouts,
+    with OmniSafe's population std in the advantage standardisation."""
+    ref = golden("ppo_lag")["reference_as_is"]
+    agent = None
+    for (agent, metrics), step in zip(run_ppo_lag(monkeypatch, True), ref["updates"]):  # noqa: B007
+        assert metrics["update_epochs"] == step["epochs"]
+        close(metrics["approx_kl"], step["kl"], "kl")
+        close(metrics["value_loss"], step["value_loss"], "value")
+        close(metrics["cost_value_loss"], step["cost_value_loss"], "cost value")
+        close(metrics["policy_loss"], step["policy_loss"], "policy")
+        close(metrics["lagrange_multiplier"], step["lagrange_multiplier"], "lambda")
+    assert agent is not None
+    assert max_diff(agent.nets.actor, ref["actor"]) < PARAM_TOL
+    assert max_diff(agent.nets.reward_critic, ref["reward_critic"]) < PARAM_TOL
+    assert max_diff(agent.nets.cost_critic, ref["cost_critic"]) < PARAM_TOL

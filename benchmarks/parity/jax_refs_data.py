@@ -186,3 +186,46 @@ def sac_lag_inputs(seed: int = 0) -> dict:
         noise.append({"critic": _f32(rng.standard_normal((s["batch"], a))),
                       "actor": _f32(rng.standard_normal((s["batch"], a)))})  # fmt: skip
     return {**nets, "batches": batches, "noise": noise}
+
+
+# --- PPO-Lagrangian (OmniSafe, torch) ----------------------------------------------------
+PPOLAG_SIZES = {
+    "obs_dim": 3,
+    "act_dim": 2,
+    "hidden": 16,
+    "rows": 256,
+    "minibatch": 64,
+    "epochs": 8,
+    "updates": 2,
+    "episode_cost": 30.0,
+    "cost_limit": 25.0,
+    "target_kl": 0.001,
+}  # fmt: skip  (a KL stop within 8 passes)
+
+
+def ppo_lag_inputs(seed: int = 0) -> dict:
+    """PPO-Lagrangian: Gaussian policy (mean MLP, log-std 0), V_r, V_c, and per update a
+    rollout of ``rows`` states, actions, raw (unstandardised) reward and cost advantages,
+    value targets, a perturbation of the behaviour log-probabilities (added by the harness
+    to the policy's own, so ratios start near 1), and one permutation per epoch."""
+    s = PPOLAG_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, n = s["obs_dim"], s["act_dim"], s["hidden"], s["rows"]
+    nets = {
+        "actor": {**mlp(rng, "mean.", [o, h, h, a]), "log_std": _f32(np.zeros(a))},
+        "reward_critic": mlp(rng, "", [o, h, h, 1]),
+        "cost_critic": mlp(rng, "", [o, h, h, 1]),
+    }
+    rollouts = []
+    for _ in range(s["updates"]):
+        rollouts.append({
+            "obs": _f32(rng.standard_normal((n, o))),
+            "action": _f32(rng.normal(0.0, 1.0, (n, a))),
+            "advantage": _f32(2.0 * rng.standard_normal(n) + 0.5),
+            "cost_advantage": _f32(rng.uniform(-0.5, 1.5, n)),
+            "returns": _f32(rng.standard_normal(n)),
+            "cost_returns": _f32(np.abs(rng.standard_normal(n))),
+            "log_prob_offset": _f32(0.05 * rng.standard_normal(n)),
+            "permutations": np.stack([rng.permutation(n) for _ in range(s["epochs"])]),
+        })  # fmt: skip
+    return {**nets, "rollouts": rollouts}

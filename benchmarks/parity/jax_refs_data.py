@@ -1,0 +1,231 @@
+"""Inputs of the parity checks against RLPD, FISOR, FamO2O (JAX) and OmniSafe: initial weights in
+rlcore's ``state_dict`` layout, batches with terminal rows and every sampled number the
+updates consume, all drawn from numpy's ``default_rng``. The reference harnesses
+(``benchmarks/parity/*_reference.py``, run in a side environment with JAX) and
+``tests/test_parity_jax_refs.py`` (no JAX) both call these functions, so the golden files
+under ``tests/golden/`` hold only the references' outputs. Numpy only, no torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+Arrays = dict[str, np.ndarray]
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x, dtype=np.float32)
+
+
+def linear(rng: np.random.Generator, fan_in: int, fan_out: int) -> tuple[np.ndarray, np.ndarray]:
+    """One ``nn.Linear``'s (weight (out, in), bias (out,)), torch's default uniform bounds."""
+    bound = 1.0 / np.sqrt(fan_in)
+    weight = rng.uniform(-bound, bound, (fan_out, fan_in))
+    return _f32(weight), _f32(rng.uniform(-bound, bound, fan_out))
+
+
+def mlp(rng: np.random.Generator, prefix: str, dims: list[int], step: int = 2) -> Arrays:
+    """An ``rlcore.nets.MLP`` (Linear, activation, ...): ``{prefix}{index}.weight/bias``
+    with Linear modules at indices 0, step, 2 step, ..."""
+    out: Arrays = {}
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        out[f"{prefix}{step * i}.weight"], out[f"{prefix}{step * i}.bias"] = linear(rng, a, b)
+    return out
+
+
+def ensemble(
+    rng: np.random.Generator, members: int, dims: list[int], layer_norm: bool = False
+) -> Arrays:
+    """An ``rlcore.nets.QEnsemble`` (``net.`` EnsembleMLP): weights (E, in, out), biases
+    (E, 1, out); LayerNorm affines start at 1 / 0 plus a small perturbation, so a swapped
+    scale and bias cannot go unnoticed."""
+    out: Arrays = {}
+    hidden = dims[1:-1]
+    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])):
+        bound = 1.0 / np.sqrt(a)
+        name = f"net.hidden_layers.{i}" if i < len(hidden) else "net.output_layer"
+        out[f"{name}.weight"] = _f32(rng.uniform(-bound, bound, (members, a, b)))
+        out[f"{name}.bias"] = _f32(rng.uniform(-bound, bound, (members, 1, b)))
+    if layer_norm:
+        for i, width in enumerate(hidden):
+            out[f"net.norms.{i}.weight"] = _f32(1 + 0.1 * rng.standard_normal((members, 1, width)))
+            out[f"net.norms.{i}.bias"] = _f32(0.1 * rng.standard_normal((members, 1, width)))
+    return out
+
+
+def transitions(
+    rng: np.random.Generator, n: int, obs_dim: int, act_dim: int, terminal_every: int = 4
+) -> Arrays:
+    """n transitions: Gaussian states and rewards, actions in (-0.95, 0.95), every
+    ``terminal_every``-th row terminated (so a dropped mask changes the targets), a cost
+    of 0 or a positive draw (about 30 % positive)."""
+    terminated = np.zeros(n, np.float32)
+    terminated[terminal_every - 1 :: terminal_every] = 1.0
+    cost = np.where(rng.random(n) < 0.3, rng.uniform(0.1, 1.0, n), 0.0)
+    return {
+        "obs": _f32(rng.standard_normal((n, obs_dim))),
+        "action": _f32(rng.uniform(-0.95, 0.95, (n, act_dim))),
+        "reward": _f32(rng.standard_normal(n)),
+        "next_obs": _f32(rng.standard_normal((n, obs_dim))),
+        "terminated": terminated,
+        "cost": _f32(cost),
+    }
+
+
+# --- RLPD ------------------------------------------------------------------------------
+RLPD_SIZES = {"obs_dim": 3, "act_dim": 2, "hidden": 16, "members": 10, "subset": 2,
+              "batch": 32, "utd": 20, "updates": 5}  # fmt: skip
+
+
+def rlpd_inputs(seed: int = 0) -> dict:
+    """RLPD: SAC actor, 10-critic LayerNorm ensemble, ``updates`` batches of utd x batch
+    rows, and per update: the next-action noise of each critic step (utd, batch, A), the
+    target subset of each critic step (utd, 2) and the actor step's noise (batch, A)."""
+    s = RLPD_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, e = s["obs_dim"], s["act_dim"], s["hidden"], s["members"]
+    actor = mlp(rng, "net.", [o, h, h, 2 * a])
+    critic = ensemble(rng, e, [o + a, h, h, 1], layer_norm=True)
+    batches, noise = [], []
+    for _ in range(s["updates"]):
+        batches.append(transitions(rng, s["batch"] * s["utd"], o, a))
+        noise.append({
+            "critic": _f32(rng.standard_normal((s["utd"], s["batch"], a))),
+            "subsets": np.stack([rng.permutation(e)[: s["subset"]] for _ in range(s["utd"])]),
+            "actor": _f32(rng.standard_normal((s["batch"], a))),
+        })  # fmt: skip
+    return {"actor": actor, "critic": critic, "batches": batches, "noise": noise}
+
+
+# --- FISOR -----------------------------------------------------------------------------
+FISOR_SIZES = {"obs_dim": 4, "act_dim": 2, "hidden": 16, "time_dim": 8, "steps": 5,
+               "batch": 512, "critic_batch": 256, "updates": 5}  # fmt: skip
+
+
+def fisor_inputs(seed: int = 0) -> dict:
+    """FISOR: denoiser (rlcore's DenoisingMLP layout), reward/cost critics and values,
+    ``updates`` batches of ``batch`` rows (the critics use the first ``critic_batch``), and
+    per update and actor half-step: DDPM timesteps (half,) and noise (half, A)."""
+    s = FISOR_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, t = s["obs_dim"], s["act_dim"], s["hidden"], s["time_dim"]
+    actor = mlp(rng, "net.time.net.", [t, 2 * t, t])  # TimeEmbedding: Linear, Mish, Linear
+    actor["net.inp.weight"], actor["net.inp.bias"] = linear(rng, o + a + t, h)
+    for j in range(2):  # hidden (h, h, h): two residual blocks (Mish, Linear, Mish, Linear)
+        for i in (1, 3):
+            actor[f"net.blocks.{j}.{i}.weight"], actor[f"net.blocks.{j}.{i}.bias"] = linear(
+                rng, h, h
+            )
+    actor["net.out.1.weight"], actor["net.out.1.bias"] = linear(rng, h, a)  # Mish, Linear
+    nets = {
+        "critic": ensemble(rng, 2, [o + a, h, h, 1]),
+        "value": mlp(rng, "", [o, h, h, 1]),
+        "cost_critic": ensemble(rng, 2, [o + a, h, h, 1]),
+        "cost_value": mlp(rng, "", [o, h, h, 1]),
+    }
+    half = s["batch"] // 2
+    batches, noise = [], []
+    for _ in range(s["updates"]):
+        batches.append(transitions(rng, s["batch"], o, a))
+        noise.append([
+            {"t": rng.integers(0, s["steps"], half), "eps": _f32(rng.standard_normal((half, a)))}
+            for _ in range(2)
+        ])  # fmt: skip
+    return {"actor": actor, **nets, "batches": batches, "noise": noise}
+
+
+# --- FamO2O ----------------------------------------------------------------------------
+FAMO2O_SIZES = {"obs_dim": 3, "act_dim": 2, "hidden": 16, "encoding_dim": 6, "batch": 32,
+                "updates": 5, "beta_low": 1.0, "beta_high": 5.0}  # fmt: skip
+
+
+def famo2o_inputs(seed: int = 0) -> dict:
+    """FamO2O-IQL: universal policy (state + 6 encoding features), balance model, twin Q,
+    V, ``updates`` batches, and per update: the offline phase's uniform draws (batch,),
+    the balance model's noise (batch, 1) and the policy's noise in its loss (batch, A)."""
+    s = FAMO2O_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, d = s["obs_dim"], s["act_dim"], s["hidden"], s["encoding_dim"]
+    nets = {
+        "actor": {**mlp(rng, "mean.", [o + d, h, h, a]), "log_std": _f32(np.zeros(a))},
+        "balance": {**mlp(rng, "mean.", [o, h, h, 1]), "log_std": _f32(np.zeros(1))},
+        "critic": ensemble(rng, 2, [o + a, h, h, 1]),
+        "value": mlp(rng, "", [o, h, h, 1]),
+    }
+    batches, noise = [], []
+    for _ in range(s["updates"]):
+        batches.append(transitions(rng, s["batch"], o, a))
+        noise.append({
+            "uniform": _f32(rng.random(s["batch"])),
+            "balance": _f32(rng.standard_normal((s["batch"], 1))),
+            "action": _f32(rng.standard_normal((s["batch"], a))),
+        })  # fmt: skip
+    return {**nets, "batches": batches, "noise": noise}
+
+
+# --- SAC-Lagrangian (OmniSafe, torch) ----------------------------------------------------
+SACLAG_SIZES = {"obs_dim": 3, "act_dim": 2, "hidden": 16, "batch": 32, "updates": 10,
+                "lagrangian_init": 0.5, "episode_cost": 30.0, "cost_limit": 25.0}  # fmt: skip
+
+
+def sac_lag_inputs(seed: int = 0) -> dict:
+    """SAC-Lagrangian: SAC actor, twin reward critics, one cost critic, ``updates`` batches,
+    and per update the reward critic's next-action noise and the actor step's noise (both
+    (batch, A); the cost critic's next action is the policy's mean)."""
+    s = SACLAG_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h = s["obs_dim"], s["act_dim"], s["hidden"]
+    nets = {
+        "actor": mlp(rng, "net.", [o, h, h, 2 * a]),
+        "critic": ensemble(rng, 2, [o + a, h, h, 1]),
+        "cost_critic": ensemble(rng, 1, [o + a, h, h, 1]),
+    }
+    batches, noise = [], []
+    for _ in range(s["updates"]):
+        batches.append(transitions(rng, s["batch"], o, a))
+        noise.append({"critic": _f32(rng.standard_normal((s["batch"], a))),
+                      "actor": _f32(rng.standard_normal((s["batch"], a)))})  # fmt: skip
+    return {**nets, "batches": batches, "noise": noise}
+
+
+# --- PPO-Lagrangian (OmniSafe, torch) ----------------------------------------------------
+PPOLAG_SIZES = {
+    "obs_dim": 3,
+    "act_dim": 2,
+    "hidden": 16,
+    "rows": 256,
+    "minibatch": 64,
+    "epochs": 8,
+    "updates": 2,
+    "episode_cost": 30.0,
+    "cost_limit": 25.0,
+    "target_kl": 0.001,
+}  # fmt: skip  (a KL stop within 8 passes)
+
+
+def ppo_lag_inputs(seed: int = 0) -> dict:
+    """PPO-Lagrangian: Gaussian policy (mean MLP, log-std 0), V_r, V_c, and per update a
+    rollout of ``rows`` states, actions, raw (unstandardised) reward and cost advantages,
+    value targets, a perturbation of the behaviour log-probabilities (added by the harness
+    to the policy's own, so ratios start near 1), and one permutation per epoch."""
+    s = PPOLAG_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, n = s["obs_dim"], s["act_dim"], s["hidden"], s["rows"]
+    nets = {
+        "actor": {**mlp(rng, "mean.", [o, h, h, a]), "log_std": _f32(np.zeros(a))},
+        "reward_critic": mlp(rng, "", [o, h, h, 1]),
+        "cost_critic": mlp(rng, "", [o, h, h, 1]),
+    }
+    rollouts = []
+    for _ in range(s["updates"]):
+        rollouts.append({
+            "obs": _f32(rng.standard_normal((n, o))),
+            "action": _f32(rng.normal(0.0, 1.0, (n, a))),
+            "advantage": _f32(2.0 * rng.standard_normal(n) + 0.5),
+            "cost_advantage": _f32(rng.uniform(-0.5, 1.5, n)),
+            "returns": _f32(rng.standard_normal(n)),
+            "cost_returns": _f32(np.abs(rng.standard_normal(n))),
+            "log_prob_offset": _f32(0.05 * rng.standard_normal(n)),
+            "permutations": np.stack([rng.permutation(n) for _ in range(s["epochs"])]),
+        })  # fmt: skip
+    return {**nets, "rollouts": rollouts}

@@ -1,0 +1,351 @@
+"""Golden parity of the offline updates: IQL, TD3+BC, CQL, Cal-QL, AWAC, ReBRAC.
+
+Each tests/golden/<algo>.json holds what the reference implementation computed (CORL's
+PyTorch scripts; ReBRAC's JAX one), written by benchmarks/parity/<algo>_reference.py from
+initial weights, batches (terminal rows included) and sampling noise drawn by
+benchmarks/parity/offline_common.py. Here our agent starts from the same weights, takes
+the same batches and, where its update samples, the same noise (torch's draws replaced by
+the script, which checks every draw's shape), and must reproduce the reference's losses
+at every update and every final parameter, targets included, within ``LOSS_TOL`` /
+``PARAM_TOL`` (float32 rounding of differently ordered sums, grown over the updates).
+
+These tests are the contract a redesign must keep: a wrong sign, side, mask or scale in
+an update moves these numbers by orders of magnitude more than the tolerances (see
+docs/parity_rows/parity-offline.md for the mutations checked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from algos.awac import AWAC, AWACConfig
+from algos.iql import IQL, IQLConfig
+from algos.td3_bc import TD3BC, TD3BCConfig
+from benchmarks.parity.offline_common import (
+    ACT_DIM,
+    GOLDEN_DIR,
+    OBS_DIM,
+    Script,
+    awac_initial,
+    iql_initial,
+    layers,
+    load_golden,
+    make_batches,
+    noise_draws,
+    td3_bc_initial,
+)
+from rlcore.nets import EnsembleMLP
+from rlcore.types import Batch
+
+OBS = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+ACT = gym.spaces.Box(-1.0, 1.0, (ACT_DIM,), np.float32)
+
+
+def close(ours: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> float:
+    """Largest excess of |ours - reference| over atol + rtol |reference| (<= 0: within)."""
+    diff = np.abs(np.asarray(ours, np.float64) - np.asarray(reference, np.float64))
+    return float((diff - atol - rtol * np.abs(reference)).max())
+
+
+def assert_parity(
+    case: dict,
+    losses: dict[str, list[float | None]],
+    params: dict[str, np.ndarray],
+    tol: dict[str, float],
+) -> None:
+    """Every golden loss (per update) and parameter within tolerance; the message names
+    the worst offenders."""
+    errors = []
+    for name, reference in case["losses"].items():
+        ours = losses[name]
+        assert [v is None for v in ours] == [v is None for v in reference], name
+        pairs = [(o, r) for o, r in zip(ours, reference) if r is not None]
+        excess = close([o for o, _ in pairs], [r for _, r in pairs], tol["loss_atol"], tol["rtol"])
+        if excess > 0:
+            errors.append(f"loss {name}: max excess {excess:.3g}")
+    assert set(params) == set(case["params"]), set(params) ^ set(case["params"])
+    for name, reference in case["params"].items():
+        excess = close(params[name], reference, tol["param_atol"], tol["rtol"])
+        if excess > 0:
+            errors.append(f"param {name}: max excess {excess:.3g}")
+    assert not errors, "differs from the reference:\n" + "\n".join(errors)
+
+
+def max_diffs(
+    case: dict, losses: dict[str, list[float | None]], params: dict[str, np.ndarray]
+) -> tuple[float, float]:
+    """(max |loss difference|, max |parameter difference|) against the golden case."""
+    loss = max(
+        abs(o - r)
+        for name, reference in case["losses"].items()
+        for o, r in zip(losses[name], reference)
+        if r is not None
+    )
+    param = max(float(np.abs(params[n] - r).max()) for n, r in case["params"].items())
+    return loss, param
+
+
+def our_batch(batch: dict[str, np.ndarray]) -> Batch:
+    t = {name: torch.from_numpy(value) for name, value in batch.items()}
+    return Batch(
+        obs=t["obs"],
+        action=t["action"],
+        reward=t["reward"],
+        next_obs=t["next_obs"],
+        terminated=t["terminated"],
+        truncated=torch.zeros_like(t["terminated"]),
+        mc_return=t["mc_return"],
+        extras={"next_action": t["next_action"], "has_next_action": t["has_next_action"]},
+    )
+
+
+# ---- our modules <-> the golden files' layout (benchmarks/parity/offline_common.py)
+
+
+def linears(module: nn.Module) -> list[nn.Linear]:
+    return [m for m in module.modules() if isinstance(m, nn.Linear)]
+
+
+@torch.no_grad()
+def load_mlp(module: nn.Module, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    found = linears(module)
+    assert len(found) == len(pairs)
+    for linear, (w, b) in zip(found, pairs):
+        linear.weight.copy_(torch.from_numpy(w.T.copy()))
+        linear.bias.copy_(torch.from_numpy(b))
+
+
+def read_mlp(module: nn.Module, net: str) -> dict[str, np.ndarray]:
+    params = {}
+    for i, linear in enumerate(linears(module)):
+        params[f"{net}.{i}.w"] = linear.weight.detach().numpy().T.copy()
+        params[f"{net}.{i}.b"] = linear.bias.detach().numpy().copy()
+    return params
+
+
+def ensemble_layers(net: EnsembleMLP) -> list[nn.Module]:
+    return [*net.hidden_layers, net.output_layer]
+
+
+@torch.no_grad()
+def load_ensemble(net: EnsembleMLP, params: dict[str, np.ndarray], names: list[str]) -> None:
+    """Member e of ``net`` <- network ``names[e]`` (weights, biases, LayerNorm affines)."""
+    for member, name in enumerate(names):
+        for i, layer in enumerate(ensemble_layers(net)):
+            layer.weight[member].copy_(torch.from_numpy(params[f"{name}.{i}.w"]))
+            layer.bias[member, 0].copy_(torch.from_numpy(params[f"{name}.{i}.b"]))
+            if net.norms is not None and i < len(net.hidden_layers):
+                net.norms[i].weight[member, 0].copy_(
+                    torch.from_numpy(params[f"{name}.{i}.ln_scale"])
+                )
+                net.norms[i].bias[member, 0].copy_(torch.from_numpy(params[f"{name}.{i}.ln_bias"]))
+
+
+def read_ensemble(net: EnsembleMLP, names: list[str]) -> dict[str, np.ndarray]:
+    params = {}
+    for member, name in enumerate(names):
+        for i, layer in enumerate(ensemble_layers(net)):
+            params[f"{name}.{i}.w"] = layer.weight[member].detach().numpy().copy()
+            params[f"{name}.{i}.b"] = layer.bias[member, 0].detach().numpy().copy()
+            if net.norms is not None and i < len(net.hidden_layers):
+                norm = net.norms[i]
+                params[f"{name}.{i}.ln_scale"] = norm.weight[member, 0].detach().numpy().copy()
+                params[f"{name}.{i}.ln_bias"] = norm.bias[member, 0].detach().numpy().copy()
+    return params
+
+
+@contextlib.contextmanager
+def scripted(**scripts: Script) -> Iterator[None]:
+    """torch's random draws inside the block come from the scripts: ``randn_like`` and
+    ``normal(mean, std)`` (as mean + std * eps) from ``normal``, ``rand`` from ``uniform``."""
+    normal, uniform = scripts.get("normal"), scripts.get("uniform")
+
+    def randn_like(x: torch.Tensor, **_: object) -> torch.Tensor:
+        return torch.from_numpy(normal.pop(tuple(x.shape))).to(x.dtype)
+
+    def normal_(mean: torch.Tensor, std: torch.Tensor, **_: object) -> torch.Tensor:
+        return mean + std * torch.from_numpy(normal.pop(tuple(mean.shape))).to(mean.dtype)
+
+    def rand(*shape: int, **_: object) -> torch.Tensor:
+        return torch.from_numpy(uniform.pop(tuple(shape)))
+
+    with pytest.MonkeyPatch.context() as patch:
+        if normal is not None:
+            patch.setattr(torch, "randn_like", randn_like)
+            patch.setattr(torch, "normal", normal_)
+        if uniform is not None:
+            patch.setattr(torch, "rand", rand)
+        yield
+    for script in scripts.values():
+        assert script.done(), "the update drew less noise than the reference"
+
+
+def run_updates(
+    agent, batches: list[dict[str, np.ndarray]], names: dict[str, Callable[[dict], float | None]]
+) -> dict[str, list[float | None]]:
+    """Update ``agent`` on each batch; per update the golden loss names from its metrics."""
+    losses: dict[str, list[float | None]] = {name: [] for name in names}
+    for batch in batches:
+        metrics = agent.update(our_batch(batch))
+        for name, pick in names.items():
+            losses[name].append(pick(metrics))
+    return losses
+
+
+# ---- IQL (CORL algorithms/offline/iql.py)
+
+IQL_TOL = {"loss_atol": 2e-6, "param_atol": 2e-6, "rtol": 2e-5}
+
+
+def iql_agent(settings: dict, params: dict[str, np.ndarray], fused: bool) -> IQL:
+    config = IQLConfig(
+        gamma=settings["gamma"],
+        tau=settings["tau"],
+        actor_lr=settings["lr"],
+        critic_lr=settings["lr"],
+        value_lr=settings["lr"],
+        hidden=(16, 16),
+        beta=settings["beta"],
+        expectile=settings["expectile"],
+        deterministic_actor=settings["deterministic_actor"],
+        total_steps=settings["updates"],  # the actor's cosine schedule over these updates
+        fused_optimizer=fused,
+    )
+    agent = IQL(OBS, ACT, config)
+    if config.deterministic_actor:
+        load_mlp(agent.actor, layers(params, "actor"))
+    else:
+        load_mlp(agent.actor.mean, layers(params, "actor"))
+        with torch.no_grad():
+            agent.actor.log_std.copy_(torch.from_numpy(params["actor.log_std"]))
+    load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
+    load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
+    load_mlp(agent.value, layers(params, "value"))
+    return agent
+
+
+def iql_params(agent: IQL) -> dict[str, np.ndarray]:
+    params = {
+        **read_ensemble(agent.critic.net, ["critic0", "critic1"]),
+        **read_ensemble(agent.target_critic.net, ["target_critic0", "target_critic1"]),
+        **read_mlp(agent.value, "value"),
+    }
+    if agent.config.deterministic_actor:
+        return {**params, **read_mlp(agent.actor, "actor")}
+    params["actor.log_std"] = agent.actor.log_std.detach().numpy().copy()
+    return {**params, **read_mlp(agent.actor.mean, "actor")}
+
+
+def iql_run(case_name: str, fused: bool = True) -> tuple[dict, dict, dict]:
+    _, cases = load_golden(GOLDEN_DIR / "iql.json")
+    case = cases[case_name]
+    settings = case["settings"]
+    agent = iql_agent(settings, iql_initial(settings["deterministic_actor"]), fused)
+    names = {n: (lambda m, n=n: m[n]) for n in ("value_loss", "q_loss", "actor_loss")}
+    losses = run_updates(agent, make_batches(1, settings["updates"]), names)
+    return case, losses, iql_params(agent)
+
+
+@pytest.mark.parametrize("case_name", ["gaussian", "deterministic"])
+def test_iql_matches_corl(case_name):
+    case, losses, params = iql_run(case_name)
+    assert_parity(case, losses, params, IQL_TOL)
+
+
+# ---- TD3+BC (CORL algorithms/offline/td3_bc.py)
+
+TD3_BC_TOL = {"loss_atol": 2e-6, "param_atol": 2e-6, "rtol": 2e-5}
+
+
+def td3_bc_run(fused: bool = True) -> tuple[dict, dict, dict]:
+    _, cases = load_golden(GOLDEN_DIR / "td3_bc.json")
+    case = cases["default"]
+    settings = case["settings"]
+    config = TD3BCConfig(
+        gamma=settings["gamma"],
+        tau=settings["tau"],
+        actor_lr=settings["lr"],
+        critic_lr=settings["lr"],
+        hidden=(16, 16),
+        policy_noise=settings["policy_noise"],
+        noise_clip=settings["noise_clip"],
+        policy_frequency=settings["policy_freq"],
+        alpha=settings["alpha"],
+        fused_optimizer=fused,
+    )
+    agent = TD3BC(OBS, ACT, config)
+    params = td3_bc_initial()
+    load_mlp(agent.actor, layers(params, "actor"))
+    load_mlp(agent.target_actor, layers(params, "target_actor"))
+    load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
+    load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
+    count = settings["updates"]
+    noise = Script(d["target"] for d in noise_draws(2, count, {"target": (32, ACT_DIM)}))
+    names = {"critic_loss": lambda m: m["critic_loss"], "actor_loss": lambda m: m.get("actor_loss")}
+    with scripted(normal=noise):
+        losses = run_updates(agent, make_batches(1, count), names)
+    final = {
+        **read_mlp(agent.actor, "actor"),
+        **read_mlp(agent.target_actor, "target_actor"),
+        **read_ensemble(agent.critic.net, ["critic0", "critic1"]),
+        **read_ensemble(agent.target_critic.net, ["target_critic0", "target_critic1"]),
+    }
+    return case, losses, final
+
+
+def test_td3_bc_matches_corl():
+    case, losses, params = td3_bc_run()
+    assert_parity(case, losses, params, TD3_BC_TOL)
+
+
+# ---- AWAC (CORL algorithms/offline/awac.py)
+
+AWAC_TOL = {"loss_atol": 2e-6, "param_atol": 2e-6, "rtol": 2e-5}
+
+
+def awac_run(fused: bool = True) -> tuple[dict, dict, dict]:
+    _, cases = load_golden(GOLDEN_DIR / "awac.json")
+    case = cases["default"]
+    settings = case["settings"]
+    config = AWACConfig(
+        gamma=settings["gamma"],
+        tau=settings["tau"],
+        actor_lr=settings["lr"],
+        critic_lr=settings["lr"],
+        hidden=(16, 16, 16),
+        awac_lambda=settings["awac_lambda"],
+        exp_adv_max=settings["exp_adv_max"],
+        fused_optimizer=fused,
+    )
+    agent = AWAC(OBS, ACT, config)
+    params = awac_initial()
+    load_mlp(agent.actor.mean, layers(params, "actor"))
+    with torch.no_grad():
+        agent.actor.log_std.copy_(torch.from_numpy(params["actor.log_std"]))
+    load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
+    load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
+    count = settings["updates"]
+    shapes = {"next": (32, ACT_DIM), "current": (32, ACT_DIM)}  # a' ~ pi(s'), then a ~ pi(s)
+    noise = Script(d[name] for d in noise_draws(2, count, shapes) for name in shapes)
+    names = {n: (lambda m, n=n: m[n]) for n in ("critic_loss", "actor_loss")}
+    with scripted(normal=noise):
+        losses = run_updates(agent, make_batches(1, count), names)
+    final = {
+        **read_mlp(agent.actor.mean, "actor"),
+        "actor.log_std": agent.actor.log_std.detach().numpy().copy(),
+        **read_ensemble(agent.critic.net, ["critic0", "critic1"]),
+        **read_ensemble(agent.target_critic.net, ["target_critic0", "target_critic1"]),
+    }
+    return case, losses, final
+
+
+def test_awac_matches_corl():
+    case, losses, params = awac_run()
+    assert_parity(case, losses, params, AWAC_TOL)

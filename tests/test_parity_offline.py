@@ -26,6 +26,8 @@ import torch
 from torch import nn
 
 from algos.awac import AWAC, AWACConfig
+from algos.cal_ql import CalQL, CalQLConfig
+from algos.cql import CQL, CQLConfig
 from algos.iql import IQL, IQLConfig
 from algos.td3_bc import TD3BC, TD3BCConfig
 from benchmarks.parity.offline_common import (
@@ -34,6 +36,8 @@ from benchmarks.parity.offline_common import (
     OBS_DIM,
     Script,
     awac_initial,
+    cql_initial,
+    cql_noise_shapes,
     iql_initial,
     layers,
     load_golden,
@@ -349,3 +353,89 @@ def awac_run(fused: bool = True) -> tuple[dict, dict, dict]:
 def test_awac_matches_corl():
     case, losses, params = awac_run()
     assert_parity(case, losses, params, AWAC_TOL)
+
+
+# ---- CQL and Cal-QL (CORL algorithms/offline/cql.py, algorithms/finetune/cal_ql.py)
+
+CQL_TOL = {"loss_atol": 5e-6, "param_atol": 2e-6, "rtol": 2e-5}
+CQL_LOSSES = ("actor_loss", "alpha_loss", "td_loss", "cql_penalty", "critic_loss", "cql_diff")
+
+
+def cql_noise(settings: dict) -> tuple[Script, Script]:
+    """The golden draws in our order: a ~ pi(s); then ONE actor call on N copies of each s
+    followed by N + n_backup copies of each s' (N for the penalty, then the TD target's);
+    then the uniform actions."""
+    n, backup = settings["cql_n_actions"], settings["cql_max_target_backup"]
+    normal, uniform = [], []
+    for d in noise_draws(2, settings["updates"], cql_noise_shapes(n, backup)):
+        after_next = d["backup"] if backup else d["backup"][:, None]
+        next_rows = np.concatenate([d["next"], after_next], axis=1).reshape(-1, ACT_DIM)
+        normal += [d["pi"], np.concatenate([d["current"].reshape(-1, ACT_DIM), next_rows])]
+        uniform.append(d["uniform"])
+    return Script(normal), Script(uniform)
+
+
+def cql_run(golden: str, case_name: str, fused: bool = True) -> tuple[dict, dict, dict]:
+    _, cases = load_golden(GOLDEN_DIR / f"{golden}.json")
+    case = cases[case_name]
+    settings = case["settings"]
+    calibrated = golden == "cal_ql"
+    config_class = CalQLConfig if calibrated else CQLConfig
+    critic_layers = settings["critic_hidden_layers"]
+    config = config_class(
+        gamma=settings["gamma"],
+        tau=settings["tau"],
+        actor_lr=settings["policy_lr"],
+        alpha_lr=settings["policy_lr"],
+        critic_lr=settings["qf_lr"],
+        hidden=(16, 16, 16),
+        critic_hidden=(16,) * critic_layers,
+        backup_entropy=settings["backup_entropy"],
+        cql_alpha=settings["cql_alpha"],
+        cql_n_actions=settings["cql_n_actions"],
+        cql_importance_sample=settings["cql_importance_sample"],
+        cql_lagrange=settings["cql_lagrange"],
+        cql_target_action_gap=settings["cql_target_action_gap"],
+        cql_temp=settings["cql_temp"],
+        cql_max_target_backup=settings["cql_max_target_backup"],
+        cql_clip_diff_min=float(settings["cql_clip_diff_min"]),
+        cql_clip_diff_max=float(settings["cql_clip_diff_max"]),
+        fused_optimizer=fused,
+    )
+    agent = CalQL(OBS, ACT, config) if calibrated else CQL(OBS, ACT, config)
+    params = cql_initial(critic_layers)
+    load_mlp(agent.actor.net, layers(params, "actor"))
+    load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
+    load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
+    with torch.no_grad():
+        for name in ("log_std_multiplier", "log_std_offset"):
+            getattr(agent.actor, name).copy_(torch.from_numpy(params[f"actor.{name}"]))
+        agent.log_alpha.copy_(torch.from_numpy(params["log_alpha"]))
+        agent.log_alpha_prime.copy_(torch.from_numpy(params["log_alpha_prime"]))
+    names = CQL_LOSSES + (("alpha_prime_loss",) if config.cql_lagrange else ())
+    pick = {n: (lambda m, n=n: m[n]) for n in names}
+    normal, uniform = cql_noise(settings)
+    with scripted(normal=normal, uniform=uniform):
+        losses = run_updates(agent, make_batches(1, settings["updates"]), pick)
+    final = {
+        **read_mlp(agent.actor.net, "actor"),
+        "actor.log_std_multiplier": agent.actor.log_std_multiplier.detach().numpy().copy(),
+        "actor.log_std_offset": agent.actor.log_std_offset.detach().numpy().copy(),
+        **read_ensemble(agent.critic.net, ["critic0", "critic1"]),
+        **read_ensemble(agent.target_critic.net, ["target_critic0", "target_critic1"]),
+        "log_alpha": agent.log_alpha.detach().numpy().copy(),
+        "log_alpha_prime": agent.log_alpha_prime.detach().numpy().copy(),
+    }
+    return case, losses, final
+
+
+@pytest.mark.parametrize("case_name", ["default", "lagrange"])
+def test_cql_matches_corl(case_name):
+    case, losses, params = cql_run("cql", case_name)
+    assert_parity(case, losses, params, CQL_TOL)
+
+
+@pytest.mark.parametrize("case_name", ["default", "antmaze"])
+def test_cal_ql_matches_corl(case_name):
+    case, losses, params = cql_run("cal_ql", case_name)
+    assert_parity(case, losses, params, CQL_TOL)

@@ -142,6 +142,41 @@ def awac_initial() -> Params:
     return copy_net(params, "critic1", "target_critic1")
 
 
+def cql_initial(critic_hidden_layers: int) -> Params:
+    """CQL / Cal-QL: tanh-Gaussian actor (3 hidden layers, output 2 |A|: means then raw
+    log-stds), two critics with ``critic_hidden_layers`` hidden layers and target copies;
+    log-std multiplier / offset 1 / -1, log alpha 0 and log alpha' 1, CORL's initial values.
+    """
+    rng = np.random.default_rng(0)
+    critic_dims = [OBS_DIM + ACT_DIM, *[HIDDEN] * critic_hidden_layers, 1]
+    params = {
+        **mlp_params(rng, "actor", [OBS_DIM, HIDDEN, HIDDEN, HIDDEN, 2 * ACT_DIM]),
+        **mlp_params(rng, "critic0", critic_dims),
+        **mlp_params(rng, "critic1", critic_dims),
+        "actor.log_std_multiplier": np.array(1.0, np.float32),
+        "actor.log_std_offset": np.array(-1.0, np.float32),
+        "log_alpha": np.array(0.0, np.float32),
+        "log_alpha_prime": np.array(1.0, np.float32),
+    }
+    params = copy_net(params, "critic0", "target_critic0")
+    return copy_net(params, "critic1", "target_critic1")
+
+
+def cql_noise_shapes(n_actions: int, max_target_backup: bool) -> dict[str, tuple[int, ...]]:
+    """One CQL update's draws, in CORL's order: a ~ pi(s) (policy and temperature losses);
+    a' ~ pi(s') for the TD target (``n_actions`` of them with the max-target backup);
+    uniform actions U[0, 1) (mapped to the box); N actions ~ pi(s); N actions ~ pi(s')."""
+    backup = (BATCH, n_actions, ACT_DIM) if max_target_backup else (BATCH, ACT_DIM)
+    many = (BATCH, n_actions, ACT_DIM)
+    return {
+        "pi": (BATCH, ACT_DIM),
+        "backup": backup,
+        "uniform": many,
+        "current": many,
+        "next": many,
+    }
+
+
 def noise_draws(seed: int, count: int, shapes: dict[str, tuple[int, ...]]) -> list[dict]:
     """Per update, one array per name in ``shapes``: standard normal, except names that
     start with ``uniform`` (U[0, 1)). Both sides feed these to the update in place of their

@@ -17,6 +17,7 @@ docs/parity_rows/parity-offline.md for the mutations checked).
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Callable, Iterator
 
 import gymnasium as gym
@@ -25,10 +26,12 @@ import pytest
 import torch
 from torch import nn
 
+from algos import rebrac
 from algos.awac import AWAC, AWACConfig
 from algos.cal_ql import CalQL, CalQLConfig
 from algos.cql import CQL, CQLConfig
 from algos.iql import IQL, IQLConfig
+from algos.rebrac import ReBRAC, ReBRACConfig
 from algos.td3_bc import TD3BC, TD3BCConfig
 from benchmarks.parity.offline_common import (
     ACT_DIM,
@@ -43,6 +46,7 @@ from benchmarks.parity.offline_common import (
     load_golden,
     make_batches,
     noise_draws,
+    rebrac_initial,
     td3_bc_initial,
 )
 from rlcore.nets import EnsembleMLP
@@ -118,12 +122,23 @@ def linears(module: nn.Module) -> list[nn.Linear]:
 
 
 @torch.no_grad()
-def load_mlp(module: nn.Module, pairs: list[tuple[np.ndarray, np.ndarray]]) -> None:
+def load_mlp(
+    module: nn.Module, pairs: list[tuple[np.ndarray, np.ndarray]], params=None, net=None
+) -> None:
+    """nn.Linear i <- pairs[i]; with ``params`` / ``net``, nn.LayerNorm i (after Linear i)
+    <- ``<net>.<i>.ln_scale`` / ``ln_bias``."""
     found = linears(module)
     assert len(found) == len(pairs)
     for linear, (w, b) in zip(found, pairs):
         linear.weight.copy_(torch.from_numpy(w.T.copy()))
         linear.bias.copy_(torch.from_numpy(b))
+    for i, norm in enumerate(norms(module)):
+        norm.weight.copy_(torch.from_numpy(params[f"{net}.{i}.ln_scale"]))
+        norm.bias.copy_(torch.from_numpy(params[f"{net}.{i}.ln_bias"]))
+
+
+def norms(module: nn.Module) -> list[nn.LayerNorm]:
+    return [m for m in module.modules() if isinstance(m, nn.LayerNorm)]
 
 
 def read_mlp(module: nn.Module, net: str) -> dict[str, np.ndarray]:
@@ -131,6 +146,9 @@ def read_mlp(module: nn.Module, net: str) -> dict[str, np.ndarray]:
     for i, linear in enumerate(linears(module)):
         params[f"{net}.{i}.w"] = linear.weight.detach().numpy().T.copy()
         params[f"{net}.{i}.b"] = linear.bias.detach().numpy().copy()
+    for i, norm in enumerate(norms(module)):
+        params[f"{net}.{i}.ln_scale"] = norm.weight.detach().numpy().copy()
+        params[f"{net}.{i}.ln_bias"] = norm.bias.detach().numpy().copy()
     return params
 
 
@@ -439,3 +457,86 @@ def test_cql_matches_corl(case_name):
 def test_cal_ql_matches_corl(case_name):
     case, losses, params = cql_run("cal_ql", case_name)
     assert_parity(case, losses, params, CQL_TOL)
+
+
+# ---- ReBRAC (CORL algorithms/offline/rebrac.py, JAX)
+
+REBRAC_TOL = {"loss_atol": 2e-6, "param_atol": 2e-6, "rtol": 2e-5}
+
+
+@contextlib.contextmanager
+def pre_step_target_actor(agent: ReBRAC) -> Iterator[None]:
+    """CORL's ReBRAC averages the target actor toward the actor from BEFORE the actor's
+    step (a departure listed in algos/rebrac.py; ours averages toward the stepped actor).
+    Inside the block ours does CORL's, so the rest of the update is compared alone."""
+    snapshot = copy.deepcopy(agent.actor)
+    real_step, real_polyak = agent.actor_optimizer.step, rebrac.polyak_update
+
+    def step(*args, **kwargs):
+        snapshot.load_state_dict(agent.actor.state_dict())
+        return real_step(*args, **kwargs)
+
+    def polyak(target: nn.Module, source: nn.Module, tau: float) -> None:
+        real_polyak(target, snapshot if source is agent.actor else source, tau)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(agent.actor_optimizer, "step", step)
+        patch.setattr(rebrac, "polyak_update", polyak)
+        yield
+
+
+def rebrac_run(case_name: str, corl_target_actor: bool) -> tuple[dict, dict, dict]:
+    _, cases = load_golden(GOLDEN_DIR / "rebrac.json")
+    case = cases[case_name]
+    settings = case["settings"]
+    config = ReBRACConfig(
+        gamma=settings["gamma"],
+        tau=settings["tau"],
+        actor_lr=settings["actor_lr"],
+        critic_lr=settings["critic_lr"],
+        hidden=(16, 16, 16),
+        actor_layer_norm=settings["actor_ln"],
+        critic_layer_norm=settings["critic_ln"],
+        policy_noise=settings["policy_noise"],
+        noise_clip=settings["noise_clip"],
+        policy_frequency=settings["policy_freq"],
+        actor_bc_coef=settings["actor_bc_coef"],
+        critic_bc_coef=settings["critic_bc_coef"],
+        normalize_q=settings["normalize_q"],
+    )
+    agent = ReBRAC(OBS, ACT, config)
+    params = rebrac_initial(config.actor_layer_norm)
+    load_mlp(agent.actor, layers(params, "actor"), params, "actor")
+    load_mlp(agent.target_actor, layers(params, "target_actor"), params, "target_actor")
+    load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
+    load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
+    count = settings["updates"]
+    noise = Script(d["target"] for d in noise_draws(2, count, {"target": (32, ACT_DIM)}))
+    names = {"critic_loss": lambda m: m["critic_loss"], "actor_loss": lambda m: m.get("actor_loss")}
+    target_actor = pre_step_target_actor(agent) if corl_target_actor else contextlib.nullcontext()
+    with scripted(normal=noise), target_actor:
+        losses = run_updates(agent, make_batches(1, count), names)
+    final = {
+        **read_mlp(agent.actor, "actor"),
+        **read_mlp(agent.target_actor, "target_actor"),
+        **read_ensemble(agent.critic.net, ["critic0", "critic1"]),
+        **read_ensemble(agent.target_critic.net, ["target_critic0", "target_critic1"]),
+    }
+    return case, losses, final
+
+
+@pytest.mark.parametrize("case_name", ["default_ln_eps", "actor_ln_ln_eps"])
+def test_rebrac_matches_corl_apart_from_listed_departures(case_name):
+    case, losses, params = rebrac_run(case_name, corl_target_actor=True)
+    assert_parity(case, losses, params, REBRAC_TOL)
+
+
+# the two listed departures (target actor toward the stepped actor; LayerNorm epsilon
+# 1e-5 against Flax's 1e-6) move 20 updates by 7e-4 in the losses and 5e-5 in the
+# parameters (docs/parity_rows/parity-offline.md); the bound keeps that measured size
+REBRAC_AS_IS_TOL = {"loss_atol": 2e-3, "param_atol": 2e-4, "rtol": 0.0}
+
+
+def test_rebrac_listed_departures_move_little():
+    case, losses, params = rebrac_run("default", corl_target_actor=False)
+    assert_parity(case, losses, params, REBRAC_AS_IS_TOL)

@@ -1,8 +1,9 @@
 """Running CORL's single-file PyTorch scripts on our numbers (used by the *_reference.py
 harnesses beside this file, in the side environment that has CORL's dependencies).
 
-Nothing of CORL is copied: a script is imported by path from a CORL checkout, after
-stubbing the modules it imports only for its training loop (d4rl, gym, wandb, tqdm).
+Nothing of CORL is copied: a script is imported by path from a CORL checkout
+(``offline_common.load_script``, which stubs the modules it imports only for its training
+loop: d4rl, gym, wandb, tqdm).
 Hard-coded layer widths (256 in CORL's TD3+BC and CQL networks) are narrowed by handing
 the script a ``torch.nn`` namespace whose ``Linear`` maps 256 to a smaller width: the
 script's own constructors run unchanged. Random draws inside an update are replaced by
@@ -12,30 +13,13 @@ the numpy draws of ``offline_common`` (``scripted_noise``).
 from __future__ import annotations
 
 import contextlib
-import importlib.machinery
-import importlib.util
-import sys
 import types
 from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import torch
-from offline_common import Script
+from offline_common import Script, load_script
 from torch import nn
-
-
-def load_corl(corl: Path, relative: str, name: str) -> types.ModuleType:
-    """CORL's script ``relative`` (e.g. algorithms/offline/iql.py) imported as ``name``."""
-    for stub in ("d4rl", "gym", "wandb", "tqdm", "tqdm.auto"):
-        module = sys.modules.setdefault(stub, types.ModuleType(stub))
-        module.__spec__ = importlib.machinery.ModuleSpec(stub, None)  # torch looks for it
-        module.trange = range  # tqdm's, used by the scripts' loops only
-    sys.modules["gym"].Env = object  # an annotation in the scripts' env wrappers
-    spec = importlib.util.spec_from_file_location(name, corl / relative)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def narrow(module: types.ModuleType, width: int, hard_coded: int = 256) -> None:
@@ -114,3 +98,6 @@ def scripted_noise(normal: Script, uniform: Script | None = None) -> Iterator[No
         yield
     finally:
         torch.randn_like, normal_module._standard_normal, torch.Tensor.uniform_ = saved
+
+
+load_corl = load_script  # the PyTorch harnesses' name for it

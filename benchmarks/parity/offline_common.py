@@ -15,7 +15,11 @@ JAX one, the test under rlcore.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import json
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,6 +31,21 @@ CORL_COMMIT = "6afec90484bbf47dee05fdf525e26a3ebe028e9b"  # master, 2023-08-01
 GOLDEN_DIR = Path(__file__).resolve().parents[2] / "tests" / "golden"
 
 Params = dict[str, np.ndarray]
+
+
+def load_script(repo: Path, relative: str, name: str) -> types.ModuleType:
+    """A reference's single-file script ``relative`` (e.g. algorithms/offline/iql.py in a
+    CORL checkout) imported by path as ``name``, after stubbing the modules it imports only
+    for its training loop (d4rl, gym, wandb, tqdm): for the harnesses, never the tests."""
+    for stub in ("d4rl", "gym", "wandb", "tqdm", "tqdm.auto"):
+        module = sys.modules.setdefault(stub, types.ModuleType(stub))
+        module.__spec__ = importlib.machinery.ModuleSpec(stub, None)  # torch looks for it
+        module.trange = range  # tqdm's, used by the scripts' loops only
+    sys.modules["gym"].Env = object  # an annotation in the scripts' env wrappers
+    spec = importlib.util.spec_from_file_location(name, repo / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def mlp_params(
@@ -175,6 +194,22 @@ def cql_noise_shapes(n_actions: int, max_target_backup: bool) -> dict[str, tuple
         "current": many,
         "next": many,
     }
+
+
+def rebrac_initial(actor_layer_norm: bool) -> Params:
+    """ReBRAC: deterministic actor (3 hidden layers, LayerNorm after each activation if
+    ``actor_layer_norm``) and two critics (3 hidden layers with LayerNorm), with target
+    copies of all three."""
+    rng = np.random.default_rng(0)
+    critic_dims = [OBS_DIM + ACT_DIM, HIDDEN, HIDDEN, HIDDEN, 1]
+    params = {
+        **mlp_params(rng, "actor", [OBS_DIM, HIDDEN, HIDDEN, HIDDEN, ACT_DIM], actor_layer_norm),
+        **mlp_params(rng, "critic0", critic_dims, layer_norm=True),
+        **mlp_params(rng, "critic1", critic_dims, layer_norm=True),
+    }
+    for net in ("actor", "critic0", "critic1"):
+        params = copy_net(params, net, f"target_{net}")
+    return params
 
 
 def noise_draws(seed: int, count: int, shapes: dict[str, tuple[int, ...]]) -> list[dict]:

@@ -41,6 +41,7 @@ from benchmarks.parity.offline_common import (
     awac_initial,
     cql_initial,
     cql_noise_shapes,
+    inputs_digest,
     iql_initial,
     layers,
     load_golden,
@@ -217,6 +218,17 @@ def scripted(**scripts: Script) -> Iterator[None]:
         assert script.done(), "the update drew less noise than the reference"
 
 
+def same_inputs(case: dict, params: dict, batches: list[dict], draws: list[dict]) -> list[dict]:
+    """``batches``, after checking that this case's inputs are the ones its golden numbers
+    were made from (a numpy that draws other streams, or an edited offline_common, reads
+    as such rather than as a wrong update)."""
+    assert inputs_digest(params, batches, draws) == case["inputs_sha256"], (
+        "the numpy-drawn inputs differ from those of the golden file: regenerate it "
+        "(benchmarks/parity/<algo>_reference.py) before comparing updates"
+    )
+    return batches
+
+
 def run_updates(
     agent, batches: list[dict[str, np.ndarray]], names: dict[str, Callable[[dict], float | None]]
 ) -> dict[str, list[float | None]]:
@@ -274,9 +286,11 @@ def iql_run(case_name: str) -> tuple[dict, dict, dict]:
     _, cases = load_golden(GOLDEN_DIR / "iql.json")
     case = cases[case_name]
     settings = case["settings"]
-    agent = iql_agent(settings, iql_initial(settings["deterministic_actor"]))
+    params = iql_initial(settings["deterministic_actor"])
+    agent = iql_agent(settings, params)
+    batches = same_inputs(case, params, make_batches(1, settings["updates"]), [])
     names = {n: (lambda m, n=n: m[n]) for n in ("value_loss", "q_loss", "actor_loss")}
-    losses = run_updates(agent, make_batches(1, settings["updates"]), names)
+    losses = run_updates(agent, batches, names)
     return case, losses, iql_params(agent)
 
 
@@ -311,10 +325,12 @@ def td3_bc_run() -> tuple[dict, dict, dict]:
     load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
     load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
     count = settings["updates"]
-    noise = Script(d["target"] for d in noise_draws(2, count, {"target": (32, ACT_DIM)}))
+    draws = noise_draws(2, count, {"target": (32, ACT_DIM)})
+    batches = same_inputs(case, params, make_batches(1, count), draws)
+    noise = Script(d["target"] for d in draws)
     names = {"critic_loss": lambda m: m["critic_loss"], "actor_loss": lambda m: m.get("actor_loss")}
     with scripted(normal=noise):
-        losses = run_updates(agent, make_batches(1, count), names)
+        losses = run_updates(agent, batches, names)
     final = {
         **read_mlp(agent.actor, "actor"),
         **read_mlp(agent.target_actor, "target_actor"),
@@ -354,10 +370,12 @@ def awac_run() -> tuple[dict, dict, dict]:
     load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
     count = settings["updates"]
     shapes = {"next": (32, ACT_DIM), "current": (32, ACT_DIM)}  # a' ~ pi(s'), then a ~ pi(s)
-    noise = Script(d[name] for d in noise_draws(2, count, shapes) for name in shapes)
+    draws = noise_draws(2, count, shapes)
+    batches = same_inputs(case, params, make_batches(1, count), draws)
+    noise = Script(d[name] for d in draws for name in shapes)
     names = {n: (lambda m, n=n: m[n]) for n in ("critic_loss", "actor_loss")}
     with scripted(normal=noise):
-        losses = run_updates(agent, make_batches(1, count), names)
+        losses = run_updates(agent, batches, names)
     final = {
         **read_mlp(agent.actor.mean, "actor"),
         "actor.log_std": agent.actor.log_std.detach().numpy().copy(),
@@ -377,13 +395,13 @@ def test_awac_matches_corl():
 CQL_LOSSES = ("actor_loss", "alpha_loss", "td_loss", "cql_penalty", "critic_loss", "cql_diff")
 
 
-def cql_noise(settings: dict) -> tuple[Script, Script]:
+def cql_noise(settings: dict, draws: list[dict]) -> tuple[Script, Script]:
     """The golden draws in our order: a ~ pi(s); then ONE actor call on N copies of each s
     followed by N + n_backup copies of each s' (N for the penalty, then the TD target's);
     then the uniform actions."""
-    n, backup = settings["cql_n_actions"], settings["cql_max_target_backup"]
+    backup = settings["cql_max_target_backup"]
     normal, uniform = [], []
-    for d in noise_draws(2, settings["updates"], cql_noise_shapes(n, backup)):
+    for d in draws:
         after_next = d["backup"] if backup else d["backup"][:, None]
         next_rows = np.concatenate([d["next"], after_next], axis=1).reshape(-1, ACT_DIM)
         normal += [d["pi"], np.concatenate([d["current"].reshape(-1, ACT_DIM), next_rows])]
@@ -429,9 +447,12 @@ def cql_run(golden: str, case_name: str) -> tuple[dict, dict, dict]:
         agent.log_alpha_prime.copy_(torch.from_numpy(params["log_alpha_prime"]))
     names = CQL_LOSSES + (("alpha_prime_loss",) if config.cql_lagrange else ())
     pick = {n: (lambda m, n=n: m[n]) for n in names}
-    normal, uniform = cql_noise(settings)
+    count, n = settings["updates"], settings["cql_n_actions"]
+    draws = noise_draws(2, count, cql_noise_shapes(n, settings["cql_max_target_backup"]))
+    batches = same_inputs(case, params, make_batches(1, count), draws)
+    normal, uniform = cql_noise(settings, draws)
     with scripted(normal=normal, uniform=uniform):
-        losses = run_updates(agent, make_batches(1, settings["updates"]), pick)
+        losses = run_updates(agent, batches, pick)
     final = {
         **read_mlp(agent.actor.net, "actor"),
         "actor.log_std_multiplier": agent.actor.log_std_multiplier.detach().numpy().copy(),
@@ -506,11 +527,13 @@ def rebrac_run(case_name: str, corl_target_actor: bool) -> tuple[dict, dict, dic
     load_ensemble(agent.critic.net, params, ["critic0", "critic1"])
     load_ensemble(agent.target_critic.net, params, ["target_critic0", "target_critic1"])
     count = settings["updates"]
-    noise = Script(d["target"] for d in noise_draws(2, count, {"target": (32, ACT_DIM)}))
+    draws = noise_draws(2, count, {"target": (32, ACT_DIM)})
+    batches = same_inputs(case, params, make_batches(1, count), draws)
+    noise = Script(d["target"] for d in draws)
     names = {"critic_loss": lambda m: m["critic_loss"], "actor_loss": lambda m: m.get("actor_loss")}
     target_actor = pre_step_target_actor(agent) if corl_target_actor else contextlib.nullcontext()
     with scripted(normal=noise), target_actor:
-        losses = run_updates(agent, make_batches(1, count), names)
+        losses = run_updates(agent, batches, names)
     final = {
         **read_mlp(agent.actor, "actor"),
         **read_mlp(agent.target_actor, "target_actor"),

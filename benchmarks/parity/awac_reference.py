@@ -34,6 +34,7 @@ from offline_common import (
     Script,
     awac_initial,
     encode_case,
+    inputs_digest,
     layers,
     make_batches,
     noise_draws,
@@ -74,7 +75,7 @@ def run_case(awac) -> dict:
     noise = Script(d[name] for d in draws for name in NOISE)
     losses: dict[str, list] = {"critic_loss": [], "actor_loss": []}
     with scripted_noise(noise):
-        for batch in make_batches(1, UPDATES):
+        for batch in (batches := make_batches(1, UPDATES)):
             log = trainer.update(corl_batch(batch))
             for name in losses:
                 losses[name].append(log[name])
@@ -87,7 +88,8 @@ def run_case(awac) -> dict:
         **get_layers(trainer._target_critic_1, "target_critic0"),
         **get_layers(trainer._target_critic_2, "target_critic1"),
     }
-    return encode_case({**SETTINGS, "updates": UPDATES}, losses, final)
+    inputs = inputs_digest(params, batches, draws)
+    return encode_case({**SETTINGS, "updates": UPDATES}, inputs, losses, final)
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from offline_common import (
     cql_initial,
     cql_noise_shapes,
     encode_case,
+    inputs_digest,
     layers,
     make_batches,
     noise_draws,
@@ -136,7 +137,7 @@ def run_case(
     names = [n for n in LOSSES if settings["cql_lagrange"] or n != "alpha_prime_loss"]
     losses: dict[str, list] = {name: [] for name in names}
     with scripted_noise(normal, uniform):
-        for batch in make_batches(1, UPDATES):
+        for batch in (batches := make_batches(1, UPDATES)):
             log = trainer.train(corl_batch(batch, mc_return=calibrated))
             for name in names:
                 losses[name].append(LOSSES[name](log))
@@ -155,7 +156,7 @@ def run_case(
     settings = {
         k: (str(v) if isinstance(v, float) and np.isinf(v) else v) for k, v in settings.items()
     }
-    return encode_case(settings, losses, final)
+    return encode_case(settings, inputs_digest(params, batches, draws), losses, final)
 
 
 def main() -> None:

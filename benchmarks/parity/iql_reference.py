@@ -31,6 +31,7 @@ from offline_common import (
     HIDDEN,
     OBS_DIM,
     encode_case,
+    inputs_digest,
     iql_initial,
     layers,
     make_batches,
@@ -69,7 +70,8 @@ def run_case(iql, deterministic: bool) -> dict:
         tau=SETTINGS["tau"],
     )
     losses: dict[str, list[float]] = {"value_loss": [], "q_loss": [], "actor_loss": []}
-    for batch in make_batches(1, UPDATES):
+    batches = make_batches(1, UPDATES)
+    for batch in batches:
         log = trainer.train(corl_batch(batch))
         for name in losses:
             losses[name].append(log[name])
@@ -84,7 +86,7 @@ def run_case(iql, deterministic: bool) -> dict:
     if not deterministic:
         final["actor.log_std"] = trainer.actor.log_std.detach().numpy().copy()
     settings = {**SETTINGS, "deterministic_actor": deterministic, "updates": UPDATES}
-    return encode_case(settings, losses, final)
+    return encode_case(settings, inputs_digest(params, batches, []), losses, final)
 
 
 def main() -> None:

@@ -3,9 +3,12 @@
 A golden file (tests/golden/<algo>.json) holds a reference implementation's losses and
 final parameters after a few updates from initial weights, batches and sampling noise
 that are all drawn here with numpy's ``default_rng`` (PCG64: the same numbers on every
-machine and numpy version), so the reference run (benchmarks/parity/<algo>_reference.py,
+machine), so the reference run (benchmarks/parity/<algo>_reference.py,
 in a side environment with the reference's own framework) and ours (the test) start
-from identical numbers without either importing the other.
+from identical numbers without either importing the other. numpy does not promise
+``Generator`` streams across its versions: each golden case stores the SHA-256 of the
+inputs it was made from (``inputs_digest``), and the test checks that first, so changed
+inputs read as "regenerate the goldens", not as a wrong update.
 
 Parameters travel in one layout: ``{"<net>.<layer>.w": (in, out), "<net>.<layer>.b":
 (out,), "<net>.<layer>.ln_scale" / ".ln_bias": (width,), "<name>": other tensors}``.
@@ -15,6 +18,7 @@ JAX one, the test under rlcore.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import json
@@ -255,12 +259,25 @@ def _encode(value: np.ndarray) -> dict:
     return {"shape": list(np.shape(value)), "values": [float(f"{x:.9g}") for x in flat]}
 
 
-def encode_case(settings: dict, losses: dict[str, list[float | None]], params: Params) -> dict:
-    """One case of a golden file: its ``settings``, per-update ``losses`` (name -> one value
-    per update, None where that update had no such loss) and the final ``params`` (9
-    significant digits: float32 exactly)."""
+def inputs_digest(params: Params, batches: list[dict], draws: list[dict]) -> str:
+    """SHA-256 of a case's inputs: initial parameters, batches and noise draws (float32)."""
+    digest = hashlib.sha256()
+    for group in (params, *batches, *draws):
+        for name in sorted(group):
+            digest.update(name.encode())
+            digest.update(np.ascontiguousarray(group[name], dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def encode_case(
+    settings: dict, inputs: str, losses: dict[str, list[float | None]], params: Params
+) -> dict:
+    """One case of a golden file: its ``settings``, the ``inputs_digest`` of what it was
+    made from, per-update ``losses`` (name -> one value per update, None where that update
+    had no such loss) and the final ``params`` (9 significant digits: float32 exactly)."""
     return {
         "settings": settings,
+        "inputs_sha256": inputs,
         "losses": {
             name: [None if v is None else float(f"{v:.9g}") for v in values]
             for name, values in losses.items()
@@ -278,7 +295,10 @@ def save_golden(path: Path, meta: dict, cases: dict[str, dict]) -> None:
 
     parts = []
     for name, case in cases.items():  # one line per setting block, loss and tensor
-        fields = [f'   "settings": {line(case["settings"])}']
+        fields = [
+            f'   "settings": {line(case["settings"])}',
+            f'   "inputs_sha256": {line(case["inputs_sha256"])}',
+        ]
         losses = ",\n".join(f"    {line(k)}: {line(v)}" for k, v in case["losses"].items())
         params = ",\n".join(f"    {line(k)}: {line(v)}" for k, v in case["params"].items())
         fields += [f'   "losses": {{\n{losses}\n   }}', f'   "params": {{\n{params}\n   }}']

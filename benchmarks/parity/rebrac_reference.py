@@ -46,6 +46,7 @@ from offline_common import (
     GOLDEN_DIR,
     HIDDEN,
     encode_case,
+    inputs_digest,
     load_script,
     make_batches,
     noise_draws,
@@ -182,7 +183,8 @@ def run_case(corl: Path, settings: dict) -> dict:
     noise = noise_draws(2, UPDATES, {"target": (BATCH, ACT_DIM)})
     key = jax.random.PRNGKey(0)  # only for the actor's logging draw (bc_mse_random)
     losses: dict[str, list] = {"critic_loss": [], "actor_loss": []}
-    for i, batch in enumerate(make_batches(1, UPDATES)):
+    batches = make_batches(1, UPDATES)
+    for i, batch in enumerate(batches):
         jax_batch = {
             "states": batch["obs"],
             "actions": batch["action"],
@@ -205,7 +207,7 @@ def run_case(corl: Path, settings: dict) -> dict:
         **from_flax(critic.params, "critic", ["critic0", "critic1"]),
         **from_flax(critic.target_params, "target", ["target_critic0", "target_critic1"]),
     }
-    return encode_case(settings, losses, final)
+    return encode_case(settings, inputs_digest(params, batches, noise), losses, final)
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ from offline_common import (
     OBS_DIM,
     Script,
     encode_case,
+    inputs_digest,
     layers,
     make_batches,
     noise_draws,
@@ -78,10 +79,11 @@ def run_case(td3_bc) -> dict:
         policy_freq=SETTINGS["policy_freq"],
         alpha=SETTINGS["alpha"],
     )
-    noise = Script(d["target"] for d in noise_draws(2, UPDATES, NOISE))
+    draws = noise_draws(2, UPDATES, NOISE)
+    noise = Script(d["target"] for d in draws)
     losses: dict[str, list] = {"critic_loss": [], "actor_loss": []}
     with scripted_noise(noise):
-        for batch in make_batches(1, UPDATES):
+        for batch in (batches := make_batches(1, UPDATES)):
             log = trainer.train(corl_batch(batch))
             for name in losses:
                 losses[name].append(log.get(name))
@@ -94,7 +96,7 @@ def run_case(td3_bc) -> dict:
         **get_layers(trainer.critic_1_target, "target_critic0"),
         **get_layers(trainer.critic_2_target, "target_critic1"),
     }
-    return encode_case(SETTINGS, losses, final)
+    return encode_case(SETTINGS, inputs_digest(params, batches, draws), losses, final)
 
 
 def main() -> None:

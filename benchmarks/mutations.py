@@ -251,7 +251,7 @@ MUTATIONS: list[Mutation] = [
         "alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()",
         "alpha_loss = (log_alpha * (log_prob.detach() + self.target_entropy)).mean()",
         "CQL's temperature loss of the wrong sign",
-        ("tests/test_cql.py",),
+        ("tests/test_cql.py", MATHS + "::test_cql_temperature_moves_toward_the_target_entropy"),
     ),
     Mutation(
         "cql_penalty_sign",
@@ -359,7 +359,7 @@ MUTATIONS: list[Mutation] = [
         "mean = x + self.actor.velocity(obs, x, t) / self.config.denoising_steps",
         "mean = x - self.actor.velocity(obs, x, t) / self.config.denoising_steps",
         "ReinFlow's transition mean steps against the velocity",
-        ("tests/test_finetune.py -k reinflow",),
+        _t("test_reinflow_chain_log_prob_hand_computed"),
     ),
     # --- rlcore/generative.py -----------------------------------------------------------
     Mutation(

@@ -17,7 +17,9 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.distributions import Normal
 
+from algos.cql import CQL, CQLConfig
 from algos.dppo import DPPO, DPPOConfig, step_log_prob
 from algos.iql import IQL, IQLConfig
 from algos.ppo import PPO, PPOConfig
@@ -138,6 +140,18 @@ def test_sac_temperature_moves_toward_the_target_entropy(target_entropy):
     cfg = SACConfig(hidden=(16, 16), policy_frequency=1, target_entropy=target_entropy,
                     alpha_lr=0.01, init_alpha=1.0)  # fmt: skip
     agent = SAC(OBS, ACT, cfg)
+    agent.update(transitions())
+    expected = 0.01 if target_entropy > 0 else -0.01
+    assert agent.log_alpha.item() == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("target_entropy", [100.0, -100.0])
+def test_cql_temperature_moves_toward_the_target_entropy(target_entropy):
+    """CQL's temperature loss -log alpha (log pi + H_target): same direction as SAC's."""
+    torch.manual_seed(0)
+    cfg = CQLConfig(hidden=(16, 16), cql_n_actions=2, target_entropy=target_entropy,
+                    alpha_lr=0.01)  # fmt: skip
+    agent = CQL(OBS, ACT, cfg)
     agent.update(transitions())
     expected = 0.01 if target_entropy > 0 else -0.01
     assert agent.log_alpha.item() == pytest.approx(expected, abs=1e-5)
@@ -427,6 +441,24 @@ def small_reinflow(**kw) -> ReinFlow:
                 "num_minibatches": 1, "target_kl": None, "max_grad_norm": 1e9,
                 "ent_coef": 0.0}  # fmt: skip
     return ReinFlow(OBS, CHUNK_ACT, ReinFlowConfig(**{**settings, **kw}))
+
+
+def test_reinflow_chain_log_prob_hand_computed():
+    """log N(x_0; 0, I) + sum_k log N(x_{k+1}; x_k + v(x_k, t_k) / K, sigma(x_k, t_k)^2),
+    divided by (K + 1) H A: the chain's Euler-step Gaussians, scored one step at a time."""
+    torch.manual_seed(0)
+    agent = small_reinflow()
+    cfg, steps = agent.config, agent.config.denoising_steps
+    obs, chain = torch.randn(4, 3), torch.randn(4, steps + 1, H, 2)
+    log_prob, _ = agent.chain_log_prob(obs, chain)
+    with torch.no_grad():
+        total = Normal(0.0, 1.0).log_prob(chain[:, 0]).sum((1, 2))
+        for k in range(steps):
+            x, t = chain[:, k], torch.full((4,), k / steps)
+            mean = x + agent.actor.velocity(obs, x, t) / steps
+            std = agent.noise(obs, x, t, cfg.sigma_min, agent.sigma_max)
+            total += Normal(mean, std).log_prob(chain[:, k + 1]).sum((1, 2))
+    torch.testing.assert_close(log_prob.detach(), total / ((steps + 1) * H * 2))
 
 
 def test_reinflow_update_direction():

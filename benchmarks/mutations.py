@@ -15,10 +15,11 @@ Run from the repository root (CPU, single-threaded children):
     python benchmarks/mutations.py                     # every mutation, its own tests
     python benchmarks/mutations.py --only sac_alpha_loss_sign --only iql_value_expectile_side
     python benchmarks/mutations.py --tests-all         # the whole fast suite (-m "not slow")
+    python benchmarks/mutations.py --tests-all --pytest-args "-n 4" --jobs 2  # a big machine
     python benchmarks/mutations.py --list              # the table of mutations only
 
 Writes ``benchmarks/results/mutations.json`` (merged by name with an existing file, so a
-run with ``--only`` updates its rows) and prints the table. After changing the code a
+run with ``--only`` updates its rows), the same table as ``mutations.md``, and prints it. After changing the code a
 mutation's ``original`` may no longer be found: the harness says which, fix its text.
 """
 
@@ -193,6 +194,14 @@ MUTATIONS: list[Mutation] = [
         "loss = alpha * log_prob + q",
         "SAC actor minimises Q",
         _t("test_sac_actor_loss_hand_computed"),
+    ),
+    Mutation(
+        "rlpd_target_entropy_sign",
+        "algos/rlpd.py",
+        "self.target_entropy = -0.5 * float(np.prod(action_space.shape))",
+        "self.target_entropy = 0.5 * float(np.prod(action_space.shape))",
+        "RLPD's target entropy +|A|/2 instead of -|A|/2",
+        _t("test_rlpd_default_target_entropy_is_minus_half_the_action_dim"),
     ),
     # --- algos/td3.py -------------------------------------------------------------------
     Mutation(
@@ -451,6 +460,25 @@ MUTATIONS: list[Mutation] = [
         "PPO-Lagrangian's actor seeks cost",
         ("tests/test_safe_rl.py -k ppo_lag",),
     ),
+    Mutation(
+        "cpo_constraint_sign",
+        "algos/safe/cpo.py",
+        "c = (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit) - cfg.cost_limit",
+        "c = cfg.cost_limit - (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit)",
+        "CPO's constraint value c = limit - J_c (feasible and infeasible swapped)",
+        ("tests/test_safe_rl.py -k cpo",),
+    ),
+    Mutation(
+        "cpo_line_search_cost_bound",
+        "algos/safe/cpo.py",
+        "and cost_rise <= max(-c, 0.0)",
+        "and cost_rise <= max(c, 0.0)",
+        "CPO's line search bounds the cost rise by the violation instead of the slack",
+        (
+            "tests/test_safe_rl.py -k cpo",
+            MATHS + "::test_cpo_line_search_accepts_a_cost_rise_within_the_slack",
+        ),
+    ),
     # --- algos/resip.py (its direction test is tests/test_resip.py, another branch) ------
     Mutation(
         "resip_ratio_inverted",
@@ -489,15 +517,15 @@ def apply(mutation: Mutation, root: Path) -> None:
     path.write_text(text.replace(mutation.original, mutation.replacement))
 
 
-def _invocations(tests: tuple[str, ...], tests_all: bool) -> list[list[str]]:
+def _invocations(tests: tuple[str, ...], tests_all: bool, extra: str = "") -> list[list[str]]:
     """pytest argument lists: plain paths / node ids together, each entry with options
-    (``-k``...) on its own; slow tests deselected."""
+    (``-k``...) on its own; slow tests deselected; ``extra`` appended to each."""
     if tests_all:
-        return [["tests", "-m", "not slow"]]
+        return [["tests", "-m", "not slow", *shlex.split(extra)]]
     plain = [t for t in tests if len(shlex.split(t)) == 1]
     runs = [plain] if plain else []
     runs += [shlex.split(t) for t in tests if len(shlex.split(t)) > 1]
-    return [[*run, "-m", "not slow"] for run in runs]
+    return [[*run, "-m", "not slow", *shlex.split(extra)] for run in runs]
 
 
 def run_tests(root: Path, runs: list[list[str]], timeout: float) -> tuple[str, str, float]:
@@ -536,6 +564,26 @@ def _run_one(mutation: Mutation | None, runs: list[list[str]], timeout: float) -
     return {"outcome": outcome, "caught_by": test, "seconds": round(seconds, 1)}
 
 
+def markdown(rows: list[dict]) -> str:
+    """The table for a closing note / README: mutation, file, change, result, test."""
+    lines = [
+        "| mutation | file | what it breaks | result | caught by |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        result = (
+            "caught"
+            if r["caught"]
+            else "**survived**"
+            if r["outcome"] == "passed"
+            else r["outcome"]
+        )
+        test = r["caught_by"].replace("tests/", "").replace("|", "/")
+        lines.append(f"| {r['name']} | {r['file']} | {r['description']} | {result} | {test} |")
+    caught = sum(r["caught"] for r in rows)
+    return "\n".join([*lines, "", f"{caught} / {len(rows)} caught.", ""])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", default=[], help="mutation name (repeatable)")
@@ -545,6 +593,9 @@ def main(argv: list[str] | None = None) -> int:
         "--tests-all",
         action="store_true",
         help='run the whole fast suite (-m "not slow") for every mutation',
+    )
+    parser.add_argument(
+        "--pytest-args", default="", help='extra pytest arguments, e.g. "-n 4" (pytest-xdist)'
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per test run")
     parser.add_argument(
@@ -578,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not opts.no_baseline:
         union = tuple(sorted({entry for m in chosen for entry in m.tests}))
-        base = _run_one(None, _invocations(union, opts.tests_all), opts.timeout)
+        base = _run_one(None, _invocations(union, opts.tests_all, opts.pytest_args), opts.timeout)
         print(f"baseline (unmutated): {base['outcome']} in {base['seconds']} s "
               f"{base['caught_by']}", flush=True)  # fmt: skip
         if base["outcome"] != "passed":
@@ -588,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     def job(m: Mutation) -> dict:
-        row = _run_one(m, _invocations(m.tests, opts.tests_all), opts.timeout)
+        row = _run_one(m, _invocations(m.tests, opts.tests_all, opts.pytest_args), opts.timeout)
         row = {**asdict(m), **row, "caught": row["outcome"] in ("failed", "timeout"),
                "tests_all": opts.tests_all}  # fmt: skip
         row["tests"] = list(m.tests)
@@ -608,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"caught": sum(r["caught"] for r in ordered), "total": len(ordered)}
     opts.output.write_text(json.dumps({"summary": summary, "mutations": ordered}, indent=1) + "\n")
 
+    opts.output.with_suffix(".md").write_text(markdown(ordered))
     print(f"\n{'mutation':34s} {'file':24s} {'result':9s} caught by")
     for r in ordered:
         result = (

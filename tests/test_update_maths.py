@@ -24,12 +24,14 @@ from algos.dppo import DPPO, DPPOConfig, step_log_prob
 from algos.iql import IQL, IQLConfig
 from algos.ppo import PPO, PPOConfig
 from algos.reinflow import ReinFlow, ReinFlowConfig
+from algos.rlpd import RLPD, RLPDConfig
 from algos.sac import SAC, SACConfig
+from algos.safe.cpo import CPO, CPOConfig
 from algos.safe.fisor import FISOR, FISORConfig
 from algos.safe.sac_lag import SACLag, SACLagConfig
 from algos.td3 import TD3, TD3Config
 from algos.td3_bc import TD3BC, TD3BCConfig
-from rlcore.buffers import compute_gae
+from rlcore.buffers import RolloutBuffer, compute_gae
 from rlcore.generative import FlowHead
 from rlcore.losses import (
     clipped_surrogate,
@@ -133,13 +135,16 @@ def test_gae_hand_computed():
 
 # -- SAC (also RLPD, WSRL, SAC-Lagrangian: one SAC class) ------------------------------
 @pytest.mark.parametrize("target_entropy", [100.0, -100.0])
-def test_sac_temperature_moves_toward_the_target_entropy(target_entropy):
+@pytest.mark.parametrize("algo", ["sac", "rlpd"])
+def test_sac_temperature_moves_toward_the_target_entropy(algo, target_entropy):
     """Entropy below the target -> alpha rises; above -> alpha falls, by Adam's first step
-    of exactly the temperature's learning rate in log alpha."""
+    of exactly the temperature's learning rate in log alpha (RLPD and WSRL's online phase
+    run SAC's update)."""
     torch.manual_seed(0)
-    cfg = SACConfig(hidden=(16, 16), policy_frequency=1, target_entropy=target_entropy,
-                    alpha_lr=0.01, init_alpha=1.0)  # fmt: skip
-    agent = SAC(OBS, ACT, cfg)
+    config, agent_class = {"sac": (SACConfig, SAC), "rlpd": (RLPDConfig, RLPD)}[algo]
+    cfg = config(hidden=(16, 16), policy_frequency=1, target_entropy=target_entropy,
+                 alpha_lr=0.01, init_alpha=1.0, utd_ratio=1)  # fmt: skip
+    agent = agent_class(OBS, ACT, cfg)
     agent.update(transitions())
     expected = 0.01 if target_entropy > 0 else -0.01
     assert agent.log_alpha.item() == pytest.approx(expected, abs=1e-5)
@@ -155,6 +160,11 @@ def test_cql_temperature_moves_toward_the_target_entropy(target_entropy):
     agent.update(transitions())
     expected = 0.01 if target_entropy > 0 else -0.01
     assert agent.log_alpha.item() == pytest.approx(expected, abs=1e-5)
+
+
+def test_rlpd_default_target_entropy_is_minus_half_the_action_dim():
+    assert RLPD(OBS, ACT, RLPDConfig(hidden=(16, 16))).target_entropy == -1.0
+    assert SAC(OBS, ACT, SACConfig(hidden=(16, 16))).target_entropy == -2.0
 
 
 def test_sac_terminal_rows_target_the_reward():
@@ -505,3 +515,24 @@ def test_flow_loss_hand_computed():
     with torch.no_grad():
         expected = (head.velocity(obs, xt, t) - (actions - x0)).pow(2).mean()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+
+
+# -- CPO's line search --------------------------------------------------------------------
+def test_cpo_line_search_accepts_a_cost_rise_within_the_slack():
+    """Feasible (J_c = 0, limit 25: slack 25) with the reward equal to the cost: the
+    reward step raises the cost surrogate, by far less than the slack, so the line search
+    accepts a step (a bound of 0 instead of the slack would refuse every one)."""
+    torch.manual_seed(0)
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    agent = CPO(obs_space, ACT, CPOConfig(hidden=(16, 16), update_epochs=1, minibatch_size=64))
+    obs = torch.zeros(256, 4)
+    action, log_prob, value = agent.explore(obs)
+    cost = (action[:, 0] > 0).float()
+    buffer = RolloutBuffer(1, 256, (4,), (2,))
+    buffer.add(obs, action, log_prob, cost.clone(), value, torch.ones(256), torch.zeros(256),
+               torch.zeros(256), costs=(cost, torch.zeros(256), torch.zeros(256)))  # fmt: skip
+    agent.record_episode_costs([0.0])
+    mean_before = agent.nets.actor.distribution(obs[:1]).mean[0, 0].item()
+    metrics = agent.update(buffer.compute(torch.zeros(256), 0.99, 0.95, torch.zeros(256)))
+    assert metrics["accepted_step"] > 0
+    assert agent.nets.actor.distribution(obs[:1]).mean[0, 0].item() > mean_before  # costlier

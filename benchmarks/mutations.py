@@ -200,7 +200,7 @@ MUTATIONS: list[Mutation] = [
         "algos/rlpd.py",
         "self.target_entropy = -0.5 * float(np.prod(action_space.shape))",
         "self.target_entropy = 0.5 * float(np.prod(action_space.shape))",
-        "RLPD's target entropy +|A|/2 instead of -|A|/2",
+        "RLPD's target entropy +dim(A)/2 instead of -dim(A)/2",
         _t("test_rlpd_default_target_entropy_is_minus_half_the_action_dim"),
     ),
     # --- algos/td3.py -------------------------------------------------------------------
@@ -579,7 +579,8 @@ def markdown(rows: list[dict]) -> str:
             else r["outcome"]
         )
         test = r["caught_by"].replace("tests/", "").replace("|", "/")
-        lines.append(f"| {r['name']} | {r['file']} | {r['description']} | {result} | {test} |")
+        what = r["description"].replace("|", "\\|")
+        lines.append(f"| {r['name']} | {r['file']} | {what} | {result} | {test} |")
     caught = sum(r["caught"] for r in rows)
     return "\n".join([*lines, "", f"{caught} / {len(rows)} caught.", ""])
 

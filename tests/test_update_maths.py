@@ -2,10 +2,12 @@
 pieces (expectile, clipped surrogate, advantage standardisation, TD3's target smoothing,
 Polyak, GAE), the critic targets and losses of SAC, TD3, TD3+BC, IQL, SAC-Lagrangian and
 FISOR recomputed from the agent's networks before its update (terminal rows forced),
-temperature directions, and on-policy direction tests: one update raises the
-log-probability of a positive-advantage action and lowers a negative one (PPO, DPPO,
-ReinFlow). Each test is aimed at mutations of ``benchmarks/mutations.py`` that no other
-fast test saw (a flipped sign, a reversed expectile, a dropped clip or terminal mask)."""
+the temperature's direction (SAC, RLPD, CQL), DPPO's and ReinFlow's likelihoods and
+DPPO's denoising-discounted gradient, CPO's line-search bound, and on-policy direction
+tests: one update raises the log-probability of positive-advantage actions and lowers
+negative ones (PPO, DPPO, ReinFlow; ResiP's is in tests/test_resip.py). Each test is aimed
+at mutations of ``benchmarks/mutations.py`` that no other fast test saw (a flipped sign, a
+reversed expectile, a dropped clip or terminal mask); the harness's table names them."""
 
 from __future__ import annotations
 

@@ -26,6 +26,12 @@ FAST = [
 ]
 
 
+# Seconds after which a test's child process counts as hung. It bounds how long a broken
+# run can block the suite; it claims nothing about speed (a run on a slow, busy machine
+# takes far less), so no test outcome depends on how fast the machine is.
+HANG_GUARD_S = 1800
+
+
 def make_config(*overrides: str) -> DictConfig:
     """The composed run config for command-line style overrides (friendly names allowed)."""
     from rlcore.train import normalize_overrides

@@ -23,6 +23,7 @@ from benchmarks.throughput import alternate, main
 from offline.collect import main as collect_main
 from offline.datasets import load_dataset
 from offline.scores import normalized_score
+from tests.conftest import HANG_GUARD_S
 
 
 def _positive(value: object) -> bool:
@@ -302,21 +303,24 @@ def test_worker_pool_workers_exit_when_the_benchmark_is_killed():
         "from benchmarks.runs import worker_pool\n"
         "with worker_pool(1) as pool:\n"
         "    print(pool.submit(os.getpid).result(), flush=True)\n"
-        "    pool.submit(time.sleep, 120).result()\n"
+        "    pool.submit(time.sleep, 100_000).result()\n"  # alive until killed
     )
     root = Path(__file__).resolve().parents[1]
     parent = subprocess.Popen([sys.executable, "-c", script], cwd=root, stdout=subprocess.PIPE)
+    worker = None
     try:
         worker = int(parent.stdout.readline())
         assert _alive(worker)
         os.kill(parent.pid, signal.SIGKILL)  # no handler runs: only the kernel can stop the worker
         parent.wait()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + HANG_GUARD_S  # the kernel acts at once; a hang guard
         while _alive(worker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _alive(worker), "the pool's worker outlived the killed benchmark"
     finally:
         parent.kill()
+        if worker is not None and _alive(worker):  # failed: leave no sleeper behind
+            os.kill(worker, signal.SIGKILL)
 
 
 def test_override_tag_names_runs_apart():
@@ -553,7 +557,7 @@ def test_orphaned_worker_starts_no_queued_run(tmp_path):
         f"runs.run_method('sac', 0, [], pathlib.Path({str(tmp_path)!r}), 1)\n"
     )
     root = Path(__file__).resolve().parents[1]
-    proc = subprocess.run([sys.executable, "-c", script], cwd=root, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=root, timeout=HANG_GUARD_S)
     assert proc.returncode == 1 and not (tmp_path / "sac_seed0").exists()
 
 
@@ -574,7 +578,11 @@ def test_worker_whose_benchmark_died_during_a_run_exits_after_it(tmp_path):
     )
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=root, timeout=120, capture_output=True, text=True
+        [sys.executable, "-c", script],
+        cwd=root,
+        timeout=HANG_GUARD_S,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 1 and "returned" not in proc.stdout
     assert (tmp_path / "sac_seed0" / "bench_seconds.txt").read_text() == "2.5"

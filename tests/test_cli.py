@@ -7,7 +7,7 @@ import torch
 
 from rlcore.checkpoint import load_checkpoint
 from rlcore.utils import tensors_finite
-from tests.conftest import REPO, python_cmd
+from tests.conftest import HANG_GUARD_S, REPO, python_cmd
 
 TINY = [
     "total_steps=300",
@@ -23,7 +23,7 @@ TINY = [
 ]
 
 
-def run_cli(args, cwd, timeout=240):
+def run_cli(args, cwd, timeout=HANG_GUARD_S):
     return subprocess.run(
         python_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env()
     )

@@ -14,7 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rlcore import report
-from tests.conftest import REPO
+from tests.conftest import HANG_GUARD_S, REPO
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -258,7 +258,7 @@ def run_report(*args: str, cwd: Path) -> subprocess.CompletedProcess:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
         env=env,
     )
 

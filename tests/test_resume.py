@@ -5,7 +5,7 @@ import os
 import random
 import signal
 import subprocess
-import time
+import sys
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ import torch
 from rlcore.checkpoint import load_checkpoint
 from rlcore.logging import read_csv
 from rlcore.train import train
-from tests.conftest import FAST, REPO, make_config, python_cmd
+from tests.conftest import FAST, HANG_GUARD_S, REPO, make_config
 
 CASES = {
     "sac": [
@@ -200,25 +200,70 @@ def test_same_seed_same_numbers_different_seed_different(tmp_path):
     )
 
 
-def _kill_after_checkpoint(args, run_dir, rng, max_sleep=1.5):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        python_cmd(*args, f"run_dir={run_dir}"),
-        cwd=run_dir.parent,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
+# Source run first in a child ``python -m rlcore.train``: it wraps rlcore.checkpoint's
+# save_checkpoint so that the child SIGKILLs itself at its SAVE-th write of latest.pt:
+# "before" the write (the steps since the previous checkpoint are lost: a kill mid-run),
+# "during" it (at the rename over latest.pt: the old file already moved to previous.pt,
+# the new one complete in its temporary file) or "after" it. An event of the run, not a
+# timer: the kill lands at the same point on a fast, slow or busy machine.
+_KILL_HOOK = """
+import os, signal
+from pathlib import Path
+import rlcore.checkpoint as _checkpoint
+
+_save, _replace, _saves, _armed = _checkpoint.save_checkpoint, os.replace, [0], [False]
+
+def _die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def _replace_hook(src, dst, *args, **kwargs):
+    if _armed[0] and Path(dst).name == "latest.pt":
+        _die()
+    return _replace(src, dst, *args, **kwargs)
+
+def _save_hook(state, path, *args, **kwargs):
+    if Path(path).name == "latest.pt":
+        _saves[0] += 1
+        if _saves[0] == SAVE:
+            if WHERE == "before":
+                _die()
+            _armed[0] = WHERE == "during"
+            _save(state, path, *args, **kwargs)
+            _die()
+    return _save(state, path, *args, **kwargs)
+
+os.replace = _replace_hook
+_checkpoint.save_checkpoint = _save_hook
+"""
+KILL_POINTS = ("before", "during", "after")
+
+
+def hooked_cli(args: list[str], hook: str, **popen) -> subprocess.Popen:
+    """Start ``python -m rlcore.train *args`` in a child that first runs ``hook`` (Python
+    source; it may wrap rlcore functions, which train.py then imports wrapped)."""
+    script = (
+        f"{hook}\nimport runpy, sys\nsys.argv = ['rlcore.train', *sys.argv[1:]]\n"
+        "runpy.run_module('rlcore.train', run_name='__main__', alter_sys=True)\n"
     )
-    latest = run_dir / "checkpoints" / "latest.pt"
-    deadline = time.monotonic() + 240
-    while not latest.exists():
-        assert proc.poll() is None, proc.stderr.read()
-        assert time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.05)
-    time.sleep(rng.uniform(0.0, max_sleep))  # somewhere mid-run, possibly mid-checkpoint-write
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.Popen([sys.executable, "-c", script, *args], env=env, **popen)
+
+
+def _kill_after_checkpoint(args, run_dir, rng, save=None, where=None):
+    """Run the CLI into ``run_dir`` and SIGKILL it at its ``save``-th checkpoint (default:
+    the 2nd or 3rd, drawn from ``rng``), ``where`` in KILL_POINTS (default: drawn); returns
+    the step of the checkpoint a resume starts from."""
+    save = rng.choice([2, 3]) if save is None else save
+    where = rng.choice(KILL_POINTS) if where is None else where
+    assert save > 1 or where == "after", "nothing to resume from: no checkpoint before"
+    hook = f"SAVE, WHERE = {save}, {where!r}\n{_KILL_HOOK}"
+    proc = hooked_cli([*args, f"run_dir={run_dir}"], hook, cwd=run_dir.parent,
+                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    _, stderr = proc.communicate(timeout=HANG_GUARD_S)
+    assert proc.returncode == -signal.SIGKILL, (
+        f"the run was not killed at checkpoint {save} ({where}): exit {proc.returncode}\n"
+        f"{stderr[-3000:]}"
+    )
     return load_checkpoint(run_dir)["loop"]["counters"]["step"]
 
 
@@ -318,7 +363,7 @@ def test_killed_before_the_switch_and_resumed_equals_uninterrupted(tmp_path):
             "checkpoint_every=100", *FAST]  # fmt: skip
     train(make_config(*args), tmp_path / "full")
     killed = tmp_path / "killed"
-    _kill_after_checkpoint(args, killed, random.Random(0), max_sleep=0.0)
+    _kill_after_checkpoint(args, killed, random.Random(0), save=1, where="after")
     counters = load_checkpoint(killed)["loop"]["counters"]
     assert counters["phase"] == 0 and 0 < counters["step"] < 1500, counters
     train(make_config(*args, f"resume={killed}"), killed)

@@ -29,7 +29,8 @@ from rlcore.logging import Logger, read_csv
 from rlcore.loops import RunContext, _Progress
 from rlcore.registry import ConfigError
 from rlcore.train import RunDirExistsError, train
-from tests.conftest import FAST, REPO, make_config, python_cmd
+from tests.conftest import FAST, HANG_GUARD_S, REPO, make_config, python_cmd
+from tests.test_resume import hooked_cli
 
 SAC_TINY = [
     "algo=sac",
@@ -44,7 +45,7 @@ SAC_TINY = [
 ]
 
 
-def _cli(args: list[str], cwd, timeout: float = 240) -> subprocess.CompletedProcess:
+def _cli(args: list[str], cwd, timeout: float = HANG_GUARD_S) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     return subprocess.run(
         python_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
@@ -103,29 +104,32 @@ def test_train_log_holds_the_progress_lines(tmp_path):
 # ----------------------------------------------------------------------------- signals
 
 
+# Source run first in the child: once the run has logged its 2nd row of training
+# losses, it sends SIG to itself, as a user's Ctrl-C / a scheduler's SIGTERM would arrive.
+# An event of the run, not a timer: the signal lands at the same step on any machine.
+_SIGNAL_HOOK = """
+import os
+import rlcore.logging as _logging
+
+_log, _rows = _logging.Logger.log, [0]
+
+def _log_hook(self, metrics, step):
+    _log(self, metrics, step)
+    if "train/critic_loss" in metrics:
+        _rows[0] += 1
+        if _rows[0] == 2:
+            os.kill(os.getpid(), SIG)
+
+_logging.Logger.log = _log_hook
+"""
+
+
 def _interrupt_when_learning(args, run_dir, sig) -> subprocess.CompletedProcess:
-    """Start a CLI run, send ``sig`` once it has logged training rows, return its result."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.Popen(
-        python_cmd(*args, f"run_dir={run_dir}"),
-        cwd=run_dir.parent,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.monotonic() + 240
-
-    def learning() -> bool:
-        rows = read_csv(run_dir / "train.csv") if (run_dir / "train.csv").exists() else []
-        return sum("train/critic_loss" in row for row in rows) >= 2
-
-    while not learning():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the run never logged training rows"
-        time.sleep(0.05)
-    proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=120)
+    """Run the CLI; it gets ``sig`` once it has logged two training rows; its result."""
+    proc = hooked_cli([*args, f"run_dir={run_dir}"], f"SIG = {int(sig)}\n{_SIGNAL_HOOK}",
+                      cwd=run_dir.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)  # fmt: skip
+    stdout, stderr = proc.communicate(timeout=HANG_GUARD_S)
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_module
 
-from tests.conftest import FAST, REPO, python_cmd
+from tests.conftest import FAST, HANG_GUARD_S, REPO, python_cmd
 
 # a run of a few seconds: 100 random steps, then one update per step, two evaluations
 TINY = [*FAST, "seed=0", "total_steps=400", "algo.learning_starts=100", "eval_every=200"]
 
 
 def _sweep(
-    tmp_path: Path, *args: str, tiny: list[str] = TINY, timeout: int = 120
+    tmp_path: Path, *args: str, tiny: list[str] = TINY, timeout: float = HANG_GUARD_S
 ) -> subprocess.CompletedProcess:
     path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path, "HYDRA_FULL_ERROR": "0"}
@@ -68,7 +68,16 @@ def test_presets_are_found_on_the_package_search_path():
 
 
 def test_joblib_sweep_runs_jobs_in_two_concurrent_processes(tmp_path):
-    out = _sweep(tmp_path, "algo=sac,td3", "env=InvertedPendulum", "hydra/launcher=rlcore_joblib")
+    # concurrent: each job waits at its start for the other (tests/sweep_barrier.py); run
+    # one after the other, the first would give up at the guard and never meet the second
+    barrier = [
+        "+hydra.callbacks.barrier._target_=tests.sweep_barrier.Rendezvous",
+        f"+hydra.callbacks.barrier.folder={tmp_path / 'barrier'}",
+        "+hydra.callbacks.barrier.parties=2",
+        f"+hydra.callbacks.barrier.hang_guard_s={HANG_GUARD_S / 2}",
+    ]
+    args = ["algo=sac,td3", "env=InvertedPendulum", "hydra/launcher=rlcore_joblib", *barrier]
+    out = _sweep(tmp_path, *args)
     assert out.returncode == 0, out.stderr
     assert "Joblib.Parallel(n_jobs=2" in out.stdout + out.stderr
     runs = _run_dirs(tmp_path)
@@ -76,12 +85,9 @@ def test_joblib_sweep_runs_jobs_in_two_concurrent_processes(tmp_path):
     metas = [_check_run(path) for path in runs.values()]
     pids = {meta["pid"] for meta in metas}
     assert len(pids) == 2  # the basic launcher runs every job in the calling process
-    # concurrent: each run started (config written) before the other finished (checkpoint)
-    spans = [
-        ((path / "config.yaml").stat().st_mtime, (path / "checkpoints/latest.pt").stat().st_mtime)
-        for path in runs.values()
-    ]
-    assert max(start for start, _ in spans) < min(end for _, end in spans), spans
+    met = sorted(p.name for p in (tmp_path / "barrier").glob("met_*"))
+    assert [name.split("_")[1] for name in met] == ["0", "1"], met  # both met at the barrier
+    assert {int(name.split("_")[2]) for name in met} == pids
 
 
 def test_a_failing_job_stops_the_sweep_and_is_named(tmp_path):
@@ -131,7 +137,6 @@ def test_ray_local_runs_a_job(tmp_path, monkeypatch):
         "env=InvertedPendulum",
         "hydra/launcher=rlcore_ray",
         "+hydra.launcher.ray.init.num_cpus=2",
-        timeout=240,
     )
     assert out.returncode == 0, out.stderr
     runs = _run_dirs(tmp_path)

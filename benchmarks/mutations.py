@@ -1,0 +1,676 @@
+"""Mutation table: would a fast test catch a wrong update?
+
+Each entry of ``MUTATIONS`` is one single-line change to the maths of an update (a sign,
+a terminal mask, an expectile side, a clip, a discount, a target, a temperature loss,
+Polyak, advantage normalisation, the importance ratio, a KL estimate...). For each, the
+working tree is copied to a temporary folder (tracked and untracked-not-ignored files,
+uncommitted edits included), the mutation is applied there (the original text must occur
+exactly once in its file, else the harness stops: update the entry), and the tests named
+for it run in that copy. A mutation is *caught* when a test fails (the first failing test
+is recorded), *survived* when they all pass. Before the mutations, the same tests run on
+the unmutated copy: a test that fails there cannot count as catching anything.
+
+Run from the repository root (CPU, single-threaded children):
+
+    python benchmarks/mutations.py                     # every mutation, its own tests
+    python benchmarks/mutations.py --only sac_alpha_loss_sign --only iql_value_expectile_side
+    python benchmarks/mutations.py --tests-all         # the whole fast suite (-m "not slow")
+    python benchmarks/mutations.py --tests-all --pytest-args "-n 4" --jobs 2  # a big machine
+    python benchmarks/mutations.py --list              # the table of mutations only
+
+Writes ``benchmarks/results/mutations.json`` (merged by name with an existing file, so a
+run with ``--only`` updates its rows), the same table as ``mutations.md``, and prints it. After changing the code a
+mutation's ``original`` may no longer be found: the harness says which, fix its text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results" / "mutations.json"
+MATHS = "tests/test_update_maths.py"
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One single-line change: ``original`` (exactly once in ``file``) -> ``replacement``;
+    ``tests``: pytest arguments (files, node ids, ``-k`` expressions) that should catch it."""
+
+    name: str
+    file: str
+    original: str
+    replacement: str
+    description: str
+    tests: tuple[str, ...]
+
+
+def _t(*names: str) -> tuple[str, ...]:
+    """Node ids of tests/test_update_maths.py."""
+    return tuple(f"{MATHS}::{n}" for n in names)
+
+
+MUTATIONS: list[Mutation] = [
+    # --- rlcore/losses.py ---------------------------------------------------------------
+    Mutation(
+        "expectile_side",
+        "rlcore/losses.py",
+        "weight = torch.where(diff < 0, 1.0 - expectile, expectile)",
+        "weight = torch.where(diff > 0, 1.0 - expectile, expectile)",
+        "expectile loss weights the wrong side",
+        _t("test_expectile_loss_hand_computed"),
+    ),
+    Mutation(
+        "surrogate_ratio_inverted",
+        "rlcore/losses.py",
+        "ratio = log_ratio.exp()",
+        "ratio = (-log_ratio).exp()",
+        "importance ratio pi_old / pi instead of pi / pi_old",
+        _t("test_clipped_surrogate_hand_computed"),
+    ),
+    Mutation(
+        "surrogate_min_not_max",
+        "rlcore/losses.py",
+        "loss = torch.max(-advantage * ratio, -advantage * ratio.clamp(1 - clip, 1 + clip)).mean()",
+        "loss = torch.min(-advantage * ratio, -advantage * ratio.clamp(1 - clip, 1 + clip)).mean()",
+        "optimistic instead of pessimistic clipped objective",
+        _t("test_clipped_surrogate_hand_computed"),
+    ),
+    Mutation(
+        "surrogate_sign",
+        "rlcore/losses.py",
+        "loss = torch.max(-advantage * ratio, -advantage * ratio.clamp(1 - clip, 1 + clip)).mean()",
+        "loss = torch.max(advantage * ratio, advantage * ratio.clamp(1 - clip, 1 + clip)).mean()",
+        "surrogate ascends the negative advantage",
+        _t("test_clipped_surrogate_hand_computed", "test_ppo_update_direction"),
+    ),
+    Mutation(
+        "approx_kl_sign",
+        "rlcore/losses.py",
+        "approx_kl = ((ratio - 1) - log_ratio).mean()",
+        "approx_kl = (log_ratio - (ratio - 1)).mean()",
+        "approximate KL of the wrong sign (the early stop never fires)",
+        _t("test_clipped_surrogate_hand_computed"),
+    ),
+    Mutation(
+        "standardize_no_centering",
+        "rlcore/losses.py",
+        "return (x - x.mean()) / (x.std() + eps)",
+        "return x / (x.std() + eps)",
+        "advantage normalisation without centring",
+        _t("test_standardize_hand_computed"),
+    ),
+    Mutation(
+        "target_noise_unclipped",
+        "rlcore/losses.py",
+        "noise = (torch.randn_like(target_action) * noise_std).clamp(-noise_clip, noise_clip)",
+        "noise = torch.randn_like(target_action) * noise_std",
+        "TD3 target-policy noise not clipped",
+        _t("test_smoothed_target_action_clips_the_noise", "test_td3_critic_target_hand_computed"),
+    ),
+    # --- rlcore/nets.py (Polyak) --------------------------------------------------------
+    Mutation(
+        "polyak_reversed",
+        "rlcore/nets.py",
+        "torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)",
+        "torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), 1 - tau)",
+        "Polyak rate 1 - tau instead of tau",
+        _t("test_polyak_update_hand_computed"),
+    ),
+    # --- rlcore/buffers.py (GAE) --------------------------------------------------------
+    Mutation(
+        "gae_terminal_bootstraps",
+        "rlcore/buffers.py",
+        "successor = successor * (1.0 - terminated[t])",
+        "successor = successor",
+        "GAE bootstraps through a termination",
+        ("tests/test_buffers.py", MATHS + "::test_gae_hand_computed"),
+    ),
+    Mutation(
+        "gae_truncation_no_bootstrap",
+        "rlcore/buffers.py",
+        "successor = torch.where(truncated[t] > 0, bootstrap_values[t], next_value)",
+        "successor = torch.where(truncated[t] > 0, 0.0 * bootstrap_values[t], next_value)",
+        "GAE drops the bootstrap value at a truncation",
+        ("tests/test_buffers.py", MATHS + "::test_gae_hand_computed"),
+    ),
+    Mutation(
+        "gae_lambda_dropped",
+        "rlcore/buffers.py",
+        "next_advantage = delta + gamma * gae_lambda * (1.0 - done[t]) * next_advantage",
+        "next_advantage = delta + gamma * (1.0 - done[t]) * next_advantage",
+        "GAE without lambda (Monte-Carlo advantages)",
+        ("tests/test_buffers.py", MATHS + "::test_gae_hand_computed"),
+    ),
+    Mutation(
+        "gae_crosses_episodes",
+        "rlcore/buffers.py",
+        "next_advantage = delta + gamma * gae_lambda * (1.0 - done[t]) * next_advantage",
+        "next_advantage = delta + gamma * gae_lambda * next_advantage",
+        "GAE recursion runs across episode boundaries",
+        ("tests/test_buffers.py", MATHS + "::test_gae_hand_computed"),
+    ),
+    # --- algos/sac.py (also RLPD, WSRL online, SAC-Lagrangian) -------------------------
+    Mutation(
+        "sac_alpha_loss_sign",
+        "algos/sac.py",
+        "alpha_loss = -(self.log_alpha.exp() * gap).mean()",
+        "alpha_loss = (self.log_alpha.exp() * gap).mean()",
+        "temperature loss of the wrong sign (SAC, RLPD, WSRL)",
+        _t("test_sac_temperature_moves_toward_the_target_entropy"),
+    ),
+    Mutation(
+        "sac_critic_no_terminal_mask",
+        "algos/sac.py",
+        "target_q = reward + cfg.gamma * (1.0 - terminated) * next_v",
+        "target_q = reward + cfg.gamma * next_v",
+        "SAC critic bootstraps terminal rows",
+        _t("test_sac_terminal_rows_target_the_reward"),
+    ),
+    Mutation(
+        "sac_backup_entropy_sign",
+        "algos/sac.py",
+        "next_v = next_v - alpha * next_log_prob",
+        "next_v = next_v + alpha * next_log_prob",
+        "soft value adds log pi instead of subtracting it",
+        _t("test_sac_soft_target_hand_computed"),
+    ),
+    Mutation(
+        "sac_actor_q_sign",
+        "algos/sac.py",
+        "loss = alpha * log_prob - q",
+        "loss = alpha * log_prob + q",
+        "SAC actor minimises Q",
+        _t("test_sac_actor_loss_hand_computed"),
+    ),
+    Mutation(
+        "rlpd_target_entropy_sign",
+        "algos/rlpd.py",
+        "self.target_entropy = -0.5 * float(np.prod(action_space.shape))",
+        "self.target_entropy = 0.5 * float(np.prod(action_space.shape))",
+        "RLPD's target entropy +dim(A)/2 instead of -dim(A)/2",
+        _t("test_rlpd_default_target_entropy_is_minus_half_the_action_dim"),
+    ),
+    # --- algos/td3.py -------------------------------------------------------------------
+    Mutation(
+        "td3_noise_clip_ignored",
+        "algos/td3.py",
+        "                cfg.noise_clip,\n",
+        "                float('inf'),\n",
+        "TD3's target-noise clip removed",
+        _t("test_td3_critic_target_hand_computed"),
+    ),
+    Mutation(
+        "td3_no_terminal_mask",
+        "algos/td3.py",
+        "target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q",
+        "target_q = batch.reward + cfg.gamma * next_q",
+        "TD3 critic bootstraps terminal rows",
+        _t("test_td3_critic_target_hand_computed"),
+    ),
+    Mutation(
+        "td3_max_not_min",
+        "algos/td3.py",
+        "next_q = self.target_critic(batch.next_obs, next_action).min(0).values",
+        "next_q = self.target_critic(batch.next_obs, next_action).max(0).values",
+        "TD3 target over the max of the twin critics",
+        _t("test_td3_critic_target_hand_computed"),
+    ),
+    # --- algos/iql.py -------------------------------------------------------------------
+    Mutation(
+        "iql_value_expectile_side",
+        "algos/iql.py",
+        "return expectile_loss(advantage, self.config.expectile), advantage, next_v",
+        "return expectile_loss(-advantage, self.config.expectile), advantage, next_v",
+        "IQL's value fitted to the other expectile",
+        _t("test_iql_losses_hand_computed"),
+    ),
+    Mutation(
+        "iql_weight_sign",
+        "algos/iql.py",
+        "weight = torch.exp(cfg.beta * advantage.detach()).clamp(max=cfg.max_weight)",
+        "weight = torch.exp(-cfg.beta * advantage.detach()).clamp(max=cfg.max_weight)",
+        "IQL's advantage weights favour the worse actions",
+        _t("test_iql_losses_hand_computed"),
+    ),
+    Mutation(
+        "iql_no_terminal_mask",
+        "algos/iql.py",
+        "q_target = reward + self.config.gamma * (1.0 - terminated) * next_v",
+        "q_target = reward + self.config.gamma * next_v",
+        "IQL's Q bootstraps terminal rows",
+        _t("test_iql_losses_hand_computed"),
+    ),
+    # --- algos/cql.py -------------------------------------------------------------------
+    Mutation(
+        "cql_alpha_loss_sign",
+        "algos/cql.py",
+        "alpha_loss = -(log_alpha * (log_prob.detach() + self.target_entropy)).mean()",
+        "alpha_loss = (log_alpha * (log_prob.detach() + self.target_entropy)).mean()",
+        "CQL's temperature loss of the wrong sign",
+        ("tests/test_cql.py", MATHS + "::test_cql_temperature_moves_toward_the_target_entropy"),
+    ),
+    Mutation(
+        "cql_penalty_sign",
+        "algos/cql.py",
+        'losses = {"critic_loss": td_loss + penalty,',
+        'losses = {"critic_loss": td_loss - penalty,',
+        "CQL's conservative penalty raises out-of-distribution Q",
+        ("tests/test_cql.py",),
+    ),
+    # --- algos/awac.py, td3_bc.py, rebrac.py, dqn.py -------------------------------------
+    Mutation(
+        "awac_weight_sign",
+        "algos/awac.py",
+        "weight = torch.exp(advantage / cfg.awac_lambda).clamp(max=cfg.exp_adv_max)",
+        "weight = torch.exp(-advantage / cfg.awac_lambda).clamp(max=cfg.exp_adv_max)",
+        "AWAC's advantage weights of the wrong sign",
+        ("tests/test_rebrac_awac.py",),
+    ),
+    Mutation(
+        "rebrac_no_terminal_mask",
+        "algos/rebrac.py",
+        "target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q",
+        "target_q = batch.reward + cfg.gamma * next_q",
+        "ReBRAC's critic bootstraps terminal rows",
+        ("tests/test_rebrac_awac.py",),
+    ),
+    Mutation(
+        "td3_bc_no_terminal_mask",
+        "algos/td3_bc.py",
+        "target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q",
+        "target_q = batch.reward + cfg.gamma * next_q",
+        "TD3+BC's critic bootstraps terminal rows",
+        _t("test_td3_bc_terminal_rows_target_the_reward"),
+    ),
+    Mutation(
+        "dqn_no_terminal_mask",
+        "algos/dqn.py",
+        "return reward + discount * (1.0 - terminated) * next_value",
+        "return reward + discount * next_value",
+        "DQN's target bootstraps terminal rows",
+        ("tests/test_discrete.py -k dqn",),
+    ),
+    # --- algos/ppo.py -------------------------------------------------------------------
+    Mutation(
+        "ppo_entropy_bonus_sign",
+        "algos/ppo.py",
+        "loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss",
+        "loss = policy_loss + cfg.ent_coef * entropy + cfg.vf_coef * value_loss",
+        "PPO's entropy bonus becomes a penalty",
+        _t("test_ppo_entropy_bonus_raises_the_std"),
+    ),
+    Mutation(
+        "ppo_old_log_prob_sign",
+        "algos/ppo.py",
+        "log_prob - old_log_prob, advantage, cfg.clip_coef",
+        "old_log_prob - log_prob, advantage, cfg.clip_coef",
+        "PPO's importance ratio inverted",
+        _t("test_ppo_update_direction"),
+    ),
+    # --- algos/dppo.py ------------------------------------------------------------------
+    Mutation(
+        "dppo_log_prob_clamp_removed",
+        "algos/dppo.py",
+        "return gaussian_log_density(x, mean, std).clamp(-5.0, 2.0).flatten(1).mean(-1)",
+        "return gaussian_log_density(x, mean, std).flatten(1).mean(-1)",
+        "DPPO's [-5, 2] log-density clamp removed",
+        _t("test_dppo_step_log_prob_clamps_each_dim"),
+    ),
+    Mutation(
+        "dppo_denoise_discount_order",
+        "algos/dppo.py",
+        "weight = cfg.denoise_discount ** torch.arange(tuned - 1, -1, -1, device=self.device)",
+        "weight = cfg.denoise_discount ** torch.arange(tuned, device=self.device)",
+        "DPPO's denoising discount weights the first step most",
+        _t("test_dppo_update_hand_computed"),
+    ),
+    Mutation(
+        "dppo_advantage_sign",
+        "algos/dppo.py",
+        "advantage = standardize(batch.advantage[row]) * weight[k]",
+        "advantage = -standardize(batch.advantage[row]) * weight[k]",
+        "DPPO ascends negative advantages",
+        _t("test_dppo_update_direction", "test_dppo_update_hand_computed"),
+    ),
+    # --- algos/reinflow.py --------------------------------------------------------------
+    Mutation(
+        "reinflow_entropy_sign",
+        "algos/reinflow.py",
+        "loss = policy_loss - cfg.ent_coef * entropy + cfg.vf_coef * value_loss",
+        "loss = policy_loss + cfg.ent_coef * entropy + cfg.vf_coef * value_loss",
+        "ReinFlow's entropy bonus becomes a penalty",
+        _t("test_reinflow_entropy_bonus_raises_the_noise"),
+    ),
+    Mutation(
+        "reinflow_ratio_inverted",
+        "algos/reinflow.py",
+        "log_prob - batch.log_prob[idx], standardize(batch.advantage[idx]), cfg.clip_coef",
+        "batch.log_prob[idx] - log_prob, standardize(batch.advantage[idx]), cfg.clip_coef",
+        "ReinFlow's importance ratio inverted",
+        _t("test_reinflow_update_direction"),
+    ),
+    Mutation(
+        "reinflow_euler_step_sign",
+        "algos/reinflow.py",
+        "mean = x + self.actor.velocity(obs, x, t) / self.config.denoising_steps",
+        "mean = x - self.actor.velocity(obs, x, t) / self.config.denoising_steps",
+        "ReinFlow's transition mean steps against the velocity",
+        _t("test_reinflow_chain_log_prob_hand_computed"),
+    ),
+    # --- rlcore/generative.py -----------------------------------------------------------
+    Mutation(
+        "flow_target_reversed",
+        "rlcore/generative.py",
+        "return F.mse_loss(self.velocity(obs, xt, t), actions - x0)",
+        "return F.mse_loss(self.velocity(obs, xt, t), x0 - actions)",
+        "flow matching regresses the reversed velocity",
+        _t("test_flow_loss_hand_computed"),
+    ),
+    Mutation(
+        "ddpm_posterior_mean_coef",
+        "rlcore/generative.py",
+        "mean = self.coef_x0[t].view(per_row) * x0 + self.coef_xt[t].view(per_row) * x",
+        "mean = self.coef_xt[t].view(per_row) * x0 + self.coef_x0[t].view(per_row) * x",
+        "DDPM posterior mean with its coefficients swapped",
+        ("tests/test_generative.py",),
+    ),
+    Mutation(
+        "gaussian_log_density_sign",
+        "rlcore/generative.py",
+        "return -((x - mean).pow(2)) / (2 * std.pow(2)) - std.log() - 0.5 * math.log(2 * math.pi)",
+        "return -((x - mean).pow(2)) / (2 * std.pow(2)) + std.log() - 0.5 * math.log(2 * math.pi)",
+        "Gaussian log-density with +log std",
+        ("tests/test_generative.py",),
+    ),
+    # --- algos/safe ---------------------------------------------------------------------
+    Mutation(
+        "sac_lag_cost_term_sign",
+        "algos/safe/sac_lag.py",
+        "return (sac_loss + lam * self.cost_critic(obs, action)[0]) / (1.0 + lam)",
+        "return (sac_loss - lam * self.cost_critic(obs, action)[0]) / (1.0 + lam)",
+        "SAC-Lagrangian's actor seeks cost",
+        _t("test_sac_lag_actor_objective_hand_computed"),
+    ),
+    Mutation(
+        "sac_lag_cost_no_terminal_mask",
+        "algos/safe/sac_lag.py",
+        "target = batch.cost + cfg.gamma * (1.0 - batch.terminated) * next_q",
+        "target = batch.cost + cfg.gamma * next_q",
+        "SAC-Lagrangian's cost critic bootstraps terminal rows",
+        _t("test_sac_lag_cost_critic_terminal_rows"),
+    ),
+    Mutation(
+        "fisor_cost_expectile_reversed",
+        "algos/safe/fisor.py",
+        "self.cost_value(obs_c).squeeze(-1) - q_h[c], cfg.cost_expectile",
+        "q_h[c] - self.cost_value(obs_c).squeeze(-1), cfg.cost_expectile",
+        "FISOR's cost value fitted to the other expectile",
+        _t("test_fisor_value_losses_hand_computed"),
+    ),
+    Mutation(
+        "fisor_reward_expectile_reversed",
+        "algos/safe/fisor.py",
+        "q[c] - self.value(obs_c).squeeze(-1), cfg.reward_expectile",
+        "self.value(obs_c).squeeze(-1) - q[c], cfg.reward_expectile",
+        "FISOR's reward value fitted to the other expectile",
+        _t("test_fisor_value_losses_hand_computed"),
+    ),
+    Mutation(
+        "fisor_feasibility_min",
+        "algos/safe/fisor.py",
+        "running = (1 - gamma) * h + gamma * torch.maximum(h, next_v_h)",
+        "running = (1 - gamma) * h + gamma * torch.minimum(h, next_v_h)",
+        "FISOR's feasibility backup takes the min",
+        ("tests/test_fisor.py -k hand_computed",),
+    ),
+    Mutation(
+        "fisor_cost_weight_sign",
+        "algos/safe/fisor.py",
+        "cost_weight = torch.exp(cfg.cost_temperature * (v_h - q_h))",
+        "cost_weight = torch.exp(cfg.cost_temperature * (q_h - v_h))",
+        "FISOR's infeasible-region weights favour costly actions",
+        ("tests/test_fisor.py -k hand_computed",),
+    ),
+    Mutation(
+        "lagrange_multiplier_sign",
+        "rlcore/safe.py",
+        "loss = -self.parameter * (float(episode_cost) - self.cost_limit)",
+        "loss = self.parameter * (float(episode_cost) - self.cost_limit)",
+        "Lagrange multiplier falls when the cost is above the limit",
+        ("tests/test_safe_rl.py -k multiplier",),
+    ),
+    Mutation(
+        "ppo_lag_cost_advantage_sign",
+        "algos/safe/ppo_lag.py",
+        "advantage = (reward_advantage - lam * cost_advantage) / (1.0 + lam)",
+        "advantage = (reward_advantage + lam * cost_advantage) / (1.0 + lam)",
+        "PPO-Lagrangian's actor seeks cost",
+        ("tests/test_safe_rl.py -k ppo_lag",),
+    ),
+    Mutation(
+        "cpo_constraint_sign",
+        "algos/safe/cpo.py",
+        "c = (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit) - cfg.cost_limit",
+        "c = cfg.cost_limit - (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit)",
+        "CPO's constraint value c = limit - J_c (feasible and infeasible swapped)",
+        ("tests/test_safe_rl.py -k cpo",),
+    ),
+    Mutation(
+        "cpo_line_search_cost_bound",
+        "algos/safe/cpo.py",
+        "and cost_rise <= max(-c, 0.0)",
+        "and cost_rise <= max(c, 0.0)",
+        "CPO's line search bounds the cost rise by the violation instead of the slack",
+        (
+            "tests/test_safe_rl.py -k cpo",
+            MATHS + "::test_cpo_line_search_accepts_a_cost_rise_within_the_slack",
+        ),
+    ),
+    # --- algos/resip.py (its direction test is tests/test_resip.py, another branch) ------
+    Mutation(
+        "resip_ratio_inverted",
+        "algos/resip.py",
+        "log_prob - batch.log_prob[idx], standardize(batch.advantage[idx]), cfg.clip_coef",
+        "batch.log_prob[idx] - log_prob, standardize(batch.advantage[idx]), cfg.clip_coef",
+        "ResiP's importance ratio inverted",
+        ("tests/test_resip.py",),
+    ),
+]
+
+
+def _copy_tree(dest: Path) -> None:
+    """The working tree's tracked and untracked-but-not-ignored files, as they are now."""
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, check=True, capture_output=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, files):
+        src = REPO / name
+        if src.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+
+
+def apply(mutation: Mutation, root: Path) -> None:
+    """Apply ``mutation`` under ``root``; raise if its original is not there exactly once."""
+    path = root / mutation.file
+    text = path.read_text()
+    count = text.count(mutation.original)
+    if count != 1:
+        raise SystemExit(
+            f"mutation {mutation.name}: its original text occurs {count} times in "
+            f"{mutation.file} (must be exactly once; update the entry):\n  {mutation.original!r}"
+        )
+    path.write_text(text.replace(mutation.original, mutation.replacement))
+
+
+def _invocations(tests: tuple[str, ...], tests_all: bool, extra: str = "") -> list[list[str]]:
+    """pytest argument lists: plain paths / node ids together, each entry with options
+    (``-k``...) on its own; slow tests deselected; ``extra`` appended to each."""
+    if tests_all:
+        return [["tests", "-m", "not slow", *shlex.split(extra)]]
+    plain = [t for t in tests if len(shlex.split(t)) == 1]
+    runs = [plain] if plain else []
+    runs += [shlex.split(t) for t in tests if len(shlex.split(t)) > 1]
+    return [[*run, "-m", "not slow", *shlex.split(extra)] for run in runs]
+
+
+def run_tests(root: Path, runs: list[list[str]], timeout: float) -> tuple[str, str, float]:
+    """Run the pytest invocations in ``root`` until one fails: (outcome: passed | failed |
+    timeout | error, the first failing test or the error, seconds)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(root)}  # fmt: skip
+    start = time.perf_counter()
+    for args in runs:
+        cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider", *args]
+        left = timeout - (time.perf_counter() - start)
+        try:
+            proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                                  timeout=max(left, 1.0))  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return "timeout", " ".join(args), time.perf_counter() - start
+        out = proc.stdout + proc.stderr
+        failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)
+        if proc.returncode == 0:
+            continue
+        seconds = time.perf_counter() - start
+        if failed and proc.returncode in (1, 2):  # tests failed / errors while collecting
+            return "failed", failed[0], seconds
+        tail = " | ".join(out.strip().splitlines()[-3:])
+        return "error", f"pytest exit {proc.returncode}: {tail}", seconds
+    return "passed", "", time.perf_counter() - start
+
+
+def _run_one(mutation: Mutation | None, runs: list[list[str]], timeout: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
+        root = Path(tmp)
+        _copy_tree(root)
+        if mutation is not None:
+            apply(mutation, root)
+        outcome, test, seconds = run_tests(root, runs, timeout)
+    return {"outcome": outcome, "caught_by": test, "seconds": round(seconds, 1)}
+
+
+def markdown(rows: list[dict]) -> str:
+    """The table for a closing note / README: mutation, file, change, result, test."""
+    lines = [
+        "| mutation | file | what it breaks | result | caught by |",
+        "|---|---|---|---|---|",
+    ]
+    for r in rows:
+        result = (
+            "caught"
+            if r["caught"]
+            else "**survived**"
+            if r["outcome"] == "passed"
+            else r["outcome"]
+        )
+        test = r["caught_by"].replace("tests/", "").replace("|", "/")
+        what = r["description"].replace("|", "\\|")
+        lines.append(f"| {r['name']} | {r['file']} | {what} | {result} | {test} |")
+    caught = sum(r["caught"] for r in rows)
+    return "\n".join([*lines, "", f"{caught} / {len(rows)} caught.", ""])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", default=[], help="mutation name (repeatable)")
+    parser.add_argument("--skip", action="append", default=[], help="mutation name to leave out")
+    parser.add_argument("--jobs", type=int, default=1, help="mutations run at once (default 1)")
+    parser.add_argument(
+        "--tests-all",
+        action="store_true",
+        help='run the whole fast suite (-m "not slow") for every mutation',
+    )
+    parser.add_argument(
+        "--pytest-args", default="", help='extra pytest arguments, e.g. "-n 4" (pytest-xdist)'
+    )
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per test run")
+    parser.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="skip the unmutated run of the tests (faster, less safe)",
+    )
+    parser.add_argument("--list", action="store_true", help="print the mutations and exit")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    opts = parser.parse_args(argv)
+
+    names = [m.name for m in MUTATIONS]
+    if len(set(names)) != len(names):
+        raise SystemExit("duplicate mutation names")
+    unknown = (set(opts.only) | set(opts.skip)) - set(names)
+    if unknown:
+        raise SystemExit(f"unknown mutation(s) {sorted(unknown)}; --list shows the names")
+    chosen = [
+        m for m in MUTATIONS if (not opts.only or m.name in opts.only) and m.name not in opts.skip
+    ]
+    with tempfile.TemporaryDirectory() as tmp:  # every original is found exactly once
+        for m in chosen:
+            (Path(tmp) / m.file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / m.file, Path(tmp) / m.file)
+            apply(m, Path(tmp))
+            shutil.copy2(REPO / m.file, Path(tmp) / m.file)
+    if opts.list:
+        for m in chosen:
+            print(f"{m.name:34s} {m.file:24s} {m.description}")
+        return 0
+
+    if not opts.no_baseline:
+        union = tuple(sorted({entry for m in chosen for entry in m.tests}))
+        base = _run_one(None, _invocations(union, opts.tests_all, opts.pytest_args), opts.timeout)
+        print(f"baseline (unmutated): {base['outcome']} in {base['seconds']} s "
+              f"{base['caught_by']}", flush=True)  # fmt: skip
+        if base["outcome"] != "passed":
+            raise SystemExit(
+                "the tests fail without any mutation: fix them first (a test "
+                "file missing on this branch? --only the others)"
+            )
+
+    def job(m: Mutation) -> dict:
+        row = _run_one(m, _invocations(m.tests, opts.tests_all, opts.pytest_args), opts.timeout)
+        row = {**asdict(m), **row, "caught": row["outcome"] in ("failed", "timeout"),
+               "tests_all": opts.tests_all}  # fmt: skip
+        row["tests"] = list(m.tests)
+        status = "CAUGHT  " if row["caught"] else row["outcome"].upper().ljust(8)
+        print(f"{status} {m.name:34s} {row['seconds']:7.1f} s  {row['caught_by']}", flush=True)
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, opts.jobs)) as pool:
+        rows = list(pool.map(job, chosen))
+
+    previous = {}
+    if opts.output.exists():
+        previous = {r["name"]: r for r in json.loads(opts.output.read_text())["mutations"]}
+    merged = {**previous, **{r["name"]: r for r in rows}}
+    ordered = [merged[n] for n in names if n in merged]
+    opts.output.parent.mkdir(parents=True, exist_ok=True)
+    summary = {"caught": sum(r["caught"] for r in ordered), "total": len(ordered)}
+    opts.output.write_text(json.dumps({"summary": summary, "mutations": ordered}, indent=1) + "\n")
+
+    opts.output.with_suffix(".md").write_text(markdown(ordered))
+    print(f"\n{'mutation':34s} {'file':24s} {'result':9s} caught by")
+    for r in ordered:
+        result = (
+            "caught" if r["caught"] else "SURVIVED" if r["outcome"] == "passed" else r["outcome"]
+        )
+        print(f"{r['name']:34s} {r['file']:24s} {result:9s} "
+              f"{r['caught_by']}")  # fmt: skip
+    print(f"\n{summary['caught']} / {summary['total']} caught; written to {opts.output}")
+    return 0 if all(r["caught"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

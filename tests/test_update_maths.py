@@ -375,7 +375,7 @@ def test_ppo_entropy_bonus_raises_the_std():
 
 # -- on-policy: DPPO ----------------------------------------------------------------------
 def small_dppo(**kw) -> DPPO:
-    settings = {"horizon": H, "hidden": (16, 16), "time_dim": 8, "denoising_steps": 3,
+    settings = {"horizon": H, "hidden": (16, 16, 16), "time_dim": 8, "denoising_steps": 3,
                 "finetune_steps": 2, "critic_hidden": (16, 16), "update_epochs": 1,
                 "minibatch_size": 10_000, "target_kl": None, "max_grad_norm": 1e9}  # fmt: skip
     return DPPO(OBS, CHUNK_ACT, DPPOConfig(**{**settings, **kw}))
@@ -448,7 +448,7 @@ def test_dppo_update_hand_computed():
 
 # -- on-policy: ReinFlow ------------------------------------------------------------------
 def small_reinflow(**kw) -> ReinFlow:
-    settings = {"horizon": H, "hidden": (16, 16), "time_dim": 8, "denoising_steps": 3,
+    settings = {"horizon": H, "hidden": (16, 16, 16), "time_dim": 8, "denoising_steps": 3,
                 "noise_hidden": (8, 8), "critic_hidden": (16, 16), "update_epochs": 1,
                 "num_minibatches": 1, "target_kl": None, "max_grad_norm": 1e9,
                 "ent_coef": 0.0}  # fmt: skip
@@ -456,7 +456,7 @@ def small_reinflow(**kw) -> ReinFlow:
 
 
 def test_reinflow_chain_log_prob_hand_computed():
-    """log N(x_0; 0, I) + sum_k log N(x_{k+1}; x_k + v(x_k, t_k) / K, sigma(x_k, t_k)^2),
+    """log N(x_0; 0, I) + sum_k log N(x_{k+1}; clip(x_k + v(x_k, t_k) / K), sigma(x_k, t_k)^2),
     divided by (K + 1) H A: the chain's Euler-step Gaussians, scored one step at a time."""
     torch.manual_seed(0)
     agent = small_reinflow()
@@ -468,6 +468,8 @@ def test_reinflow_chain_log_prob_hand_computed():
         for k in range(steps):
             x, t = chain[:, k], torch.full((4,), k / steps)
             mean = x + agent.actor.velocity(obs, x, t) / steps
+            if cfg.clip_intermediate:  # the reference clips each step's mean to [-1, 1]
+                mean = mean.clamp(-1.0, 1.0)
             std = agent.noise(obs, x, t, cfg.sigma_min, agent.sigma_max)
             total += Normal(mean, std).log_prob(chain[:, k + 1]).sum((1, 2))
     torch.testing.assert_close(log_prob.detach(), total / ((steps + 1) * H * 2))

@@ -36,7 +36,7 @@ parameter, so the steps are the reference's two optimisers'); actor lr 3e-4 warm
 linearly from 0 over the first 5 / 1,395 of the run then cosine-decayed to 0, critic lr
 5e-3 cosine-decayed to 0 (diffusers' ``get_cosine_schedule_with_warmup``, stepped once
 per iteration, :641-642; ``warmup_cosine``); stop the update at the first minibatch
-whose approximate KL exceeds 0.1 (:585-593). Reward normalisation clipped at 5.
+whose approximate KL exceeds 0.1 (:585-593).
 
 Departures from the reference (none of them measured: the reference's tasks need Isaac
 Gym, and each needs a fine-tuning benchmark of its own):
@@ -57,6 +57,11 @@ Gym, and each needs a fine-tuning benchmark of its own):
 * States are standardised with the behaviour-cloning dataset's statistics (frozen);
   the reference min-max-normalises to [-1, 1] and clamps at +-3
   (src/behavior/residual_diffusion.py:161-178).
+* Rewards are divided by the running std of the discounted return (the rlcore env
+  wrapper ``NormalizeReward``, gamma = 0.999) and clipped at ``env.clip_reward`` (10 in
+  the env configs; the reference's 5 needs ``env.clip_reward=5``); the reference divides
+  by the running std of the rewards themselves, clipped at 5
+  (src/gym/env_rl_wrapper.py:165-192, base_residual_rl.yaml:60-61).
 * The executed action is clipped to [-1, 1] in normalised units before it is mapped
   to the env's box; the reference passes base + 0.1 x residual on unclipped.
 * Truncated episodes bootstrap from V(final state, base action) (the rlcore loop's GAE):

@@ -281,18 +281,16 @@ class ResiP:
 
     def upcoming_base(self, norm_obs: torch.Tensor) -> torch.Tensor:
         """(N, A): the base action each training env executes at its next step, without
-        consuming it: the next action of its chunk, or a fresh chunk's first where the
-        chunk is used up. A batch that is not the training envs' (the final observations
-        of some truncated episodes) gets a fresh chunk's first action: which envs they
-        are, hence their place in their chunks, is not known here."""
-        plan, position = self.queue.plan, self.queue.position
-        if plan is None or len(plan) != len(norm_obs):
+        consuming it: the next action of its chunk, or, where the chunk is used up, the
+        first of a fresh chunk, which the queue keeps for that step (that env's next
+        observation is this one, or its episode restarts). A batch that is not the
+        training envs' (the final observations of some truncated episodes) gets a fresh
+        chunk's first action: which envs they are, hence their place in their chunks, is
+        not known here."""
+        if self.queue.plan is None or len(self.queue.plan) != len(norm_obs):
             return self.base_chunk(norm_obs)[:, 0]
-        used_up = position >= plan.shape[1]
-        rows = torch.arange(len(plan), device=plan.device)
-        base = plan[rows, position.clamp(max=plan.shape[1] - 1)].clone()
-        if used_up.any():
-            base[used_up] = self.base_chunk(norm_obs[used_up])[:, 0]
+        base = self.queue.next(norm_obs, self.base_chunk)
+        self.queue.position -= 1  # peeked: the env's next step runs this action
         return base
 
     # -- learning -------------------------------------------------------------------

@@ -141,11 +141,21 @@ def test_critic_values_the_base_action_the_env_executes_next():
     _, _, value2, channels2 = agent.explore(obs2)  # not consumed by the peek
     torch.testing.assert_close(channels2["base_action"], chunk[:, 1])
     torch.testing.assert_close(value2, peeked)
-    # chunks used up: a fresh chunk's first action, the one explore then runs
+    # chunks used up: a fresh chunk's first action, made once and then run by explore
+    calls = []
+    make_chunk = agent.base_chunk
+    agent.base_chunk = lambda x: calls.append(len(x)) or make_chunk(x)
     peeked = agent.value(obs)
     _, _, value3, channels3 = agent.explore(obs)
+    assert calls == [3]
     torch.testing.assert_close(value3, peeked)
-    torch.testing.assert_close(channels3["base_action"], agent.base_chunk(norm)[:, 0])
+    torch.testing.assert_close(channels3["base_action"], make_chunk(norm)[:, 0])
+    # some envs' final observations (host back ends): a fresh chunk, the queue untouched
+    plan, position = agent.queue.plan.clone(), agent.queue.position.clone()
+    subset = agent.value(obs2[:2])
+    fresh = agent.critic(torch.cat([norm2[:2], make_chunk(norm2[:2])[:, 0]], -1)).squeeze(-1)
+    torch.testing.assert_close(subset, fresh)
+    assert torch.equal(agent.queue.plan, plan) and torch.equal(agent.queue.position, position)
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])

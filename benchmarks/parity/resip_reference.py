@@ -104,6 +104,7 @@ def _reference_update(src: Path, case: str) -> dict:
     k, num_minibatches, update_epochs, target_kl = CASES[case]
     data = scenario()
     # residual_diffusion.yaml:7-19 and base_residual_rl.yaml:36-40
+    torch.manual_seed(0)  # the reference's own initialisation (reported under "init")
     policy = ResidualPolicy(
         obs_shape=(STATE_DIM,), action_shape=(ACTION_DIM,), init_logstd=-1.0, learn_std=False,
         action_head_std=0.0, action_scale=0.1, actor_hidden_size=HIDDEN, actor_num_layers=2,

@@ -2,32 +2,84 @@
 
 Paper: L. Ankile, A. Simeonov, I. Shenfeld, M. Torne, P. Agrawal, "From Imitation to
 Refinement -- Residual RL for Precise Assembly", arXiv:2407.16677 (2024).
+Reference: github.com/ankile/robust-rearrangement @ 41c99a0 (``src/models/residual.py``,
+``src/train/residual_ppo.py``, ``src/config/base_residual_rl.yaml``,
+``src/config/actor/residual_diffusion.yaml``; paths:lines below are that commit's).
+Parity: ``tests/test_resip.py`` reproduces the reference's update (its
+``ResidualPolicy``, optimisers, diffusers schedules and update loop, run by
+``benchmarks/parity/resip_reference.py``) from the same weights, batch and minibatch
+permutations: losses and parameters equal to float32 round-off (0.0 measured) after 8
+minibatch updates, and after a KL stop at the 2nd.
 
 The base is a DDPM action-chunk policy pre-trained by ``algo=diffusion_bc``
 (``algo.pretrained=<run dir or .pt>``), frozen: it is asked for a chunk of H actions
 when an env's previous chunk is used up or its episode restarts, and the chunk runs
 open loop (``rlcore.generative.ChunkQueue``). Every env step a closed-loop residual MLP
-(2x256) sees [standardised state, current base action] and outputs a Gaussian with a
-fixed log-std of -1; the executed action is base + 0.1 x residual in normalised action
-units [-1, 1], clipped there and mapped to the env's box. The residual's last layer
-has no bias and starts at zero, so before the first update the executed action is the
-base action plus 0.1 x the Gaussian's noise around a zero mean (and exactly the base
-action when acting deterministically). PPO on the residual's samples: gamma 0.999,
-lambda 0.95, clip 0.2, stop an update's epochs at approx-KL > 0.1, actor lr 3e-4,
-critic (2x256) lr 5e-3 cosine-annealed to 0, AdamW, standardised advantages, reward
-normalisation clipped at 5, gradient-norm clip 1.0.
+(2x256, ReLU) sees [standardised state, current base action] and outputs a Gaussian
+with a fixed log-std of -1 (residual_diffusion.yaml:8-9); the executed action is
+base + 0.1 x residual in normalised action units [-1, 1] (residual_ppo.py:368). The
+critic (2x256, ReLU) sees the same [state, base action] (residual.py:136-159,
+residual_ppo.py:357-364): with open-loop chunks the state alone does not say which base
+action runs next. ``value`` (GAE's bootstrap) peeks at the base action each env runs
+next without consuming it, as the reference's bootstrap uses the next base action
+(residual_ppo.py:471-474).
+Initialisation (residual.py:14-64, 100-117; residual_diffusion.yaml:10-19): hidden layers
+Kaiming-normal (fan-in, ReLU gain) with zero biases; the residual's output layer has no
+bias and orthogonal gain 0, i.e. zero weights, so training starts at the base policy;
+the critic's output layer orthogonal with gain 0.25 and bias 0.25.
+PPO (base_residual_rl.yaml:42-67, residual_ppo.py:222-249, 494-593): gamma 0.999, lambda
+0.95, clip 0.2, no value clipping, no entropy bonus, advantages standardised per
+minibatch, loss = policy + 1.0 x value loss (0.5 MSE); one gradient-norm clip at 1.0
+over the residual's and the critic's gradients together (:578-580); AdamW with eps 1e-5
+and weight decay 1e-6 (one optimiser with a parameter group per network: Adam is per
+parameter, so the steps are the reference's two optimisers'); actor lr 3e-4 warmed up
+linearly from 0 over the first 5 / 1,395 of the run then cosine-decayed to 0, critic lr
+5e-3 cosine-decayed to 0 (diffusers' ``get_cosine_schedule_with_warmup``, stepped once
+per iteration, :641-642; ``warmup_cosine``); stop the update at the first minibatch
+whose approximate KL exceeds 0.1 (:585-593).
+Measured together (``python -m benchmarks.finetune --methods resip --seeds 0 1``, Hopper,
+200k steps, 2 seeds): 3,387 +- 97 [3,290, 3,484] after fine-tuning with these settings,
+2,966 +- 64 [2,902, 3,031] with the earlier ones (state-only critic, AdamW's torch
+defaults, value coefficient 0.5, tanh / orthogonal layers, a clip per network, constant
+actor lr, a KL check per epoch); BC start 1,686 +- 275.
 
-Departures from the paper:
-* The base acts on its zero-noise sampling path (the same as ``algo=diffusion_bc``'s
-  deterministic evaluation) in training and evaluation alike; exploration comes from
-  the residual only.
-* States are standardised with the behaviour-cloning dataset's statistics (frozen).
-* Epochs / minibatches are CleanRL's PPO values (10 x 32); the actor's learning rate is
-  constant.
+Departures from the reference (none of them measured: the reference's tasks need Isaac
+Gym, and each needs a fine-tuning benchmark of its own):
+* Epochs / minibatches: CleanRL's 10 x 32 per rollout, kept from before for CPU-sized
+  rollouts (10^4 rows); the reference runs 50 epochs of one full-batch minibatch
+  (1,024 envs x 700 steps; base_residual_rl.yaml:26-29). Not compared.
+* The actor's warm-up is a fraction of the run (5 / 1,395, the reference's 5 of its
+  1,395 iterations) instead of 5 iterations, so short runs do not spend a large part of
+  their updates warming up; the first update (progress 0) still trains the critic only,
+  as the reference's first does. The reference's schedulers count training iterations
+  against a total that includes its evaluation iterations (every 5th, which do not step
+  them: residual_ppo.py:338, :462), so its cosines end near 0.1 of their peak; ours
+  reach 0 at the end of the run.
+* The base acts on its zero-noise DDPM path (the same as ``algo=diffusion_bc``'s
+  deterministic evaluation) in training and evaluation alike; the reference samples
+  its base with 4 DDIM steps (eta 0) from random noise (residual_ppo.py:209,
+  src/behavior/diffusion.py:55-100). Exploration comes from the residual only.
+* States are standardised with the behaviour-cloning dataset's statistics (frozen);
+  the reference min-max-normalises to [-1, 1] and clamps at +-3
+  (src/behavior/residual_diffusion.py:161-178).
+* Rewards are divided by the running std of the discounted return (the rlcore env
+  wrapper ``NormalizeReward``, gamma = 0.999) and clipped at ``env.clip_reward`` (10 in
+  the env configs; the reference's 5 needs ``env.clip_reward=5``); the reference divides
+  by the running std of the rewards themselves, clipped at 5
+  (src/gym/env_rl_wrapper.py:165-192, base_residual_rl.yaml:60-61).
+* The executed action is clipped to [-1, 1] in normalised units before it is mapped
+  to the env's box; the reference passes base + 0.1 x residual on unclipped.
+* Truncated episodes bootstrap from V(final state, base action) (the rlcore loop's GAE):
+  the env's next chunk action where every env's final state is valued at once (device
+  back ends), a fresh chunk's first where only the truncated envs' are (host back ends:
+  which envs they are, hence their place in their chunks, is not known to ``value``);
+  the reference treats truncations as terminal
+  (``truncation_as_done: true``, base_residual_rl.yaml:16, residual_ppo.py:373-374).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -37,16 +89,20 @@ from torch import nn
 
 from rlcore.buffers import minibatch_indices
 from rlcore.generative import SCHEDULES, ChunkQueue, DDPMHead, policy_parts
-from rlcore.losses import clipped_surrogate, cosine_lr, set_lr, standardize
-from rlcore.nets import MLP, DiagNormal, orthogonal_init
+from rlcore.losses import clipped_surrogate, standardize
+from rlcore.nets import MLP, DiagNormal
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import batched_obs, clipped_step, load_state_into, state_of
 
+# the reference's actor warm-up: 5 of its 1,395 iterations (1e9 steps // (1024 envs x 700))
+REFERENCE_WARMUP = 5 / 1395
+
 
 @dataclass
 class ResiPConfig:
-    """ResiP's PPO settings (the paper's defaults)."""
+    """ResiP's PPO settings (the reference's defaults, ``base_residual_rl.yaml`` and
+    ``actor/residual_diffusion.yaml``)."""
 
     pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
     # base head settings: must equal the pre-trained run's (checked when loading it)
@@ -57,22 +113,28 @@ class ResiPConfig:
     clip_x0: float | None = 1.0
     hidden: tuple[int, ...] = (512, 512, 512)
     time_dim: int = 16
-    # residual policy
+    # residual policy and critic, both on [state, base action]
     residual_hidden: tuple[int, ...] = (256, 256)
     critic_hidden: tuple[int, ...] = (256, 256)
+    activation: str = "relu"  # hidden layers: Kaiming-normal (fan-in) weights, zero biases
+    critic_last_gain: float = 0.25  # the critic's output layer: orthogonal(gain), bias below
+    critic_last_bias: float = 0.25
     residual_scale: float = 0.1  # executed = base + scale * residual (normalised units)
     log_std: float = -1.0  # fixed log-std of the residual's Gaussian
     # PPO
-    actor_lr: float = 3e-4
+    actor_lr: float = 3e-4  # linear warm-up over actor_warmup, then cosine to 0
+    actor_warmup: float = REFERENCE_WARMUP  # fraction of the run's iterations
     critic_lr: float = 5e-3  # cosine-annealed to 0 over the run
+    weight_decay: float = 1e-6  # AdamW, both networks
+    adam_eps: float = 1e-5
     gamma: float = 0.999
     gae_lambda: float = 0.95
     clip_coef: float = 0.2
-    vf_coef: float = 0.5
+    vf_coef: float = 1.0
     update_epochs: int = 10
     num_minibatches: int = 32
-    target_kl: float | None = 0.1
-    max_grad_norm: float = 1.0
+    target_kl: float | None = 0.1  # checked after every minibatch
+    max_grad_norm: float = 1.0  # one clip over the residual's and the critic's gradients
     # env-side settings (rlcore.train)
     normalize_obs: bool = False  # the pre-trained standardisation is used instead
     normalize_reward: bool = True  # clipped at env.clip_reward (5 in the paper)
@@ -82,6 +144,29 @@ class ResiPConfig:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r}: choose from {SCHEDULES}")
+        if not 0.0 <= self.actor_warmup < 1.0:
+            raise ValueError(f"actor_warmup={self.actor_warmup} must be in [0, 1)")
+
+
+def warmup_cosine(progress: float, warmup: float) -> float:
+    """Learning-rate factor at ``progress`` (fraction of the run done): linear from 0 over
+    the first ``warmup`` of the run, then a half cosine to 0 (diffusers'
+    ``get_cosine_schedule_with_warmup`` with its steps expressed as fractions of the run)."""
+    if progress < warmup:
+        return progress / warmup
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (progress - warmup) / (1.0 - warmup))))
+
+
+def residual_mlp(in_dim: int, out_dim: int, cfg: ResiPConfig, hidden: tuple[int, ...]) -> MLP:
+    """The reference's ``build_mlp``: Kaiming-normal (fan-in, ReLU gain) hidden weights and
+    zero biases; the output layer is set by the caller."""
+    net = MLP(in_dim, out_dim, hidden, cfg.activation)
+    with torch.no_grad():
+        for index, layer in enumerate(net):
+            if isinstance(layer, nn.Linear) and index != net.output_index:
+                nn.init.kaiming_normal_(layer.weight, mode="fan_in", nonlinearity="relu")
+                nn.init.zeros_(layer.bias)
+    return net
 
 
 class _ResidualPolicy:
@@ -123,18 +208,24 @@ class ResiP:
         )
         self.base: DDPMHead = head
         self.base.requires_grad_(False)
-        self.residual = MLP(obs_dim + action_dim, action_dim, config.residual_hidden, "tanh")
-        orthogonal_init(self.residual)
+        in_dim = obs_dim + action_dim  # [state, base action] for both networks
+        self.residual = residual_mlp(in_dim, action_dim, config, config.residual_hidden)
         last = nn.Linear(config.residual_hidden[-1], action_dim, bias=False)
         nn.init.zeros_(last.weight)  # training starts exactly at the base policy
         self.residual[-1] = last
         self.residual.to(self.device)
-        self.critic = MLP(obs_dim, 1, config.critic_hidden, "tanh").to(self.device)
-        orthogonal_init(self.critic)
-        orthogonal_init(self.critic[-1], gain=1.0)
+        self.critic = residual_mlp(in_dim, 1, config, config.critic_hidden)
+        nn.init.orthogonal_(self.critic[-1].weight, config.critic_last_gain)
+        nn.init.constant_(self.critic[-1].bias, config.critic_last_bias)
+        self.critic.to(self.device)
         self.std = torch.tensor(float(np.exp(config.log_std)), device=self.device)
-        self.actor_optimizer = torch.optim.AdamW(self.residual.parameters(), config.actor_lr)
-        self.critic_optimizer = torch.optim.AdamW(self.critic.parameters(), config.critic_lr)
+        # one AdamW, a parameter group per network (Adam is per parameter: the same steps
+        # as the reference's two optimisers), so one gradient clip covers both networks
+        self.optimizer = torch.optim.AdamW(
+            [{"params": self.residual.parameters(), "lr": config.actor_lr},
+             {"params": self.critic.parameters(), "lr": config.critic_lr}],
+            eps=config.adam_eps, weight_decay=config.weight_decay,
+        )  # fmt: skip
         self.queue = ChunkQueue()  # the training envs' open-loop base chunks
         self.updates = 0
 
@@ -183,52 +274,73 @@ class ResiP:
         dist = DiagNormal(self.residual_mean(norm, base), self.std.expand(base.shape))
         residual = dist.sample()
         log_prob = dist.log_prob(residual).sum(-1)
-        value = self.critic(norm).squeeze(-1)
+        value = self.critic(torch.cat([norm, base], -1)).squeeze(-1)
         channels = {"base_action": base, "residual": residual}
         return self.executed(base, residual), log_prob, value, channels
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.obs_normalizer(obs.float())).squeeze(-1)
+        """V(s, base action the env executes next) (GAE's bootstrap values)."""
+        norm = self.obs_normalizer(obs.float())
+        return self.critic(torch.cat([norm, self.upcoming_base(norm)], -1)).squeeze(-1)
+
+    def upcoming_base(self, norm_obs: torch.Tensor) -> torch.Tensor:
+        """(N, A): the base action each training env executes at its next step, without
+        consuming it: the next action of its chunk, or, where the chunk is used up, the
+        first of a fresh chunk, which the queue keeps for that step (that env's next
+        observation is this one, or its episode restarts). A batch that is not the
+        training envs' (the final observations of some truncated episodes) gets a fresh
+        chunk's first action: which envs they are, hence their place in their chunks, is
+        not known here."""
+        if self.queue.plan is None or len(self.queue.plan) != len(norm_obs):
+            return self.base_chunk(norm_obs)[:, 0]
+        base = self.queue.next(norm_obs, self.base_chunk)
+        self.queue.position -= 1  # peeked: the env's next step runs this action
+        return base
 
     # -- learning -------------------------------------------------------------------
     def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
-        """PPO epochs on the residual and the critic."""
+        """PPO epochs on the residual and the critic: one loss, one clipped step of both,
+        stop at the first minibatch whose approximate KL exceeds ``target_kl``."""
         cfg = self.config
-        set_lr(self.critic_optimizer, cosine_lr(cfg.critic_lr, int(progress * 1e6), 1_000_000))
+        actor_group, critic_group = self.optimizer.param_groups
+        actor_group["lr"] = cfg.actor_lr * warmup_cosine(progress, cfg.actor_warmup)
+        critic_group["lr"] = cfg.critic_lr * warmup_cosine(progress, 0.0)
         rows = len(batch)
         minibatch = max(1, rows // cfg.num_minibatches)
-        norm_obs = self.obs_normalizer(batch.obs)
-        base, residual = batch.extras["base_action"], batch.extras["residual"]
+        inputs = torch.cat([self.obs_normalizer(batch.obs), batch.extras["base_action"]], -1)
+        residual = batch.extras["residual"]
+        params = [*self.residual.parameters(), *self.critic.parameters()]
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
                                          "clip_fraction": []}  # fmt: skip
+        stop = False
         for _ in range(cfg.update_epochs):
             for idx in minibatch_indices(rows, minibatch, self.device):
-                obs = norm_obs[idx]
-                dist = DiagNormal(
-                    self.residual_mean(obs, base[idx]), self.std.expand(base[idx].shape)
-                )
+                dist = DiagNormal(self.residual(inputs[idx]), self.std.expand(residual[idx].shape))
                 log_prob = dist.log_prob(residual[idx]).sum(-1)
                 policy_loss, approx_kl, clip_frac = clipped_surrogate(
                     log_prob - batch.log_prob[idx], standardize(batch.advantage[idx]), cfg.clip_coef
                 )
-                value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[idx]).pow(2).mean()
+                new_value = self.critic(inputs[idx]).squeeze(-1)
+                value_loss = 0.5 * (new_value - batch.returns[idx]).pow(2).mean()
                 loss = policy_loss + cfg.vf_coef * value_loss
-                clipped_step(loss, [(self.actor_optimizer, list(self.residual.parameters())),
-                                    (self.critic_optimizer, list(self.critic.parameters()))],
-                             cfg.max_grad_norm)  # fmt: skip
+                clipped_step(loss, [(self.optimizer, params)], cfg.max_grad_norm)
                 for key, value in (("policy_loss", policy_loss), ("value_loss", value_loss),
                                    ("approx_kl", approx_kl), ("clip_fraction", clip_frac)):  # fmt: skip
                     stats[key].append(value.item())
-            if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                if cfg.target_kl is not None and approx_kl.item() > cfg.target_kl:
+                    stop = True
+                    break
+            if stop:
                 break
         self.updates += 1
-        return {k: float(np.mean(v)) for k, v in stats.items()}
+        return {**{k: float(np.mean(v)) for k, v in stats.items()},
+                "minibatches": len(stats["policy_loss"]), "actor_lr": actor_group["lr"],
+                "critic_lr": critic_group["lr"]}  # fmt: skip
 
     def _parts(self) -> dict:
         return {"base": self.base, "residual": self.residual, "critic": self.critic,
-                "obs_normalizer": self.obs_normalizer, "actor_optimizer": self.actor_optimizer,
-                "critic_optimizer": self.critic_optimizer}  # fmt: skip
+                "obs_normalizer": self.obs_normalizer, "optimizer": self.optimizer}  # fmt: skip
 
     def state_dict(self) -> dict:
         return {**state_of(**self._parts(), queue=self.queue), "updates": self.updates}

@@ -55,8 +55,9 @@ Gym, and each needs a fine-tuning benchmark of its own):
   against a total that includes its evaluation iterations (every 5th, which do not step
   them: residual_ppo.py:338, :462), so its cosines end near 0.1 of their peak; ours
   reach 0 at the end of the run.
-* The base acts on its zero-noise DDPM path (the same as ``algo=diffusion_bc``'s
-  deterministic evaluation) in training and evaluation alike; the reference samples
+* The base acts on its zero-noise DDPM path (x_K = 0, no injected noise; the BC run's
+  own evaluation samples from x_K ~ N(0, I) as DPPO does) in training and evaluation
+  alike; the reference samples
   its base with 4 DDIM steps (eta 0) from random noise (residual_ppo.py:209,
   src/behavior/diffusion.py:55-100). Exploration comes from the residual only.
 * States are standardised with the behaviour-cloning dataset's statistics (frozen);

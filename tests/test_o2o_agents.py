@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from algos.iql import IQL, IQLConfig
 from algos.rlpd import RLPD, RLPDConfig
 from algos.sac import SAC, SACConfig, subset_min
 from algos.wsrl import WSRL, WSRLConfig
@@ -454,3 +455,31 @@ def test_compiled_utd_update_equals_eager_and_compiles_once(compile_steps):
     assert adam_steps(fast.critic_optimizer) == {4 * UTD}
     assert adam_steps(fast.actor_optimizer) == {4}
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile
+
+
+# ---------------------------------------------------------------------------- IQL fine-tuning
+
+
+def test_iql_deterministic_actor_explores_with_clipped_noise_and_evaluates_without():
+    """CORL's fine-tuning acts with pi(s) + clip(N(0, 0.03), +-0.5) in [-1, 1] units."""
+    assert (IQLConfig().expl_noise, IQLConfig().noise_clip) == (0.03, 0.5)
+    obs = np.random.default_rng(0).normal(size=(4000, 5)).astype(np.float32)
+    half_width = (ACT.high - ACT.low) / 2  # 2, 0.5, 0.5
+    torch.manual_seed(0)
+    agent = IQL(OBS, ACT, IQLConfig(hidden=(8, 8), deterministic_actor=True))
+    mean = agent.act(obs, deterministic=True)
+    assert np.array_equal(mean, agent.act(obs, deterministic=True))  # evaluation: no noise
+    noise = (agent.act(obs) - mean) / half_width  # back in [-1, 1] units
+    assert np.abs(noise.std(0) - 0.03).max() < 0.002 and np.abs(noise.mean(0)).max() < 0.002
+    torch.manual_seed(3)
+    first = agent.act(obs)
+    torch.manual_seed(3)
+    assert np.array_equal(first, agent.act(obs))  # torch's generator: same seed, same noise
+    wide = IQL(OBS, ACT, IQLConfig(hidden=(8, 8), deterministic_actor=True, expl_noise=1.0))
+    wide.load_state_dict(agent.state_dict())
+    explore = wide.act(obs)
+    noise = (explore - mean) / half_width
+    assert (explore >= ACT.low).all() and (explore <= ACT.high).all()
+    inside = (explore > ACT.low + 1e-6) & (explore < ACT.high - 1e-6)  # not cut by the box
+    assert np.abs(noise[inside]).max() == pytest.approx(0.5, abs=1e-5)  # the noise clip
+    assert (np.abs(noise[inside]) > 0.5 - 1e-5).mean() > 0.5  # |N(0, 1)| > 0.5: 62%

@@ -54,12 +54,14 @@ Departures from the reference:
   reference acts with its mode and samples only the policy.
 - The policy's weights follow the paper, exp(beta_i A_i) per transition i with its own
   beta_i. The reference code (``family_actor.py``) multiplies betas of shape (B, 1) by
-  advantages of shape (B,), which broadcasts to a (B, B) matrix: transition j's log pi is
-  weighted by the batch mean over i of min(exp(beta_i A_j), 100), so in the reference
-  every transition gets the SAME batch-averaged balance and a state's own beta never
-  reaches its weight (with betas in (1, 5) that mean is dominated by the largest betas
-  where A_j > 0). Our numbers therefore cannot match the reference code's; they test the
-  method as published (state-adaptive weights), not that implementation.
+  advantages of shape (B,), which broadcasts to a (B, B) matrix: log pi(a_j | s_j, beta_j)
+  is weighted by the batch mean over i of min(exp(beta_i A_j), 100), so every transition
+  gets the SAME batch-averaged balance and a state's own beta never reaches its weight
+  (a mean of exponentials: dominated by the batch's largest betas where A_j > 0, by its
+  smallest where A_j < 0). Measured on 256 rows, beta ~ U(1, 5), A ~ N(0, sd^2): median
+  relative difference between the two weights 6% / 24% / 43% (sd 0.1 / 0.5 / 1.0),
+  correlation 0.87 / 0.70 / 0.82. Our numbers therefore cannot match the reference
+  code's; they test the method as published (state-adaptive weights), not that code.
 """
 
 from __future__ import annotations

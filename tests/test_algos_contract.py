@@ -246,10 +246,8 @@ def test_expectile_loss_hand_computed():
 # ------------------------------------------------- act(obs, deterministic=False) semantics
 
 # Agents whose policy has no noise: ``deterministic`` is ignored. Every other agent samples
-# by default (SAC, CQL, Cal-QL: tanh-Gaussian; IQL, AWAC, PPO: Gaussian; TD3: its
-# exploration noise) and returns the mode with ``deterministic=True``.
-# policies whose act() ignores deterministic (IQL's deterministic actor explores online with
-# CORL's clipped noise: it samples like the others, tests/test_o2o_agents.py checks the noise)
+# by default (SAC, CQL, Cal-QL: tanh-Gaussian; IQL, AWAC, PPO: Gaussian; TD3 and IQL's
+# deterministic actor: exploration noise) and returns the mode with ``deterministic=True``.
 DETERMINISTIC_ACTORS = {"td3_bc", "rebrac"}
 
 

@@ -28,8 +28,9 @@ A run has three phases (the loop calls ``set_phase`` at the start of each):
    temperature step on all 1024 rows, actor loss E[alpha log pi - min over all 10 Q];
    target entropy -|A|.
 Shared defaults: gamma 0.99; lr actor 1e-4, critic 3e-4, temperature 1e-4; initial
-temperature 1 (pre-training; online continues from the pre-trained value); 256x256 ReLU networks with LayerNorm, critic output layer orthogonal with
-gain 1e-2; tanh-Gaussian policy; raw (not normalised) states.
+temperature 1 (pre-training; online continues from the pre-trained value); 256x256 ReLU
+networks with LayerNorm, critic output layer orthogonal with gain 1e-2; tanh-Gaussian
+policy; raw (not normalised) states.
 
 ``update`` runs the CQL update in the offline phase and the SAC update afterwards;
 ``state_dict`` holds both agents (the shared networks appear in both, with equal values),

@@ -15,7 +15,8 @@ One update, every loss taken with the parameters from before the update:
     mean(alpha log pi - log pi(a_data|s)) for the first ``bc_steps`` updates);
 (3) TD target y = r + gamma (1 - terminated) min_i Q'_i(s', a'), a' ~ pi(s') (max over
     ``cql_n_actions`` samples of it with ``cql_max_target_backup``; minus alpha log pi(a'|s')
-    with ``backup_entropy``); TD loss = sum over critics of the MSE;
+    with ``backup_entropy``; the min over ``critic_subset`` random target critics, one draw
+    per update as ``algos.sac.subset_min``, when set: WSRL); TD loss = sum over critics of the MSE;
 (4) CQL penalty per critic i: N uniform actions in the action box, N from pi(.|s) and N
     from pi(.|s') (all detached), ALL scored by Q_i at the current state s. With importance
     sampling, values are Q_i(s, a_rand) - log U(a_rand), Q_i(s, a_next) - log pi(a_next|s'),
@@ -72,6 +73,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from algos.sac import subset_min
 from rlcore.compiled import (
     LossModule,
     adam_constants,
@@ -119,6 +121,7 @@ class CQLConfig:
     hidden: tuple[int, ...] = (256, 256, 256)  # hidden widths of the actor (and critics)
     critic_hidden: tuple[int, ...] | None = None  # hidden widths of the critics; None -> hidden
     num_critics: int = 2  # critics; targets and the policy use their minimum
+    critic_subset: int | None = None  # TD target: min over this many random target critics
     layer_norm: bool = False  # LayerNorm in the critics' hidden layers (WSRL's ensemble)
     actor_layer_norm: bool = False  # LayerNorm in the actor's hidden layers (WSRL)
     # "cql": critic hidden layers orthogonal gain sqrt(2), critic output orthogonal gain 1e-2,
@@ -213,6 +216,11 @@ class CQL:
         if config.network_init not in NETWORK_INITS:
             raise ValueError(
                 f"unknown network_init '{config.network_init}', choose from {NETWORK_INITS}"
+            )
+        if config.critic_subset is not None and not 1 <= config.critic_subset <= config.num_critics:
+            raise ValueError(
+                f"critic_subset={config.critic_subset} must be in [1, num_critics="
+                f"{config.num_critics}] (or None for the min over all critics)"
             )
         low, high = action_space.low, action_space.high
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
@@ -380,7 +388,7 @@ class CQL:
                 backup_q = self.target_critic(
                     next_obs.repeat_interleave(n_backup, 0), backup_action.reshape(-1, dim)
                 )
-                next_v, best = backup_q.min(0).values.view(size, n_backup).max(1)
+                next_v, best = subset_min(backup_q, cfg.critic_subset).view(size, n_backup).max(1)
                 if cfg.backup_entropy:
                     next_v = next_v - alpha * backup_log_prob.gather(1, best[:, None]).squeeze(1)
                 target_q = reward + cfg.gamma * (1.0 - terminated) * next_v

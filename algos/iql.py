@@ -21,6 +21,11 @@ next ``total_steps`` updates. ``set_phase("warmup"/"online")`` does the same her
 (``cosine_lr(..., periodic=True)`` on the running update count), so the actor keeps
 learning online instead of staying at the annealed rate 0.
 
+Online exploration: the Gaussian policy acts with its samples; a ``deterministic_actor``
+acts with pi(s) + clip(N(0, 0.03), -0.5, 0.5) (in [-1, 1] action units, scaled to the box;
+the action then clipped to it), CORL's ``expl_noise`` / ``noise_clip``; evaluation
+(``deterministic=True``) adds none.
+
 Departures from the paper: the Q loss is the mean (not the sum) of the two critics'
 MSEs, as in CORL; the twin critics are one batched ensemble. Every loss is taken from the
 pre-update parameters (as CORL, whose Q target uses V before its step) and all are
@@ -107,6 +112,11 @@ class IQLConfig:
     expectile: float = 0.7  # expectile of the value regression
     max_weight: float = 100.0  # clamp of exp(beta * advantage)
     deterministic_actor: bool = False  # ||pi(s) - a||^2 regression instead of a Gaussian
+    # exploration of the deterministic actor when acting with deterministic=False (online
+    # fine-tuning; CORL finetune/iql.py): N(0, expl_noise) in [-1, 1] action units, the
+    # noise clipped to +-noise_clip, the action then clipped to the box
+    expl_noise: float = 0.03
+    noise_clip: float = 0.5
     normalize_states: bool = True  # standardise observations with dataset statistics
     normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
@@ -195,13 +205,20 @@ class IQL:
 
     def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
         """Action for raw observation(s), clipped to the box: a sample from the Gaussian
-        policy, or its mean when ``deterministic``. With ``deterministic_actor`` the policy
-        has no noise and the flag is ignored."""
+        policy, or its mean when ``deterministic``. With ``deterministic_actor``: pi(s),
+        plus clipped Gaussian exploration noise (``expl_noise``, ``noise_clip``, scaled
+        from [-1, 1] to the box's half-width) unless ``deterministic``, as CORL's
+        fine-tuning acts online."""
+        cfg = self.config
         with torch.inference_mode():
             obs_t, single = batched_obs(obs, self.device)
             obs_t = self.obs_normalizer(obs_t)
-            if self.config.deterministic_actor:
+            if cfg.deterministic_actor:
                 action = self.actor(obs_t)
+                if not deterministic:
+                    noise = torch.randn_like(action) * cfg.expl_noise
+                    noise = noise.clamp(-cfg.noise_clip, cfg.noise_clip)
+                    action = action + noise * self.actor.to_env.scale
             else:
                 action, _ = self.actor(obs_t, deterministic=deterministic)
             action = torch.clamp(action, self.low, self.high).cpu().numpy()

@@ -4,12 +4,20 @@ SnapshotRL (Zhao et al., "Snapshot Reinforcement Learning: Leveraging Prior Traj
 for Efficiency", 2024) changes the environment, not the algorithm, so it is a vector-env
 wrapper that any online rlcore algorithm trains through by configuration alone:
 
-1. ``collect_snapshots``: the teacher acts deterministically for ``episodes`` episodes
-   on gymnasium's env; every ``every`` steps the simulator state is saved
+1. ``collect_snapshots``: the teacher acts for ``episodes`` episodes on gymnasium's env,
+   as the reference rolls its teachers out: SAC and PPO teachers (any stochastic policy)
+   SAMPLE their actions, TD3 (a deterministic policy: td3, td3_bc, rebrac, IQL's
+   ``deterministic_actor``) acts with pi(s) and no exploration noise
+   (``teacher_samples``). Every ``every`` steps the simulator state is saved
    (``envs.make.portable_state``: MuJoCo's integration state, the derived positions the
    reward reads as "before" values, the time limit's elapsed steps) with the observation
-   and the teacher's value label: Q(s, pi(s)) (the min over its critics) for SAC / TD3
-   teachers, V(s) for PPO.
+   and the teacher's value label: Q(s, a) at an action chosen the same way (a fresh sample
+   for a sampling teacher, as the reference), the min over its critics, for SAC / TD3
+   teachers; V(s) for PPO (and agents with a state value, e.g. IQL). Labels are computed
+   on the observation exactly as the agent sees it: the env-side normalisation it trained
+   with, then its own ``obs_normalizer`` (offline agents' dataset statistics). Sampling
+   draws from torch's generator seeded with the collection's seed (the run's global RNG
+   is left as it was), so the same seed gives the same snapshots.
 2. Status classification (``cluster_labels``): 1-D k-means on the value labels, ``k`` by
    student algorithm as in the paper (SAC 4, TD3 and PPO 6); ``keep_best`` first keeps
    the snapshots of the best episodes by return. ``selection="uniform"`` is the ablation
@@ -18,7 +26,11 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
    it, and restores it in that sub-env (``envs.make.set_states``: sync, async and native
    back ends, each sub-env its own snapshot, exact).
 4. An episode started from a snapshot is truncated (not terminated) ``truncate_after``
-   steps later; ``None`` switches truncation off (ablation).
+   steps later; ``None`` switches truncation off (ablation). The time limit counts from
+   the restore (the snapshot is restored with 0 elapsed steps), so a snapshot taken 950
+   steps into a 1000-step episode still runs its 100 steps, as in the reference, which
+   sets the TimeLimit to elapsed + truncate_step (its no-truncation ablation,
+   truncate_step 1000, equals ours with ``None``: the env's limit from the restore).
 5. After ``switch_after`` env steps (summed over sub-envs) resets are ordinary again; the
    replay buffer is the loop's and is kept.
 
@@ -29,11 +41,17 @@ from a torch generator on the device for every env each step, and the back end's
 nothing, so no step asks the host whether any episode ended). The observation of a
 restored env is the back end's own, from the restored float32 state.
 
-Departures from the paper: snapshots are taken along the teacher's deterministic policy
-on the student's env settings (as the paper), stored in a portable ``.npz`` file with the
-env id, task settings and MuJoCo version; a file from another env or version is refused.
-Episodes started from snapshots are ordinary episodes for the loop's statistics (their
-training returns are partial), evaluations always start from ordinary resets.
+Reference: sdpkjc/snapshotrl (``src/snapshot_{sac,td3,ppo_fix}_mujoco.py``). Departures
+from it: snapshots are stored in a portable ``.npz`` file with the env id, task settings
+and MuJoCo version (a file from another env or version is refused) instead of deep copies
+of live envs; the first snapshot of every episode is its reset state and then every
+``every`` steps of that episode (the reference saves after every ``every``-th step counted
+over all episodes); a Q label is the min over the teacher's critics (the reference's
+CleanRL checkpoints hold only qf1, whose value it uses); k-means is our deterministic 1-D
+Lloyd (``kmeans_1d``, quantile starts) instead of scikit-learn's k-means++ with
+``random_state=0``. Episodes started from snapshots are ordinary episodes for the loop's
+statistics (their training returns are partial), evaluations always start from ordinary
+resets.
 """
 
 from __future__ import annotations
@@ -42,7 +60,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -238,33 +256,74 @@ def collect_snapshots(
     )
 
 
-def teacher_from_checkpoint(
-    path: str | Path,
-) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray], dict]:
-    """(deterministic policy, value labels, the teacher's env config) of an rlcore run
-    directory or checkpoint (agent-only snapshots too). Labels: min over the critics of
-    Q(s, pi(s)) for agents with a state-action critic (SAC, TD3, ...), V(s) for agents
-    with ``value`` (PPO); observations are normalised as the teacher was trained."""
-    import torch
+@runtime_checkable
+class _StateValued(Protocol):
+    """A teacher with a state value V(s) (PPO, IQL): its label."""
 
+    value: Callable[[torch.Tensor], torch.Tensor]
+
+
+@runtime_checkable
+class _ActionValued(Protocol):
+    """A teacher with a critic ensemble Q(s, a) -> (E, B) (SAC, TD3, ...): min_e as label."""
+
+    critic: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@runtime_checkable
+class _NormalisesObs(Protocol):
+    """An agent that standardises observations inside ``act`` and ``update`` (offline
+    algorithms' dataset statistics, ``rlcore.nets.ObsNormalizer``)."""
+
+    obs_normalizer: Callable[[torch.Tensor], torch.Tensor]
+
+
+# algorithms whose policy is deterministic: the reference's TD3 teacher acts with pi(s),
+# no exploration noise (their act(deterministic=False) would add noise, or ignores the flag)
+DETERMINISTIC_POLICIES = frozenset({"td3", "td3_bc", "rebrac"})
+
+
+def teacher_samples(algo: str, algo_config: dict[str, Any]) -> bool:
+    """Whether a teacher of algorithm ``algo`` (its config dict) rolls out by sampling its
+    policy (SAC, PPO and every stochastic policy, as the reference's SAC and PPO teachers)
+    or with its deterministic action (TD3-like policies, as the reference's TD3 teacher)."""
+    deterministic_actor = bool(algo_config.get("deterministic_actor", False))  # IQL's option
+    return algo.lower() not in DETERMINISTIC_POLICIES and not deterministic_actor
+
+
+def teacher_from_checkpoint(
+    path: str | Path, sample: bool | None = None
+) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray], dict]:
+    """(policy, value labels, the teacher's env config) of an rlcore run directory or
+    checkpoint (agent-only snapshots too). The policy samples when ``sample`` (None:
+    ``teacher_samples`` decides by algorithm), else it is deterministic; samples come from
+    torch's global generator. Labels: V(s) for agents with a state value (PPO, IQL), else
+    the min over the critics of Q(s, a) with a chosen as the policy chooses (a fresh
+    sample when sampling); computed on observations as the agent sees them (the env-side
+    normalisation it trained with, then its own ``obs_normalizer``)."""
     from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
 
     state = load_checkpoint(path)
     agent = load_agent(path)
     transform = obs_transform(state)
+    if sample is None:
+        sample = teacher_samples(str(state["algo"]), dict(state["config"].get("algo", {})))
+    deterministic = not sample
 
     def policy(obs: np.ndarray) -> np.ndarray:
-        return agent.act(transform(obs), deterministic=True)
+        return agent.act(transform(obs), deterministic=deterministic)
 
     def value_fn(obs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
-            obs_t = torch.as_tensor(transform(obs))
-            if hasattr(agent, "value"):
-                return agent.value(obs_t).numpy().astype(np.float64)
-            if hasattr(agent, "critic"):
-                action = torch.as_tensor(agent.act(transform(obs), deterministic=True))
-                q = agent.critic(obs_t, action.float())
-                return q.min(0).values.numpy().astype(np.float64)
+            seen = torch.as_tensor(transform(obs), device=agent.device)
+            if isinstance(agent, _NormalisesObs):
+                seen = agent.obs_normalizer(seen)
+            if isinstance(agent, _StateValued):
+                return agent.value(seen).reshape(-1).cpu().numpy().astype(np.float64)
+            if isinstance(agent, _ActionValued):
+                action = agent.act(transform(obs), deterministic=deterministic)
+                q = agent.critic(seen, torch.as_tensor(action, device=agent.device).float())
+                return q.min(0).values.cpu().numpy().astype(np.float64)
         raise ValueError(f"{type(agent).__name__} has no critic to label snapshots with")
 
     return policy, value_fn, dict(state["config"].get("env", {}))
@@ -357,6 +416,12 @@ class SnapshotReset(VectorWrapper):
         if self.on_device:
             self._build_device_table(backend)
 
+    def start_state(self, k: int) -> dict[str, Any]:
+        """Snapshot ``k`` as restored: the time limit counts from the restore (0 elapsed
+        steps), so the episode runs ``truncate_after`` steps even past the teacher's limit
+        (the reference's TimeLimit = elapsed + truncate_step)."""
+        return {**self.snapshots.state(k), "elapsed_steps": 0}
+
     @property
     def active(self) -> bool:
         """Resets come from snapshots (before the switch back)."""
@@ -365,7 +430,7 @@ class SnapshotReset(VectorWrapper):
     # --- device back end -------------------------------------------------------------
     def _build_device_table(self, backend: Any) -> None:
         """Snapshots, cluster members (padded) and counters as tensors on the device."""
-        table = backend.device_states([self.snapshots.state(k) for k in range(len(self.snapshots))])
+        table = backend.device_states([self.start_state(k) for k in range(len(self.snapshots))])
         sizes = [len(m) for m in self.members]
         members = np.zeros((len(self.members), max(sizes)), np.int64)
         for c, rows in enumerate(self.members):
@@ -444,7 +509,7 @@ class SnapshotReset(VectorWrapper):
         """Restore a freshly chosen snapshot in every env of ``ids``; their obs rows."""
         clusters = self.rng.integers(len(self.members), size=len(ids))
         picks = [int(self.rng.choice(self.members[c])) for c in clusters]
-        set_states(self.env, [self.snapshots.state(k) for k in picks], [int(i) for i in ids])
+        set_states(self.env, [self.start_state(k) for k in picks], [int(i) for i in ids])
         obs = obs.copy()
         obs[ids] = self.snapshots.obs[picks].astype(obs.dtype)
         self.since_snapshot[ids] = 0
@@ -554,16 +619,19 @@ def load_or_collect(
     if path.suffix == ".npz":
         snapshots = Snapshots.load(path)
     else:
-        policy, value_fn, teacher_env = teacher_from_checkpoint(path)
-        teacher_id = resolve_env_id(str(teacher_env.get("name", env_name)))
-        if teacher_id != resolve_env_id(env_name):
-            raise SnapshotMismatchError(
-                f"the teacher {teacher} trained on {teacher_id}, this run is on "
-                f"{resolve_env_id(env_name)}"
-            )
-        snapshots = collect_snapshots(
-            env_name, policy, episodes=episodes, every=every, seed=seed, value_fn=value_fn,
-            env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, teacher=str(teacher),
-        )  # fmt: skip
+        # the teacher's build and samples draw from a generator seeded here; the run's is kept
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            policy, value_fn, teacher_env = teacher_from_checkpoint(path)
+            teacher_id = resolve_env_id(str(teacher_env.get("name", env_name)))
+            if teacher_id != resolve_env_id(env_name):
+                raise SnapshotMismatchError(
+                    f"the teacher {teacher} trained on {teacher_id}, this run is on "
+                    f"{resolve_env_id(env_name)}"
+                )
+            snapshots = collect_snapshots(
+                env_name, policy, episodes=episodes, every=every, seed=seed, value_fn=value_fn,
+                env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, teacher=str(teacher),
+            )  # fmt: skip
     snapshots.check_env(env_name, env_kwargs, max_episode_steps)
     return snapshots

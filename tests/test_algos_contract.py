@@ -246,9 +246,9 @@ def test_expectile_loss_hand_computed():
 # ------------------------------------------------- act(obs, deterministic=False) semantics
 
 # Agents whose policy has no noise: ``deterministic`` is ignored. Every other agent samples
-# by default (SAC, CQL, Cal-QL: tanh-Gaussian; IQL, AWAC, PPO: Gaussian; TD3: its
-# exploration noise) and returns the mode with ``deterministic=True``.
-DETERMINISTIC_ACTORS = {"td3_bc", "rebrac", "iql_deterministic"}
+# by default (SAC, CQL, Cal-QL: tanh-Gaussian; IQL, AWAC, PPO: Gaussian; TD3 and IQL's
+# deterministic actor: exploration noise) and returns the mode with ``deterministic=True``.
+DETERMINISTIC_ACTORS = {"td3_bc", "rebrac"}
 
 
 def test_every_registered_algorithm_is_in_the_contract():

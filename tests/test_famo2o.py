@@ -140,7 +140,15 @@ def test_offline_beta_is_uniform_in_range_and_sets_the_awr_weight():
     # the input's encoding is exactly sinusoidal_encoding of that beta
     torch.testing.assert_close(input0[:, 5:], sinusoidal_encoding(beta0, 6), atol=2e-5, rtol=0)
     expected_weight = torch.exp(beta0 * advantages[0]).clamp(max=100.0)
+    # one weight per transition with its own beta (the paper); the reference code's
+    # (B, 1) x (B,) product would give a (B, B) matrix of batch-averaged weights
+    assert weight0.shape == (256,)
     torch.testing.assert_close(weight0, expected_weight, rtol=1e-3, atol=1e-6)
+
+
+def test_states_are_raw_by_default_as_in_the_reference():
+    """The reference (Kostrikov's IQL code) feeds raw states; CORL's IQL standardises."""
+    assert not FamO2OConfig().normalize_states and IQLConfig().normalize_states
 
 
 @pytest.mark.parametrize("phase", ["warmup", "online"])

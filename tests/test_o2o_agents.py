@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from algos.iql import IQL, IQLConfig
 from algos.rlpd import RLPD, RLPDConfig
 from algos.sac import SAC, SACConfig, subset_min
 from algos.wsrl import WSRL, WSRLConfig
@@ -322,11 +323,94 @@ def test_wsrl_set_phase_switches_from_cql_to_sac_maths():
     online = agent.update(batch)
     assert not any(key.startswith("cql") for key in online) and "target_q" in online
     assert agent.offline.updates == 1 and agent.online.updates == 1
-    assert adam_steps(agent.online.critic_optimizer) == {UTD}  # 4 critic steps ...
-    assert adam_steps(agent.online.actor_optimizer) == {1}  # ... and one actor step
+    # Adam's step counts go on from pre-training's 1: 4 critic steps and one actor step
+    assert adam_steps(agent.online.critic_optimizer) == {1 + UTD}
+    assert adam_steps(agent.online.actor_optimizer) == {2}
     assert not all(torch.equal(p, q) for p, q in zip(weights, agent.offline.actor.parameters()))
     agent.set_phase("offline")
     assert "cql_penalty" in agent.update(batch)
+
+
+def adam_moments(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [
+        state[key].clone()
+        for state in optimizer.state.values()
+        for key in ("exp_avg", "exp_avg_sq")
+    ]
+
+
+@pytest.mark.parametrize("first_online_phase", ["warmup", "online"])
+def test_wsrl_switch_carries_the_pretrained_temperature_and_adam_states(first_online_phase):
+    """The reference's SAC restores the whole CQL train state: alpha and Adam moments."""
+    agent = make_wsrl(0, alpha_lr=0.05)  # a temperature that visibly moves off 1
+    for step in range(3):
+        seeded_update(agent, random_batch(UTD * B, seed=step), step)
+    offline, online = agent.offline, agent.online
+    assert online.alpha.item() == 1.0 and offline.alpha.item() != pytest.approx(1.0, abs=0.05)
+    assert online.actor_optimizer.state == {}  # the SAC agent has not stepped yet
+    agent.set_phase(first_online_phase)
+    assert online.log_alpha.item() == offline.log_alpha.item()
+    assert online.log_alpha is not offline.log_alpha  # a copy: the agents stay separate
+    pairs = [
+        (offline.actor_optimizer, online.actor_optimizer),
+        (offline.critic_optimizer, online.critic_optimizer),
+        (offline.alpha_optimizer, online.alpha_optimizer),
+    ]
+    for source, target in pairs:
+        assert adam_steps(target) == {3}
+        for p, q in zip(adam_moments(source), adam_moments(target)):
+            assert torch.equal(p, q) and p.abs().sum() > 0
+    first_moments = adam_moments(online.critic_optimizer)
+    agent.set_phase("online")  # warmup -> online carries nothing again
+    assert all(
+        torch.equal(p, q) for p, q in zip(first_moments, adam_moments(online.critic_optimizer))
+    )
+    # the online temperature step starts from the carried moments: not fresh Adam's step
+    seeded_update(agent, random_batch(UTD * B, seed=7), 7)
+    assert adam_steps(online.alpha_optimizer) == {4}
+
+
+def test_wsrl_resume_online_does_not_carry_the_cql_state_again():
+    """set_phase after loading an online checkpoint keeps the saved online state."""
+    agent = make_wsrl(0, alpha_lr=0.05)
+    seeded_update(agent, random_batch(UTD * B, seed=0), 0)
+    agent.set_phase("online")
+    for step in range(1, 3):
+        seeded_update(agent, random_batch(UTD * B, seed=step), step)
+    saved = copy.deepcopy(agent.state_dict())
+    assert saved["phase"] == "online"
+    restored = make_wsrl(4)  # a fresh agent: phase "offline" until the checkpoint says so
+    restored.load_state_dict(saved)
+    restored.set_phase("online")  # what the loop does after a resume
+    assert restored.online.log_alpha.item() == agent.online.log_alpha.item()
+    assert restored.online.log_alpha.item() != restored.offline.log_alpha.item()
+    batch = random_batch(UTD * B, seed=9)
+    assert seeded_update(restored, batch, 9) == seeded_update(agent, batch, 9)
+
+
+def cql_target_agent(subset: int | None) -> WSRL:
+    """WSRL pre-training whose 10 target critics say 0, 1, ..., 9 everywhere; reward 0 and
+    gamma 1, so the CQL TD target is the min over the target critics it looks at."""
+    agent = make_wsrl(0, hidden=(8, 8), critic_subset=subset, gamma=1.0, tau=0.0, critic_lr=0.0)
+    constant_critics(agent.offline, [float(i) for i in range(10)])
+    return agent
+
+
+def test_wsrl_pretraining_target_is_the_min_over_a_random_two_of_ten():
+    batch = zero_reward_batch()
+    assert WSRLConfig().critic_subset == 2
+    every = [seeded_update(cql_target_agent(None), batch, s)["target_q"] for s in range(3)]
+    assert every == [0.0] * 3  # the min over all 10 critics
+    agent = cql_target_agent(2)
+    seen = [seeded_update(agent, batch, s)["target_q"] for s in range(300)]
+    assert set(seen) <= {float(i) for i in range(9)}  # min of 2 distinct: never 9
+    assert len(set(seen)) >= 5  # the subset changes from update to update
+    # P(min = 0) = 9/45 = 0.2 for 2 of 10 drawn without replacement
+    assert 0.13 < seen.count(0.0) / len(seen) < 0.28
+    again = cql_target_agent(2)  # same seeds, same draws
+    assert [seeded_update(again, batch, s)["target_q"] for s in range(300)] == seen
+    with pytest.raises(ValueError, match="critic_subset=11"):
+        make_wsrl(0, critic_subset=11)
 
 
 def test_wsrl_refuses_bad_phase_and_normalised_states():
@@ -371,3 +455,31 @@ def test_compiled_utd_update_equals_eager_and_compiles_once(compile_steps):
     assert adam_steps(fast.critic_optimizer) == {4 * UTD}
     assert adam_steps(fast.actor_optimizer) == {4}
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile
+
+
+# ---------------------------------------------------------------------------- IQL fine-tuning
+
+
+def test_iql_deterministic_actor_explores_with_clipped_noise_and_evaluates_without():
+    """CORL's fine-tuning acts with pi(s) + clip(N(0, 0.03), +-0.5) in [-1, 1] units."""
+    assert (IQLConfig().expl_noise, IQLConfig().noise_clip) == (0.03, 0.5)
+    obs = np.random.default_rng(0).normal(size=(4000, 5)).astype(np.float32)
+    half_width = (ACT.high - ACT.low) / 2  # 2, 0.5, 0.5
+    torch.manual_seed(0)
+    agent = IQL(OBS, ACT, IQLConfig(hidden=(8, 8), deterministic_actor=True))
+    mean = agent.act(obs, deterministic=True)
+    assert np.array_equal(mean, agent.act(obs, deterministic=True))  # evaluation: no noise
+    noise = (agent.act(obs) - mean) / half_width  # back in [-1, 1] units
+    assert np.abs(noise.std(0) - 0.03).max() < 0.002 and np.abs(noise.mean(0)).max() < 0.002
+    torch.manual_seed(3)
+    first = agent.act(obs)
+    torch.manual_seed(3)
+    assert np.array_equal(first, agent.act(obs))  # torch's generator: same seed, same noise
+    wide = IQL(OBS, ACT, IQLConfig(hidden=(8, 8), deterministic_actor=True, expl_noise=1.0))
+    wide.load_state_dict(agent.state_dict())
+    explore = wide.act(obs)
+    noise = (explore - mean) / half_width
+    assert (explore >= ACT.low).all() and (explore <= ACT.high).all()
+    inside = (explore > ACT.low + 1e-6) & (explore < ACT.high - 1e-6)  # not cut by the box
+    assert np.abs(noise[inside]).max() == pytest.approx(0.5, abs=1e-5)  # the noise clip
+    assert (np.abs(noise[inside]) > 0.5 - 1e-5).mean() > 0.5  # |N(0, 1)| > 0.5: 62%

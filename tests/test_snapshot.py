@@ -205,13 +205,14 @@ TEACHER = REPO / "benchmarks" / "assets" / "hopper_sac_expert.pt"
 
 
 def test_teacher_checkpoint_labels_are_its_critics_min_q():
-    """Snapshots rolled out from an rlcore SAC checkpoint carry min_i Q_i(s, pi(s))."""
+    """Snapshots rolled out deterministically from an rlcore SAC checkpoint carry
+    min_i Q_i(s, pi(s))."""
     import torch
 
     from envs.snapshot import teacher_from_checkpoint
     from rlcore.checkpoint import load_agent
 
-    policy, value_fn, teacher_env = teacher_from_checkpoint(TEACHER)
+    policy, value_fn, teacher_env = teacher_from_checkpoint(TEACHER, sample=False)
     assert teacher_env["name"].lower() == "hopper"
     snaps = collect_snapshots("Hopper", policy, episodes=1, every=20, value_fn=value_fn,
                               max_episode_steps=100)  # fmt: skip
@@ -283,3 +284,86 @@ def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
         expected = agent.value(torch.as_tensor(transform(snaps.obs))).numpy()
     np.testing.assert_allclose(snaps.labels, expected, rtol=1e-6)
     assert not np.allclose(snaps.labels, agent.value(torch.as_tensor(snaps.obs).float()).numpy())
+
+
+def test_which_teachers_sample_their_actions():
+    """As the reference: SAC and PPO teachers sample, TD3 acts deterministically."""
+    from envs.snapshot import teacher_samples
+
+    assert teacher_samples("sac", {}) and teacher_samples("ppo", {}) and teacher_samples("iql", {})
+    assert not teacher_samples("td3", {}) and not teacher_samples("TD3_BC", {})
+    assert not teacher_samples("rebrac", {})
+    assert not teacher_samples("iql", {"deterministic_actor": True})
+
+
+def test_sac_teacher_samples_seeded_and_labels_at_a_fresh_sample():
+    import torch
+
+    from envs.snapshot import load_or_collect, teacher_from_checkpoint
+    from rlcore.checkpoint import load_agent
+
+    def collect(seed: int) -> Snapshots:
+        return load_or_collect(TEACHER, "Hopper", {}, 40, episodes=1, every=10, seed=seed)
+
+    before = torch.get_rng_state()
+    first, again, other = collect(0), collect(0), collect(1)
+    assert torch.equal(torch.get_rng_state(), before)  # the run's generator is left alone
+    np.testing.assert_array_equal(first.obs, again.obs)  # same seed: same snapshots
+    np.testing.assert_array_equal(first.labels, again.labels)
+    assert not np.array_equal(first.obs[1:], other.obs[1:])  # sampled actions: seed matters
+    # the label of a sampling teacher: min_i Q_i(s, a), a a fresh sample of its policy
+    _, value_fn, _ = teacher_from_checkpoint(TEACHER)
+    agent = load_agent(TEACHER)
+    obs = torch.as_tensor(first.obs, dtype=torch.float32)
+    torch.manual_seed(7)
+    labels = value_fn(first.obs)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        action, _ = agent.actor(obs, with_log_prob=False)
+        expected = agent.critic(obs, action).min(0).values.numpy()
+        mode, _ = agent.actor(obs, deterministic=True, with_log_prob=False)
+        at_mode = agent.critic(obs, mode).min(0).values.numpy()
+    np.testing.assert_allclose(labels, expected, rtol=1e-6)
+    assert not np.allclose(labels, at_mode, rtol=1e-6)
+
+
+def test_offline_teacher_labels_see_its_own_obs_normaliser(tmp_path, monkeypatch):
+    """An IQL teacher standardises states with its dataset statistics inside ``act`` and
+    ``update``: its V(s) labels must be taken on those standardised states."""
+    import torch
+
+    from envs.snapshot import teacher_from_checkpoint
+    from offline.collect import collect
+    from rlcore.checkpoint import load_agent
+    from rlcore.train import train
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect("Hopper", "random", "local/Hopper/random-v0", steps=120, seed=0, max_episode_steps=40)
+    train(make_config("algo=iql", "env=Hopper", "dataset=local/Hopper/random-v0",
+                      "total_steps=20", "algo.batch_size=16", *FAST), tmp_path / "run")  # fmt: skip
+    agent = load_agent(tmp_path / "run")
+    assert not torch.equal(agent.obs_normalizer.std, torch.ones_like(agent.obs_normalizer.std))
+    policy, value_fn, _ = teacher_from_checkpoint(tmp_path / "run")
+    snaps = collect_snapshots("Hopper", policy, episodes=1, every=3, value_fn=value_fn,
+                              max_episode_steps=30)  # fmt: skip
+    obs = torch.as_tensor(snaps.obs, dtype=torch.float32)
+    with torch.no_grad():
+        expected = agent.value(agent.obs_normalizer(obs)).reshape(-1).numpy()
+        raw = agent.value(obs).reshape(-1).numpy()
+    np.testing.assert_allclose(snaps.labels, expected, rtol=1e-6)
+    assert not np.allclose(snaps.labels, raw, rtol=1e-3)
+
+
+def test_a_snapshot_episode_runs_truncate_after_steps_even_past_the_time_limit():
+    """The reference sets the TimeLimit to elapsed + truncate_step: a snapshot taken 2
+    steps before the limit still runs its truncate_after = 10 steps."""
+    snaps = _snapshots().subset(np.array([0]))  # the teacher's reset state: stands a while
+    snaps.elapsed = np.array([SHORT - 2])  # as if taken 2 steps before the time limit
+    settings = SnapshotSettings(selection="uniform", truncate_after=10, switch_after=10**9)
+    env = make_vec_env("Hopper", 1, max_episode_steps=SHORT, base_wrappers=[
+        lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    env.reset(seed=0)
+    for step in range(1, 11):
+        _, _, terminated, truncated, _ = env.step(np.zeros((1, 3)))
+        assert not terminated[0]
+        assert truncated[0] == (step == 10), step

@@ -75,6 +75,9 @@ class CPOConfig:
     hidden: tuple[int, ...] = (64, 64)  # hidden widths of actor and critics
     activation: str = "tanh"  # hidden activation
     init_log_std: float = 0.0  # initial policy log-std (learned)
+    # c on the per-step scale of the cost surrogate: c / T, T = the rollout's rows per
+    # episode (Achiam's code: its cost-surrogate gradient times T); False: c as OmniSafe
+    constraint_per_step: bool = False
     # env-side recipe settings (applied by rlcore.train when building the envs)
     normalize_obs: bool = True  # running observation standardisation
     normalize_reward: bool = False  # OmniSafe: off
@@ -194,10 +197,21 @@ class CPO:
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
         self.updates = 0
+        self.episodes_since_update = 0  # T = rollout rows / this (``constraint_per_step``)
 
     def record_episode_costs(self, costs: list[float]) -> None:
         """Finished episodes' summed costs (the loops call this): J_c's window."""
         self.episode_costs.add(costs)
+        self.episodes_since_update += len(costs)
+
+    def constraint_value(self, rows: int) -> tuple[float, float]:
+        """(c, T): c = J_c - limit, divided by T = ``rows`` / episodes ended since the last
+        update when ``constraint_per_step`` (else T = 1). Before any episode has ended J_c
+        is unknown: the policy counts as feasible at the limit (c = 0)."""
+        cfg, episode_cost = self.config, self.episode_costs.mean()
+        c = (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit) - cfg.cost_limit
+        length = rows / max(self.episodes_since_update, 1) if cfg.constraint_per_step else 1.0
+        return c / length, length
 
     def _mean_kl(self, old: DiagNormal, new: DiagNormal) -> torch.Tensor:
         """KL(old || new), mean over states and action dimensions."""
@@ -234,15 +248,19 @@ class CPO:
 
         reward_before = self._surrogate(batch, reward_advantage)
         cost_before = self._surrogate(batch, cost_advantage)
-        ensure_finite(reward_surrogate=reward_before, cost_surrogate=cost_before)
+        # the critics' targets too: the policy step comes first and must not run on bad data
+        ensure_finite(
+            reward_surrogate=reward_before, cost_surrogate=cost_before,
+            value_targets=batch.returns.sum(), cost_value_targets=batch.cost_returns.sum(),
+        )  # fmt: skip
         g = flat_grad(reward_before)
         b = flat_grad(cost_before)
         x = conjugate_gradient(fisher_product, g, cfg.cg_iters)
         p = conjugate_gradient(fisher_product, b, cfg.cg_iters)
         q, r, s = x.dot(fisher_product(x)).item(), g.dot(p).item(), b.dot(p).item()
         episode_cost = self.episode_costs.mean()
-        # before any episode has ended, J_c is unknown: treat the policy as feasible at the limit
-        c = (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit) - cfg.cost_limit
+        c, length = self.constraint_value(len(batch))
+        self.episodes_since_update = 0
         direction, case, lam, nu = cpo_direction(x, p, q, r, s, c, b.dot(b).item(), cfg.target_kl)
 
         theta_old = parameters_to_vector(params).detach()
@@ -290,6 +308,9 @@ class CPO:
             "step_fraction": fraction,
             "kl": kl,
             "episode_cost_window": episode_cost,
+            "constraint_c": c,
+            "constraint_length": length,
+            "dual_b": 2 * cfg.target_kl - c**2 / (s + EPS),
             "std": actor.log_std.exp().mean().item(),
         }
 
@@ -298,6 +319,7 @@ class CPO:
             **state_of(nets=self.nets, episode_costs=self.episode_costs),
             "critic_optimizers": {k: o.state_dict() for k, o in self.critic_optimizers.items()},
             "updates": self.updates,
+            "episodes_since_update": self.episodes_since_update,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -305,3 +327,4 @@ class CPO:
         for name, optimizer in self.critic_optimizers.items():
             load_state_into(state["critic_optimizers"], **{name: optimizer})
         self.updates = int(state["updates"])
+        self.episodes_since_update = int(state["episodes_since_update"])

@@ -10,7 +10,8 @@ One update (one rollout):
 2. g = grad of the surrogate E[ratio A_r], b = grad of E[ratio A_c]; x = H^-1 g and
    p = H^-1 b by ``cg_iters`` conjugate-gradient steps on Fisher-vector products
    (H = Hessian of the mean KL, + ``cg_damping`` I). q = g'x, r = g'p, s = b'p,
-   c = J_c - limit with J_c the mean cost of the last ``cost_window`` episodes.
+   c = (J_c - limit) / T with J_c the mean cost of the last ``cost_window`` episodes and
+   T the rollout's rows per episode ended in it (``constraint_per_step``; see below).
 3. The trust-region problem max g'd s.t. d'Hd/2 <= delta, c + b'd <= 0
    (delta = ``target_kl``) is solved through its dual (the paper's appendix): cases 3/4
    (the whole region feasible) take TRPO's step sqrt(2 delta / q) x; cases 1/2 take
@@ -20,6 +21,23 @@ One update (one rollout):
    mean KL <= delta, whose cost surrogate grows by at most max(-c, 0), and (cases 2-4) whose
    reward surrogate does not drop; none: no step.
 5. V_r and V_c regress on their GAE targets, ``update_epochs`` passes of minibatches.
+
+The constraint's scale (``constraint_per_step``, default True: Achiam's). J_c is an
+episode sum, but b is the gradient of a per-step mean (the cost surrogate). Achiam's code
+(jachiam/cpo ``sampler_safe.py`` ``safety_rescale`` = rows / paths,
+``policy_gradient_safe.py``) multiplies the cost surrogate, hence b, by T, which is c / T
+on our scale (B = 2 delta - c^2 / s and the line search's max(-c, 0) included). OmniSafe
+uses c unscaled (``False``): then B < 0 in every update whatever J_c, so the dual only
+ever takes TRPO's step (case 3) or pure cost reduction (case 0). Measured on
+SafetyHopperVelocity-v1 (Hopper-v5 body, native back end), 200k steps = 10 updates of
+20k rows, cost limit 25, seeds 0 / 1 (``python -m rlcore.train algo=cpo
+env=SafetyHopperVelocity total_steps=200000 eval_every=100000 eval_episodes=5
+algo.cost_limit=25 threads=1 algo.constraint_per_step=...``):
+SEED_TABLE
+Achiam's scale reaches the 1000-step hopping episodes within the budget and keeps its
+training episodes' cost under the limit; OmniSafe's switches between TRPO's step and pure
+recovery and is still falling after ~70 steps (the earlier 500k-step benchmark row of
+OmniSafe's scale reached ~1,030 at cost 0 only after 260k steps).
 
 Departures from OmniSafe: the dual solution is written for g = the reward surrogate's
 ascent gradient throughout: nu* = (lambda* c + r) / s and f_a carries + r c / s. OmniSafe
@@ -77,7 +95,8 @@ class CPOConfig:
     init_log_std: float = 0.0  # initial policy log-std (learned)
     # c on the per-step scale of the cost surrogate: c / T, T = the rollout's rows per
     # episode (Achiam's code: its cost-surrogate gradient times T); False: c as OmniSafe
-    constraint_per_step: bool = False
+    # (measured on SafetyHopperVelocity: see the module docstring)
+    constraint_per_step: bool = True
     # env-side recipe settings (applied by rlcore.train when building the envs)
     normalize_obs: bool = True  # running observation standardisation
     normalize_reward: bool = False  # OmniSafe: off

@@ -33,13 +33,22 @@ SafetyHopperVelocity-v1 (Hopper-v5 body, native back end), 200k steps = 10 updat
 20k rows, cost limit 25, seeds 0 / 1 (``python -m rlcore.train algo=cpo
 env=SafetyHopperVelocity total_steps=200000 eval_every=100000 eval_episodes=5
 algo.cost_limit=25 threads=1 algo.constraint_per_step=...``):
-SEED_TABLE
-Achiam's scale reaches the 1000-step hopping episodes within the budget and keeps its
-training episodes' cost under the limit; OmniSafe's switches between TRPO's step and pure
-recovery and is still falling after ~70 steps (the earlier 500k-step benchmark row of
-OmniSafe's scale reached ~1,030 at cost 0 only after 260k steps).
+    scale (seed)      dual cases (of 10)   late training episodes   eval (5 ep.)
+                                           return / cost / length   return / cost
+    c / T      (0)    3: 2, 2: 2, 1: 6      957 /  9.9 / 867         967 / 55
+    c / T      (1)    3: 3, 2: 2, 1: 5      749 / 52.8 / 602        1039 /  0
+    c, OmniSafe (0)   3: 7, 0: 3            105 / 23.0 /  69         163 / 24
+    c, OmniSafe (1)   3: 7, 0: 3            115 / 24.8 /  75         394 / 53
 
-Departures from OmniSafe: the dual solution is written for g = the reward surrogate's
+("late": episodes ending after 180k steps). With c / T, B > 0 from J_c ~ 15 on and the
+dual's constrained cases 1/2 run 7-8 of the 10 updates; with c, B < 0 in all 20 updates.
+Achiam's scale learns to hop 6-8x sooner; its cost is not yet settled at 200k (seed 1's
+late episodes at 53 and the last update in case 1, recovering); OmniSafe's sits at the
+limit with a hopper that falls after ~70 steps (its 500k-step benchmark row reached
+~1,030 at cost 0 after 260k steps). Kept: Achiam's, the reference's and the paper's
+reading of the constraint (an episode-sum J_c against a per-step surrogate).
+
+Departures from OmniSafe: the constraint's scale (above); the dual solution is written for g = the reward surrogate's
 ascent gradient throughout: nu* = (lambda* c + r) / s and f_a carries + r c / s. OmniSafe
 takes g as the ascent gradient but keeps the paper's formulas, whose r is the gradient of the
 loss (-g'H^-1 b), so its r has the wrong sign there (with r > 0 and c < 0 it clips lambda_a to

@@ -48,14 +48,15 @@ limit with a hopper that falls after ~70 steps (its 500k-step benchmark row reac
 ~1,030 at cost 0 after 260k steps). Kept: Achiam's, the reference's and the paper's
 reading of the constraint (an episode-sum J_c against a per-step surrogate).
 
-Departures from OmniSafe: the constraint's scale (above); the dual solution is written for g = the reward surrogate's
-ascent gradient throughout: nu* = (lambda* c + r) / s and f_a carries + r c / s. OmniSafe
-takes g as the ascent gradient but keeps the paper's formulas, whose r is the gradient of the
-loss (-g'H^-1 b), so its r has the wrong sign there (with r > 0 and c < 0 it clips lambda_a to
-a negative bound); ``tests/test_safe_rl.py`` checks the step against a brute-force solution
-of the step problem. Also: orthogonal initialisation (OmniSafe: kaiming-uniform); truncated
-episodes bootstrap V(final observation) (``rlcore.buffers.compute_gae``). KL values are means
-over states and action dimensions, as OmniSafe computes them.
+Departures from OmniSafe: the constraint's scale (above); the dual solution is written for g
+= the reward surrogate's ascent gradient throughout: nu* = (lambda* c + r) / s and f_a
+carries + r c / s. OmniSafe takes g as the ascent gradient but keeps the paper's formulas,
+whose r is the gradient of the loss (-g'H^-1 b), so its r has the wrong sign there (with r >
+0 and c < 0 it clips lambda_a to a negative bound); ``tests/test_safe_rl.py`` checks the
+step against a brute-force solution of the step problem. Also: orthogonal initialisation
+(OmniSafe: kaiming-uniform); truncated episodes bootstrap V(final observation)
+(``rlcore.buffers.compute_gae``). KL values are means over states and action dimensions, as
+OmniSafe computes them.
 """
 
 from __future__ import annotations

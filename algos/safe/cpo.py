@@ -10,8 +10,9 @@ One update (one rollout):
 2. g = grad of the surrogate E[ratio A_r], b = grad of E[ratio A_c]; x = H^-1 g and
    p = H^-1 b by ``cg_iters`` conjugate-gradient steps on Fisher-vector products
    (H = Hessian of the mean KL, + ``cg_damping`` I). q = g'x, r = g'p, s = b'p,
-   c = (J_c - limit) / T with J_c the mean cost of the last ``cost_window`` episodes and
-   T the rollout's rows per episode ended in it (``constraint_per_step``; see below).
+   c = J_c - limit with J_c the mean cost of the last ``cost_window`` episodes
+   (OmniSafe's); ``constraint_per_step``: c / T, T the rollout's rows per episode ended in
+   it (Achiam's; see below).
 3. The trust-region problem max g'd s.t. d'Hd/2 <= delta, c + b'd <= 0
    (delta = ``target_kl``) is solved through its dual (the paper's appendix): cases 3/4
    (the whole region feasible) take TRPO's step sqrt(2 delta / q) x; cases 1/2 take
@@ -22,41 +23,44 @@ One update (one rollout):
    reward surrogate does not drop; none: no step.
 5. V_r and V_c regress on their GAE targets, ``update_epochs`` passes of minibatches.
 
-The constraint's scale (``constraint_per_step``, default True: Achiam's). J_c is an
+The constraint's scale (``constraint_per_step``, default False: OmniSafe's). J_c is an
 episode sum, but b is the gradient of a per-step mean (the cost surrogate). Achiam's code
 (jachiam/cpo ``sampler_safe.py`` ``safety_rescale`` = rows / paths,
 ``policy_gradient_safe.py``) multiplies the cost surrogate, hence b, by T, which is c / T
 on our scale (B = 2 delta - c^2 / s and the line search's max(-c, 0) included). OmniSafe
-uses c unscaled (``False``): then B < 0 in every update whatever J_c, so the dual only
-ever takes TRPO's step (case 3) or pure cost reduction (case 0). Measured on
-SafetyHopperVelocity-v1 (Hopper-v5 body, native back end), 200k steps = 10 updates of
-20k rows, cost limit 25, seeds 0 / 1 (``python -m rlcore.train algo=cpo
-env=SafetyHopperVelocity total_steps=200000 eval_every=100000 eval_episodes=5
-algo.cost_limit=25 threads=1 algo.constraint_per_step=...``):
-    scale (seed)      dual cases (of 10)   late training episodes   eval (5 ep.)
-                                           return / cost / length   return / cost
-    c / T      (0)    3: 2, 2: 2, 1: 6      957 /  9.9 / 867         967 / 55
-    c / T      (1)    3: 3, 2: 2, 1: 5      749 / 52.8 / 602        1039 /  0
-    c, OmniSafe (0)   3: 7, 0: 3            105 / 23.0 /  69         163 / 24
-    c, OmniSafe (1)   3: 7, 0: 3            115 / 24.8 /  75         394 / 53
+uses c unscaled: then B < 0 in every update whatever J_c, so the dual only ever takes
+TRPO's step (case 3) or pure cost reduction (case 0). Measured on SafetyHopperVelocity-v1
+(Hopper-v5 body, native back end), cost limit 25, rollouts of 20k rows (``python -m
+rlcore.train algo=cpo env=SafetyHopperVelocity total_steps=... eval_every=...
+eval_episodes=5 algo.cost_limit=25 threads=1 algo.constraint_per_step=...``; the 500k
+OmniSafe row is ``benchmarks/results/safe.json``'s seed 0, 10 evaluation episodes):
 
-("late": episodes ending after 180k steps). With c / T, B > 0 from J_c ~ 15 on and the
-dual's constrained cases 1/2 run 7-8 of the 10 updates; with c, B < 0 in all 20 updates.
-Achiam's scale learns to hop 6-8x sooner; its cost is not yet settled at 200k (seed 1's
-late episodes at 53 and the last update in case 1, recovering); OmniSafe's sits at the
-limit with a hopper that falls after ~70 steps (its 500k-step benchmark row reached
-~1,030 at cost 0 after 260k steps). Kept: Achiam's, the reference's and the paper's
-reading of the constraint (an episode-sum J_c against a per-step surrogate).
+    scale (seed, steps)   dual cases           late training episodes   last eval
+                                               return / cost / length   return / cost
+    c / T (0, 200k)       3: 2, 2: 2, 1: 6      957 /  9.9 / 867         967 / 55
+    c / T (1, 200k)       3: 3, 2: 2, 1: 5      749 / 52.8 / 602        1039 /  0
+    c     (0, 200k)       3: 7, 0: 3            105 / 23.0 /  69         163 / 24
+    c     (1, 200k)       3: 7, 0: 3            115 / 24.8 /  75         394 / 53
+    c / T (0, 500k)       3: 2, 2: 6, 1: 17     768 / 33.8               389 /  0
+    c     (0, 500k)       (run dir not kept)    889 /  0.3              1033 /  0
 
-Departures from OmniSafe: the constraint's scale (above); the dual solution is written for g
-= the reward surrogate's ascent gradient throughout: nu* = (lambda* c + r) / s and f_a
-carries + r c / s. OmniSafe takes g as the ascent gradient but keeps the paper's formulas,
-whose r is the gradient of the loss (-g'H^-1 b), so its r has the wrong sign there (with r >
-0 and c < 0 it clips lambda_a to a negative bound); ``tests/test_safe_rl.py`` checks the
-step against a brute-force solution of the step problem. Also: orthogonal initialisation
-(OmniSafe: kaiming-uniform); truncated episodes bootstrap V(final observation)
-(``rlcore.buffers.compute_gae``). KL values are means over states and action dimensions, as
-OmniSafe computes them.
+("late": episodes ending in the last 10% of steps). With c / T, B > 0 from J_c ~ 15 on
+and the constrained cases 1/2 run 23 of 25 updates; with c, B < 0 in all 20 updates.
+c / T learns to hop sooner (200k), but then holds the linearised constraint tight with a
+100-episode J_c that lags, and hovers around the limit (at 500k J_c 12-52, above 25 in 11
+of the 15 updates after 200k); c's bang-bang of TRPO steps and pure recovery ends far
+under it with more return.
+Default: OmniSafe's c, the better at the benchmark's budget; ``constraint_per_step=True``
+reproduces Achiam's code.
+
+Departures from OmniSafe: the dual solution is written for g = the reward surrogate's ascent
+gradient throughout: nu* = (lambda* c + r) / s and f_a carries + r c / s. OmniSafe takes g
+as the ascent gradient but keeps the paper's formulas, whose r is the gradient of the loss
+(-g'H^-1 b), so its r has the wrong sign there (with r > 0 and c < 0 it clips lambda_a to a
+negative bound); ``tests/test_safe_rl.py`` checks the step against a brute-force solution of
+the step problem. Also: orthogonal initialisation (OmniSafe: kaiming-uniform); truncated
+episodes bootstrap V(final observation) (``rlcore.buffers.compute_gae``). KL values are
+means over states and action dimensions, as OmniSafe computes them.
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ class CPOConfig:
     # c on the per-step scale of the cost surrogate: c / T, T = the rollout's rows per
     # episode (Achiam's code: its cost-surrogate gradient times T); False: c as OmniSafe
     # (measured on SafetyHopperVelocity: see the module docstring)
-    constraint_per_step: bool = True
+    constraint_per_step: bool = False
     # env-side recipe settings (applied by rlcore.train when building the envs)
     normalize_obs: bool = True  # running observation standardisation
     normalize_reward: bool = False  # OmniSafe: off

@@ -10,7 +10,10 @@ computes their weights with the agent's critics exactly as an update does, and g
 them by the source of their episode, told apart by episode return and cost
 (``--random-below``: episodes under this return are the uniform-random ones;
 ``--unsafe-above``: episodes over this cost the unsafe policies'; the rest are the safe
-policy's). It prints one table per run and writes JSON next to the benchmark results.
+policy's). Per source it also gives the fraction of rows whose weight sits at its clip
+(``cost_max_weight`` on infeasible states, ``reward_max_weight`` on feasible ones): rows
+there are imitated equally however far past the clip their advantage lies. It prints one
+table per run and writes JSON next to the benchmark results.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from algos.safe.fisor import effective_sample_fraction
+from algos.safe.fisor import FISORConfig, effective_sample_fraction
 from benchmarks.runs import cpu_info, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -51,9 +54,11 @@ def weight_report(
         v_h = agent.cost_value(obs).squeeze(-1)
         weights = agent.actor_weights(q, v, q_h, v_h)
     w, feasible = weights.numpy(), (v_h <= 0).numpy()
+    clipped = at_weight_clip(w, feasible, (q_h <= 0).numpy(), agent.config)
     report = {
         "effective_sample_fraction": effective_sample_fraction(weights),
         "zero_weight_fraction": float((w == 0).mean()),
+        "at_clip_fraction": float((clipped["cost"] | clipped["reward"]).mean()),
         "feasible_state_fraction": float(feasible.mean()),
         "sources": {},
     }
@@ -65,8 +70,25 @@ def weight_report(
                 "weight_share": float(w[mask].sum() / w.sum()),
                 "mean_weight": float(w[mask].mean()),
                 "feasible_states": float(feasible[mask].mean()),
+                "at_cost_clip": float(clipped["cost"][mask].mean()),
+                "at_reward_clip": float(clipped["reward"][mask].mean()),
             }
     return report
+
+
+def at_weight_clip(
+    weights: np.ndarray,
+    feasible_state: np.ndarray,
+    feasible_action: np.ndarray,
+    config: FISORConfig,
+) -> dict[str, np.ndarray]:
+    """Rows whose actor weight is at its clip: "cost" (infeasible state, weight =
+    ``cost_max_weight``) and "reward" (feasible state and action, ``reward_max_weight``)."""
+    reward_rows = feasible_state & feasible_action
+    return {
+        "cost": ~feasible_state & (weights >= config.cost_max_weight),
+        "reward": reward_rows & (weights >= config.reward_max_weight),
+    }
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -87,12 +109,15 @@ def main(argv: list[str] | None = None) -> dict:
         )
         reports[str(run)] = report
         print(f"{run}: effective sample size {report['effective_sample_fraction']:.1%} of the "
-              f"rows, feasible states {report['feasible_state_fraction']:.1%}")  # fmt: skip
-        print("| source | rows | weight share | mean weight | feasible states |")
-        print("|---|---|---|---|---|")
+              f"rows, feasible states {report['feasible_state_fraction']:.1%}, rows at a "
+              f"weight clip {report['at_clip_fraction']:.1%}")  # fmt: skip
+        print("| source | rows | weight share | mean weight | feasible states "
+              "| at cost clip | at reward clip |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|")
         for name, row in report["sources"].items():
             print(f"| {name} | {row['row_share']:.1%} | {row['weight_share']:.1%} | "
-                  f"{row['mean_weight']:.2f} | {row['feasible_states']:.1%} |")  # fmt: skip
+                  f"{row['mean_weight']:.2f} | {row['feasible_states']:.1%} | "
+                  f"{row['at_cost_clip']:.1%} | {row['at_reward_clip']:.1%} |")  # fmt: skip
     payload = {"dataset": args.dataset, "runs": reports, "cpu": cpu_info()}
     write_result(args, payload)
     return payload

@@ -584,7 +584,7 @@ def make_vec_env(
     elif backend == "native":
         from envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
-        safe = safety.velocity_cost_of(env_id)  # a velocity-constrained task: its inner v5 task
+        safe = safety.velocity_cost_of(env_id)  # a velocity-constrained task: its inner task
         env = NativeVectorEnv(
             safe[0] if safe else env_id,
             num_envs,

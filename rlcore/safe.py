@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from rlcore.nets import MLP, GaussianActor, orthogonal_init
-from rlcore.utils import batched_obs
+from rlcore.utils import batched_obs, ensure_finite
 
 MULTIPLIERS = ("lagrange", "pid")
 
@@ -155,19 +155,23 @@ def make_multiplier(
     raise ValueError(f"unknown multiplier '{kind}': choose from {MULTIPLIERS}")
 
 
-def fit_value(
-    critic: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    obs: torch.Tensor,
-    target: torch.Tensor,
-    l2_coef: float,
-    max_grad_norm: float | None,
-) -> float:
-    """One regression step of a state-value critic toward ``target``: MSE plus
-    ``l2_coef`` * sum of squared parameters (OmniSafe's critic norm), clipped gradient."""
+def value_loss(
+    critic: nn.Module, obs: torch.Tensor, target: torch.Tensor, l2_coef: float
+) -> torch.Tensor:
+    """A state-value critic's regression loss toward ``target``: MSE plus ``l2_coef`` * sum
+    of squared parameters (OmniSafe's critic norm)."""
     loss = nn.functional.mse_loss(critic(obs).squeeze(-1), target)
     if l2_coef > 0:
         loss = loss + l2_coef * sum(p.pow(2).sum() for p in critic.parameters())
+    return loss
+
+
+def step_value(
+    critic: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+    max_grad_norm: float | None,
+) -> float:  # fmt: skip
+    """One optimiser step of ``critic`` on its (finite, checked) ``loss``, gradient norm
+    clipped to ``max_grad_norm``; returns the loss."""
     optimizer.zero_grad()
     loss.backward()
     if max_grad_norm is not None:
@@ -216,15 +220,19 @@ class ConstrainedActorCritic(nn.Module):
         returns: torch.Tensor, cost_returns: torch.Tensor, l2_coef: float,
         max_grad_norm: float | None,
     ) -> tuple[float, float]:  # fmt: skip
-        """One ``fit_value`` step of V_r on ``returns`` and of V_c on ``cost_returns``;
-        returns both losses."""
-        value_loss = fit_value(
-            self.reward_critic, optimizers["reward_critic"], obs, returns, l2_coef, max_grad_norm
-        )
-        cost_value_loss = fit_value(
-            self.cost_critic, optimizers["cost_critic"], obs, cost_returns, l2_coef, max_grad_norm
-        )
-        return value_loss, cost_value_loss
+        """One regression step of V_r on ``returns`` and of V_c on ``cost_returns`` (both
+        losses checked finite before either critic changes); returns both losses."""
+        losses = {
+            "value_loss": value_loss(self.reward_critic, obs, returns, l2_coef),
+            "cost_value_loss": value_loss(self.cost_critic, obs, cost_returns, l2_coef),
+        }
+        ensure_finite(**losses)
+        return (
+            step_value(self.reward_critic, optimizers["reward_critic"], losses["value_loss"],
+                       max_grad_norm),
+            step_value(self.cost_critic, optimizers["cost_critic"], losses["cost_value_loss"],
+                       max_grad_norm),
+        )  # fmt: skip
 
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -4,6 +4,7 @@ DSRL-format HDF5), the BC-Safe filter, the recipe, and a short run from the comm
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import gymnasium as gym
@@ -151,6 +152,68 @@ def test_behaviour_cloning_trains_the_critics_only_when_acting_uses_them(num_sam
     assert ("critic_loss" in metrics) == (num_samples > 1) and agent.updates == 1
 
 
+@pytest.mark.parametrize("bootstrap_timeouts", [False, True])
+def test_critic_targets_stop_at_timeouts_as_fisors_masks(bootstrap_timeouts):
+    """FISOR's masks are 1 - (terminal or timeout): on a batch of timeout rows the targets
+    are r and h alone, so the next states cannot matter; ``bootstrap_timeouts`` uses them."""
+    states = []
+    for seed in (5, 6):  # two batches that differ only in next_obs
+        torch.manual_seed(0)
+        agent = small_agent(bootstrap_timeouts=bootstrap_timeouts)
+        batch = _batch()
+        n = len(batch.obs)
+        next_obs = torch.randn(batch.obs.shape, generator=torch.Generator().manual_seed(seed))
+        agent.update(dataclasses.replace(
+            batch, next_obs=next_obs, terminated=torch.zeros(n), truncated=torch.ones(n)
+        ))  # fmt: skip
+        states.append(agent.critic.state_dict() | agent.cost_critic.state_dict())
+    same = all(torch.equal(states[0][k], states[1][k]) for k in states[0])
+    assert same != bootstrap_timeouts
+    agent = small_agent(bootstrap_timeouts=bootstrap_timeouts)
+    end = agent.episode_end(torch.tensor([0.0, 1.0, 0.0]), torch.tensor([0.0, 0.0, 1.0]))
+    assert end.tolist() == [0.0, 1.0, 0.0 if bootstrap_timeouts else 1.0]
+
+
+def test_actor_lr_follows_fisors_cosine_over_actor_steps():
+    """optax's cosine counts optimiser steps and FISOR's update takes two actor steps, so
+    update u uses steps 2u and 2u + 1: 3e-4 * 0.5 * (1 + cos(pi * 2u / 3e6)), 7.5e-5 at
+    u = 1e6 (counting updates would give 2.25e-4)."""
+    torch.manual_seed(0)
+    agent = small_agent()
+    lrs = []
+    for _ in range(2):
+        lrs.append(agent.update(_batch())["actor_lr"])
+    decay = 3e6
+    expected = [3e-4 * 0.5 * (1 + math.cos(math.pi * step / decay)) for step in (1, 3)]
+    assert lrs == pytest.approx(expected, rel=1e-12)
+    agent.updates = 1_000_000
+    agent.update(_batch())
+    assert agent.actor_optimizer.param_groups[0]["lr"] == pytest.approx(
+        3e-4 * 0.5 * (1 + math.cos(math.pi * 2_000_001 / decay)), rel=1e-9
+    )
+    assert agent.actor_optimizer.param_groups[0]["lr"] == pytest.approx(7.5e-5, rel=1e-5)
+
+
+def test_rows_at_the_weight_clip_hand_computed():
+    """benchmarks/fisor_weights.py: a row is at the cost clip when its state is infeasible
+    and its weight is cost_max_weight (150), at the reward clip when state and action are
+    feasible and its weight is reward_max_weight (100); the actor's own weights."""
+    from benchmarks.fisor_weights import at_weight_clip
+
+    agent = small_agent()
+    v_h = torch.tensor([1.0, 1.0, -1.0, -1.0, -1.0])
+    q_h = torch.tensor([-30.0, 0.5, -1.0, -1.0, 2.0])
+    q = torch.tensor([0.0, 0.0, 5.0, 0.1, 9.0])
+    v = torch.zeros(5)
+    weights = agent.actor_weights(q, v, q_h, v_h)
+    # exp(5 * 31) -> 150 (clip); exp(5 * 0.5) = 12.2; exp(15) -> 100 (clip); exp(0.3) = 1.35;
+    # infeasible action in a feasible state: 0
+    clipped = at_weight_clip(weights.numpy(), (v_h <= 0).numpy(), (q_h <= 0).numpy(),
+                             agent.config)  # fmt: skip
+    assert clipped["cost"].tolist() == [True, False, False, False, False]
+    assert clipped["reward"].tolist() == [False, False, True, False, False]
+
+
 def test_bad_config_is_refused():
     with pytest.raises(ValueError, match="actor_objective='awr'"):
         FISORConfig(actor_objective="awr")
@@ -266,3 +329,5 @@ def test_fisor_cli_runs_on_the_recipe_dataset(variant, safe_dataset, tmp_path, m
         shares = [row["weight_share"] for row in report["sources"].values()]
         assert set(report["sources"]) == {"random", "unsafe"}  # the fixture's two sources
         assert sum(shares) == pytest.approx(1.0)
+        for row in report["sources"].values():
+            assert 0 <= row["at_cost_clip"] + row["at_reward_clip"] <= 1

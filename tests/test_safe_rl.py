@@ -17,9 +17,15 @@ from envs.make import EpisodeStats, make_vec_env, step_costs
 from rlcore.buffers import RolloutBuffer
 from rlcore.evaluate import evaluate
 from rlcore.logging import read_csv
-from rlcore.safe import EpisodeCostWindow, LagrangeMultiplier, PIDLagrangeMultiplier
+from rlcore.safe import (
+    ConstrainedActorCritic,
+    EpisodeCostWindow,
+    LagrangeMultiplier,
+    PIDLagrangeMultiplier,
+)
 from rlcore.train import train
 from rlcore.types import Batch
+from rlcore.utils import NonFiniteLossError
 from tests.conftest import FAST, make_config
 
 COUNTER_ID = "rlcore-test/CostCounter-v0"
@@ -353,6 +359,59 @@ def test_constrained_agent_state_round_trip_gives_identical_future(name):
     assert metrics_a == pytest.approx(metrics_b, nan_ok=True)
     obs = np.ones(4, np.float32)
     np.testing.assert_array_equal(a.act(obs, deterministic=True), b.act(obs, deterministic=True))
+
+
+@pytest.mark.parametrize("bad", ["returns", "cost_returns"])
+def test_fit_critics_refuses_a_nan_target_before_either_critic_changes(bad):
+    """The stop-on-NaN contract: a NaN value target raises before any critic steps (V_r is
+    fitted first, so a NaN cost target must not let V_r move either)."""
+    torch.manual_seed(0)
+    nets = ConstrainedActorCritic(4, 2, (8, 8), "tanh", 0.0)
+    optimizers = nets.critic_optimizers(1e-3)
+    targets = {"returns": torch.zeros(16), "cost_returns": torch.zeros(16)}
+    targets[bad][3] = math.nan
+    before = {k: v.clone() for k, v in nets.state_dict().items()}
+    name = "value_loss" if bad == "returns" else "cost_value_loss"
+    with pytest.raises(NonFiniteLossError, match=name):
+        nets.fit_critics(optimizers, torch.randn(16, 4), targets["returns"],
+                         targets["cost_returns"], 0.001, 40.0)  # fmt: skip
+    for key, value in nets.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+@pytest.mark.parametrize("name", ["ppo_lag", "cpo"])
+@pytest.mark.parametrize("bad", ["returns", "cost_returns"])
+def test_on_policy_constrained_update_stops_on_a_nan_value_target(name, bad):
+    """A NaN critic target (advantages finite) stops PPO-Lag's and CPO's update with
+    NonFiniteLossError before the actor or a critic changes."""
+    torch.manual_seed(0)
+    agent = SAFE_AGENTS[name]()
+    agent.config.minibatch_size = 64  # one minibatch: the NaN row is in the first step
+    batch = _rollout(agent)
+    getattr(batch, bad)[5] = math.nan
+    before = {k: v.clone() for k, v in agent.nets.state_dict().items()}
+    with pytest.raises(NonFiniteLossError):
+        agent.update(batch, 0.1)
+    for key, value in agent.nets.state_dict().items():
+        assert torch.equal(value, before[key]), key
+
+
+def test_cpo_constraint_value_per_step_divides_by_the_rollout_episode_length():
+    """c = J_c - limit (OmniSafe); with ``constraint_per_step`` c / T, T = rollout rows per
+    episode ended since the last update (Achiam's code scales the cost gradient by T)."""
+    for per_step, expected in ((False, (25.0, 1.0)), (True, (25.0 / 500.0, 500.0))):
+        agent = CPO(OBS, ACT, CPOConfig(hidden=(8, 8), constraint_per_step=per_step))
+        agent.record_episode_costs([40.0, 60.0])
+        agent.record_episode_costs([30.0, 70.0])  # J_c = 50, 4 episodes
+        assert agent.constraint_value(2000) == pytest.approx(expected)
+    # no episode ended (J_c unknown): c = 0; T = all rows (one unfinished episode)
+    assert CPO(OBS, ACT, CPOConfig(constraint_per_step=True)).constraint_value(64) == (0.0, 64.0)
+    # the update uses it and starts counting episodes afresh
+    agent = CPO(OBS, ACT, CPOConfig(hidden=(16, 16), update_epochs=1, constraint_per_step=True))
+    agent.record_episode_costs([45.0, 55.0])
+    metrics = agent.update(_rollout(agent), 0.0)  # 64 rows, 2 episodes: T = 32
+    assert metrics["constraint_length"] == 32.0 and metrics["constraint_c"] == 25.0 / 32.0
+    assert agent.episodes_since_update == 0
 
 
 def test_ppo_lag_penalised_advantage_shrinks_the_costly_actions():

@@ -10,7 +10,9 @@ One update (one rollout):
 2. g = grad of the surrogate E[ratio A_r], b = grad of E[ratio A_c]; x = H^-1 g and
    p = H^-1 b by ``cg_iters`` conjugate-gradient steps on Fisher-vector products
    (H = Hessian of the mean KL, + ``cg_damping`` I). q = g'x, r = g'p, s = b'p,
-   c = J_c - limit with J_c the mean cost of the last ``cost_window`` episodes.
+   c = J_c - limit with J_c the mean cost of the last ``cost_window`` episodes
+   (OmniSafe's); ``constraint_per_step``: c / T, T the rollout's rows per episode ended in
+   it (Achiam's; see below).
 3. The trust-region problem max g'd s.t. d'Hd/2 <= delta, c + b'd <= 0
    (delta = ``target_kl``) is solved through its dual (the paper's appendix): cases 3/4
    (the whole region feasible) take TRPO's step sqrt(2 delta / q) x; cases 1/2 take
@@ -21,14 +23,44 @@ One update (one rollout):
    reward surrogate does not drop; none: no step.
 5. V_r and V_c regress on their GAE targets, ``update_epochs`` passes of minibatches.
 
-Departures from OmniSafe: the dual solution is written for g = the reward surrogate's
-ascent gradient throughout: nu* = (lambda* c + r) / s and f_a carries + r c / s. OmniSafe
-takes g as the ascent gradient but keeps the paper's formulas, whose r is the gradient of the
-loss (-g'H^-1 b), so its r has the wrong sign there (with r > 0 and c < 0 it clips lambda_a to
-a negative bound); ``tests/test_safe_rl.py`` checks the step against a brute-force solution
-of the step problem. Also: orthogonal initialisation (OmniSafe: kaiming-uniform); truncated
-episodes bootstrap V(final observation) (``rlcore.buffers.compute_gae``). KL values are means
-over states and action dimensions, as OmniSafe computes them.
+The constraint's scale (``constraint_per_step``, default False: OmniSafe's). J_c is an
+episode sum, but b is the gradient of a per-step mean (the cost surrogate). Achiam's code
+(jachiam/cpo ``sampler_safe.py`` ``safety_rescale`` = rows / paths,
+``policy_gradient_safe.py``) multiplies the cost surrogate, hence b, by T, which is c / T
+on our scale (B = 2 delta - c^2 / s and the line search's max(-c, 0) included). OmniSafe
+uses c unscaled: then B < 0 in every update whatever J_c, so the dual only ever takes
+TRPO's step (case 3) or pure cost reduction (case 0). Measured on SafetyHopperVelocity-v1
+(Hopper-v5 body, native back end), cost limit 25, rollouts of 20k rows (``python -m
+rlcore.train algo=cpo env=SafetyHopperVelocity total_steps=... eval_every=...
+eval_episodes=5 algo.cost_limit=25 threads=1 algo.constraint_per_step=...``; the 500k
+OmniSafe row is ``benchmarks/results/safe.json``'s seed 0, 10 evaluation episodes):
+
+    scale (seed, steps)   dual cases           late training episodes   last eval
+                                               return / cost / length   return / cost
+    c / T (0, 200k)       3: 2, 2: 2, 1: 6      957 /  9.9 / 867         967 / 55
+    c / T (1, 200k)       3: 3, 2: 2, 1: 5      749 / 52.8 / 602        1039 /  0
+    c     (0, 200k)       3: 7, 0: 3            105 / 23.0 /  69         163 / 24
+    c     (1, 200k)       3: 7, 0: 3            115 / 24.8 /  75         394 / 53
+    c / T (0, 500k)       3: 2, 2: 6, 1: 17     768 / 33.8               389 /  0
+    c     (0, 500k)       (run dir not kept)    889 /  0.3              1033 /  0
+
+("late": episodes ending in the last 10% of steps). With c / T, B > 0 from J_c ~ 15 on
+and the constrained cases 1/2 run 23 of 25 updates; with c, B < 0 in all 20 updates.
+c / T learns to hop sooner (200k), but then holds the linearised constraint tight with a
+100-episode J_c that lags, and hovers around the limit (at 500k J_c 12-52, above 25 in 11
+of the 15 updates after 200k); c's bang-bang of TRPO steps and pure recovery ends far
+under it with more return.
+Default: OmniSafe's c, the better at the benchmark's budget; ``constraint_per_step=True``
+reproduces Achiam's code.
+
+Departures from OmniSafe: the dual solution is written for g = the reward surrogate's ascent
+gradient throughout: nu* = (lambda* c + r) / s and f_a carries + r c / s. OmniSafe takes g
+as the ascent gradient but keeps the paper's formulas, whose r is the gradient of the loss
+(-g'H^-1 b), so its r has the wrong sign there (with r > 0 and c < 0 it clips lambda_a to a
+negative bound); ``tests/test_safe_rl.py`` checks the step against a brute-force solution of
+the step problem. Also: orthogonal initialisation (OmniSafe: kaiming-uniform); truncated
+episodes bootstrap V(final observation) (``rlcore.buffers.compute_gae``). KL values are
+means over states and action dimensions, as OmniSafe computes them.
 """
 
 from __future__ import annotations
@@ -75,6 +107,10 @@ class CPOConfig:
     hidden: tuple[int, ...] = (64, 64)  # hidden widths of actor and critics
     activation: str = "tanh"  # hidden activation
     init_log_std: float = 0.0  # initial policy log-std (learned)
+    # c on the per-step scale of the cost surrogate: c / T, T = the rollout's rows per
+    # episode (Achiam's code: its cost-surrogate gradient times T); False: c as OmniSafe
+    # (measured on SafetyHopperVelocity: see the module docstring)
+    constraint_per_step: bool = False
     # env-side recipe settings (applied by rlcore.train when building the envs)
     normalize_obs: bool = True  # running observation standardisation
     normalize_reward: bool = False  # OmniSafe: off
@@ -194,10 +230,21 @@ class CPO:
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
         self.updates = 0
+        self.episodes_since_update = 0  # T = rollout rows / this (``constraint_per_step``)
 
     def record_episode_costs(self, costs: list[float]) -> None:
         """Finished episodes' summed costs (the loops call this): J_c's window."""
         self.episode_costs.add(costs)
+        self.episodes_since_update += len(costs)
+
+    def constraint_value(self, rows: int) -> tuple[float, float]:
+        """(c, T): c = J_c - limit, divided by T = ``rows`` / episodes ended since the last
+        update when ``constraint_per_step`` (else T = 1). Before any episode has ended J_c
+        is unknown: the policy counts as feasible at the limit (c = 0)."""
+        cfg, episode_cost = self.config, self.episode_costs.mean()
+        c = (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit) - cfg.cost_limit
+        length = rows / max(self.episodes_since_update, 1) if cfg.constraint_per_step else 1.0
+        return c / length, length
 
     def _mean_kl(self, old: DiagNormal, new: DiagNormal) -> torch.Tensor:
         """KL(old || new), mean over states and action dimensions."""
@@ -234,15 +281,19 @@ class CPO:
 
         reward_before = self._surrogate(batch, reward_advantage)
         cost_before = self._surrogate(batch, cost_advantage)
-        ensure_finite(reward_surrogate=reward_before, cost_surrogate=cost_before)
+        # the critics' targets too: the policy step comes first and must not run on bad data
+        ensure_finite(
+            reward_surrogate=reward_before, cost_surrogate=cost_before,
+            value_targets=batch.returns.sum(), cost_value_targets=batch.cost_returns.sum(),
+        )  # fmt: skip
         g = flat_grad(reward_before)
         b = flat_grad(cost_before)
         x = conjugate_gradient(fisher_product, g, cfg.cg_iters)
         p = conjugate_gradient(fisher_product, b, cfg.cg_iters)
         q, r, s = x.dot(fisher_product(x)).item(), g.dot(p).item(), b.dot(p).item()
         episode_cost = self.episode_costs.mean()
-        # before any episode has ended, J_c is unknown: treat the policy as feasible at the limit
-        c = (episode_cost if math.isfinite(episode_cost) else cfg.cost_limit) - cfg.cost_limit
+        c, length = self.constraint_value(len(batch))
+        self.episodes_since_update = 0
         direction, case, lam, nu = cpo_direction(x, p, q, r, s, c, b.dot(b).item(), cfg.target_kl)
 
         theta_old = parameters_to_vector(params).detach()
@@ -290,6 +341,9 @@ class CPO:
             "step_fraction": fraction,
             "kl": kl,
             "episode_cost_window": episode_cost,
+            "constraint_c": c,
+            "constraint_length": length,
+            "dual_b": 2 * cfg.target_kl - c**2 / (s + EPS),
             "std": actor.log_std.exp().mean().item(),
         }
 
@@ -298,6 +352,7 @@ class CPO:
             **state_of(nets=self.nets, episode_costs=self.episode_costs),
             "critic_optimizers": {k: o.state_dict() for k, o in self.critic_optimizers.items()},
             "updates": self.updates,
+            "episodes_since_update": self.episodes_since_update,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -305,3 +360,4 @@ class CPO:
         for name, optimizer in self.critic_optimizers.items():
             load_state_into(state["critic_optimizers"], **{name: optimizer})
         self.updates = int(state["updates"])
+        self.episodes_since_update = int(state["episodes_since_update"])

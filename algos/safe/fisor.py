@@ -8,11 +8,13 @@ One update on a batch of ``batch_size`` rows (the critics use its first
 ``critic_batch_size`` rows, the actor takes one step on each half):
 1. Cost relabel: h = +``cost_scale`` where the step's cost > 0, else -1.
 2. Feasible value (Hamilton-Jacobi reachability): Q_h(s, a) regresses on
-   (1 - gamma) h + gamma max(h, V_h(s')) (h at a terminal); V_h(s) fits the max of the
+   (1 - gamma) h + gamma max(h, V_h(s')) (h where the episode ends: a terminal or, as
+   FISOR's ``masks`` = 1 - (terminal or timeout), a timeout; ``bootstrap_timeouts``
+   bootstraps there instead); V_h(s) fits the max of the
    two target Q_h by a reversed expectile (weight ``cost_expectile`` where Q_h < V_h).
    The feasible region is V_h <= 0.
 3. Reward critic: IQL (V by expectile ``reward_expectile`` on the min of two target Q;
-   Q on r + gamma V(s')).
+   Q on r + gamma V(s'), r alone where the episode ends, as in step 2).
 4. Actor: a DDPM (T = 5, VP schedule) trained by epsilon-MSE weighted per row:
    clip(exp(``cost_temperature`` (V_h - Q_h)), 0, ``cost_max_weight``) where V_h(s) > 0
    (infeasible state: move toward the safest actions); clip(exp(``reward_temperature``
@@ -34,8 +36,13 @@ Departures from the authors' code: the denoiser is rlcore's residual Mish MLP
 LayerNorm and dropout; sampling is ``DDPMHead.sample`` (posterior mean with the predicted
 x0 clipped to [-1, 1], posterior variance), not FISOR's sqrt(beta) noise with a clip of
 every iterate; the epsilon-MSE is averaged over action dimensions (FISOR sums them: a
-constant factor under Adam); the actor's learning rate follows a cosine over
-``lr_decay_steps`` as FISOR's (3e6, longer than the runs here, so nearly constant).
+constant factor under Adam). The actor's learning rate follows FISOR's optax cosine over
+``lr_decay_steps`` (3e6) counted in actor steps, two per update (3e-4 x 0.5 (1 + cos(pi
+2u / 3e6)) at update u: 7.5e-5 at 1M updates; until this session ours counted updates,
+2.25e-4 there). FISOR's ``masks`` end an episode at a timeout too (no bootstrap past a
+time-limit cut): matched by default; ``bootstrap_timeouts=True`` bootstraps there as
+rlcore's other algorithms do (not measured against the default: timeouts are at most one
+row in 1,000 of a 1000-step-episode dataset).
 """
 
 from __future__ import annotations
@@ -86,9 +93,10 @@ class FISORConfig:
     critic_lr: float = 3e-4  # Q and Q_h learning rate
     value_lr: float = 3e-4  # V and V_h learning rate
     normalize_states: bool = False  # standardise observations (FISOR: no)
-    normalize_reward_by_returns: bool = (
-        True  # r * 1000 / (max - min dataset episode return) (FISOR: yes)
-    )
+    normalize_reward_by_returns: bool = True  # r * 1000 / (max - min dataset episode return)
+    # False: FISOR's masks, 1 - (terminal or timeout): no bootstrap at a time-limit cut
+    # (Q's target r, Q_h's h there); True: bootstrap V(s') / V_h(s') at truncations
+    bootstrap_timeouts: bool = False
     critic_batch_size: int = 256  # rows of the batch the critics train on
     # loop settings (read by rlcore.loops.offline through rlcore.train)
     batch_size: int = 2048  # rows per update: the actor steps on each half
@@ -217,12 +225,19 @@ class FISOR:
         return infeasible * cost_weight + feasible * reward_weight
 
     def feasibility_target(
-        self, h: torch.Tensor, next_v_h: torch.Tensor, terminated: torch.Tensor
+        self, h: torch.Tensor, next_v_h: torch.Tensor, done: torch.Tensor
     ) -> torch.Tensor:
-        """(1 - gamma) h + gamma max(h, V_h(s')), and h at a terminal."""
+        """(1 - gamma) h + gamma max(h, V_h(s')), and h where the episode ends (``done``)."""
         gamma = self.config.gamma
         running = (1 - gamma) * h + gamma * torch.maximum(h, next_v_h)
-        return torch.where(terminated > 0, h, running)
+        return torch.where(done > 0, h, running)
+
+    def episode_end(self, terminated: torch.Tensor, truncated: torch.Tensor) -> torch.Tensor:
+        """1 where the critics' targets stop bootstrapping: terminal or timeout rows (FISOR's
+        ``masks``), terminal rows only with ``bootstrap_timeouts``."""
+        return (
+            terminated if self.config.bootstrap_timeouts else torch.maximum(terminated, truncated)
+        )
 
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
@@ -231,7 +246,6 @@ class FISOR:
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
         action, unit_action = batch.action, self.box.to_unit(batch.action)
         h = torch.where(batch.cost > 0, cfg.cost_scale, -1.0)
-        set_lr(self.actor_optimizer, cosine_lr(cfg.actor_lr, self.updates, cfg.lr_decay_steps))
 
         # actor: one weighted denoising step on each half, with the critics before this update
         with torch.no_grad():
@@ -244,7 +258,10 @@ class FISOR:
             else:
                 weights = torch.ones(len(obs), device=obs.device)
         half = len(obs) // 2
-        for rows in (slice(0, half), slice(half, 2 * half)):
+        for i, rows in enumerate((slice(0, half), slice(half, 2 * half))):
+            # FISOR's optax cosine counts actor steps: two per update
+            lr = cosine_lr(cfg.actor_lr, 2 * self.updates + i, cfg.lr_decay_steps)
+            set_lr(self.actor_optimizer, lr)
             actor_loss = self.actor.loss(obs[rows], unit_action[rows, None], weights[rows])
             ensure_finite(actor_loss=actor_loss)
             self.actor_optimizer.zero_grad()
@@ -253,17 +270,18 @@ class FISOR:
             self.ema.update(self.actor)
         if not cfg.trains_critics:
             self.updates += 1
-            return {"actor_loss": actor_loss.item()}
+            return {"actor_loss": actor_loss.item(), "actor_lr": lr}
 
         # critics on the first critic_batch_size rows: V, Q, V_h, Q_h (FISOR's order)
         c = slice(0, cfg.critic_batch_size)
-        obs_c, action_c, next_c, term_c = obs[c], action[c], next_obs[c], batch.terminated[c]
+        obs_c, action_c, next_c = obs[c], action[c], next_obs[c]
+        done_c = self.episode_end(batch.terminated[c], batch.truncated[c])
         value_loss = expectile_loss(
             q[c] - self.value(obs_c).squeeze(-1), cfg.reward_expectile
         )  # IQL: the expectile of min target Q
         self._step("value", value_loss)
         with torch.no_grad():
-            target_q = batch.reward[c] + cfg.gamma * (1 - term_c) * self.value(next_c).squeeze(-1)
+            target_q = batch.reward[c] + cfg.gamma * (1 - done_c) * self.value(next_c).squeeze(-1)
         critic_loss = F.mse_loss(self.critic(obs_c, action_c), target_q.expand(2, -1))
         self._step("critic", critic_loss)
         polyak_update(self.target_critic, self.critic, cfg.tau)
@@ -274,13 +292,14 @@ class FISOR:
         self._step("cost_value", cost_value_loss)
         with torch.no_grad():
             next_v_h = self.cost_value(next_c).squeeze(-1)
-            target_q_h = self.feasibility_target(h[c], next_v_h, term_c)
+            target_q_h = self.feasibility_target(h[c], next_v_h, done_c)
         cost_critic_loss = F.mse_loss(self.cost_critic(obs_c, action_c), target_q_h.expand(2, -1))
         self._step("cost_critic", cost_critic_loss)
         polyak_update(self.target_cost_critic, self.cost_critic, cfg.tau)
         self.updates += 1
         return {
             "actor_loss": actor_loss.item(),
+            "actor_lr": lr,
             "value_loss": value_loss.item(),
             "critic_loss": critic_loss.item(),
             "cost_value_loss": cost_value_loss.item(),

@@ -36,7 +36,8 @@ Departures from the authors' code: the denoiser is rlcore's residual Mish MLP
 LayerNorm and dropout; sampling is ``DDPMHead.sample`` (posterior mean with the predicted
 x0 clipped to [-1, 1], posterior variance), not FISOR's sqrt(beta) noise with a clip of
 every iterate; the epsilon-MSE is averaged over action dimensions (FISOR sums them: a
-constant factor under Adam). The actor's learning rate follows FISOR's optax cosine over
+constant factor |A| on the gradient, which Adam removes only up to its epsilon: the
+actors are 1.9e-4 apart after 10 steps from equal weights, tests/golden/fisor.json). The actor's learning rate follows FISOR's optax cosine over
 ``lr_decay_steps`` (3e6) counted in actor steps, two per update (3e-4 x 0.5 (1 + cos(pi
 2u / 3e6)) at update u: 7.5e-5 at 1M updates; until this session ours counted updates,
 2.25e-4 there). FISOR's ``masks`` end an episode at a timeout too (no bootstrap past a

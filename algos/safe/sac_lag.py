@@ -19,6 +19,11 @@ scales them by a running std); the critics' gradients are not clipped (OmniSafe:
 the policy delay is SAC's here (every 2 critic steps, 2 actor steps; OmniSafe: 1 actor step
 every 2); orthogonal / PyTorch-default initialisation (OmniSafe: kaiming-uniform); the
 temperature and critic learning rates follow OmniSafe (3e-4), not CleanRL's SAC.
+The policy's log-std is squashed by tanh into [-5, 2] (algos/sac.py; OmniSafe clips it):
+actor 5.8e-3, critics 5.1e-3 apart after 10 updates from equal weights and draws
+(tests/golden/sac_lag.json). OmniSafe Polyak-averages all targets only on actor steps;
+here every critic step is followed by its Polyak average (compared line by line; with
+policy delay 1 on both sides the update matches within 1.5e-7, docs/PARITY.md).
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ teacher, at equal env steps, plus ablations.
 
 Every variant is one rlcore run per seed (``python -m rlcore.train`` maths in a worker
 process; an interrupted benchmark resumes each run from its checkpoint, a finished one is
-read back). The S3RL variants add ``snapshot.teacher=<teacher>`` (10 deterministic
-teacher episodes, a snapshot every 10 steps, k-means on the teacher's Q labels with the
+read back). The S3RL variants add ``snapshot.teacher=<teacher>`` (10 teacher episodes,
+sampled for a stochastic teacher such as SAC as the reference does, a snapshot every 10 steps, k-means on the teacher's Q labels with the
 paper's k, truncation after 100 steps, ordinary resets after ``--switch-after`` env
 steps); the students keep CleanRL's settings (``configs/algo/{sac,td3}.yaml``). The teacher
 is the committed agent-only snapshot of an rlcore SAC run (benchmarks/assets/README.md),

@@ -28,7 +28,7 @@ CPO_SIZES = {
     "cg_iters": 15,
     "cg_damping": 0.03,
     "critic_lr": 1e-3,
-    "episode_costs": [25.08, 24.97, 15.0, 40.0],
+    "episode_costs": [25.08, 24.97, 15.0, 40.0, 24.9715],
 }  # fmt: skip
 
 

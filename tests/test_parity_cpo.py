@@ -4,10 +4,10 @@ tests/golden/cpo.json holds what OmniSafe's ``CPO._update`` (PKU-Alignment/omnis
 benchmarks/parity/cpo_reference.py in a side environment) computed from the initial
 weights, rollouts, episode costs and critic permutations of benchmarks/parity/cpo_data.py:
 5 updates whose episode costs put the dual in its cases 1, 2, 3, 0 and 2, with line
-searches that reject steps for the KL (case 1) and for the cost bound (case 2), and a last
-case 2 whose choice between lambda_a* and lambda_b* turns on the sign of f_a's r c / s. These tests run our
-``CPO.update`` on the same inputs (the critics' ``torch.randperm`` fed the recorded
-permutations) and compare x = H^-1 g, p = H^-1 b, q, r, s, the case, lambda*, nu*, the dual's
+searches that reject steps for the KL (case 1) and for the cost bound (case 2), and a
+last case 2 whose choice between lambda_a* and lambda_b* turns on the sign of f_a's
+r c / s. These tests run our ``CPO.update`` on the same inputs (the critics'
+``torch.randperm`` fed the recorded permutations) and compare x = H^-1 g, p = H^-1 b, q, r, s, the case, lambda*, nu*, the dual's
 direction, the accepted backtracking step, the KL, the losses and every parameter.
 
 ``reference_aligned`` is OmniSafe with r's sign aligned to ours (its ``_step_direction``
@@ -42,7 +42,7 @@ GOLDEN = Path(__file__).parent / "golden"
 S = CPO_SIZES
 K_SAMPLE_STD = math.sqrt((S["rows"] - 1) / S["rows"])  # our reward advantages / OmniSafe's
 # float32 torch on both sides, same maths in a different order. The first update agrees
-# to 2.6e-7 relative with OmniSafe's std (FIRST_rtol); after it the rounding differences of
+# to 2.6e-7 relative with OmniSafe's std (FIRST_RTOL); after it the rounding differences of
 # the parameters (~1e-6) are amplified by the later CG solves (15 iterations on a Fisher
 # damped by 0.03): measured maxima over the 5 updates (docs/parity_rows/parity-cpo.md):
 # population std: 4.1e-4 relative (r of update 5), actor 4.1e-6; sample std: 1.8e-4,

@@ -13,7 +13,8 @@ vector buffer stubbed). OmniSafe's own ``CPO._update_actor`` / ``_determine_case
 ``_step_direction`` / ``_cpo_search_step`` / ``_loss_pi_cost``, ``NaturalPG._update`` and
 ``_fvp``, ``PolicyGradient``'s critic steps and ``_loss_pi``, ``conjugate_gradients``,
 ``OnPolicyBuffer.get`` and ``ConstraintActorCritic`` run as they are, with ``CPO.yaml``'s
-settings except the sizes (hidden 16, 256 rows, minibatch 64, 2 critic passes).
+settings except the sizes (hidden 16, 256 rows, minibatch 64, 2 critic passes), target KL
+0.02 and CG damping 0.03 (so the line search rejects steps for the KL and the cost bound).
 
 Two runs from the same inputs: ``reference_as_is``, and ``reference_aligned``, where
 ``_step_direction`` is called with -r in place of r (a wrapper, OmniSafe's file is not

@@ -187,9 +187,10 @@ def test_wsrl_parity_catches_mutations(monkeypatch: pytest.MonkeyPatch, mutate: 
 
 def test_wsrl_golden_departures_recorded() -> None:
     """Every aligned departure has its measured size in the golden file, the reference as it
-    is differs from the aligned one, and ghost steps and shared heads are not negligible."""
+    is differs from the aligned one, and ghost steps and shared heads move parameters by more
+    than 5x the parity tolerance in 10 updates."""
     departures = golden("wsrl")["departures"]
     assert set(departures) == {*golden("wsrl")["aligned_flags"], "all (reference as is)"}
     for name in ("no_ghost_steps", "member_heads", "all (reference as is)"):
-        assert max(departures[name]["final"][k] for k in NETWORKS) > 10 * PARAM_TOL, name
+        assert max(departures[name]["final"][k] for k in NETWORKS) > 5 * PARAM_TOL, name
     assert LOSS_RTOL <= 1e-4

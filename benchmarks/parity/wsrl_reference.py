@@ -404,7 +404,8 @@ def main() -> None:
                       "config": "experiments/configs/train_config.py locomotion_cql + "
                                 "ensemble_config.add_redq_config; locomotion_wsrl; hidden 16",
                       "command": "OMP_NUM_THREADS=1 /work/side/parity-wsrl/venv/bin/python "
-                                 "benchmarks/parity/wsrl_reference.py", **versions()},
+                                 "benchmarks/parity/wsrl_reference.py", **versions(),
+                      "distrax": distrax.__version__, "chex": chex.__version__},
         "sizes": S,
         "inputs": "benchmarks/parity/jax_refs_data.py wsrl_inputs(seed=0)",
         "aligned_flags": list(ALIGN),

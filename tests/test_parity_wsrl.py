@@ -15,6 +15,10 @@ losses and samples, no zero-gradient "ghost" Adam steps, penalty over all 10 cri
 size of each is in the golden file's ``departures`` and docs/parity_rows/parity-wsrl.md);
 ours gets the reference's log-std map (std = exp(raw) clipped to [1e-5, 10]) instead of
 CORL's trained affine map (m raw + o clamped to [-20, 2]). No JAX needed.
+
+Tolerance (tests/test_parity_jax_refs.py's): parameters 1e-4, losses relative 1e-4 (absolute
+1e-6), log alpha 1e-6; measured float32 XLA-vs-torch maxima are 4.9e-6 (critics) and 5.4e-6
+(losses), while each mutation below moves parameters by 2e-3 or more.
 """
 
 from __future__ import annotations
@@ -28,7 +32,6 @@ import torch
 
 from benchmarks.parity import jax_refs_data as data
 from tests.test_parity_jax_refs import (
-    LOSS_RTOL,
     PARAM_TOL,
     Feed,
     batch_of,
@@ -193,4 +196,3 @@ def test_wsrl_golden_departures_recorded() -> None:
     assert set(departures) == {*golden("wsrl")["aligned_flags"], "all (reference as is)"}
     for name in ("no_ghost_steps", "member_heads", "all (reference as is)"):
         assert max(departures[name]["final"][k] for k in NETWORKS) > 5 * PARAM_TOL, name
-    assert LOSS_RTOL <= 1e-4

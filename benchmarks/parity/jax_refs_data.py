@@ -229,3 +229,66 @@ def ppo_lag_inputs(seed: int = 0) -> dict:
             "permutations": np.stack([rng.permutation(n) for _ in range(s["epochs"])]),
         })  # fmt: skip
     return {**nets, "rollouts": rollouts}
+
+
+# --- WSRL ------------------------------------------------------------------------------
+WSRL_SIZES = {"obs_dim": 3, "act_dim": 2, "hidden": 16, "members": 10, "subset": 2,
+              "n_actions": 10, "batch": 32, "utd": 4, "offline_updates": 5,
+              "online_updates": 5}  # fmt: skip
+
+
+def wsrl_inputs(seed: int = 0) -> dict:
+    """WSRL: tanh-Gaussian actor with LayerNorm (rlcore's ``TanhGaussianActor`` layout:
+    Linear 0, LayerNorm 1, Linear 3, LayerNorm 4, Linear 6 with [mean, log-std] rows), a
+    10-critic LayerNorm ensemble, then
+
+    * ``offline``: ``offline_updates`` CQL batches of ``batch`` rows, each with the draws of
+      one CQL update: actor step noise (B, A), the TD backup's next-action noise, the
+      penalty's noise at s and at s' and the uniform [0, 1) draws of its random actions
+      (each (B, N, A)), the TD target subset (2,), the reference's second (penalty) subset
+      (2,) and the reference's temperature-loss noise at s' (B, N, A);
+    * ``online``: ``online_updates`` SAC batches of utd x batch rows, each with the
+      next-action noise (utd, B, A) and subset (utd, 2) of its critic steps, the actor
+      step's noise (utd B, A) and the reference's temperature-loss noise at s' (utd B, A).
+
+    Subsets are drawn without replacement (as ours)."""
+    s = WSRL_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, e, n, b = (
+        s["obs_dim"],
+        s["act_dim"],
+        s["hidden"],
+        s["members"],
+        s["n_actions"],
+        s["batch"],
+    )
+    actor = mlp(rng, "net.", [o, h, h, 2 * a], step=3)
+    for i in (1, 4):
+        actor[f"net.{i}.weight"] = _f32(1 + 0.1 * rng.standard_normal(h))
+        actor[f"net.{i}.bias"] = _f32(0.1 * rng.standard_normal(h))
+    critic = ensemble(rng, e, [o + a, h, h, 1], layer_norm=True)
+    subset = lambda: rng.permutation(e)[: s["subset"]]  # noqa: E731
+    offline = []
+    for _ in range(s["offline_updates"]):
+        offline.append({
+            "batch": transitions(rng, b, o, a),
+            "actor": _f32(rng.standard_normal((b, a))),
+            "backup": _f32(rng.standard_normal((b, n, a))),
+            "current": _f32(rng.standard_normal((b, n, a))),
+            "next": _f32(rng.standard_normal((b, n, a))),
+            "uniform": _f32(rng.random((b, n, a))),
+            "subset": subset(),
+            "penalty_subset": subset(),
+            "temperature": _f32(rng.standard_normal((b, n, a))),
+        })  # fmt: skip
+    online = []
+    u = s["utd"]
+    for _ in range(s["online_updates"]):
+        online.append({
+            "batch": transitions(rng, u * b, o, a),
+            "critic": _f32(rng.standard_normal((u, b, a))),
+            "subsets": np.stack([subset() for _ in range(u)]),
+            "actor": _f32(rng.standard_normal((u * b, a))),
+            "temperature": _f32(rng.standard_normal((u * b, a))),
+        })  # fmt: skip
+    return {"actor": actor, "critic": critic, "offline": offline, "online": online}

@@ -73,6 +73,17 @@ Departures from the reference code:
 * Initialisation is CQL's "cql" scheme (critic hidden layers orthogonal gain sqrt(2),
   critic output orthogonal gain 1e-2, actor output Xavier gain 1e-2); the reference puts
   the 1e-2 gain on the LAST HIDDEN layer of both networks and orthogonal sqrt(2) elsewhere.
+* Each of the 10 critics has its own output layer; the reference's ``Critic`` ensembles
+  only the hidden layers, so its 10 critics share one ``Dense(1)`` output layer.
+  LayerNorm epsilon is PyTorch's 1e-5 (flax: 1e-6). In pre-training the reference's
+  temperature loss uses 10 fresh policy samples per next state.
+* Measured against the reference run (tests/golden/wsrl.json: 5 CQL updates, the switch,
+  5 online updates at UTD 4, from equal weights and draws; each departure alone switched
+  on in the otherwise aligned reference, max |diff| of parameters after all 10): shared
+  output layer: critics 9.7e-3; ghost steps: critics 9.0e-4, log alpha 7.6e-4 (none
+  offline); penalty subset: critics 5.5e-3; softplus temperature: log alpha 3.7e-4;
+  LayerNorm eps: critics 4.3e-5; temperature samples: log alpha 2.9e-6; our log-std map:
+  critics 3.6e-3. All aligned, ours matches within 4.9e-6 (docs/PARITY.md).
 * In the offline phase, a batch of more than ``batch_size`` rows (a loop that stacks
   ``utd_ratio`` minibatches) trains CQL on its first ``batch_size`` rows only: one CQL
   gradient step per update call, as in the reference.

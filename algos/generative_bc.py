@@ -34,7 +34,7 @@ model's only sampler); the flow from a random x_0 with every Euler step clipped 
 ``deterministic=False``: DDPM with the plain posterior noise (no floor); the flow as above.
 Random draws come from the global torch RNG: evaluation is deterministic given the seed.
 
-Parity (benchmarks/parity/diffusion_flow.py, docs/parity_rows/diffusion.md): DPPO's
+Parity (benchmarks/parity/diffusion_flow.py, docs/PARITY.md): DPPO's
 learning-rate scheduler, residual MLP and evaluation sampler reproduced within 6.3e-7.
 
 Departures: observations are standardised with the dataset's mean and std, actions map

@@ -357,8 +357,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "reinflow_ratio_inverted",
         "algos/reinflow.py",
-        "log_prob - batch.log_prob[idx], standardize(batch.advantage[idx]), cfg.clip_coef",
-        "batch.log_prob[idx] - log_prob, standardize(batch.advantage[idx]), cfg.clip_coef",
+        "new - old, standardize(batch.advantage[idx]), cfg.clip_coef",
+        "old - new, standardize(batch.advantage[idx]), cfg.clip_coef",
         "ReinFlow's importance ratio inverted",
         _t("test_reinflow_update_direction"),
     ),
@@ -479,7 +479,7 @@ MUTATIONS: list[Mutation] = [
             MATHS + "::test_cpo_line_search_accepts_a_cost_rise_within_the_slack",
         ),
     ),
-    # --- algos/resip.py (its direction test is tests/test_resip.py, another branch) ------
+    # --- algos/resip.py -------------------------------------------------------------------
     Mutation(
         "resip_ratio_inverted",
         "algos/resip.py",
@@ -487,6 +487,68 @@ MUTATIONS: list[Mutation] = [
         "batch.log_prob[idx] - log_prob, standardize(batch.advantage[idx]), cfg.clip_coef",
         "ResiP's importance ratio inverted",
         ("tests/test_resip.py",),
+    ),
+    # --- issue 32's fixes: each would bring its bug back ---------------------------------
+    Mutation(
+        "online_reward_normalised_twice",
+        "rlcore/train.py",
+        'normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),',
+        'normalize_reward=bool(getattr(algo_cfg, "normalize_reward_by_returns", False)),',
+        "the dataset's reward recipe also wraps the env in running-std reward scaling",
+        ("tests/test_reward_transform.py",),
+    ),
+    Mutation(
+        "minibatch_lone_row_kept",
+        "rlcore/buffers.py",
+        "if len(pieces) > 1 and len(pieces[-1]) < min_rows:",
+        "if False:",
+        "a one-row last minibatch (NaN standardised advantages)",
+        (
+            "tests/test_buffers.py",
+            "tests/test_finetune.py::test_a_rollout_leaving_a_one_row_remainder_trains_without_nan",
+        ),
+    ),
+    Mutation(
+        "dataset_channels_dropped",
+        "offline/datasets.py",
+        "for name, values in self.channels.items():  # the agent's channels (action chunks...)",
+        "for name, values in {}.items():  # the agent's channels (action chunks...)",
+        "to_replay_buffer drops the agent's dataset channels",
+        ("tests/test_o2o_core.py::test_dataset_to_buffer_keeps_every_channel",),
+    ),
+    Mutation(
+        "wsrl_temperature_not_carried",
+        "algos/wsrl.py",
+        "online.log_alpha.copy_(offline.log_alpha)",
+        "pass",
+        "WSRL's online SAC restarts at alpha = 1",
+        ("tests/test_o2o_agents.py", "tests/test_parity_wsrl.py"),
+    ),
+    Mutation(
+        "iql_exploration_noise_unclipped",
+        "algos/iql.py",
+        "noise = noise.clamp(-cfg.noise_clip, cfg.noise_clip)",
+        "noise = noise",
+        "IQL fine-tuning's exploration noise not clipped (CORL clips at 0.5)",
+        (
+            "tests/test_o2o_agents.py::test_iql_deterministic_actor_explores_with_clipped_noise_and_evaluates_without",
+        ),
+    ),
+    Mutation(
+        "injected_noise_unclipped",
+        "rlcore/generative.py",
+        "return z if clip is None else z.clamp_(-clip, clip)",
+        "return z",
+        "DPPO's / ReinFlow's injected noise not clipped at 3 std",
+        ("tests/test_generative.py::test_standard_normal_clip", "tests/test_finetune.py"),
+    ),
+    Mutation(
+        "reinflow_log_prob_clamp_removed",
+        "algos/reinflow.py",
+        "new = log_prob.clamp(cfg.log_prob_min, cfg.log_prob_max)",
+        "new = log_prob",
+        "ReinFlow's new log-likelihood not clamped to [-1, 1] before the ratio",
+        ("tests/test_finetune.py::test_reinflow_clamps_both_log_likelihoods_before_the_ratio",),
     ),
 ]
 

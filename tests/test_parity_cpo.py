@@ -20,7 +20,7 @@ OmniSafe's and q, A k^2 times (in exact arithmetic the dual's direction does not
 g's scale; CG's 1e-6 guards make it depend slightly). ``population_std`` runs ours with
 OmniSafe's std (``Tensor.std`` patched to correction 0 for the update); otherwise the
 comparison scales by k.
-docs/parity_rows/parity-cpo.md has the table.
+docs/PARITY.md has the table.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ K_SAMPLE_STD = math.sqrt((S["rows"] - 1) / S["rows"])  # our reward advantages /
 # float32 torch on both sides, same maths in a different order. The first update agrees
 # to 2.6e-7 relative with OmniSafe's std (FIRST_RTOL); after it the rounding differences of
 # the parameters (~1e-6) are amplified by the later CG solves (15 iterations on a Fisher
-# damped by 0.03): measured maxima over the 5 updates (docs/parity_rows/parity-cpo.md):
+# damped by 0.03): measured maxima over the 5 updates (docs/PARITY.md):
 # population std: 4.1e-4 relative (r of update 5), actor 4.1e-6; sample std: 1.8e-4,
 # actor 1.4e-5. These bounds sit ~10x above them and far below the effect of the
 # mutations listed there. {population_std: (rtol, parameter tolerance)}

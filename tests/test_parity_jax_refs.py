@@ -6,7 +6,7 @@ environment with JAX) computed from the initial weights, batches and noise of
 benchmarks/parity/jax_refs_data.py. These tests run our torch updates on the same inputs,
 feeding the same noise (``torch.randn_like`` / ``rand_like`` / ``randint`` / ``randperm``
 replaced for the update), and assert our losses and parameters reproduce the reference's.
-No JAX needed: the golden files are numbers. docs/parity_rows/parity-jax.md has the table.
+No JAX needed: the golden files are numbers. docs/PARITY.md has the table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ GOLDEN = Path(__file__).parent / "golden"
 
 # float32 XLA vs float32 torch over the same maths: the differences are rounding, grown by
 # Adam (whose step is ~lr even for a tiny gradient) over the updates. Measured maxima are
-# in docs/parity_rows/parity-jax.md; these bounds sit ~10x above them and far below the
+# in docs/PARITY.md; these bounds sit ~10x above them and far below the
 # effect of any mutation listed there.
 PARAM_TOL = 1e-4
 LOSS_RTOL = 1e-4

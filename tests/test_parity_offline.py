@@ -11,7 +11,7 @@ rounding of differently ordered sums, grown over the updates).
 
 These tests are the contract a redesign must keep: a wrong sign, side, mask or scale in
 an update moves these numbers by orders of magnitude more than the tolerances (see
-docs/parity_rows/parity-offline.md for the mutations checked).
+docs/PARITY.md for the mutations checked).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from rlcore.types import Batch
 
 # |ours - reference| <= atol + rtol |reference|, for every loss of every update and every
 # parameter element. Measured: at most 1.2e-5 on losses of size ~90 (1.3e-7 relative) and
-# 6e-7 on parameters (docs/parity_rows/parity-offline.md); a mutation moves them by 1e-4
+# 6e-7 on parameters (docs/PARITY.md); a mutation moves them by 1e-4
 # to 1e+1.
 TOL = {"loss_atol": 2e-6, "param_atol": 2e-6, "rtol": 1e-5}
 OBS = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
@@ -551,7 +551,7 @@ def test_rebrac_matches_corl_apart_from_listed_departures(case_name):
 
 # the two listed departures (target actor toward the stepped actor; LayerNorm epsilon
 # 1e-5 against Flax's 1e-6) move 20 updates by 7e-4 in the losses and 5e-5 in the
-# parameters (docs/parity_rows/parity-offline.md); the bound keeps that measured size
+# parameters (docs/PARITY.md); the bound keeps that measured size
 REBRAC_AS_IS_TOL = {"loss_atol": 2e-3, "param_atol": 2e-4, "rtol": 0.0}
 
 

@@ -205,7 +205,7 @@ def test_sac_temperature_sample_departure(monkeypatch):
     """CleanRL draws a fresh action from the updated actor for its temperature loss; rlcore
     reuses the actor step's sample. The critic and actor steps up to the first temperature
     step agree with unmodified CleanRL; the temperature loss then differs (measured in
-    docs/parity_rows/parity-online.md), so this departure cannot hide elsewhere."""
+    docs/PARITY.md), so this departure cannot hide elsewhere."""
     data = golden("sac")
     agent, metrics = run_sac(monkeypatch, data, sac_config())
     raw = data["raw"]["updates"]

@@ -12,7 +12,7 @@ the same draws, and must reproduce the reference's losses and parameters.
 The golden ``aligned`` run is the reference with our documented departures put into its
 modules (LayerNorm eps, one output layer per critic, exp temperature, our temperature
 losses and samples, no zero-gradient "ghost" Adam steps, penalty over all 10 critics; the
-size of each is in the golden file's ``departures`` and docs/parity_rows/parity-wsrl.md);
+size of each is in the golden file's ``departures`` and docs/PARITY.md);
 ours gets the reference's log-std map (std = exp(raw) clipped to [1e-5, 10]) instead of
 CORL's trained affine map (m raw + o clamped to [-20, 2]). No JAX needed.
 

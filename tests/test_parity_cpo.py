@@ -25,11 +25,9 @@ docs/PARITY.md has the table.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -37,6 +35,7 @@ import torch
 import algos.safe.cpo as cpo_module
 from benchmarks.parity.cpo_data import CPO_SIZES, cpo_inputs
 from rlcore.types import RolloutBatch
+from tests.test_parity_jax_refs import box, golden, load, max_diff
 
 GOLDEN = Path(__file__).parent / "golden"
 S = CPO_SIZES
@@ -52,30 +51,6 @@ TOLERANCES = {True: (5e-3, 4e-5), False: (2e-3, 1.5e-4)}
 FIRST_RTOL = 1e-6
 
 
-def golden() -> dict:
-    return json.loads((GOLDEN / "cpo.json").read_text())
-
-
-def box(n: int) -> gym.spaces.Box:
-    return gym.spaces.Box(-1.0, 1.0, (n,), np.float32)
-
-
-def load(module: torch.nn.Module, arrays: dict) -> None:
-    state = module.state_dict()
-    for key, value in arrays.items():
-        assert state[key].shape == tuple(np.shape(value)), key
-        state[key] = torch.as_tensor(np.asarray(value, np.float32))
-    module.load_state_dict(state)
-
-
-def max_diff(module: torch.nn.Module, arrays: dict) -> float:
-    state = module.state_dict()
-    return max(
-        float(np.abs(state[key].numpy() - np.asarray(value, np.float32)).max())
-        for key, value in arrays.items()
-    )
-
-
 def close(ours: float, ref: float, what: str, rel: float) -> None:
     assert ours == pytest.approx(ref, rel=rel, abs=1e-7), f"{what}: ours {ours}, ref {ref}"
 
@@ -87,7 +62,7 @@ def run_cpo(
     direction, and OmniSafe's logged policy loss recomputed on our actor.
     ``population_std``: the reward advantages standardised by OmniSafe's population std."""
     inputs = cpo_inputs()
-    ref_updates = golden()["reference_aligned"]["updates"]
+    ref_updates = golden("cpo")["reference_aligned"]["updates"]
     cfg = cpo_module.CPOConfig(
         hidden=(S["hidden"],) * 2, update_epochs=S["epochs"], minibatch_size=S["minibatch"],
         target_kl=S["target_kl"], cost_limit=S["cost_limit"], cg_iters=S["cg_iters"],
@@ -160,7 +135,7 @@ def test_cpo_matches_omnisafe(monkeypatch: pytest.MonkeyPatch, population_std: b
     """CPO's policy step (CG solves, dual case and solution, line search) and critics
     against OmniSafe's CPO._update (r's sign aligned) over 5 updates (dual cases 1, 2, 3,
     0, 2)."""
-    ref = golden()["reference_aligned"]
+    ref = golden("cpo")["reference_aligned"]
     agent, results = run_cpo(monkeypatch, population_std)
     K = 1.0 if population_std else K_SAMPLE_STD  # noqa: N806
     rtol_later, param_tol = TOLERANCES[population_std]
@@ -199,8 +174,8 @@ def test_cpo_departs_from_omnisafe_as_is_where_r_sign_matters(
     lowers the reward surrogate in case 2, so its line search rejects all 20 steps of the
     three updates in cases 1 and 2; ours takes a step in each. Cases 3 and 0 do not read
     r's sign."""
-    as_is = golden()["reference_as_is"]["updates"]
-    aligned = golden()["reference_aligned"]["updates"]
+    as_is = golden("cpo")["reference_as_is"]["updates"]
+    aligned = golden("cpo")["reference_aligned"]["updates"]
     _, results = run_cpo(monkeypatch)
     assert [u["accepted_step"] for u in as_is] == [0, 0, 2, 1, 0]
     assert as_is[0]["lambda_star"] < 0

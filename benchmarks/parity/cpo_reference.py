@@ -26,28 +26,15 @@ docstring). Only cases 1 and 2 read r's sign.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import torch
 from gymnasium.spaces import Box
-from jax_refs_harness import SRC, Feed, commit, stub_package, write_golden
+from jax_refs_harness import Feed, commit, stub_omnisafe_on_policy, write_golden
 
 from benchmarks.parity.cpo_data import CPO_SIZES, cpo_inputs
 
 REPO = "PKU-Alignment/omnisafe"
-ROOT = SRC / REPO.replace("/", "+") / "omnisafe"
-sys.path.insert(0, str(ROOT.parent))
-for name in ("", ".algorithms", ".algorithms.on_policy", ".algorithms.on_policy.base",
-             ".algorithms.on_policy.second_order", ".common", ".common.buffer", ".models",
-             ".models.actor_critic", ".utils"):  # fmt: skip
-    stub_package("omnisafe" + name, ROOT / name[1:].replace(".", "/"))
-stub_package("omnisafe.algorithms.registry", register=lambda cls: cls)
-sys.modules["omnisafe.algorithms"].registry = sys.modules["omnisafe.algorithms.registry"]
-stub_package("omnisafe.algorithms.base_algo", BaseAlgo=object)
-stub_package("omnisafe.adapter", OnPolicyAdapter=object)
-sys.modules["omnisafe.common.buffer"].VectorOnPolicyBuffer = object
-stub_package("omnisafe.common.logger", Logger=object)
+stub_omnisafe_on_policy("second_order")
 
 import omnisafe.algorithms.on_policy.second_order.cpo as cpo_module  # noqa: E402
 from omnisafe.algorithms.on_policy.second_order.cpo import CPO  # noqa: E402

@@ -75,6 +75,25 @@ def feed_gaussians(feed: Feed) -> None:
     tfp.distributions.MultivariateNormalDiag.sample = sample
 
 
+def stub_omnisafe_on_policy(family: str) -> Path:
+    """Make OmniSafe's on-policy ``family`` (e.g. "naive_lagrange", "second_order")
+    importable from the fetched tree without its trainer, adapter, logger and registry
+    (only the update maths runs); returns the tree's ``omnisafe`` folder."""
+    root = SRC / "PKU-Alignment+omnisafe" / "omnisafe"
+    sys.path.insert(0, str(root.parent))
+    for name in ("", ".algorithms", ".algorithms.on_policy", ".algorithms.on_policy.base",
+                 f".algorithms.on_policy.{family}", ".common", ".common.buffer", ".models",
+                 ".models.actor_critic", ".utils"):  # fmt: skip
+        stub_package("omnisafe" + name, root / name[1:].replace(".", "/"))
+    stub_package("omnisafe.algorithms.registry", register=lambda cls: cls)
+    sys.modules["omnisafe.algorithms"].registry = sys.modules["omnisafe.algorithms.registry"]
+    stub_package("omnisafe.algorithms.base_algo", BaseAlgo=object)
+    stub_package("omnisafe.adapter", OnPolicyAdapter=object)
+    sys.modules["omnisafe.common.buffer"].VectorOnPolicyBuffer = object
+    stub_package("omnisafe.common.logger", Logger=object)
+    return root
+
+
 def commit(repo: str) -> str:
     """The fetched reference's commit (its bare mirror's HEAD)."""
     git_dir = MIRRORS / repo.replace("/", "+") / "repo"

@@ -33,13 +33,21 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from benchmarks.runs import cpu_info, overrides_by_name, run_method, worker_pool, write_result
+from benchmarks.runs import (
+    cpu_info,
+    overrides_by_name,
+    run_method,
+    worker_pool,
+    write_agent_snapshot,
+    write_result,
+)
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -65,20 +73,21 @@ def pretrain(
     threads: int,
     folder: Path = ASSETS,
     hidden: str = "[256,256,256]",
+    extra: Sequence[str] = (),
 ) -> Path:
-    """Train ``BC[head]`` on ``dataset`` and write its agent-only snapshot to ``folder``."""
+    """Train ``BC[head]`` on ``dataset`` (plus ``extra`` rlcore.train overrides) and write
+    its agent-only snapshot to ``folder``."""
     overrides = [f"algo={BC[head]}", "env=hopper", f"dataset={dataset}", f"total_steps={steps}",
-                 f"algo.hidden={hidden}", f"eval_every={steps}", "eval_episodes=10"]  # fmt: skip
+                 f"algo.hidden={hidden}", f"eval_every={steps}", "eval_episodes=10", *extra]  # fmt: skip
     result = run_method(BC[head], 0, overrides, run_root, threads)
-    state = torch.load(Path(result["run_dir"]) / "checkpoints" / "latest.pt", weights_only=False)
-    agent = state["agent"]
-    snapshot = {key: state[key] for key in ("format", "algo", "config", "spaces", "obs_normalizer")}
-    snapshot["agent"] = {k: agent[k] for k in ("ema", "obs_normalizer", "updates")}
-    snapshot["source"] = {"step": steps, "dataset": dataset, "eval_return": result["rows"][-1]["eval/return"]}  # fmt: skip
-    path = asset_path(head, folder)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(snapshot, path)
-    return path
+    source = {"step": steps, "dataset": dataset, "overrides": overrides,
+              "eval_return": result["rows"][-1]["eval/return"]}  # fmt: skip
+    return write_agent_snapshot(
+        Path(result["run_dir"]),
+        ("ema", "obs_normalizer", "updates"),
+        asset_path(head, folder),
+        source,
+    )
 
 
 def bc_return(path: Path, episodes: int, seed: int = 0) -> dict[str, float]:
@@ -141,21 +150,24 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--eval-every-env-steps", type=int, default=20_000)
     parser.add_argument("--eval-episodes", type=int, default=10)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--set", nargs="*", default=[], metavar="METHOD:KEY=VALUE")
+    parser.add_argument("--set", nargs="*", default=[], metavar="METHOD:KEY=VALUE",
+                        help="an override of one method's runs; METHOD may also be a BC "
+                             "pre-training (diffusion_bc, flow_bc)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/finetune"))
     parser.add_argument("--out", type=Path, default=RESULTS / "finetune.json")
     args = parser.parse_args(argv)
-    extra = overrides_by_name(args.set, list(METHODS), args.methods, "METHOD")
     heads = sorted({METHODS[m][0] for m in args.methods})
+    names = [*METHODS, *BC.values()]
+    extra = overrides_by_name(args.set, names, [*args.methods, *(BC[h] for h in heads)], "METHOD")
 
     assets = {}
     for head in heads:
         if args.retrain or not asset_path(head, args.assets).is_file():
             print(f"behaviour cloning {BC[head]}: {args.pretrain_steps:,} steps", flush=True)
             pretrain(head, args.dataset, args.pretrain_steps, args.run_dir / "bc", args.threads,
-                     args.assets, args.hidden)  # fmt: skip
+                     args.assets, args.hidden, extra[BC[head]])  # fmt: skip
         assets[head] = asset_path(head, args.assets)
     start = {head: bc_return(path, args.eval_episodes) for head, path in assets.items()}
     for head, result in start.items():

@@ -80,6 +80,27 @@ def run_method(
     return {"rows": rows, "seconds": before + seconds, "run_dir": str(run_dir)}
 
 
+def write_agent_snapshot(
+    run_dir: Path, agent_keys: Sequence[str], out: Path, source: dict[str, Any]
+) -> Path:
+    """Strip ``run_dir``'s latest checkpoint to an agent-only snapshot (the benchmark
+    assets): the run's format, algo, config, spaces and observation statistics, the agent
+    entries ``agent_keys`` (no optimisers, no target networks) and ``source`` (where it
+    came from). Written with ``torch.save`` to ``out``."""
+    import torch
+
+    state = torch.load(run_dir / "checkpoints" / "latest.pt", weights_only=False)
+    missing = [key for key in agent_keys if key not in state["agent"]]
+    if missing:
+        raise KeyError(f"{run_dir}'s agent has no {missing}; it has {sorted(state['agent'])}")
+    snapshot = {key: state[key] for key in ("format", "algo", "config", "spaces", "obs_normalizer")}
+    snapshot["agent"] = {key: state["agent"][key] for key in agent_keys}
+    snapshot["source"] = source
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(snapshot, out)
+    return out
+
+
 def overrides_by_name(
     items: Sequence[str], known: Sequence[str], selected: Sequence[str], what: str
 ) -> dict[str, list[str]]:

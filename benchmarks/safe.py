@@ -45,7 +45,14 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import cpu_info, overrides_by_name, run_method, worker_pool, write_result
+from benchmarks.runs import (
+    cpu_info,
+    overrides_by_name,
+    run_method,
+    worker_pool,
+    write_agent_snapshot,
+    write_result,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ENV = "SafetyHopperVelocity"
@@ -143,6 +150,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--out", type=Path, default=None, help="default results/safe[_offline].json"
     )
+    parser.add_argument(
+        "--cpo-asset", type=Path, default=None,
+        help="write the first seed's CPO policy here as an agent-only snapshot (the safe "
+             "behaviour policy of the offline part's dataset: benchmarks/assets/safe_hopper_cpo.pt)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.out is None:
         args.out = RESULTS / ("safe.json" if args.part == "online" else "safe_offline.json")
@@ -152,6 +164,8 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = sorted(set(args.methods) - set(METHODS))
     if unknown:
         raise SystemExit(f"unknown online method(s) {unknown}; choose from {list(METHODS)}")
+    if args.cpo_asset is not None and "cpo" not in args.methods:
+        raise SystemExit("--cpo-asset needs cpo among --methods")
     extra = overrides_by_name(args.set, list(METHODS), args.methods, "METHOD")
     overrides = {m: [*method_overrides(m, args), *extra[m]] for m in args.methods}
     with worker_pool(args.jobs) as pool:
@@ -161,6 +175,15 @@ def main(argv: list[str] | None = None) -> dict:
             for s in args.seeds
         }
         results = {key: future.result() for key, future in futures.items()}
+    if args.cpo_asset is not None:
+        cpo = results[("cpo", args.seeds[0])]
+        source = {"seed": args.seeds[0], "overrides": overrides["cpo"],
+                  "eval_return": cpo["rows"][-1]["eval/return"],
+                  "eval_cost": cpo["rows"][-1]["eval/cost"]}  # fmt: skip
+        path = write_agent_snapshot(
+            Path(cpo["run_dir"]), ("nets", "updates"), args.cpo_asset, source
+        )
+        print(f"wrote {path}")
 
     table: dict[str, dict[str, Any]] = {}
     for m in args.methods:

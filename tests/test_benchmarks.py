@@ -524,13 +524,17 @@ def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
             "--out", str(tmp_path / "f.json"),
             "--set", *[f"{m}:{o}" for m in ("dppo", "reinflow", "resip") for o in small],
             "dppo:algo.minibatch_size=64", "reinflow:algo.num_minibatches=2",
-            "resip:algo.num_minibatches=2"]  # fmt: skip
+            "resip:algo.num_minibatches=2", "diffusion_bc:algo.ema_every=2"]  # fmt: skip
     payload = finetune_main(argv)
     assets = sorted(p.name for p in (tmp_path / "assets").iterdir())
     assert assets == ["hopper_diffusion_bc.pt", "hopper_flow_bc.pt"]
     snapshot = torch.load(tmp_path / "assets" / "hopper_flow_bc.pt", weights_only=False)
     assert set(snapshot["agent"]) == {"ema", "obs_normalizer", "updates"}
     assert load_agent(tmp_path / "assets" / "hopper_flow_bc.pt").config.head == "flow"
+    # --set diffusion_bc:... reaches the diffusion pre-training only, and the snapshot says so
+    ddpm = torch.load(tmp_path / "assets" / "hopper_diffusion_bc.pt", weights_only=False)
+    assert ddpm["config"]["algo"]["ema_every"] == 2 != snapshot["config"]["algo"]["ema_every"]
+    assert "algo.ema_every=2" in ddpm["source"]["overrides"]
     table = payload["table"]
     assert set(table) == {"dppo", "reinflow", "resip"}
     for method, row in table.items():
@@ -586,6 +590,35 @@ def test_worker_whose_benchmark_died_during_a_run_exits_after_it(tmp_path):
     )
     assert proc.returncode == 1 and "returned" not in proc.stdout
     assert (tmp_path / "sac_seed0" / "bench_seconds.txt").read_text() == "2.5"
+
+
+def test_safe_benchmark_online_cpo_writes_the_behaviour_policy_asset(tmp_path):
+    """benchmarks/safe.py's online part with a tiny CPO budget: the table row and, with
+    --cpo-asset, the first seed's agent-only snapshot, which loads and acts."""
+    from benchmarks.safe import main as safe_main
+    from rlcore.checkpoint import load_agent
+
+    asset = tmp_path / "assets" / "cpo.pt"
+    payload = safe_main(["--methods", "cpo", "--on-policy-steps", "200", "--eval-episodes", "1",
+                         "--seeds", "3", "--run-dir", str(tmp_path / "runs"),
+                         "--out", str(tmp_path / "safe.json"), "--cpo-asset", str(asset),
+                         "--set", "cpo:algo.rollout_steps=100", "cpo:env.max_episode_steps=20",
+                         "cpo:algo.update_epochs=1"])  # fmt: skip
+    row = payload["table"]["cpo"]
+    assert [s["seed"] for s in row["seeds"]] == [3] and row["steps"] == 200
+    snapshot = torch.load(asset, weights_only=False)
+    assert set(snapshot["agent"]) == {"nets", "updates"} and snapshot["algo"] == "cpo"
+    assert snapshot["source"]["seed"] == 3 and "algo=cpo" in snapshot["source"]["overrides"]
+    agent = load_agent(asset)
+    action = agent.act(
+        np.zeros((1, *snapshot["spaces"]["obs_shape"]), np.float32), deterministic=True
+    )
+    assert action.shape == (1, 3)
+    with pytest.raises(SystemExit, match="needs cpo"):
+        safe_main(["--methods", "ppo_lag", "--on-policy-steps", "200", "--seeds", "3",
+                   "--run-dir", str(tmp_path / "runs2"), "--out", str(tmp_path / "x.json"),
+                   "--cpo-asset", str(asset), "--set", "ppo_lag:algo.rollout_steps=100",
+                   "ppo_lag:env.max_episode_steps=20"])  # fmt: skip
 
 
 def test_safe_benchmark_compresses_lagrangian_schedules_and_checks_claims():

@@ -4,11 +4,12 @@ SnapshotRL (Zhao et al., "Snapshot Reinforcement Learning: Leveraging Prior Traj
 for Efficiency", 2024) changes the environment, not the algorithm, so it is a vector-env
 wrapper that any online rlcore algorithm trains through by configuration alone:
 
-1. ``collect_snapshots``: the teacher acts for ``episodes`` episodes on gymnasium's env,
-   as the reference rolls its teachers out: SAC and PPO teachers (any stochastic policy)
-   SAMPLE their actions, TD3 (a deterministic policy: td3, td3_bc, rebrac, IQL's
+1. ``collect_snapshots``: the teacher (a policy callable; ``rlcore.teacher`` builds it
+   from a trained agent, above this layer) acts for ``episodes`` episodes on gymnasium's
+   env, as the reference rolls its teachers out: SAC and PPO teachers (any stochastic
+   policy) SAMPLE their actions, TD3 (a deterministic policy: td3, td3_bc, rebrac, IQL's
    ``deterministic_actor``) acts with pi(s) and no exploration noise
-   (``teacher_samples``). Every ``every`` steps the simulator state is saved
+   (``rlcore.teacher.teacher_samples``). Every ``every`` steps the simulator state is saved
    (``envs.make.portable_state``: MuJoCo's integration state, the derived positions the
    reward reads as "before" values, the time limit's elapsed steps) with the observation
    and the teacher's value label: Q(s, a) at an action chosen the same way (a fresh sample
@@ -60,7 +61,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import torch
@@ -254,79 +255,6 @@ def collect_snapshots(
         every=every,
         teacher=teacher,
     )
-
-
-@runtime_checkable
-class _StateValued(Protocol):
-    """A teacher with a state value V(s) (PPO, IQL): its label."""
-
-    value: Callable[[torch.Tensor], torch.Tensor]
-
-
-@runtime_checkable
-class _ActionValued(Protocol):
-    """A teacher with a critic ensemble Q(s, a) -> (E, B) (SAC, TD3, ...): min_e as label."""
-
-    critic: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-@runtime_checkable
-class _NormalisesObs(Protocol):
-    """An agent that standardises observations inside ``act`` and ``update`` (offline
-    algorithms' dataset statistics, ``rlcore.nets.ObsNormalizer``)."""
-
-    obs_normalizer: Callable[[torch.Tensor], torch.Tensor]
-
-
-# algorithms whose policy is deterministic: the reference's TD3 teacher acts with pi(s),
-# no exploration noise (their act(deterministic=False) would add noise, or ignores the flag)
-DETERMINISTIC_POLICIES = frozenset({"td3", "td3_bc", "rebrac"})
-
-
-def teacher_samples(algo: str, algo_config: dict[str, Any]) -> bool:
-    """Whether a teacher of algorithm ``algo`` (its config dict) rolls out by sampling its
-    policy (SAC, PPO and every stochastic policy, as the reference's SAC and PPO teachers)
-    or with its deterministic action (TD3-like policies, as the reference's TD3 teacher)."""
-    deterministic_actor = bool(algo_config.get("deterministic_actor", False))  # IQL's option
-    return algo.lower() not in DETERMINISTIC_POLICIES and not deterministic_actor
-
-
-def teacher_from_checkpoint(
-    path: str | Path, sample: bool | None = None
-) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray], dict]:
-    """(policy, value labels, the teacher's env config) of an rlcore run directory or
-    checkpoint (agent-only snapshots too). The policy samples when ``sample`` (None:
-    ``teacher_samples`` decides by algorithm), else it is deterministic; samples come from
-    torch's global generator. Labels: V(s) for agents with a state value (PPO, IQL), else
-    the min over the critics of Q(s, a) with a chosen as the policy chooses (a fresh
-    sample when sampling); computed on observations as the agent sees them (the env-side
-    normalisation it trained with, then its own ``obs_normalizer``)."""
-    from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
-
-    state = load_checkpoint(path)
-    agent = load_agent(path)
-    transform = obs_transform(state)
-    if sample is None:
-        sample = teacher_samples(str(state["algo"]), dict(state["config"].get("algo", {})))
-    deterministic = not sample
-
-    def policy(obs: np.ndarray) -> np.ndarray:
-        return agent.act(transform(obs), deterministic=deterministic)
-
-    def value_fn(obs: np.ndarray) -> np.ndarray:
-        with torch.inference_mode():
-            seen = torch.as_tensor(transform(obs), device=agent.device)
-            if isinstance(agent, _NormalisesObs):
-                seen = agent.obs_normalizer(seen)
-            if isinstance(agent, _StateValued):
-                return agent.value(seen).reshape(-1).cpu().numpy().astype(np.float64)
-            if isinstance(agent, _ActionValued):
-                action = agent.act(transform(obs), deterministic=deterministic)
-                q = agent.critic(seen, torch.as_tensor(action, device=agent.device).float())
-                return q.min(0).values.cpu().numpy().astype(np.float64)
-        raise ValueError(f"{type(agent).__name__} has no critic to label snapshots with")
-
-    return policy, value_fn, dict(state["config"].get("env", {}))
 
 
 def kmeans_1d(values: np.ndarray, k: int, iterations: int = 100) -> np.ndarray:
@@ -607,31 +535,3 @@ def _numpy(values: np.ndarray | torch.Tensor) -> np.ndarray:
     if isinstance(values, torch.Tensor):
         return values.cpu().numpy().copy()
     return values.copy()
-
-
-def load_or_collect(
-    teacher: str | Path, env_name: str, env_kwargs: dict[str, Any],
-    max_episode_steps: int | None, episodes: int, every: int, seed: int,
-) -> Snapshots:  # fmt: skip
-    """Snapshots from a saved ``.npz`` file, or rolled out from an rlcore run/checkpoint
-    (the teacher must have trained on this env id)."""
-    path = Path(teacher)
-    if path.suffix == ".npz":
-        snapshots = Snapshots.load(path)
-    else:
-        # the teacher's build and samples draw from a generator seeded here; the run's is kept
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            policy, value_fn, teacher_env = teacher_from_checkpoint(path)
-            teacher_id = resolve_env_id(str(teacher_env.get("name", env_name)))
-            if teacher_id != resolve_env_id(env_name):
-                raise SnapshotMismatchError(
-                    f"the teacher {teacher} trained on {teacher_id}, this run is on "
-                    f"{resolve_env_id(env_name)}"
-                )
-            snapshots = collect_snapshots(
-                env_name, policy, episodes=episodes, every=every, seed=seed, value_fn=value_fn,
-                env_kwargs=env_kwargs, max_episode_steps=max_episode_steps, teacher=str(teacher),
-            )  # fmt: skip
-    snapshots.check_env(env_name, env_kwargs, max_episode_steps)
-    return snapshots

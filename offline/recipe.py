@@ -49,16 +49,8 @@ import gymnasium as gym
 import numpy as np
 
 from envs.make import resolve_env_id
-from offline.collect import (
-    UsageError,
-    bool_arg,
-    check_new_dataset_id,
-    collect,
-    number_arg,
-    rollout,
-    summarize,
-    write_dataset,
-)
+from offline.cli import UsageError, bool_arg, number_arg, parse_args
+from offline.recording import check_new_dataset_id, collect, rollout, summarize, write_dataset
 
 KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 KEYS = {
@@ -265,8 +257,6 @@ def build_d4rl_like(
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line for ``build_d4rl_like``; ``train.<key>=<value>`` goes to rlcore.train."""
-    from offline.collect import parse_args
-
     argv = list(sys.argv[1:] if argv is None else argv)
     train_overrides = [a.removeprefix("train.") for a in argv if a.startswith("train.")]
     try:

@@ -33,18 +33,9 @@ import gymnasium as gym
 import numpy as np
 
 from envs.make import resolve_env_id
-from offline.collect import (
-    Episode,
-    UsageError,
-    bool_arg,
-    check_new_dataset_id,
-    number_arg,
-    parse_args,
-    rollout,
-    summarize,
-    write_dataset,
-)
+from offline.cli import UsageError, bool_arg, number_arg, parse_args
 from offline.datasets import DatasetError
+from offline.recording import Episode, check_new_dataset_id, rollout, summarize, write_dataset
 
 USAGE = (
     "usage: python -m offline.safe_recipe env=<constrained env> dataset_id=<namespace/name-vN> "

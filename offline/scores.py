@@ -2,33 +2,33 @@
 
 normalised = 100 * (return - random) / (expert - random)   (``rlcore.evaluate``)
 
-The table is D4RL's (``d4rl/infos.py``, the -random-v0 / expert values that the -v1/-v2
-datasets reuse), copied from there. Minari datasets may carry their own
+The table is D4RL's (``rlcore.evaluate.D4RL_REF_SCORES``, in the core so that the report
+reads it without reaching into the datasets). Minari datasets may carry their own
 ``ref_min_score`` / ``ref_max_score`` (random and expert policy returns on their env);
 those are used only for environments the table does not pin.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Protocol
 
 import numpy as np
 
+from rlcore.evaluate import (  # the pinned table lives in the core: the report reads it too
+    D4RL_REF_SCORES,
+    ScoreReferenceError,
+    env_family,
+    pinned_reference_scores,
+)
 from rlcore.evaluate import normalized_score as _normalized
 
-# env family -> (random return, expert return)
-D4RL_REF_SCORES: dict[str, tuple[float, float]] = {
-    "hopper": (-20.272305, 3234.3),
-    "halfcheetah": (-280.178953, 12135.0),
-    "walker2d": (1.629008, 4592.3),
-    "ant": (-325.6, 3879.7),
-    "antmaze": (0.0, 1.0),  # every antmaze-* dataset
-}
-
-
-class ScoreReferenceError(ValueError):
-    """Neither the pinned table nor the dataset gives reference scores."""
+__all__ = [
+    "D4RL_REF_SCORES",
+    "ScoreReferenceError",
+    "env_family",
+    "normalized_score",
+    "reference_scores",
+]
 
 
 class _HasRefScores(Protocol):
@@ -36,26 +36,13 @@ class _HasRefScores(Protocol):
     ref_max_score: float | None
 
 
-def env_family(env_or_dataset_id: str) -> str | None:
-    """The table's family name inside an env or dataset id, or None.
-
-    ``Hopper-v5``, ``mujoco/hopper/medium-v0`` and ``hopper-medium-v2`` all give
-    ``hopper``; ``antmaze-umaze-v2`` and ``D4RL/antmaze/umaze-v1`` give ``antmaze``.
-    Tokens are matched whole, so ``Ant-v5`` is ``ant`` and ``antmaze`` never is.
-    """
-    for token in re.split(r"[/\-_\s.:]+", env_or_dataset_id.lower()):
-        if token in D4RL_REF_SCORES:
-            return token
-    return None
-
-
 def reference_scores(
     env_or_dataset_id: str | None, dataset: _HasRefScores | None = None
 ) -> tuple[float, float]:
     """(random, expert) returns: the pinned D4RL entry, else the dataset's Minari metadata."""
-    family = env_family(env_or_dataset_id) if env_or_dataset_id else None
-    if family is not None:
-        return D4RL_REF_SCORES[family]
+    pinned = pinned_reference_scores(env_or_dataset_id) if env_or_dataset_id else None
+    if pinned is not None:
+        return pinned
     if dataset is not None:
         low, high = dataset.ref_min_score, dataset.ref_max_score
         if low is not None and high is not None:

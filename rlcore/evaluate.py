@@ -1,7 +1,9 @@
-"""Deterministic evaluation on a vector env and score helpers."""
+"""Deterministic evaluation on a vector env and score helpers (the D4RL normalised score
+and its pinned reference table, read by the datasets and by the report alike)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -83,6 +85,41 @@ def evaluate(
 def normalized_score(value: float, random_score: float, expert_score: float) -> float:
     """D4RL normalised score on the 0-100 scale."""
     return 100.0 * (value - random_score) / (expert_score - random_score)
+
+
+# D4RL's reference returns (``d4rl/infos.py``, the -random-v0 / expert values that the
+# -v1/-v2 datasets reuse), copied from there: env family -> (random return, expert return)
+D4RL_REF_SCORES: dict[str, tuple[float, float]] = {
+    "hopper": (-20.272305, 3234.3),
+    "halfcheetah": (-280.178953, 12135.0),
+    "walker2d": (1.629008, 4592.3),
+    "ant": (-325.6, 3879.7),
+    "antmaze": (0.0, 1.0),  # every antmaze-* dataset
+}
+
+
+class ScoreReferenceError(ValueError):
+    """No reference scores (random, expert) for an env or dataset."""
+
+
+def env_family(env_or_dataset_id: str) -> str | None:
+    """The table's family name inside an env or dataset id, or None.
+
+    ``Hopper-v5``, ``mujoco/hopper/medium-v0`` and ``hopper-medium-v2`` all give
+    ``hopper``; ``antmaze-umaze-v2`` and ``D4RL/antmaze/umaze-v1`` give ``antmaze``.
+    Tokens are matched whole, so ``Ant-v5`` is ``ant`` and ``antmaze`` never is.
+    """
+    for token in re.split(r"[/\-_\s.:]+", env_or_dataset_id.lower()):
+        if token in D4RL_REF_SCORES:
+            return token
+    return None
+
+
+def pinned_reference_scores(env_or_dataset_id: str) -> tuple[float, float] | None:
+    """(random, expert) returns of ``D4RL_REF_SCORES`` for an env or dataset id, or None
+    when the table does not pin its family."""
+    family = env_family(env_or_dataset_id)
+    return None if family is None else D4RL_REF_SCORES[family]
 
 
 # Aggregates over seeds and tasks (IQM, stratified bootstrap confidence intervals,

@@ -47,6 +47,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from scipy.stats import trim_mean
 
+from rlcore.evaluate import ScoreReferenceError, pinned_reference_scores
 from rlcore.logging import read_csv
 
 # Keys that differ from run to run without making a different experiment.
@@ -509,13 +510,14 @@ LOGGED = "logged eval/normalized_score"
 
 
 def d4rl_references(env_or_dataset_id: str) -> tuple[float, float]:
-    """(random, expert) returns from offline/scores.py's pinned D4RL table.
+    """(random, expert) returns from the pinned D4RL table (``rlcore.evaluate``).
 
     Raises ValueError (ScoreReferenceError) when the id has no entry.
     """
-    from offline.scores import reference_scores  # the table lives with the datasets
-
-    return reference_scores(env_or_dataset_id)
+    pinned = pinned_reference_scores(env_or_dataset_id)
+    if pinned is None:
+        raise ScoreReferenceError(f"'{env_or_dataset_id}' is not in the pinned D4RL table")
+    return pinned
 
 
 def _normalised_scores(

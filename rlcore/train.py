@@ -240,13 +240,8 @@ def snapshot_reset(
     """The ``SnapshotReset`` wrapper of the config's ``snapshot`` block (S3RL). The
     snapshots are rolled out from the teacher once and kept in the run directory
     (``snapshots.npz``), which a resumed run reads back."""
-    from envs.snapshot import (
-        PAPER_CLUSTERS,
-        SnapshotReset,
-        Snapshots,
-        SnapshotSettings,
-        load_or_collect,
-    )
+    from envs.snapshot import PAPER_CLUSTERS, SnapshotReset, Snapshots, SnapshotSettings
+    from rlcore.teacher import load_or_collect
 
     snap = cfg_dict["snapshot"]
     saved = Path(run_dir) / "snapshots.npz"

@@ -411,7 +411,7 @@ def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     """benchmarks/o2o.py on a tiny random Hopper dataset: every method's run, the table
     and the JSON (budget far too small to learn: this checks the plumbing)."""
     from benchmarks.o2o import main as o2o_main
-    from offline.collect import collect
+    from offline.recording import collect
     from rlcore.logging import read_csv
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
@@ -511,7 +511,7 @@ def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     (EMA weights and statistics only) and read back, their return, every fine-tuner per
     seed, iteration seconds, the claims and the JSON (far too short to learn)."""
     from benchmarks.finetune import main as finetune_main
-    from offline.collect import collect
+    from offline.recording import collect
     from rlcore.checkpoint import load_agent
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))

@@ -777,7 +777,7 @@ def pendulum_expert(obs: np.ndarray) -> np.ndarray:
 def expert_dataset(tmp_path_factory):
     import os
 
-    from offline.collect import rollout, write_dataset
+    from offline.recording import rollout, write_dataset
 
     root = tmp_path_factory.mktemp("expert")
     old = os.environ.get("MINARI_DATASETS_PATH")

@@ -287,7 +287,7 @@ def test_dsrl_normalisation_and_source_parsing():
     assert parse_sources("random:100,runs/a:200:0.1") == [
         ("random", 100, 0.0), ("runs/a", 200, 0.1)
     ]  # fmt: skip
-    from offline.collect import UsageError
+    from offline.cli import UsageError
 
     with pytest.raises(UsageError, match="policy:steps"):
         parse_sources("random")

@@ -334,7 +334,7 @@ def test_cal_ql_and_rebrac_continue_online_from_a_dataset_buffer(algo):
 def test_init_from_a_finished_offline_run(tmp_path, monkeypatch):
     """init_from= loads the agent and the dataset setting of an offline run, skips
     pre-training, evaluates the loaded policy at step 0 and runs the online phase."""
-    from offline.collect import collect
+    from offline.recording import collect
     from rlcore.checkpoint import load_checkpoint
     from rlcore.logging import read_csv
     from rlcore.registry import ConfigError

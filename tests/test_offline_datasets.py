@@ -17,7 +17,6 @@ from minari.data_collector import EpisodeBuffer
 
 import offline.datasets as datasets_module
 from offline.collect import main as collect_main
-from offline.collect import replay_episodes, rollout
 from offline.datasets import (
     DatasetError,
     DatasetNotAvailableError,
@@ -25,6 +24,7 @@ from offline.datasets import (
     returns_to_go,
 )
 from offline.recipe import build_d4rl_like, pick_expert_and_medium
+from offline.recording import replay_episodes, rollout
 from offline.scores import ScoreReferenceError, env_family, normalized_score
 from rlcore.buffers import ReplayBuffer
 from rlcore.checkpoint import load_checkpoint, load_policy

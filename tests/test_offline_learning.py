@@ -3,8 +3,8 @@ InvertedPendulum-v5, IQL and TD3+BC end above the behaviour policy's average ret
 
 import pytest
 
-from offline.collect import collect
 from offline.datasets import load_dataset
+from offline.recording import collect
 from rlcore.logging import read_csv
 from rlcore.train import train
 from tests.conftest import make_config

@@ -345,8 +345,8 @@ def test_dataset_with_wrong_dtype_or_nan_is_a_clear_error(tmp_path):
 def test_full_disk_while_writing_a_dataset_removes_the_partial_one(tmp_path, monkeypatch):
     import minari
 
-    from offline.collect import collect
     from offline.datasets import DatasetError
+    from offline.recording import collect
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     collect("InvertedPendulum", "random", "local/pendulum/kept-v0", steps=50, seed=0)

@@ -1,0 +1,343 @@
+"""Recording Minari datasets: roll a policy out (random, a trained rlcore agent, with
+optional sampling and noise), export a run's replay buffer, write the dataset.
+
+The library under the ``python -m offline.collect`` command line (``offline/collect.py``,
+which documents the keys) and the dataset recipes (``offline/recipe.py``,
+``offline/safe_recipe.py``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envs.make import resolve_env_id
+from offline.cli import UsageError
+from offline.datasets import DatasetError
+
+
+@dataclass
+class Episode:
+    """One episode: T+1 observations, T actions / rewards / terminations / truncations;
+    on a task that reports ``info["cost"]`` also T costs (stored as Minari ``infos``)."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminations: np.ndarray
+    truncations: np.ndarray
+    costs: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.rewards)
+
+
+def rollout(
+    env: gym.Env,
+    policy: Callable[[np.ndarray], np.ndarray] | None,
+    steps: int,
+    seed: int = 0,
+    noise: float = 0.0,
+) -> list[Episode]:
+    """Run ``policy`` (None: uniform random actions) for exactly ``steps`` env steps.
+
+    Gaussian ``noise`` (std = noise x half the action range) is added to policy actions;
+    actions are clipped to the action box and stored as executed.
+    """
+    rng = np.random.default_rng(seed)
+    low, high = env.action_space.low, env.action_space.high
+    env.action_space.seed(seed)
+    episodes: list[Episode] = []
+    obs, _ = env.reset(seed=seed)
+    empty = {"act": [], "rew": [], "term": [], "trunc": [], "cost": []}
+    trace: dict[str, list] = {"obs": [obs], **empty}
+    for step in range(steps):
+        if policy is None:
+            action = rng.uniform(low, high)
+        else:
+            action = np.asarray(policy(obs), dtype=np.float64)
+            if noise > 0:
+                action = action + rng.normal(0.0, noise * (high - low) / 2.0)
+        action = np.clip(action, low, high).astype(np.float32)
+        obs, reward, terminated, truncated, info = env.step(action)
+        last = step == steps - 1
+        if "cost" in info:
+            trace["cost"].append(float(info["cost"]))
+        for key, value in (
+            ("obs", obs),
+            ("act", action),
+            ("rew", float(reward)),
+            ("term", bool(terminated)),
+            ("trunc", bool(truncated) or (last and not terminated)),
+        ):
+            trace[key].append(value)
+        if terminated or truncated or last:
+            episodes.append(
+                Episode(
+                    np.asarray(trace["obs"], dtype=np.float32),
+                    np.asarray(trace["act"], dtype=np.float32),
+                    np.asarray(trace["rew"], dtype=np.float64),
+                    np.asarray(trace["term"]),
+                    np.asarray(trace["trunc"]),
+                    np.asarray(trace["cost"], dtype=np.float64) if trace["cost"] else None,
+                )
+            )
+            if not last:
+                obs, _ = env.reset()
+                trace = {"obs": [obs], **{k: [] for k in empty}}
+    return episodes
+
+
+def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> list[Episode]:
+    """Episodes stored in a checkpoint's replay buffer (``load_checkpoint(run)``).
+
+    ``first_steps``: keep only the transitions of the run's first ``first_steps`` env steps
+    (the buffer must still hold them: nothing overwritten). A deterministic run's buffer
+    cut at step n equals the buffer of the same run stopped at n, which is how the recipe
+    gets medium-replay from the expert run without training twice.
+
+    The transition of env i at vector step t was the write number g = t * num_envs + i,
+    at row g % capacity; the buffer holds the last ``size`` writes in ring order. Each
+    env's stream is split at terminated | truncated; an episode cut by the buffer's end
+    is stored as truncated (and the oldest one may start mid-episode once the ring wrapped).
+    """
+    loop = state.get("loop", {})
+    buffer = loop.get("buffer") or (loop.get("stateful") or {}).get("buffer")  # older layout first
+    if buffer is None:
+        raise DatasetError(
+            "this checkpoint holds no replay buffer (agent-only snapshot or on-policy run); "
+            "pass the run directory of an off-policy run (its checkpoints/latest.pt)"
+        )
+    if state.get("obs_normalizer") is not None:
+        raise DatasetError(
+            "the run normalised observations, so its buffer holds normalised (drifting) "
+            "observations that cannot be exported as raw data"
+        )
+    algo = state["config"].get("algo", {})
+    if (
+        algo.get("normalize_reward")  # the env's running-std scaling
+        or algo.get("normalize_reward_by_returns")  # the dataset's return-range factor
+        or algo.get("reward_scale", 1.0) != 1.0
+        or algo.get("reward_bias", 0.0) != 0.0
+    ):
+        raise DatasetError("the run scaled its rewards; its buffer holds scaled rewards")
+    size, pos, capacity = int(buffer["size"]), int(buffer["pos"]), int(buffer["capacity"])
+    if size < capacity and pos != size:
+        raise DatasetError(f"inconsistent replay buffer: size {size}, pos {pos}, cap {capacity}")
+    num_envs = int(state["config"]["env"]["num_envs"])
+    written = int(loop["counters"]["step"])
+    data = {k: v.cpu().numpy() for k, v in buffer["data"].items()}
+    order = np.arange(size) if size < capacity else np.r_[pos:capacity, 0:pos]
+    if first_steps is not None:
+        if not 1 <= first_steps <= written:
+            raise DatasetError(
+                f"the run has {written} env steps; cannot export the first {first_steps}"
+            )
+        if written > size:
+            raise DatasetError(
+                f"the replay buffer no longer holds the run's first steps (capacity {capacity} < "
+                f"{written} steps written); export the whole buffer or use a shorter run"
+            )
+        order, size, written = order[:first_steps], first_steps, first_steps
+    env_of_row = (written - size + np.arange(size)) % num_envs
+    episodes: list[Episode] = []
+    for env_index in range(num_envs):
+        rows = order[env_of_row == env_index]
+        done = (data["terminated"][rows] > 0) | (data["truncated"][rows] > 0)
+        cuts = np.flatnonzero(done) + 1
+        for chunk in np.split(rows, cuts):
+            if len(chunk) == 0:
+                continue
+            obs, next_obs = data["obs"][chunk], data["next_obs"][chunk]
+            if not np.array_equal(next_obs[:-1], obs[1:]):
+                raise DatasetError(
+                    "replay buffer rows do not chain (next_obs != following obs) for env "
+                    f"{env_index}: the buffer layout is not the one rlcore writes"
+                )
+            terminated = data["terminated"][chunk] > 0
+            truncated = data["truncated"][chunk] > 0
+            truncated[-1] |= not (terminated[-1] or truncated[-1])
+            episodes.append(
+                Episode(
+                    np.concatenate([obs, next_obs[-1:]]).astype(np.float32),
+                    data["action"][chunk].astype(np.float32),
+                    data["reward"][chunk].astype(np.float64),
+                    terminated,
+                    truncated,
+                )
+            )
+    return episodes
+
+
+def check_new_dataset_id(dataset_id: str) -> Path:
+    """Fail before any work when the id is malformed or already taken; returns its path."""
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.storage.datasets_root_dir import get_dataset_path
+
+    try:
+        parse_dataset_id(dataset_id)
+    except ValueError as error:
+        raise UsageError(
+            f"dataset_id '{dataset_id}' is not of the form namespace/name-vN "
+            "(e.g. local/hopper/medium-v0)"
+        ) from error
+    path = get_dataset_path(dataset_id)
+    if path.exists():
+        raise UsageError(
+            f"dataset {dataset_id} already exists at {path}: pick another name or version, "
+            f"or delete it (minari delete {dataset_id})"
+        )
+    return path
+
+
+def write_dataset(
+    dataset_id: str,
+    episodes: Sequence[Episode],
+    env: gym.Env,
+    algorithm_name: str,
+    description: str,
+    ref_min_score: float | None = None,
+    ref_max_score: float | None = None,
+) -> Path:
+    """Store ``episodes`` as a Minari dataset (HDF5); reference scores only when given.
+    Costs go to the episodes' ``infos["cost"]`` (T + 1 values, as Minari records infos: the
+    reset's, 0, then one per step)."""
+    import minari
+    from minari.data_collector import EpisodeBuffer
+
+    if (ref_min_score is None) != (ref_max_score is None):
+        raise UsageError("give ref_min_score and ref_max_score together (or neither)")
+    buffers = [
+        EpisodeBuffer(
+            id=index,
+            observations=ep.observations,
+            actions=ep.actions,
+            rewards=ep.rewards,
+            terminations=ep.terminations,
+            truncations=ep.truncations,
+            infos=None if ep.costs is None else {"cost": np.concatenate([[0.0], ep.costs])},
+        )
+        for index, ep in enumerate(episodes)
+    ]
+    refs = {}
+    if ref_min_score is not None:
+        refs = {"ref_min_score": float(ref_min_score), "ref_max_score": float(ref_max_score)}
+    target = check_new_dataset_id(dataset_id)
+    try:
+        with warnings.catch_warnings():  # minari warns about every optional metadata field
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = minari.create_dataset_from_buffers(
+                dataset_id,
+                buffers,
+                env=env,
+                algorithm_name=algorithm_name,
+                author="rlcore offline.collect",
+                description=description,
+                **refs,
+            )
+    except OSError as error:
+        # a half-written dataset must not look like a finished one: remove it
+        shutil.rmtree(target, ignore_errors=True)
+        raise DatasetError(
+            f"could not write dataset {dataset_id} to {target}: {error.strerror or error}; "
+            "removed the partial dataset (other datasets are untouched). Free disk space "
+            "and record it again."
+        ) from error
+    return Path(dataset.storage.data_path).parent
+
+
+def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
+    """Episodes, steps and mean / min / max undiscounted return (and mean episode cost on a
+    task with costs)."""
+    returns = np.array([float(ep.rewards.sum()) for ep in episodes])
+    out = {
+        "episodes": len(episodes),
+        "steps": int(sum(len(ep) for ep in episodes)),
+        "mean_return": float(returns.mean()),
+        "min_return": float(returns.min()),
+        "max_return": float(returns.max()),
+    }
+    if all(ep.costs is not None for ep in episodes):
+        out["mean_cost"] = float(np.mean([ep.costs.sum() for ep in episodes]))
+    return out
+
+
+def collect(
+    env: str | None,
+    policy: str,
+    dataset_id: str,
+    steps: int | None = None,
+    seed: int = 0,
+    noise: float = 0.0,
+    sample: bool = False,
+    max_episode_steps: int | None = None,
+    ref_min_score: float | None = None,
+    ref_max_score: float | None = None,
+) -> dict[str, Any]:
+    """Record (or export) one Minari dataset; returns the summary it prints."""
+    import torch
+
+    from rlcore.checkpoint import load_checkpoint, load_policy
+
+    check_new_dataset_id(dataset_id)
+    if (ref_min_score is None) != (ref_max_score is None):
+        raise UsageError("give ref_min_score and ref_max_score together (or neither)")
+    make_kwargs: dict[str, Any] = {}
+    if policy.startswith("replay:"):
+        run = policy.removeprefix("replay:")
+        if sample or noise:
+            raise UsageError("sample / noise do not apply to replay: (it exports stored actions)")
+        if steps is not None and steps < 1:
+            raise UsageError("steps=<n> (n >= 1) for replay: exports the run's first n env steps")
+        state = load_checkpoint(run)
+        run_env = resolve_env_id(state["config"]["env"]["id"])
+        if env is not None and resolve_env_id(env) != run_env:
+            raise UsageError(f"env={env} but the run {run} was trained on {run_env}")
+        env_id = run_env
+        make_kwargs = dict(state["config"]["env"].get("kwargs") or {})
+        if state["config"]["env"].get("max_episode_steps") is not None:
+            make_kwargs["max_episode_steps"] = state["config"]["env"]["max_episode_steps"]
+        episodes = replay_episodes(state, first_steps=steps)
+        algorithm = f"replay buffer of {state['algo']} run {run}"
+        if steps is not None:
+            algorithm += f" (first {steps} env steps)"
+    else:
+        if env is None:
+            raise UsageError("env=<env> is required unless policy=replay:<run dir>")
+        if steps is None or steps < 1:
+            raise UsageError("steps=<n> (n >= 1) is required to record from a policy")
+        if noise < 0:
+            raise UsageError("noise must be >= 0")
+        env_id = resolve_env_id(env)
+        if max_episode_steps is not None:
+            make_kwargs["max_episode_steps"] = max_episode_steps
+        if policy == "random" and sample:
+            raise UsageError("sample=true needs a trained policy, not policy=random")
+        actor = None if policy == "random" else load_policy(policy, deterministic=not sample)
+        kind = "actions sampled from the policy" if sample else "deterministic policy"
+        algorithm = "uniform random" if actor is None else f"{kind} of {policy}"
+        if actor is not None and noise > 0:
+            algorithm += f" + Gaussian noise {noise}"
+        with gym.make(env_id, **make_kwargs) as rollout_env, torch.random.fork_rng():
+            torch.manual_seed(seed)  # the policy's own sampling: same seed, same dataset
+            episodes = rollout(rollout_env, actor, steps, seed=seed, noise=noise)
+    with gym.make(env_id, **make_kwargs) as env_for_spec:
+        path = write_dataset(
+            dataset_id,
+            episodes,
+            env_for_spec,
+            algorithm_name=algorithm,
+            description=f"{algorithm} on {env_id}, seed {seed} (rlcore offline.collect)",
+            ref_min_score=ref_min_score,
+            ref_max_score=ref_max_score,
+        )
+    summary = {"dataset_id": dataset_id, "env_id": env_id, "path": str(path)}
+    summary.update(summarize(episodes))
+    return summary

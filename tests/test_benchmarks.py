@@ -19,7 +19,8 @@ import torch
 from benchmarks.offline import main as offline_main
 from benchmarks.offline import override_tag
 from benchmarks.runs import write_figures
-from benchmarks.throughput import alternate, main
+from benchmarks.throughput.cli import main
+from benchmarks.throughput.common import alternate
 from offline.collect import main as collect_main
 from offline.datasets import load_dataset
 from offline.scores import normalized_score

@@ -272,7 +272,9 @@ def test_throughput_skips_emulated_bf16_and_missing_compiler(cpu, compiler):
     column once ran the sac_update section past 25 minutes)."""
     from argparse import Namespace
 
-    from benchmarks.throughput import _run_modes, machine_info, mode_skips, section_ensemble
+    from benchmarks.throughput.common import machine_info, mode_skips
+    from benchmarks.throughput.ensemble import section_ensemble
+    from benchmarks.throughput.training_runs import _run_modes
 
     cpu(*AVX2_EPYC)
     compiler(False)

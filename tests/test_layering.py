@@ -34,7 +34,7 @@ def _module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return normalise(".".join(parts))
 
 
 def normalise(name: str) -> str:
@@ -46,11 +46,13 @@ def normalise(name: str) -> str:
 
 
 def library_sources() -> dict[str, Path]:
-    """Every module of the library packages, by dotted name."""
+    """Every module of the library packages, by dotted name (a package folder may sit at
+    the top or inside rlcore/: either way ``envs/make.py`` is ``envs.make``)."""
     found = {}
     for package in PACKAGES:
-        for path in sorted((REPO / package).rglob("*.py")):
-            found[_module_name(path)] = path
+        folder = REPO / package
+        if folder.is_dir():
+            found.update((_module_name(p), p) for p in sorted(folder.rglob("*.py")))
     return found
 
 
@@ -108,6 +110,8 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
             core = _in(module, "rlcore") and module not in ROOT_AND_TOOLS
             if core and _in(target, "algos", "offline", "benchmarks"):
                 found.append(f"{module} -> {target} (rlcore's core imports no algo/dataset)")
+            if core and target in ROOT_AND_TOOLS:
+                found.append(f"{module} -> {target} (the tools and the root sit above the core)")
             if _in(module, "algos") and (
                 _in(target, "offline", "benchmarks") or target in ROOT_AND_TOOLS
             ):
@@ -170,6 +174,10 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
     assert normalise("rlcore.checkpoint") == "rlcore.checkpoint"
     graph = {"envs.snapshot": {"rlcore.checkpoint"}, "rlcore.checkpoint": {"algos.sac"}}
     assert len(layer_violations(graph)) == 2
+    assert layer_violations({"rlcore.loops": {"rlcore.report"}}) == [
+        "rlcore.loops -> rlcore.report (the tools and the root sit above the core)"
+    ]
+    assert layer_violations({"rlcore.train": {"algos.sac", "offline.datasets"}}) == []
     graph["algos.sac"] = {"rlcore.train"}
     assert any("algos.sac -> rlcore.train" in v for v in layer_violations(graph))
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -195,13 +203,25 @@ def test_no_import_cycles():
     )
 
 
-def test_the_upward_ties_issue_33_named_stay_gone():
-    """Teacher loading inside envs, the report's reach into offline and collect <-> recipe
-    do not come back under another name (the general rules above allow the report, a
-    tool, to import offline; this one does not)."""
+# the three upward ties issue 33 named must not come back under another name
+
+
+def test_envs_snapshot_takes_the_teacher_as_callables():
+    """Teacher loading lives in rlcore.teacher; envs.snapshot imports nothing of rlcore."""
+    targets = import_graph()["envs.snapshot"]
+    assert not any(_in(t, "rlcore", "algos", "offline") for t in targets), targets
+
+
+def test_the_report_reads_no_dataset_module():
+    """The general rule lets a tool import offline; the report needs no more than the core
+    (the D4RL reference table is rlcore.evaluate's)."""
+    targets = import_graph()["rlcore.report"]
+    assert not any(_in(t, "offline", "algos") for t in targets), targets
+
+
+def test_the_collect_command_line_is_imported_by_nothing():
+    """``python -m offline.collect recipe`` dispatches down to the recipe; the recipe and
+    the recording library below it never import the command line back."""
     graph = import_graph()
-    assert not any(_in(t, "rlcore", "algos", "offline") for t in graph["envs.snapshot"])
-    assert not any(_in(t, "offline", "algos") for t in graph["rlcore.report"])
-    # the command line dispatches down to the recipe; nothing below imports the CLI
     assert "offline.recipe" in graph["offline.collect"]
-    assert not any("offline.collect" in graph[m] for m in graph if m != "offline.collect")
+    assert [m for m, targets in graph.items() if "offline.collect" in targets] == []

@@ -1,8 +1,8 @@
 """Throughput suite: rlcore side by side with its anchors, in one process.
 
-    python -m benchmarks.throughput                          # every section (~25 min, 2 idle cores)
-    python -m benchmarks.throughput --quick                  # smoke run, ~2 min
-    python -m benchmarks.throughput --sections env memory --rounds 5
+    python -m rlcore.benchmarks.throughput                # every section (~25 min, 2 idle cores)
+    python -m rlcore.benchmarks.throughput --quick        # smoke run, ~2 min
+    python -m rlcore.benchmarks.throughput --sections env memory --rounds 5
 
 Sections (``--sections``, default all):
 
@@ -17,7 +17,7 @@ Sections (``--sections``, default all):
   ``rlcore.nets.QEnsemble`` vs a Python loop over 10 ``rlcore.nets.MLP``; fp32 and
   bf16 (``torch.autocast``).
 * ``o2o``: offline-to-online updates/s at Hopper shapes, eager vs ``compile=true``, fp32
-  and bf16: CQL (Cal-QL's update is CQL's plus one max), IQL, RLPD (``algos.rlpd`` when
+  and bf16: CQL (Cal-QL's update is CQL's plus one max), IQL, RLPD (``rlcore.algos.rlpd`` when
   present: 10 LayerNorm critics, UTD 20). Then RLPD's critic step in critic steps/s:
   rlcore's pieces eager and as one compiled graph called 20 times, vs the same maths in
   JAX as one ``jax.jit`` call of a 20-step ``lax.scan`` (``pip install -e .[bench]``);
@@ -305,7 +305,7 @@ class Ceiling:
 
 def section_env(args: argparse.Namespace) -> dict[str, Any]:
     """Env steps/s per (task, num_envs): native, Sync, Async, envpool, MuJoCo ceiling."""
-    from envs.make import make_vec_env, resolve_env_id
+    from rlcore.envs.make import make_vec_env, resolve_env_id
 
     notes: list[str] = []
     rows = []
@@ -445,7 +445,7 @@ def _rlcore_sac_measure(
 ) -> Measure:
     import torch
 
-    from algos.sac import SAC, SACConfig
+    from rlcore.algos.sac import SAC, SACConfig
 
     kwargs: dict[str, Any] = dict(
         actor_lr=3e-4,
@@ -483,7 +483,7 @@ def _sb3_sac_measure(updates: int, capacity: int, seed: int) -> Measure:
     import gymnasium as gym
     from stable_baselines3.common.logger import Logger
 
-    from benchmarks.sac_hopper_vs_sb3 import make_sb3_sac
+    from rlcore.benchmarks.sac_hopper_vs_sb3 import make_sb3_sac
 
     model = make_sb3_sac(gym.make("Hopper-v5"), capacity, 0, seed)
     model.set_logger(Logger(folder=None, output_formats=[]))
@@ -743,8 +743,8 @@ def _o2o_agent(name: str, bf16: bool, compile: bool) -> Any:
     """CQL / IQL with their default (CORL) networks at Hopper shapes."""
     import torch
 
-    from algos.cql import CQL, CQLConfig
-    from algos.iql import IQL, IQLConfig
+    from rlcore.algos.cql import CQL, CQLConfig
+    from rlcore.algos.iql import IQL, IQLConfig
 
     torch.manual_seed(0)
     precision = "bf16" if bf16 else "float32"
@@ -756,9 +756,9 @@ def _o2o_agent(name: str, bf16: bool, compile: bool) -> Any:
 
 def _rlpd_measure(bf16: bool, compile: bool, updates: int, seed: int) -> Measure | None:
     """RLPD updates/s (one update = UTD 20 critic steps on 20 x 256 rows + the actor),
-    or None when algos.rlpd is not on this branch."""
+    or None when rlcore.algos.rlpd is not on this branch."""
     try:
-        from algos.rlpd import RLPD, RLPDConfig
+        from rlcore.algos.rlpd import RLPD, RLPDConfig
     except ImportError:
         return None
     import torch
@@ -986,8 +986,8 @@ def section_o2o(args: argparse.Namespace) -> dict[str, Any]:
         measures[f"rlpd_{mode}"] = (
             None if skip else _rlpd_measure(bf16, compile, rlpd_calls, args.seed)
         )
-    if importlib.util.find_spec("algos.rlpd") is None:
-        _note(notes, "algos.rlpd is not on this branch: RLPD update columns skipped")
+    if importlib.util.find_spec("rlcore.algos.rlpd") is None:
+        _note(notes, "rlcore.algos.rlpd is not on this branch: RLPD update columns skipped")
     measures["critic_torch_eager"] = _torch_critic_steps_measure(False, rlpd_calls, args.seed)
     measures["critic_torch_compile"] = (
         None
@@ -1105,7 +1105,7 @@ def _rlcore_run(overrides: list[str]) -> tuple[float, Path, tempfile.TemporaryDi
     holder = tempfile.TemporaryDirectory(prefix="rlcore_bench_")
     run_dir = Path(holder.name)
     start = time.perf_counter()
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     train(cfg, run_dir)
     return time.perf_counter() - start, run_dir, holder
@@ -1172,7 +1172,7 @@ def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
     total, starts = args.sac_steps, args.sac_learning_starts
     log_every = math.gcd(total, starts) if starts else total
 
-    from benchmarks.sac_hopper_vs_sb3 import make_sb3_sac, rlcore_sac_overrides
+    from rlcore.benchmarks.sac_hopper_vs_sb3 import make_sb3_sac, rlcore_sac_overrides
 
     overrides = [
         *rlcore_sac_overrides(total, starts, total, args.seed),
@@ -1461,7 +1461,7 @@ def memory_child(kind: str, capacity: int) -> dict[str, Any]:
 
 def _memory_subprocess(kind: str, capacity: int) -> dict[str, Any]:
     code = (
-        "import json; from benchmarks.throughput import memory_child; "
+        "import json; from rlcore.benchmarks.throughput import memory_child; "
         f"print(json.dumps(memory_child({kind!r}, {capacity})))"
     )
     root = str(Path(__file__).resolve().parents[1])
@@ -1554,8 +1554,8 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
     back end), at ``--mjx-num-envs`` envs; the first MJX step's compile time beside it."""
     import torch
 
-    from envs.mjx import MjxVectorEnv
-    from envs.native import NativeVectorEnv
+    from rlcore.envs.mjx import MjxVectorEnv
+    from rlcore.envs.native import NativeVectorEnv
 
     device = _mjx_device(args.mjx_device)
     notes: list[str] = [

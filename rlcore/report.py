@@ -513,7 +513,7 @@ def d4rl_references(env_or_dataset_id: str) -> tuple[float, float]:
 
     Raises ValueError (ScoreReferenceError) when the id has no entry.
     """
-    from offline.scores import reference_scores  # the table lives with the datasets
+    from rlcore.offline.scores import reference_scores  # the table lives with the datasets
 
     return reference_scores(env_or_dataset_id)
 

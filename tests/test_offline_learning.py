@@ -3,9 +3,9 @@ InvertedPendulum-v5, IQL and TD3+BC end above the behaviour policy's average ret
 
 import pytest
 
-from offline.collect import collect
-from offline.datasets import load_dataset
 from rlcore.logging import read_csv
+from rlcore.offline.collect import collect
+from rlcore.offline.datasets import load_dataset
 from rlcore.train import train
 from tests.conftest import make_config
 

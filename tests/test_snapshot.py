@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.make import make_vec_env, set_states
-from envs.native import batch_available
-from envs.snapshot import (
+from rlcore.envs.make import make_vec_env, set_states
+from rlcore.envs.native import batch_available
+from rlcore.envs.snapshot import (
     SnapshotMismatchError,
     SnapshotReset,
     Snapshots,
@@ -209,8 +209,8 @@ def test_teacher_checkpoint_labels_are_its_critics_min_q():
     min_i Q_i(s, pi(s))."""
     import torch
 
-    from envs.snapshot import teacher_from_checkpoint
     from rlcore.checkpoint import load_agent
+    from rlcore.envs.snapshot import teacher_from_checkpoint
 
     policy, value_fn, teacher_env = teacher_from_checkpoint(TEACHER, sample=False)
     assert teacher_env["name"].lower() == "hopper"
@@ -268,8 +268,8 @@ def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
     """A PPO teacher labels snapshots with V(s) of its own observation normalisation."""
     import torch
 
-    from envs.snapshot import teacher_from_checkpoint
     from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+    from rlcore.envs.snapshot import teacher_from_checkpoint
     from rlcore.train import train
 
     train(make_config("algo=ppo", "env=Hopper", "total_steps=256", "algo.rollout_steps=128",
@@ -288,7 +288,7 @@ def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
 
 def test_which_teachers_sample_their_actions():
     """As the reference: SAC and PPO teachers sample, TD3 acts deterministically."""
-    from envs.snapshot import teacher_samples
+    from rlcore.envs.snapshot import teacher_samples
 
     assert teacher_samples("sac", {}) and teacher_samples("ppo", {}) and teacher_samples("iql", {})
     assert not teacher_samples("td3", {}) and not teacher_samples("TD3_BC", {})
@@ -299,8 +299,8 @@ def test_which_teachers_sample_their_actions():
 def test_sac_teacher_samples_seeded_and_labels_at_a_fresh_sample():
     import torch
 
-    from envs.snapshot import load_or_collect, teacher_from_checkpoint
     from rlcore.checkpoint import load_agent
+    from rlcore.envs.snapshot import load_or_collect, teacher_from_checkpoint
 
     def collect(seed: int) -> Snapshots:
         return load_or_collect(TEACHER, "Hopper", {}, 40, episodes=1, every=10, seed=seed)
@@ -332,9 +332,9 @@ def test_offline_teacher_labels_see_its_own_obs_normaliser(tmp_path, monkeypatch
     ``update``: its V(s) labels must be taken on those standardised states."""
     import torch
 
-    from envs.snapshot import teacher_from_checkpoint
-    from offline.collect import collect
     from rlcore.checkpoint import load_agent
+    from rlcore.envs.snapshot import teacher_from_checkpoint
+    from rlcore.offline.collect import collect
     from rlcore.train import train
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))

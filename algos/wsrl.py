@@ -99,8 +99,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from algos.cql import CQL, CQLConfig
-from algos.sac import SAC, SACConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.sac import SAC, SACConfig
 from rlcore.types import Batch
 
 PHASES = ("offline", "warmup", "online")

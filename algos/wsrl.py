@@ -99,8 +99,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from algos.cql import CQL, CQLConfig
-from algos.sac import SAC, SACConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.sac import SAC, SACConfig
 from rlcore.capabilities import Phased
 from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.types import Batch

@@ -42,6 +42,8 @@ import gymnasium as gym
 import torch
 
 from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.capabilities import Phased
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 
 
 @dataclass
@@ -61,8 +63,23 @@ class CalQLConfig(CQLConfig):
     buffer_size: int = 1_000_000  # online replay capacity
     calibrate_online: bool = False  # keep the Monte-Carlo bound on after the switch
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps, then (``online_steps`` > 0) fine-tuning online with the
+        dataset mixed into every batch."""
+        schedule = Schedule(
+            offline_steps=self.total_steps, online_steps=self.online_steps,
+            batch_size=self.batch_size, buffer_size=self.buffer_size,
+            updates_per_step=self.updates_per_step, offline_data=self.offline_data,
+            offline_fraction=self.offline_fraction,
+        )  # fmt: skip
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
+                       compile=bool(self.compile))  # fmt: skip
 
-class CalQL(CQL):
+
+class CalQL(CQL, Phased):
     """The CQL agent with Cal-QL's calibrated lower bound switched on (``calibrate``)."""
 
     def __init__(

@@ -75,6 +75,7 @@ import numpy as np
 import torch
 
 from rlcore.algos.sac import subset_min
+from rlcore.capabilities import StateStatistics
 from rlcore.compiled import (
     LossModule,
     adam_constants,
@@ -93,6 +94,7 @@ from rlcore.nets import (
     polyak_update,
     xavier_uniform_init,
 )
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
@@ -160,6 +162,15 @@ class CQLConfig:
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps only."""
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
+                       compile=bool(self.compile))  # fmt: skip
+
 
 def cql_gap(
     q_data: torch.Tensor,
@@ -193,7 +204,7 @@ def cql_gap(
     return (ood - q_data).clamp(*clip).mean(dim=-1)
 
 
-class CQL:
+class CQL(StateStatistics):
     """CQL agent (Cal-QL with ``calibrate=True``): ``act``, ``update(batch)``,
     ``state_dict`` / ``load_state_dict``.
 

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcore.nets import DiscreteQNetwork, polyak_update
+from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import DISCRETE, check_action_space
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
@@ -75,6 +76,15 @@ class DQNConfig:
     learning_starts: int = 10_000  # uniform random actions and no updates before this step
     updates_per_step: float = 0.1  # update-to-data ratio (CleanRL train_frequency 10)
     total_steps: int = 500_000  # training length in env steps (also the epsilon schedule's)
+
+    def plan(self) -> RunPlan:
+        """Online from scratch: random actions until ``learning_starts``, then updates."""
+        schedule = Schedule(
+            online_steps=self.total_steps, batch_size=self.batch_size,
+            buffer_size=self.buffer_size, learning_starts=self.learning_starts,
+            updates_per_step=self.updates_per_step,
+        )  # fmt: skip
+        return RunPlan(schedule, gamma=self.gamma)
 
 
 def linear_epsilon(step: int, start: float, end: float, duration: float) -> float:

@@ -76,6 +76,7 @@ from torch import nn
 from rlcore.algos.iql import IQL, gaussian_policy
 from rlcore.losses import weight_diagnostics
 from rlcore.nets import MLP, sinusoidal_encoding, tanh_gaussian_log_prob
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, frozen, mixed_precision
 
@@ -114,6 +115,18 @@ class FamO2OConfig:
     online_steps: int = 1_000_000  # env steps of online fine-tuning, one update each
     updates_per_step: float = 1.0  # online gradient updates per env step (fractions accumulate)
     offline_data: str = "keep"  # online: "drop" | "keep" (dataset rows in the buffer) | "mix"
+
+    def plan(self) -> RunPlan:
+        """Offline gradient steps, then fine-tuning online with the dataset kept."""
+        schedule = Schedule(
+            offline_steps=self.total_steps, online_steps=self.online_steps,
+            batch_size=self.batch_size, updates_per_step=self.updates_per_step,
+            offline_data=self.offline_data,
+        )  # fmt: skip
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 
 
 def balance_to_beta(u: torch.Tensor, low: float, high: float) -> torch.Tensor:

@@ -66,6 +66,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.capabilities import DatasetUser, StateStatistics
 from rlcore.generative import (
     DENOISERS,
     EMA,
@@ -80,6 +81,7 @@ from rlcore.generative import (
     warmup_cosine_lr,
 )
 from rlcore.nets import ObsNormalizer
+from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import batched_obs, ensure_finite, load_state_into, state_of
@@ -132,6 +134,13 @@ class DiffusionBCConfig:
         if self.online_steps:
             raise ValueError("online_steps: behaviour cloning has no online phase")
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps on chunks of the dataset's actions."""
+        schedule = Schedule(offline_steps=self.total_steps, online_steps=self.online_steps,
+                            batch_size=self.batch_size)  # fmt: skip
+        return RunPlan(schedule, EnvRecipe(obs_history=self.obs_history),
+                       DataRecipe(normalize_states=self.normalize_states), gamma=self.gamma)  # fmt: skip
+
 
 @dataclass
 class FlowBCConfig(DiffusionBCConfig):
@@ -146,7 +155,7 @@ class FlowBCConfig(DiffusionBCConfig):
     ema_unit: str = "step"
 
 
-class GenerativeBC:
+class GenerativeBC(DatasetUser, StateStatistics):
     """A DDPM or flow head cloned from chunked dataset actions: ``act``, ``update``,
     ``prepare_dataset``, ``state_dict`` / ``load_state_dict``."""
 

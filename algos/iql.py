@@ -49,6 +49,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.capabilities import Phased, StateStatistics
 from rlcore.compiled import (
     LossModule,
     adam_constants,
@@ -66,6 +67,7 @@ from rlcore.nets import (
     QEnsemble,
     polyak_update,
 )
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
@@ -129,8 +131,21 @@ class IQLConfig:
     updates_per_step: float = 1.0  # online gradient updates per env step (fractions accumulate)
     offline_data: str = "keep"  # online: "drop" | "keep" (dataset rows in the buffer) | "mix"
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps, then (``online_steps`` > 0) fine-tuning online with the
+        dataset kept in the online buffer."""
+        schedule = Schedule(
+            offline_steps=self.total_steps, online_steps=self.online_steps,
+            batch_size=self.batch_size, updates_per_step=self.updates_per_step,
+            offline_data=self.offline_data,
+        )  # fmt: skip
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
+                       compile=bool(self.compile))  # fmt: skip
 
-class IQL:
+
+class IQL(Phased, StateStatistics):
     """IQL agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
 
     def __init__(

@@ -43,9 +43,11 @@ import torch
 from torch import nn
 
 from rlcore.buffers import minibatch_indices
+from rlcore.capabilities import OnPolicy
 from rlcore.compiled import CompiledAdamStep, compile_graph
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, CategoricalActor, GaussianActor, orthogonal_init
+from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import BOX, DISCRETE, action_kind, check_action_space
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import RolloutBatch
@@ -81,8 +83,17 @@ class PPOConfig:
     rollout_steps: int = 2048  # env steps per sub-env between updates
     total_steps: int = 1_000_000  # default training length in env steps
 
+    def plan(self) -> RunPlan:
+        """Rollouts of ``rollout_steps`` per sub-env, then an update."""
+        schedule = Schedule(online_steps=self.total_steps, rollout_steps=self.rollout_steps,
+                            num_minibatches=self.num_minibatches)  # fmt: skip
+        env = EnvRecipe(normalize_obs=self.normalize_obs, normalize_reward=self.normalize_reward,
+                        reward_gamma=self.gamma)  # fmt: skip
+        return RunPlan(schedule, env, returns=Returns(self.gamma, self.gae_lambda),
+                       gamma=self.gamma, compile=bool(self.compile))  # fmt: skip
 
-class PPO:
+
+class PPO(OnPolicy):
     """PPO agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
 
     def __init__(

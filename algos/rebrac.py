@@ -45,8 +45,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.capabilities import StateStatistics
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, edac_init, polyak_update
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
@@ -89,8 +91,16 @@ class ReBRACConfig:
     batch_size: int = 1024  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps only."""
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 
-class ReBRAC:
+
+class ReBRAC(StateStatistics):
     """ReBRAC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``.
 
     Batches must carry ``extras["next_action"]`` and ``extras["has_next_action"]``

@@ -71,6 +71,7 @@ import torch
 from torch import nn
 
 from rlcore.buffers import minibatch_indices
+from rlcore.capabilities import OnPolicy
 from rlcore.generative import (
     FlowHead,
     adamw,
@@ -81,6 +82,7 @@ from rlcore.generative import (
 )
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP
+from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import batched_obs, clipped_step, load_state_into, state_of
@@ -154,6 +156,16 @@ class ReinFlowConfig:
         """Actions per env step of the training env (rlcore.train builds it chunked)."""
         return self.horizon
 
+    def plan(self) -> RunPlan:
+        """Rollouts of chunks (the env executes each chunk of ``horizon`` actions)."""
+        schedule = Schedule(online_steps=self.total_steps, rollout_steps=self.rollout_steps,
+                            num_minibatches=self.num_minibatches)  # fmt: skip
+        env = EnvRecipe(normalize_obs=self.normalize_obs, normalize_reward=self.normalize_reward,
+                        reward_gamma=self.gamma, action_chunk=self.env_chunk,
+                        obs_history=self.obs_history)  # fmt: skip
+        return RunPlan(schedule, env, returns=Returns(self.gamma, self.gae_lambda),
+                       gamma=self.gamma, needs_pretrained=True, pretrained=self.pretrained)  # fmt: skip
+
 
 class NoiseNetwork(nn.Module):
     """sigma(s, x_k, t_k) per action dim of the chunk, squashed into [lo, hi]."""
@@ -177,7 +189,7 @@ class NoiseNetwork(nn.Module):
         return (0.5 * log_var).exp().view(-1, *self.shape)
 
 
-class ReinFlow:
+class ReinFlow(OnPolicy):
     """ReinFlow agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
 
     def __init__(

@@ -89,9 +89,11 @@ import torch
 from torch import nn
 
 from rlcore.buffers import minibatch_indices
+from rlcore.capabilities import EvalPolicy, OnPolicy, PerEnvState
 from rlcore.generative import SCHEDULES, ChunkQueue, DDPMHead, policy_parts
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, DiagNormal
+from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import batched_obs, clipped_step, load_state_into, state_of
@@ -148,6 +150,15 @@ class ResiPConfig:
         if not 0.0 <= self.actor_warmup < 1.0:
             raise ValueError(f"actor_warmup={self.actor_warmup} must be in [0, 1)")
 
+    def plan(self) -> RunPlan:
+        """Rollouts of single actions (the frozen base's chunk is executed by the agent)."""
+        schedule = Schedule(online_steps=self.total_steps, rollout_steps=self.rollout_steps,
+                            num_minibatches=self.num_minibatches)  # fmt: skip
+        env = EnvRecipe(normalize_obs=self.normalize_obs, normalize_reward=self.normalize_reward,
+                        reward_gamma=self.gamma, obs_history=self.obs_history)  # fmt: skip
+        return RunPlan(schedule, env, returns=Returns(self.gamma, self.gae_lambda),
+                       gamma=self.gamma, needs_pretrained=True, pretrained=self.pretrained)  # fmt: skip
+
 
 def warmup_cosine(progress: float, warmup: float) -> float:
     """Learning-rate factor at ``progress`` (fraction of the run done): linear from 0 over
@@ -188,7 +199,7 @@ class _ResidualPolicy:
             return self.agent.executed(base, mean).cpu().numpy()
 
 
-class ResiP:
+class ResiP(OnPolicy, PerEnvState, EvalPolicy):
     """ResiP agent: ``act``, ``explore``, ``value``, ``update``, ``episodes_started``,
     ``eval_policy``, ``state_dict``."""
 

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from rlcore.algos.sac import SAC, SACConfig
+from rlcore.plan import RunPlan, Schedule
 
 
 @dataclass
@@ -67,6 +68,18 @@ class RLPDConfig(SACConfig):
     offline_data: str = "mix"  # every minibatch mixes dataset and online rows ...
     offline_fraction: float = 0.5  # ... half and half (symmetric sampling)
     offline_steps: int = 0  # no offline pre-training
+
+    def plan(self) -> RunPlan:
+        """Online, with the dataset mixed into every batch (``offline_data``)."""
+        schedule = Schedule(
+            offline_steps=self.offline_steps, online_steps=self.total_steps,
+            batch_size=self.batch_size, buffer_size=self.buffer_size,
+            learning_starts=self.learning_starts, updates_per_step=self.updates_per_step,
+            utd_ratio=self.utd_ratio, offline_data=self.offline_data,
+            offline_fraction=self.offline_fraction,
+        )  # fmt: skip
+        return RunPlan(schedule, gamma=self.gamma, precision=self.precision,
+                       compile=bool(self.compile))  # fmt: skip
 
 
 class RLPD(SAC):

@@ -76,6 +76,7 @@ from rlcore.compiled import (
 )
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init, polyak_update
+from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
@@ -157,6 +158,16 @@ class SACConfig:
                 f"compile_steps={self.compile_steps} must be >= 1 and divide utd_ratio="
                 f"{self.utd_ratio} (or None: all critic steps in one graph)"
             )
+
+    def plan(self) -> RunPlan:
+        """Online from scratch: random actions until ``learning_starts``, then updates."""
+        schedule = Schedule(
+            online_steps=self.total_steps, batch_size=self.batch_size,
+            buffer_size=self.buffer_size, learning_starts=self.learning_starts,
+            updates_per_step=self.updates_per_step, utd_ratio=self.utd_ratio,
+        )  # fmt: skip
+        return RunPlan(schedule, gamma=self.gamma, precision=self.precision,
+                       compile=bool(self.compile))  # fmt: skip
 
 
 class SAC:

@@ -25,6 +25,7 @@ import torch
 
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
+from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
@@ -52,6 +53,15 @@ class TD3Config:
     learning_starts: int = 25_000  # uniform random actions and no updates before this step
     updates_per_step: float = 1.0  # update-to-data ratio
     total_steps: int = 1_000_000  # default training length in env steps
+
+    def plan(self) -> RunPlan:
+        """Online from scratch: random actions until ``learning_starts``, then updates."""
+        schedule = Schedule(
+            online_steps=self.total_steps, batch_size=self.batch_size,
+            buffer_size=self.buffer_size, learning_starts=self.learning_starts,
+            updates_per_step=self.updates_per_step,
+        )  # fmt: skip
+        return RunPlan(schedule, gamma=self.gamma)
 
 
 class TD3:

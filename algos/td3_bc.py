@@ -23,8 +23,10 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.capabilities import StateStatistics
 from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
@@ -62,8 +64,15 @@ class TD3BCConfig:
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps only."""
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 
-class TD3BC:
+
+class TD3BC(StateStatistics):
     """TD3+BC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
 
     def __init__(

@@ -101,6 +101,8 @@ import torch
 
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.sac import SAC, SACConfig
+from rlcore.capabilities import Phased
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.types import Batch
 
 PHASES = ("offline", "warmup", "online")
@@ -141,6 +143,22 @@ class WSRLConfig(CQLConfig):
     updates_per_step: float = 1.0  # update calls per env step
     total_steps: int = 500_000  # online env steps
 
+    def plan(self) -> RunPlan:
+        """``offline_steps`` of CQL pre-training, then online SAC: ``warmup_steps`` of the
+        pre-trained policy acting without updates, the dataset dropped (``offline_data``)."""
+        schedule = Schedule(
+            offline_steps=self.offline_steps, online_steps=self.total_steps,
+            batch_size=self.batch_size, buffer_size=self.buffer_size,
+            learning_starts=self.learning_starts, warmup_steps=self.warmup_steps,
+            updates_per_step=self.updates_per_step, utd_ratio=self.utd_ratio,
+            offline_data=self.offline_data,
+        )  # fmt: skip
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
+                       compile=bool(self.compile))  # fmt: skip
+
 
 def _subset(cls: type, config: WSRLConfig, **changes: object) -> object:
     """An instance of the dataclass ``cls`` with the fields ``config`` shares with it."""
@@ -148,7 +166,7 @@ def _subset(cls: type, config: WSRLConfig, **changes: object) -> object:
     return cls(**{**{name: getattr(config, name) for name in names}, **changes})
 
 
-class WSRL:
+class WSRL(Phased):
     """CQL pre-training, then SAC fine-tuning of the same networks: ``set_phase``,
     ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from rlcore.capabilities import PerEnvState
 from rlcore.spaces import to_env_action
 
 
@@ -40,7 +41,7 @@ def evaluate(
     costs: list[float] = []
     done_count = np.zeros(n, dtype=np.int64)
     obs, _ = env.reset(seed=seed)
-    episodes_started = getattr(policy, "episodes_started", None)
+    episodes_started = policy.episodes_started if isinstance(policy, PerEnvState) else None
     if episodes_started is not None:
         episodes_started(np.ones(n, bool))
     chunked = len(env.single_action_space.shape) + 2  # ndim of a batch of chunks

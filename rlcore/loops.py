@@ -14,13 +14,21 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
 from rlcore.buffers import ReplayBuffer, RolloutBuffer, Sampler, draw
+from rlcore.capabilities import (
+    Agent,
+    CostCritic,
+    CostRecorder,
+    EvalPolicy,
+    PerEnvState,
+    Phased,
+)
 from rlcore.checkpoint import CheckpointReadError
 from rlcore.envs.make import (
     NormalizeObservation,
@@ -32,17 +40,9 @@ from rlcore.envs.make import (
 )
 from rlcore.evaluate import evaluate
 from rlcore.logging import Logger, format_duration
+from rlcore.plan import Returns
 from rlcore.spaces import random_actions, to_env_action
 from rlcore.utils import NonFiniteLossError, get_rng_state, set_rng_state, tensors_finite
-
-
-class Agent(Protocol):
-    """What the loops need from an algorithm."""
-
-    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray: ...
-    def update(self, batch: Any) -> dict[str, float]: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -65,6 +65,7 @@ class LoopSettings:
     utd_ratio: int = 1
     # on-policy only
     rollout_steps: int = 2048
+    returns: Returns = field(default_factory=Returns)  # the advantages' discounting
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
 
@@ -185,9 +186,11 @@ def _evaluate_agent(
     if train_norm is not None and eval_norm is not None:
         eval_norm.load_state_dict(train_norm.state_dict())
         eval_norm.training = False
-    make_policy = getattr(agent, "eval_policy", None)  # a stateful policy (ResiP)
     result = evaluate(
-        make_policy() if make_policy is not None else lambda o: agent.act(o, deterministic=True),
+        # an agent that evaluates with its own policy object (ResiP's stateful one)
+        agent.eval_policy()
+        if isinstance(agent, EvalPolicy)
+        else lambda o: agent.act(o, deterministic=True),
         eval_env,
         settings.eval_episodes,
         seed=settings.seed + 1_000_003,
@@ -221,11 +224,14 @@ def _evaluate_and_log(
 
 
 def _log_episodes(
-    run: RunContext, info: dict[str, Any], step: int, agent: Agent | None = None
+    run: RunContext,
+    info: dict[str, Any],
+    step: int,
+    record_costs: Callable[[list[float]], None] | None = None,
 ) -> list[float]:
     """Log every episode that ended in this vector step (return, length and, on a task with
-    costs, ``train/episode_cost``); returns their returns. An agent with
-    ``record_episode_costs`` (a constrained algorithm) is handed the episodes' costs."""
+    costs, ``train/episode_cost``); returns their returns. ``record_costs`` (a constrained
+    agent's ``record_episode_costs``) is handed the episodes' costs."""
     returns, lengths = info["episode_return"], info["episode_length"]
     if isinstance(returns, torch.Tensor):  # device back end: one small copy per step
         returns, lengths = torch.stack((returns, lengths.to(returns.dtype))).cpu().numpy()
@@ -237,7 +243,6 @@ def _log_episodes(
         if costs is not None:
             metrics["train/episode_cost"] = costs[i]
         run.logger.log(metrics, step)
-    record_costs = getattr(agent, "record_episode_costs", None)
     if record_costs is not None and len(returns):
         if costs is None:
             raise ValueError(_NO_COST)
@@ -466,7 +471,8 @@ def run_phases(
 
     total = sum(p.steps for p in phases)
     progress = _Progress(run, total, counters["step"])
-    set_phase = getattr(agent, "set_phase", None)
+    set_phase = agent.set_phase if isinstance(agent, Phased) else None
+    record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
     if set_phase is not None and counters["phase"] < len(phases):
         set_phase(phases[counters["phase"]].name)
     if evaluate_first and counters["step"] == 0:
@@ -504,7 +510,7 @@ def run_phases(
             counters["env_steps"] += env.num_envs
             counters["phase_step"] += env.num_envs
             counters["step"] = step
-            if finished := _log_episodes(run, info, step, agent):
+            if finished := _log_episodes(run, info, step, record_costs):
                 counters["episodes"] += len(finished)
                 record.last_return = finished[-1]
             if phase.name == "online":
@@ -604,12 +610,13 @@ def on_policy(
     record = _Record({"step": 0, "iteration": 0, "episodes": 0})
     device = rollout.device
     # a constrained agent (cost critic): costs, V_c and the cost's GAE in the rollout
-    cost_value = getattr(agent, "cost_value", None)
+    cost_value = agent.cost_value if isinstance(agent, CostCritic) else None
+    record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
 
     env_reset = env.reset(seed=settings.seed)
     obs = env_reset[0]
     on_device = isinstance(obs, torch.Tensor)  # mjx: tensors on the device end to end
-    episodes_started = getattr(agent, "episodes_started", None)
+    episodes_started = agent.episodes_started if isinstance(agent, PerEnvState) else None
     if episodes_started is not None:
         episodes_started(np.ones(num_envs, bool))
     if run.resume is not None:
@@ -650,16 +657,16 @@ def on_policy(
                 episodes_started(terminated | truncated)
             obs = next_obs
             counters["step"] += num_envs
-            if finished := _log_episodes(run, info, counters["step"], agent):
+            if finished := _log_episodes(run, info, counters["step"], record_costs):
                 counters["episodes"] += len(finished)
                 record.last_return = finished[-1]
             progress.show(counters["step"], record.last_return, record.last_eval)
         obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
-        cfg = agent.config
+        returns = settings.returns
         samples = rollout.compute(
-            agent.value(obs_t), cfg.gamma, cfg.gae_lambda,
+            agent.value(obs_t), returns.gamma, returns.gae_lambda,
             None if cost_value is None else cost_value(obs_t),
-            getattr(cfg, "cost_gamma", None), getattr(cfg, "cost_gae_lambda", None),
+            returns.cost_gamma, returns.cost_gae_lambda,
         )  # fmt: skip
         try:
             record.metrics = agent.update(samples, progress=counters["iteration"] / iterations)

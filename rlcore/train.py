@@ -34,6 +34,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlcore import registry
 from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
+from rlcore.capabilities import (
+    DatasetUser,
+    OnPolicy,
+    Planned,
+    StateStatistics,
+    require,
+)
 from rlcore.checkpoint import (
     CHECKPOINT_DIR,
     FORMAT_VERSION,
@@ -53,6 +60,7 @@ from rlcore.loops import (
     on_policy,
     run_phases,
 )
+from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
 from rlcore.registry import ConfigError, coerce
 from rlcore.spaces import action_storage, check_action_space, describe_action_space
 from rlcore.utils import seed_everything
@@ -160,14 +168,16 @@ def check_run_config(cfg_dict: dict[str, Any]) -> None:
         node[key] = value
 
 
-def check_schedule(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: Any) -> None:
-    """Refuse schedules that would end before any learning happens."""
-    total = cfg_dict["total_steps"]
-    online = phase_lengths(spec, cfg_dict, algo_cfg)[1]
-    if online > 0:
-        starts = int(getattr(algo_cfg, "learning_starts", 0))
-        warmup = int(getattr(algo_cfg, "warmup_steps", 0))
-        name = "total_steps" if spec.loop == "off_policy" else "algo.online_steps"
+def check_schedule(plan: RunPlan, num_envs: int, init_from: bool, online_option: str) -> None:
+    """Refuse schedules that would end before any learning happens. ``online_option`` is the
+    option that sets the online phase's length (``total_steps`` for online algorithms,
+    ``algo.online_steps`` for offline ones that fine-tune)."""
+    schedule = plan.schedule
+    online = phase_lengths(plan, init_from)[1]
+    on_policy = schedule.rollout_steps > 0
+    if online > 0 and not on_policy:
+        starts, warmup = schedule.learning_starts, schedule.warmup_steps
+        name = online_option
         if online <= starts + warmup:
             what = (
                 f"algo.learning_starts + algo.warmup_steps = {starts + warmup:,}"
@@ -183,51 +193,35 @@ def check_schedule(cfg_dict: dict[str, Any], spec: registry.AlgoSpec, algo_cfg: 
                     else "algo.learning_starts."
                 )
             )
-    offline_data = getattr(algo_cfg, "offline_data", "drop")
-    if offline_data not in OFFLINE_DATA_MODES:
+    if schedule.offline_data not in OFFLINE_DATA_MODES:
         raise ConfigError(
-            f"algo.offline_data={offline_data!r}: choose one of {OFFLINE_DATA_MODES} (drop: "
-            "online buffer only; keep: dataset rows in the online buffer; mix: MixedSampler)"
+            f"algo.offline_data={schedule.offline_data!r}: choose one of {OFFLINE_DATA_MODES} "
+            "(drop: online buffer only; keep: dataset rows in the online buffer; mix: "
+            "MixedSampler)"
         )
-    fraction = float(getattr(algo_cfg, "offline_fraction", 0.5))
-    if offline_data == "mix" and not 0.0 <= fraction <= 1.0:
+    fraction = schedule.offline_fraction
+    if schedule.offline_data == "mix" and not 0.0 <= fraction <= 1.0:
         raise ConfigError(f"algo.offline_fraction={fraction} must lie in [0, 1]")
-    if spec.loop == "on_policy":
-        per_rollout = int(algo_cfg.rollout_steps) * int(cfg_dict["env"]["num_envs"])
-        if total < per_rollout:
+    if on_policy:
+        per_rollout = schedule.rollout_steps * num_envs
+        if schedule.online_steps < per_rollout:
             raise ConfigError(
-                f"total_steps={total:,} is less than one rollout (algo.rollout_steps x "
-                f"env.num_envs = {per_rollout:,}): the run would not complete one update. "
-                "Raise total_steps or lower algo.rollout_steps."
+                f"total_steps={schedule.online_steps:,} is less than one rollout "
+                f"(algo.rollout_steps x env.num_envs = {per_rollout:,}): the run would not "
+                "complete one update. Raise total_steps or lower algo.rollout_steps."
             )
-    minibatches = getattr(algo_cfg, "num_minibatches", None)
-    if spec.loop == "on_policy" and minibatches is not None:
-        per_rollout = int(algo_cfg.rollout_steps) * int(cfg_dict["env"]["num_envs"])
-        if minibatches > per_rollout:
+        minibatches = schedule.num_minibatches
+        if minibatches is not None and minibatches > per_rollout:
             raise ConfigError(
                 f"algo.num_minibatches={minibatches} exceeds the rollout's {per_rollout} "
                 "samples; lower algo.num_minibatches"
             )
 
 
-OFFLINE_DATA_MODES = ("drop", "keep", "mix")
-
-
-def phase_lengths(
-    spec: registry.AlgoSpec, cfg_dict: dict[str, Any], algo_cfg: Any
-) -> tuple[int, int]:
-    """(offline gradient steps, online env steps) of a replay-based run. ``total_steps`` is
-    the algorithm's main phase: gradient steps for an offline algorithm (followed by
-    ``algo.online_steps`` env steps, 0 by default), env steps for an online one (preceded
-    by ``algo.offline_steps`` of pre-training). ``init_from=`` skips pre-training."""
-    total = int(cfg_dict["total_steps"])
-    if spec.loop == "offline":
-        offline, online = total, int(getattr(algo_cfg, "online_steps", 0))
-    else:
-        offline, online = int(getattr(algo_cfg, "offline_steps", 0)), total
-    if cfg_dict.get("init_from"):
-        offline = 0
-    return offline, online
+def phase_lengths(plan: RunPlan, init_from: bool) -> tuple[int, int]:
+    """(offline gradient steps, online env steps) of the algorithm's plan; ``init_from=``
+    skips pre-training."""
+    return (0 if init_from else plan.schedule.offline_steps), plan.schedule.online_steps
 
 
 def snapshot_reset(
@@ -279,17 +273,11 @@ def snapshot_reset(
     return lambda env: SnapshotReset(env, snapshots, settings)
 
 
-def constrained(algo_cfg: Any) -> bool:
-    """Whether the algorithm optimises under a cost constraint (its config has a
-    ``cost_limit``): its buffer gets a ``cost`` channel and its task must report costs."""
-    return hasattr(algo_cfg, "cost_limit")
-
-
-def needs_dataset(spec: registry.AlgoSpec, cfg_dict: dict[str, Any], algo_cfg: Any) -> bool:
+def needs_dataset(plan: RunPlan, offline_loop: bool, init_from: bool) -> bool:
     """True when the run trains on, or mixes in, an offline dataset."""
-    offline, online = phase_lengths(spec, cfg_dict, algo_cfg)
-    mixes = online > 0 and getattr(algo_cfg, "offline_data", "drop") in ("keep", "mix")
-    return spec.loop == "offline" or offline > 0 or mixes
+    offline, online = phase_lengths(plan, init_from)
+    mixes = online > 0 and plan.schedule.offline_data in ("keep", "mix")
+    return offline_loop or offline > 0 or mixes
 
 
 def check_spaces(
@@ -421,6 +409,9 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         # sets the algorithm's (IQL anneals its actor lr to 0 over it)
         cfg_dict["algo"]["total_steps"] = cfg_dict["total_steps"]
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
+    require(algo_cfg, Planned, "the composition root reads a run's schedule from")
+    plan: RunPlan = algo_cfg.plan()
+    init_from = bool(cfg_dict.get("init_from"))
     env_cfg = cfg_dict["env"]
     env_id = resolve_env_id(env_cfg["id"])
     cfg_dict["env"]["id"] = env_id
@@ -443,30 +434,25 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         raise ValueError("device=cuda was requested but CUDA is not available: use device=cpu")
 
     normalize = {
-        "normalize_obs": bool(getattr(algo_cfg, "normalize_obs", False)),
-        "gamma": float(getattr(algo_cfg, "gamma", 0.99)),
+        "normalize_obs": plan.env.normalize_obs,
+        "gamma": plan.env.reward_gamma,
         "clip_obs": float(env_cfg.get("clip_obs", 10.0)),
         "max_episode_steps": env_cfg.get("max_episode_steps"),
         "env_kwargs": env_cfg.get("kwargs") or {},
         "flatten_obs": bool(env_cfg.get("flatten_obs", False)),
         # diffusion / flow policies conditioned on the last T observations
-        "obs_history": int(getattr(algo_cfg, "obs_history", 1)),
+        "obs_history": plan.env.obs_history,
     }
     init_state = None
     if cfg_dict.get("init_from") and resume_state is None:
         init_state = load_init_from(cfg_dict, spec)
-    offline_run = phase_lengths(spec, cfg_dict, algo_cfg)[1] == 0 and spec.loop != "on_policy"
-    if needs_dataset(spec, cfg_dict, algo_cfg) and not cfg_dict.get("dataset"):
+    offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
+    if needs_dataset(plan, spec.loop == "offline", init_from) and not cfg_dict.get("dataset"):
         raise ValueError(
             f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
-    if (
-        hasattr(algo_cfg, "pretrained")
-        and not algo_cfg.pretrained
-        and resume_state is None
-        and not cfg_dict.get("init_from")
-    ):
+    if plan.needs_pretrained and not plan.pretrained and resume_state is None and not init_from:
         raise ConfigError(
             f"algo={spec.name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
             "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
@@ -488,10 +474,10 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         # the env's running-std reward scaling (PPO family); offline recipes scale rewards by
         # the dataset's return range instead (``normalize_reward_by_returns``, applied to
         # dataset and online rewards alike by ``_prepare_offline``'s reward transform)
-        normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),
+        normalize_reward=plan.env.normalize_reward,
         clip_reward=float(env_cfg.get("clip_reward", 10.0)),
         base_wrappers=base_wrappers,
-        action_chunk=int(getattr(algo_cfg, "env_chunk", 1)),  # DPPO / ReinFlow act in chunks
+        action_chunk=plan.env.action_chunk,  # DPPO / ReinFlow act in chunks
         device=device,  # where backend=mjx simulates (the other back ends run on the CPU)
         mjx_impl=str(env_cfg.get("mjx_impl", "jax")),
         **normalize,
@@ -503,12 +489,15 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     obs_space, action_space = env.single_observation_space, env.single_action_space
     try:
         check_spaces(spec, env_id, obs_space, action_space)
-        check_schedule(cfg_dict, spec, algo_cfg)
+        online_option = "algo.online_steps" if spec.loop == "offline" else "total_steps"
+        check_schedule(plan, int(env_cfg["num_envs"]), init_from, online_option)
     except ConfigError:
         env.close()
         eval_env.close()
         raise
     agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
+    if spec.loop == "on_policy":
+        require(agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop")
     if init_state is not None:
         agent.load_state_dict(init_state["agent"])
 
@@ -523,9 +512,9 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         progress_interval_s=float(log_cfg.get("progress_interval_s", 10.0)),
     )
     effective = {
-        "env_backend": type(env.unwrapped if hasattr(env, "unwrapped") else env).__name__,
-        "precision": getattr(agent.config, "precision", "float32"),
-        "compile": bool(getattr(agent.config, "compile", False)),
+        "env_backend": type(env.unwrapped).__name__,
+        "precision": plan.precision,
+        "compile": plan.compile,
     }
     _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
     for note in resume_notes:
@@ -574,17 +563,18 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         checkpoint_every=int(cfg_dict["checkpoint_every"]),
         checkpoint_every_s=float(cfg_dict.get("checkpoint_every_s") or 0.0),
         log_every=int(cfg_dict["log_every"]),
-        learning_starts=int(getattr(algo_cfg, "learning_starts", 0)),
-        batch_size=int(getattr(algo_cfg, "batch_size", 256)),
-        updates_per_step=float(getattr(algo_cfg, "updates_per_step", 1.0)),
-        utd_ratio=int(getattr(algo_cfg, "utd_ratio", 1)),
-        rollout_steps=int(getattr(algo_cfg, "rollout_steps", 2048)),
+        learning_starts=plan.schedule.learning_starts,
+        batch_size=plan.schedule.batch_size,
+        updates_per_step=plan.schedule.updates_per_step,
+        utd_ratio=plan.schedule.utd_ratio,
+        rollout_steps=plan.schedule.rollout_steps,
+        returns=plan.returns,
         stop_at_return=cfg_dict.get("stop_at_return"),
     )
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
     with stop_signals(run, logger), log_warnings(logger):
         try:
-            return _run_loop(spec, cfg_dict, algo_cfg, agent, env, eval_env, settings, run, logger)
+            return _run_loop(spec, cfg_dict, plan, agent, env, eval_env, settings, run, logger)
         finally:
             logger.close()
             env.close()
@@ -594,7 +584,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
 def _run_loop(
     spec: registry.AlgoSpec,
     cfg_dict: dict[str, Any],
-    algo_cfg: Any,
+    plan: RunPlan,
     agent: Any,
     env: Any,
     eval_env: Any,
@@ -616,20 +606,21 @@ def _run_loop(
         )
         return on_policy(agent, env, eval_env, rollout, settings, run)
 
-    offline_steps, online_steps = phase_lengths(spec, cfg_dict, algo_cfg)
+    init_from = bool(cfg_dict.get("init_from"))
+    offline_steps, online_steps = phase_lengths(plan, init_from)
     dataset, score, reward_transform = None, None, None
-    if needs_dataset(spec, cfg_dict, algo_cfg):
-        dataset, score, reward_transform = _prepare_offline(cfg_dict, algo_cfg, agent, env, logger)
+    if needs_dataset(plan, spec.loop == "offline", init_from):
+        dataset, score, reward_transform = _prepare_offline(cfg_dict, plan, agent, env, logger)
         dataset.seed(settings.seed)
-    offline_data = getattr(algo_cfg, "offline_data", "drop")
+    offline_data = plan.schedule.offline_data
     phases, buffer, stateful = [], None, {} if dataset is None else {"dataset": dataset}
     if offline_steps > 0:
         phases.append(Phase("offline", offline_steps, dataset))
     if online_steps > 0:
         # every online transition is kept unless the algorithm caps its replay capacity
         capacity = max(online_steps, env.num_envs)
-        if hasattr(algo_cfg, "buffer_size"):
-            capacity = min(int(algo_cfg.buffer_size), capacity)
+        if plan.schedule.buffer_size is not None:
+            capacity = min(plan.schedule.buffer_size, capacity)
         if dataset is not None and offline_data == "keep":
             buffer = dataset.to_replay_buffer(len(dataset) + capacity, agent.device, settings.seed)
         else:
@@ -643,16 +634,16 @@ def _run_loop(
                 action_dtype=action_dtype,
                 next_action=dataset is not None,  # offline-style critics (ReBRAC) read it
                 # constrained algorithms learn a cost critic from the task's info["cost"]
-                channels={"cost": ((), torch.float32)} if constrained(algo_cfg) else None,
+                channels={"cost": ((), torch.float32)} if plan.env.cost else None,
             )
         sampler: Any = buffer
         if dataset is not None and offline_data == "mix":
-            fraction = float(algo_cfg.offline_fraction)
+            fraction = plan.schedule.offline_fraction
             sampler = stateful["mixed"] = MixedSampler(
                 [(dataset, fraction), (buffer, 1 - fraction)]
             )
-        warmup = min(int(getattr(algo_cfg, "warmup_steps", 0)), online_steps)
-        random_steps = min(int(getattr(algo_cfg, "learning_starts", 0)), online_steps - warmup)
+        warmup = min(plan.schedule.warmup_steps, online_steps)
+        random_steps = min(plan.schedule.learning_starts, online_steps - warmup)
         phases += [
             Phase("warmup", warmup),
             Phase("warmup", random_steps, random_actions=True),
@@ -682,7 +673,7 @@ def _run_loop(
         stateful=stateful,
         score=score,
         reward_transform=reward_transform,
-        evaluate_first=bool(cfg_dict.get("init_from")),
+        evaluate_first=init_from,
     )
 
 
@@ -747,7 +738,7 @@ def log_warnings(logger: Logger) -> Iterator[None]:
 
 
 def _prepare_offline(
-    cfg_dict: dict[str, Any], algo_cfg: Any, agent: Any, env: Any, logger: Logger
+    cfg_dict: dict[str, Any], plan: RunPlan, agent: Any, env: Any, logger: Logger
 ) -> tuple[Any, Any, Callable[[Any], Any] | None]:
     """Load and check the dataset, apply the recipe's reward/state normalisation, and
     build the normalised-score function (None, with a note, when no reference exists) and
@@ -756,13 +747,13 @@ def _prepare_offline(
     from rlcore.offline.scores import ScoreReferenceError, normalized_score
 
     env_id = cfg_dict["env"]["id"]
-    dataset = load_dataset(cfg_dict["dataset"], gamma=float(algo_cfg.gamma), env_id=env_id)
-    dataset.stack_observations(int(getattr(algo_cfg, "obs_history", 1)))  # as the env shows
+    dataset = load_dataset(cfg_dict["dataset"], gamma=plan.gamma, env_id=env_id)
+    dataset.stack_observations(plan.env.obs_history)  # as the env shows
     dataset.check_env(env.single_observation_space, env.single_action_space)
     factor = 1.0
-    if getattr(algo_cfg, "normalize_reward_by_returns", False):
+    if plan.data.normalize_reward_by_returns:
         factor = dataset.normalize_rewards_by_return_range()
-    scale, bias = getattr(algo_cfg, "reward_scale", 1.0), getattr(algo_cfg, "reward_bias", 0.0)
+    scale, bias = plan.data.reward_scale, plan.data.reward_bias
     if (scale, bias) != (1.0, 0.0):
         dataset.scale_rewards(scale, bias)
 
@@ -770,9 +761,10 @@ def _prepare_offline(
         """The dataset's reward transform, applied to online rewards too."""
         return reward * (factor * scale) + bias
 
-    if getattr(algo_cfg, "normalize_states", False):
+    if plan.data.normalize_states:
+        require(agent, StateStatistics, "normalize_states needs (observation statistics)")
         agent.obs_normalizer.fit(dataset.obs.to(agent.device))
-    if hasattr(agent, "prepare_dataset"):  # channels the agent samples (action chunks, ...)
+    if isinstance(agent, DatasetUser):  # channels the agent samples (action chunks, ...)
         agent.prepare_dataset(dataset)
     try:
         normalized_score(0.0, env_id, dataset)

@@ -75,7 +75,9 @@ import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from rlcore.buffers import minibatch_indices
+from rlcore.capabilities import CostCritic, CostRecorder, OnPolicy
 from rlcore.nets import DiagNormal
+from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.safe import ConstrainedActorCritic, EpisodeCostWindow
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
@@ -123,6 +125,14 @@ class CPOConfig:
             raise ValueError(f"cost_limit={self.cost_limit} must be >= 0")
         if not 0 < self.line_search_decay < 1:
             raise ValueError(f"line_search_decay={self.line_search_decay} must lie in (0, 1)")
+
+    def plan(self) -> RunPlan:
+        """Rollouts on a task with costs (V_c and the cost's GAE in the rollout)."""
+        schedule = Schedule(online_steps=self.total_steps, rollout_steps=self.rollout_steps)
+        env = EnvRecipe(normalize_obs=self.normalize_obs, normalize_reward=self.normalize_reward,
+                        reward_gamma=self.gamma, cost=True)  # fmt: skip
+        returns = Returns(self.gamma, self.gae_lambda, self.cost_gamma, self.cost_gae_lambda)
+        return RunPlan(schedule, env, returns=returns, gamma=self.gamma)
 
 
 def conjugate_gradient(
@@ -206,7 +216,7 @@ def _project(value: float, low: float, high: float) -> float | None:
     return None if low > high else min(max(value, low), high)
 
 
-class CPO:
+class CPO(OnPolicy, CostCritic, CostRecorder):
     """CPO agent: ``act``, ``explore``, ``value``, ``cost_value``, ``record_episode_costs``,
     ``update(rollout)``, ``state_dict``."""
 

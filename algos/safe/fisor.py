@@ -56,9 +56,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rlcore.capabilities import DatasetUser, EvalPolicy, StateStatistics
 from rlcore.generative import EMA, ActionBox, DDPMHead
 from rlcore.losses import cosine_lr, expectile_loss, set_lr
 from rlcore.nets import MLP, ObsNormalizer, QEnsemble, polyak_update
+from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
 from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
@@ -123,6 +125,13 @@ class FISORConfig:
         need them (everything but behaviour cloning that acts with one sample)."""
         return self.actor_objective != "bc" or self.num_samples > 1
 
+    def plan(self) -> RunPlan:
+        """Offline gradient steps on a cost-labelled dataset."""
+        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          normalize_states=self.normalize_states)  # fmt: skip
+        schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
+        return RunPlan(schedule, EnvRecipe(cost=True), data, gamma=self.gamma)
+
 
 def effective_sample_fraction(weights: torch.Tensor) -> float:
     """Kish's effective sample size of per-row loss weights as a fraction of the rows:
@@ -131,7 +140,7 @@ def effective_sample_fraction(weights: torch.Tensor) -> float:
     return float(total**2 / (len(weights) * (weights**2).sum()).clamp_min(1e-12))
 
 
-class FISOR:
+class FISOR(DatasetUser, EvalPolicy, StateStatistics):
     """FISOR agent: ``act``, ``eval_policy``, ``prepare_dataset``, ``update(batch)`` (a
     batch with ``cost``), ``state_dict``."""
 

@@ -39,7 +39,9 @@ import torch
 from torch import nn
 
 from rlcore.buffers import minibatch_indices
+from rlcore.capabilities import CostCritic, CostRecorder, OnPolicy
 from rlcore.losses import clipped_surrogate, standardize
+from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.safe import (
     MULTIPLIERS,
     ConstrainedActorCritic,
@@ -88,8 +90,16 @@ class PPOLagConfig:
         if self.cost_limit < 0:
             raise ValueError(f"cost_limit={self.cost_limit} must be >= 0")
 
+    def plan(self) -> RunPlan:
+        """Rollouts on a task with costs (V_c and the cost's GAE in the rollout)."""
+        schedule = Schedule(online_steps=self.total_steps, rollout_steps=self.rollout_steps)
+        env = EnvRecipe(normalize_obs=self.normalize_obs, normalize_reward=self.normalize_reward,
+                        reward_gamma=self.gamma, cost=True)  # fmt: skip
+        returns = Returns(self.gamma, self.gae_lambda, self.cost_gamma, self.cost_gae_lambda)
+        return RunPlan(schedule, env, returns=returns, gamma=self.gamma)
 
-class PPOLag:
+
+class PPOLag(OnPolicy, CostCritic, CostRecorder):
     """PPO-Lagrangian agent: ``act``, ``explore``, ``value``, ``cost_value``,
     ``record_episode_costs``, ``update(rollout)``, ``state_dict``."""
 

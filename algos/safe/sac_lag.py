@@ -37,7 +37,9 @@ import torch
 from torch import nn
 
 from rlcore.algos.sac import SAC, SACConfig
+from rlcore.capabilities import CostRecorder
 from rlcore.nets import QEnsemble, polyak_update
+from rlcore.plan import EnvRecipe, RunPlan, Schedule
 from rlcore.safe import MULTIPLIERS, EpisodeCostWindow, make_multiplier
 from rlcore.types import Batch
 from rlcore.utils import adam, ensure_finite, frozen, load_state_into, state_of
@@ -73,8 +75,17 @@ class SACLagConfig:
         if self.cost_limit < 0:
             raise ValueError(f"cost_limit={self.cost_limit} must be >= 0")
 
+    def plan(self) -> RunPlan:
+        """Online from scratch on a task with costs (the buffer keeps them)."""
+        schedule = Schedule(
+            online_steps=self.total_steps, batch_size=self.batch_size,
+            buffer_size=self.buffer_size, learning_starts=self.learning_starts,
+            updates_per_step=self.updates_per_step,
+        )  # fmt: skip
+        return RunPlan(schedule, EnvRecipe(cost=True), gamma=self.gamma)
 
-class SACLag:
+
+class SACLag(CostRecorder):
     """SAC-Lagrangian agent: ``act``, ``record_episode_costs``, ``update(batch)`` (a batch
     with ``cost``), ``state_dict``."""
 

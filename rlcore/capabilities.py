@@ -1,0 +1,107 @@
+"""What an agent can do, as Protocols the loops check once when a run is built.
+
+An algorithm names the capabilities it implements in its class line
+(``class PPO(OnPolicy):``), so a reader sees them there; the loops test them with
+``isinstance`` once, before the first step, instead of looking methods up by name.
+``require`` turns a missing capability into one clear error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from rlcore.plan import RunPlan
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What every loop needs from an algorithm."""
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray: ...
+    def update(self, batch: Any) -> dict[str, float]: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+@runtime_checkable
+class Planned(Protocol):
+    """An algorithm config: declares the run the core executes for it."""
+
+    def plan(self) -> RunPlan: ...
+
+
+@runtime_checkable
+class OnPolicy(Protocol):
+    """Acts with a stochastic policy and values states (the rollout loop): ``explore``
+    returns (action, log_prob, value[, rollout channels]) for a batch of observations."""
+
+    def explore(self, obs: torch.Tensor) -> tuple[Any, ...]: ...
+    def value(self, obs: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class CostCritic(Protocol):
+    """An on-policy constrained agent's cost value V_c (its rollout gets the cost's GAE)."""
+
+    def cost_value(self, obs: torch.Tensor) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class CostRecorder(Protocol):
+    """A constrained agent that adapts to the episodes' costs (a Lagrange multiplier)."""
+
+    def record_episode_costs(self, costs: list[float]) -> None: ...
+
+
+@runtime_checkable
+class Phased(Protocol):
+    """Told which phase starts: "offline", "warmup" or "online" (rlcore.loops.Phase)."""
+
+    def set_phase(self, phase: str) -> None: ...
+
+
+@runtime_checkable
+class PerEnvState(Protocol):
+    """Keeps state per sub-env across steps (an open-loop base chunk): told, with a boolean
+    mask, which envs start a new episode (all at the start, then those that ended)."""
+
+    def episodes_started(self, mask: np.ndarray) -> None: ...
+
+
+@runtime_checkable
+class EvalPolicy(Protocol):
+    """Evaluates with its own policy object (stateful, or acting unlike ``act``)."""
+
+    def eval_policy(self) -> Callable[[np.ndarray], np.ndarray]: ...
+
+
+@runtime_checkable
+class DatasetUser(Protocol):
+    """Derives what it samples from the offline dataset (action chunks, cost labels)."""
+
+    def prepare_dataset(self, dataset: Any) -> None: ...
+
+
+@runtime_checkable
+class StateStatistics(Protocol):
+    """Normalises observations with statistics fitted on the dataset (``normalize_states``)."""
+
+    obs_normalizer: Any
+
+
+class MissingCapabilityError(TypeError):
+    """An agent lacks a capability its run needs."""
+
+
+def require(agent: object, capability: type, why: str) -> None:
+    """Raise ``MissingCapabilityError`` naming ``capability`` and ``why`` the run needs it
+    unless ``agent`` implements it."""
+    if not isinstance(agent, capability):
+        raise MissingCapabilityError(
+            f"{type(agent).__name__} does not implement {capability.__name__} "
+            f"(rlcore.capabilities), which {why}"
+        )

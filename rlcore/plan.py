@@ -1,0 +1,98 @@
+"""The run plan: what the core executes for an algorithm, declared by the algorithm.
+
+Every algorithm's config implements ``plan() -> RunPlan`` (the ``Planned`` protocol of
+``rlcore.capabilities``): its schedule (phases, batches, buffer, update rate), the env
+recipe (normalisation, action chunks, observation history, costs) and what is done to an
+offline dataset. The composition root (``rlcore.train``) builds envs, buffers, samplers and
+phases from the plan and reads no other field of an algorithm's config, so a config name
+read by two layers cannot silently mean two things there. The option names users write
+(``algo.batch_size=...``) stay the papers' hyperparameter names; each config maps them onto
+the plan in one explicit function.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+OfflineData = Literal["drop", "keep", "mix"]
+OFFLINE_DATA_MODES: tuple[str, ...] = ("drop", "keep", "mix")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How a run spends its steps.
+
+    A replay-based run is ``offline_steps`` gradient steps on the dataset, then
+    ``online_steps`` env steps (summed over sub-envs): ``warmup_steps`` with the policy
+    acting and no updates, ``learning_starts`` with uniform random actions, then
+    ``updates_per_step`` updates per env step (fractions carry over), each on
+    ``utd_ratio`` minibatches of ``batch_size``. An on-policy run is ``online_steps`` env
+    steps in rollouts of ``rollout_steps`` per sub-env."""
+
+    offline_steps: int = 0
+    online_steps: int = 0
+    batch_size: int = 256
+    # online replay capacity; None keeps every online transition
+    buffer_size: int | None = None
+    learning_starts: int = 0
+    warmup_steps: int = 0
+    updates_per_step: float = 1.0
+    utd_ratio: int = 1
+    # on-policy: env steps per sub-env per rollout (0: a replay-based run) and minibatches
+    rollout_steps: int = 0
+    num_minibatches: int | None = None
+    # the dataset online: drop (online buffer only), keep (dataset rows in the online
+    # buffer) or mix (MixedSampler, ``offline_fraction`` of every batch from the dataset)
+    offline_data: OfflineData = "drop"
+    offline_fraction: float = 0.5
+
+
+@dataclass(frozen=True)
+class Returns:
+    """Discounting of an on-policy run's advantages (and of its cost's, when constrained)."""
+
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    cost_gamma: float | None = None
+    cost_gae_lambda: float | None = None
+
+
+@dataclass(frozen=True)
+class EnvRecipe:
+    """How the training env is wrapped for the algorithm."""
+
+    normalize_obs: bool = False  # running observation standardisation (env side)
+    normalize_reward: bool = False  # running-std reward scaling (PPO family)
+    reward_gamma: float = 0.99  # the discount the reward scaling's return estimate uses
+    action_chunk: int = 1  # actions per agent decision, executed open loop (DPPO, ReinFlow)
+    obs_history: int = 1  # observations stacked over the last T env steps
+    cost: bool = False  # a constrained algorithm: the task must report info["cost"]
+
+
+@dataclass(frozen=True)
+class DataRecipe:
+    """What is done to an offline dataset (and, for rewards, to online rows alike)."""
+
+    normalize_reward_by_returns: bool = False  # r x 1000 / (max - min episode return)
+    reward_scale: float = 1.0
+    reward_bias: float = 0.0
+    normalize_states: bool = False  # fit the agent's observation statistics on the dataset
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """An algorithm's whole declaration to the core. ``gamma`` discounts the dataset's
+    Monte-Carlo returns; ``needs_pretrained`` marks fine-tuners that must start from a
+    pre-trained policy, ``pretrained`` the one given (``algo.pretrained``); ``precision``
+    / ``compile`` are recorded in the run's metadata."""
+
+    schedule: Schedule
+    env: EnvRecipe = field(default_factory=EnvRecipe)
+    data: DataRecipe = field(default_factory=DataRecipe)
+    returns: Returns = field(default_factory=Returns)
+    gamma: float = 0.99
+    needs_pretrained: bool = False
+    pretrained: str | None = None
+    precision: str = "float32"
+    compile: bool = False

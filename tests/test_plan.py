@@ -1,0 +1,138 @@
+"""Run plans and capabilities: what each algorithm declares to the core, and that the core
+reads nothing else."""
+
+import ast
+import dataclasses
+import typing
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlcore import capabilities, registry
+from rlcore.capabilities import MissingCapabilityError, OnPolicy, Planned, require
+from rlcore.plan import DataRecipe, EnvRecipe, Returns, RunPlan, Schedule
+
+ROOT = Path(__file__).resolve().parents[1]
+ALGOS = sorted(registry.ALGORITHMS)
+# capabilities an agent declares in its class line (Agent and Planned are not optional)
+OPTIONAL = [
+    capabilities.OnPolicy,
+    capabilities.CostCritic,
+    capabilities.CostRecorder,
+    capabilities.Phased,
+    capabilities.PerEnvState,
+    capabilities.EvalPolicy,
+    capabilities.DatasetUser,
+]
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_every_config_declares_a_frozen_run_plan(name):
+    spec = registry.get(name)
+    config = spec.config_class()
+    assert isinstance(config, Planned)
+    plan = config.plan()
+    assert isinstance(plan, RunPlan)
+    for part in (plan, plan.schedule, plan.env, plan.data, plan.returns):
+        assert dataclasses.is_dataclass(part)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(part, dataclasses.fields(part)[0].name, None)
+    # the loop a spec names and the plan agree: rollouts exactly for on-policy algorithms
+    assert (plan.schedule.rollout_steps > 0) == (spec.loop == "on_policy")
+    # a constrained algorithm (it has a cost limit) asks for the task's costs
+    has_limit = any(f.name == "cost_limit" for f in dataclasses.fields(spec.config_class))
+    assert plan.env.cost == has_limit
+
+
+def test_plans_map_each_algorithms_options_onto_the_phases():
+    """total_steps is the main phase of each algorithm; the plan says which explicitly."""
+    wsrl = registry.get("wsrl").config_from_dict(
+        {
+            "total_steps": 30,
+            "offline_steps": 7,
+            "warmup_steps": 5,
+            "utd_ratio": 3,
+            "buffer_size": 100,
+            "normalize_reward_by_returns": True,
+        }  # fmt: skip
+    )
+    assert wsrl.plan().schedule == Schedule(
+        offline_steps=7, online_steps=30, batch_size=256, buffer_size=100, learning_starts=0,
+        warmup_steps=5, updates_per_step=1.0, utd_ratio=3, offline_data="drop",
+    )  # fmt: skip
+    assert wsrl.plan().data == DataRecipe(normalize_reward_by_returns=True)
+    iql = registry.get("iql").config_from_dict({"total_steps": 10, "online_steps": 20})
+    schedule = iql.plan().schedule
+    assert (schedule.offline_steps, schedule.online_steps, schedule.offline_data) == (
+        10,
+        20,
+        "keep",
+    )
+    assert schedule.buffer_size is None  # IQL keeps every online transition
+    cal_ql = registry.get("cal_ql").config_from_dict({"online_steps": 4, "offline_fraction": 0.25})
+    assert (cal_ql.plan().schedule.offline_data, cal_ql.plan().schedule.offline_fraction) == (
+        "mix", 0.25)  # fmt: skip
+    ppo = registry.get("ppo").config_from_dict({"total_steps": 64, "rollout_steps": 16})
+    assert ppo.plan().schedule.rollout_steps == 16 and ppo.plan().schedule.online_steps == 64
+    assert ppo.plan().env == EnvRecipe(normalize_obs=True, normalize_reward=True)
+    assert ppo.plan().returns == Returns(0.99, 0.95)
+    cpo = registry.get("cpo").config_from_dict({"cost_gamma": 0.9})
+    assert cpo.plan().returns.cost_gamma == 0.9 and cpo.plan().env.cost
+    dppo = registry.get("dppo").config_from_dict({"horizon": 8, "pretrained": "x.pt"})
+    assert dppo.plan().env.action_chunk == 8 and dppo.plan().pretrained == "x.pt"
+    assert dppo.plan().needs_pretrained
+    resip = registry.get("resip").config_from_dict({"horizon": 8})
+    assert resip.plan().env.action_chunk == 1  # ResiP executes the base's chunk itself
+
+
+def _names(tree: ast.AST, functions: tuple[str, ...]) -> list[int]:
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in functions
+    ]
+
+
+@pytest.mark.parametrize("module", ["rlcore/train.py", "rlcore/loops.py", "rlcore/evaluate.py"])
+def test_composition_root_and_loops_fish_for_nothing(module):
+    """No getattr / hasattr: settings come from the plan, capabilities from Protocols."""
+    tree = ast.parse((ROOT / module).read_text())
+    assert _names(tree, ("getattr", "hasattr")) == []
+
+
+def _protocol_members(protocol: type) -> set[str]:
+    return {
+        name
+        for name in vars(protocol)
+        if not name.startswith("_") and callable(vars(protocol)[name])
+    }
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_agents_declare_the_capabilities_they_implement(name):
+    """A method of a capability defined by an agent class means the capability is in its
+    class line (so the reader sees it there), and a declared one is implemented."""
+    cls = registry.get(name).agent_class
+    own = set()
+    for klass in cls.__mro__:
+        if klass is object or klass.__dict__.get("_is_protocol", False):
+            continue
+        own |= set(vars(klass))
+    for protocol in OPTIONAL:
+        members = _protocol_members(protocol)
+        if members & own:
+            assert protocol in cls.__mro__, f"{cls.__name__} implements {protocol.__name__}"
+    hints = typing.get_type_hints(capabilities.StateStatistics)
+    assert set(hints) == {"obs_normalizer"}
+
+
+def test_a_missing_capability_is_one_clear_error():
+    class Actor:
+        def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+            return obs
+
+    with pytest.raises(MissingCapabilityError, match="Actor does not implement OnPolicy.*rollout"):
+        require(Actor(), OnPolicy, "the rollout loop needs")

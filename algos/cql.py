@@ -74,6 +74,7 @@ import numpy as np
 import torch
 
 from algos.sac import subset_min
+from rlcore.agent_state import Parts
 from rlcore.compiled import (
     LossModule,
     adam_constants,
@@ -97,12 +98,10 @@ from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
-    batched_obs,
     ensure_finite,
-    load_state_into,
     mixed_precision,
+    numpy_act,
     scalars,
-    state_of,
     step_summed,
 )
 
@@ -278,6 +277,13 @@ class CQL:
                 )
             ]
             self._update_graph = compile_graph(self._graph_update)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, log_alpha=self.log_alpha,
+            log_alpha_prime=self.log_alpha_prime, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
+            alpha_prime_optimizer=self.alpha_prime_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def _init_networks(self, scheme: str) -> None:
@@ -297,17 +303,15 @@ class CQL:
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.detach().exp()
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action for raw observation(s), in the box: a sample from the tanh-Gaussian
         policy, or tanh of its mean (the mode of the pre-tanh Gaussian) when
         ``deterministic``."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action, _ = self.actor(
-                self.obs_normalizer(obs_t), deterministic=deterministic, with_log_prob=False
-            )
-            action = torch.clamp(action, self.low, self.high).cpu().numpy()
-        return action[0] if single else action
+        action, _ = self.actor(
+            self.obs_normalizer(obs), deterministic=deterministic, with_log_prob=False
+        )
+        return torch.clamp(action, self.low, self.high)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One gradient step of every part (see the module docstring, (1)-(5))."""
@@ -528,24 +532,10 @@ class CQL:
         torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
         return losses, stats
 
-    def _parts(self) -> dict:
-        return {
-            "obs_normalizer": self.obs_normalizer,
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "log_alpha": self.log_alpha,
-            "log_alpha_prime": self.log_alpha_prime,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-            "alpha_optimizer": self.alpha_optimizer,
-            "alpha_prime_optimizer": self.alpha_prime_optimizer,
-        }
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates, "calibrate": self.calibrate}
+        return self.parts.state_dict(updates=self.updates, calibrate=self.calibrate)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])
         self.calibrate = bool(state["calibrate"])

@@ -101,6 +101,7 @@ import torch
 
 from algos.cql import CQL, CQLConfig
 from algos.sac import SAC, SACConfig
+from rlcore.agent_state import Parts
 from rlcore.types import Batch
 
 PHASES = ("offline", "warmup", "online")
@@ -175,6 +176,7 @@ class WSRL:
         sac_config = _subset(SACConfig, config, policy_frequency=1, target_frequency=1)
         self.online = SAC(observation_space, action_space, sac_config, device, networks=shared)
         self.device = self.offline.device
+        self.parts = Parts(offline=self.offline, online=self.online)
         self.phase = "offline"
 
     @property
@@ -227,13 +229,8 @@ class WSRL:
     def state_dict(self) -> dict:
         """Both agents' states (networks, optimisers, temperatures, counters) and the phase
         (so that ``set_phase`` after a resume does not carry the CQL state over again)."""
-        return {
-            "offline": self.offline.state_dict(),
-            "online": self.online.state_dict(),
-            "phase": self.phase,
-        }
+        return self.parts.state_dict(phase=self.phase)
 
     def load_state_dict(self, state: dict) -> None:
-        self.offline.load_state_dict(state["offline"])
-        self.online.load_state_dict(state["online"])
+        self.parts.load_state_dict(state)
         self.phase = str(state["phase"])

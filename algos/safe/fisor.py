@@ -56,12 +56,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rlcore.agent_state import Parts
 from rlcore.generative import EMA, ActionBox, DDPMHead
 from rlcore.losses import cosine_lr, expectile_loss, set_lr
 from rlcore.nets import MLP, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, ensure_finite, numpy_act
 
 ACTOR_OBJECTIVES = ("feasibility", "bc")
 
@@ -167,6 +168,13 @@ class FISOR:
             "cost_critic": adam(self.cost_critic.parameters(), cfg.critic_lr),
             "cost_value": adam(self.cost_value.parameters(), cfg.value_lr),
         }
+        self.parts = Parts(
+            actor=self.actor, ema=self.ema, critic=self.critic, target_critic=self.target_critic,
+            value=self.value, cost_critic=self.cost_critic,
+            target_cost_critic=self.target_cost_critic, cost_value=self.cost_value,
+            obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
+            **{f"{k}_optimizer": o for k, o in self.optimizers.items()},
+        )  # fmt: skip
         self.updates = 0
 
     # --- data -------------------------------------------------------------------------
@@ -194,18 +202,14 @@ class FISOR:
         best = q_h.argmin(1)
         return candidates.view(n, k, -1)[torch.arange(n, device=obs.device), best]
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """FISOR's selected action; ``deterministic``: the EMA actor's noise-free sample
         path (no selection), for inspection."""
-        with torch.no_grad():
-            obs_t, single = batched_obs(obs, self.device)
-            obs_t = self.obs_normalizer(obs_t)
-            if deterministic:
-                action = self.box.to_env(self.ema.shadow.sample(obs_t, noise_scale=0.0)[:, 0])
-            else:
-                action = self.select(obs_t)
-        action = action.cpu().numpy()
-        return action[0] if single else action
+        obs = self.obs_normalizer(obs)
+        if deterministic:
+            return self.box.to_env(self.ema.shadow.sample(obs, noise_scale=0.0)[:, 0])
+        return self.select(obs)
 
     def eval_policy(self):  # noqa: ANN201 (a policy callable)
         """What evaluation runs: FISOR's selection (the paper's evaluation policy)."""
@@ -318,17 +322,9 @@ class FISOR:
         loss.backward()
         optimizer.step()
 
-    def _parts(self) -> dict:
-        return {"actor": self.actor, "ema": self.ema, "critic": self.critic,
-                "target_critic": self.target_critic, "value": self.value,
-                "cost_critic": self.cost_critic, "target_cost_critic": self.target_cost_critic,
-                "cost_value": self.cost_value, "obs_normalizer": self.obs_normalizer,
-                "actor_optimizer": self.actor_optimizer,
-                **{f"{k}_optimizer": o for k, o in self.optimizers.items()}}  # fmt: skip
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import torch
 
-from algos.cql import CQL, CQLConfig
+from rlcore.algos.cql import CQL, CQLConfig
 
 
 @dataclass

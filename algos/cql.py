@@ -16,7 +16,7 @@ One update, every loss taken with the parameters from before the update:
 (3) TD target y = r + gamma (1 - terminated) min_i Q'_i(s', a'), a' ~ pi(s') (max over
     ``cql_n_actions`` samples of it with ``cql_max_target_backup``; minus alpha log pi(a'|s')
     with ``backup_entropy``; the min over ``critic_subset`` random target critics, one draw
-    per update as ``algos.sac.subset_min``, when set: WSRL); TD loss = sum over critics of the MSE;
+    per update as ``rlcore.algos.sac.subset_min``, when set: WSRL); TD loss = sum over critics of the MSE;
 (4) CQL penalty per critic i: N uniform actions in the action box, N from pi(.|s) and N
     from pi(.|s') (all detached), ALL scored by Q_i at the current state s. With importance
     sampling, values are Q_i(s, a_rand) - log U(a_rand), Q_i(s, a_next) - log pi(a_next|s'),
@@ -73,8 +73,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from algos.sac import subset_min
 from rlcore.agent_state import Parts
+from rlcore.algos.sac import subset_min
 from rlcore.compiled import (
     LossModule,
     adam_constants,

@@ -26,7 +26,7 @@ full advantage, diffusion_ppo.py:136-144), clip 0.01. The iteration's epochs sto
 the first minibatch whose approximate KL exceeds ``target_kl`` = 1 (train_ppo_diffusion_
 agent.py:370-375). Optional BC term (``use_bc_loss``, off as in the reference): -log p of
 chains the frozen base samples, under the fine-tuned network (diffusion_ppo.py:101-125).
-One env step executes a chunk of H actions (``envs.make.ActionChunks``: the reward is
+One env step executes a chunk of H actions (``rlcore.envs.make.ActionChunks``: the reward is
 the chunk's summed reward, GAE discounts per chunk as the reference does). The critic
 V(s) is a 3x256 Mish MLP on the pre-training's standardised observation. Defaults: K =
 20, K' = 10, H = 4, Adam(W) at a constant actor lr 1e-4, critic lr 1e-3 (the reference's

@@ -73,7 +73,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from algos.iql import IQL, gaussian_policy
+from rlcore.algos.iql import IQL, gaussian_policy
 from rlcore.losses import weight_diagnostics
 from rlcore.nets import MLP, sinusoidal_encoding, tanh_gaussian_log_prob
 from rlcore.types import Batch

@@ -177,7 +177,7 @@ class GenerativeBC:
         )  # fmt: skip
         self.updates = 0
 
-    def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (offline.datasets.OfflineDataset)
+    def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (rlcore.offline.datasets.OfflineDataset)
         """Add the chunked targets (``action_chunk``) the updates sample, and size an epoch
         (ceil(rows / batch_size) gradient steps) for the learning-rate and EMA schedules."""
         chunks, _ = dataset.action_chunks(self.config.horizon)

@@ -37,7 +37,7 @@ linearly from 0 over the first 5 / 1,395 of the run then cosine-decayed to 0, cr
 5e-3 cosine-decayed to 0 (diffusers' ``get_cosine_schedule_with_warmup``, stepped once
 per iteration, :641-642; ``warmup_cosine``); stop the update at the first minibatch
 whose approximate KL exceeds 0.1 (:585-593).
-Measured together (``python -m benchmarks.finetune --methods resip --seeds 0 1``, Hopper,
+Measured together (``python -m rlcore.benchmarks.finetune --methods resip --seeds 0 1``, Hopper,
 200k steps, 2 seeds): 3,387 +- 97 [3,290, 3,484] after fine-tuning with these settings,
 2,966 +- 64 [2,902, 3,031] with the earlier ones (state-only critic, AdamW's torch
 defaults, value coefficient 0.5, tanh / orthogonal layers, a clip per network, constant

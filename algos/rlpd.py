@@ -44,7 +44,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from algos.sac import SAC, SACConfig
+from rlcore.algos.sac import SAC, SACConfig
 
 
 @dataclass

@@ -99,9 +99,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from algos.cql import CQL, CQLConfig
-from algos.sac import SAC, SACConfig
 from rlcore.agent_state import Parts
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.sac import SAC, SACConfig
 from rlcore.types import Batch
 
 PHASES = ("offline", "warmup", "online")

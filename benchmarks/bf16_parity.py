@@ -1,7 +1,7 @@
 """Does SAC's bfloat16 speed mode learn as well as float32? Hopper-v5, same seeds.
 
-    python -m benchmarks.bf16_parity                        # 100k steps, seeds 0 1, 2 jobs
-    python -m benchmarks.bf16_parity --steps 20000 --seeds 0 --jobs 1   # a quick look
+    python -m rlcore.benchmarks.bf16_parity                        # 100k steps, seeds 0 1, 2 jobs
+    python -m rlcore.benchmarks.bf16_parity --steps 20000 --seeds 0 --jobs 1   # a quick look
 
 Trains rlcore's SAC (CleanRL defaults, ``configs/algo/sac.yaml``) on Hopper-v5 for
 ``--steps`` env steps per (mode, seed): ``float32`` (the default) and ``bf16``
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.runs import report_dir, train_run, worker_pool, write_figures, write_result
+from rlcore.benchmarks.runs import report_dir, train_run, worker_pool, write_figures, write_result
 from rlcore.speed import ALLOW_EMULATED_BF16, speed_report
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -1,7 +1,7 @@
 """Diffusion / flow policies on Hopper: behaviour cloning on the recipe's medium dataset,
 then online fine-tuning with DPPO, ReinFlow (flow base) and ResiP (diffusion base).
 
-    python -m benchmarks.finetune --dataset local/hopper/medium-v5 --env-steps 200000 \\
+    python -m rlcore.benchmarks.finetune --dataset local/hopper/medium-v5 --env-steps 200000 \\
         --seeds 0 1 --jobs 2
 
 1. Behaviour cloning (``algo=diffusion_bc`` and ``algo=flow_bc``, ``--pretrain-steps``
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.runs import (
+from rlcore.benchmarks.runs import (
     cpu_info,
     overrides_by_name,
     run_method,
@@ -92,8 +92,8 @@ def pretrain(
 
 def bc_return(path: Path, episodes: int, seed: int = 0) -> dict[str, float]:
     """Deterministic evaluation of a BC snapshot (chunks executed open loop)."""
-    from envs.make import make_vec_env
     from rlcore.checkpoint import load_agent
+    from rlcore.envs.make import make_vec_env
     from rlcore.evaluate import evaluate
 
     agent = load_agent(path)

@@ -1,7 +1,7 @@
 """Where a trained FISOR agent's actor weights go on its dataset: the weights' effective
 sample size and each data source's share of the total weight.
 
-    python -m benchmarks.fisor_weights runs/bench/safe/offline/fisor_seed0 \\
+    python -m rlcore.benchmarks.fisor_weights runs/bench/safe/offline/fisor_seed0 \\
         --dataset local/safetyhoppervelocity/mixed-v0
 
 FISOR's actor is a weighted denoising regression (``algos/safe/fisor.py``, step 4): the
@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from algos.safe.fisor import FISORConfig, effective_sample_fraction
-from benchmarks.runs import cpu_info, write_result
+from rlcore.algos.safe.fisor import FISORConfig, effective_sample_fraction
+from rlcore.benchmarks.runs import cpu_info, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -34,8 +34,8 @@ def weight_report(
     run: Path, dataset_id: str, rows: int, random_below: float, unsafe_above: float, seed: int
 ) -> dict:
     """The weight statistics of one FISOR run (see the module docstring)."""
-    from offline.datasets import load_dataset
     from rlcore.checkpoint import load_agent
+    from rlcore.offline.datasets import load_dataset
 
     dataset = load_dataset(dataset_id)
     agent = load_agent(run)

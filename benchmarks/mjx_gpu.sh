@@ -28,13 +28,13 @@ PY
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 lscpu | grep -E "Model name|^CPU\(s\)" || true
 case "${1:-all}" in
-  ppo) python3 -m benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
+  ppo) python3 -m rlcore.benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
          --mjx-ppo-minutes "${PPO_MINUTES:-10}" --mjx-ppo-baseline-minutes "${BASELINE_MINUTES:-2}" ;;
-  throughput) python3 -m benchmarks.throughput --sections mjx --rounds "${ROUNDS:-2}" \
+  throughput) python3 -m rlcore.benchmarks.throughput --sections mjx --rounds "${ROUNDS:-2}" \
          --out "$out/mjx_throughput.json" ;;
   all)  # one device call: throughput (capped; largest batches first), then PPO
-    timeout "${TP_SECONDS:-200}" python3 -m benchmarks.throughput --sections mjx --rounds 1 \
+    timeout "${TP_SECONDS:-200}" python3 -m rlcore.benchmarks.throughput --sections mjx --rounds 1 \
       --mjx-num-envs 4096 16384 1024 1 --mjx-max-steps 50 --out "$out/mjx_throughput.json"
-    python3 -m benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
+    python3 -m rlcore.benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
       --mjx-ppo-minutes "${PPO_MINUTES:-10}" --mjx-ppo-baseline-minutes "${BASELINE_MINUTES:-2}" ;;
 esac

@@ -1,7 +1,7 @@
 """Offline-to-online fine-tuning on one dataset: WSRL, RLPD, Cal-QL and IQL fine-tuning,
 FamO2O and SAC from scratch, side by side at the same online budget.
 
-    python -m benchmarks.o2o --dataset local/hopper/medium-replay-v5 --offline-steps 50000 \\
+    python -m rlcore.benchmarks.o2o --dataset local/hopper/medium-replay-v5 --offline-steps 50000 \\
         --online-steps 50000 --seeds 0 1 --jobs 2
 
 For every method and seed it trains one rlcore run (``python -m rlcore.train`` maths, in a
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import (
+from rlcore.benchmarks.runs import (
     cpu_info,
     overrides_by_name,
     read_run,

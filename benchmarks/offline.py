@@ -1,10 +1,10 @@
 """Offline RL on D4RL-like Hopper datasets built by the recipe: behaviour policy vs
 IQL, TD3+BC, CQL and ReBRAC (last and best D4RL-normalised scores).
 
-    python -m offline.collect recipe env=Hopper            # builds local/hopper/*-v0 first
-    python -m benchmarks.offline --steps 1000000 --seeds 0
-    python -m benchmarks.offline --steps 20000 --algos iql td3_bc   # a quick look
-    python -m benchmarks.offline --steps 50000 --steps-for cql=12000 --jobs 2  # 2 cores
+    python -m rlcore.offline.collect recipe env=Hopper            # builds local/hopper/*-v0 first
+    python -m rlcore.benchmarks.offline --steps 1000000 --seeds 0
+    python -m rlcore.benchmarks.offline --steps 20000 --algos iql td3_bc   # a quick look
+    python -m rlcore.benchmarks.offline --steps 50000 --steps-for cql=12000 --jobs 2  # 2 cores
 
 ``--steps-for algo=n`` gives one algorithm its own gradient-step budget (CQL costs ~20x an
 IQL step on CPU); ``--bf16 cql rebrac`` trains those with ``precision=bf16`` (~2-2.5x
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.runs import report_dir, train_run, worker_pool, write_figures, write_result
+from rlcore.benchmarks.runs import report_dir, train_run, worker_pool, write_figures, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASETS = {"medium": "local/hopper/medium-v0", "medium_replay": "local/hopper/medium-replay-v0"}
@@ -151,8 +151,8 @@ def main(argv: list[str] | None = None) -> dict:
     )
     args = parser.parse_args(argv)
 
-    from offline.datasets import load_dataset
-    from offline.scores import normalized_score
+    from rlcore.offline.datasets import load_dataset
+    from rlcore.offline.scores import normalized_score
 
     steps_for = parse_steps_for(args.steps_for, args.algos)
     extra = parse_set(args.set, args.algos)

@@ -2,12 +2,12 @@
 ranking of two policies' actions agrees with Monte-Carlo rollouts of the behaviour policy.
 
     # episodes survived / fall lengths / forward speed of each policy (deterministic actions)
-    python -m benchmarks.offline_diagnostics gaits --env Hopper-v5 --episodes 20 \\
+    python -m rlcore.benchmarks.offline_diagnostics gaits --env Hopper-v5 --episodes 20 \\
         --policy behaviour=runs/recipe/hopper/expert/checkpoints/agent_step_120000.pt \\
         --policy iql=runs/bench/offline_v4/iql_medium_seed0_bf16
     # agent's critic: Q(s, agent(s)) - Q(s, reference(s)) against rollouts from s that take
     # that one action and then follow the (sampled) behaviour policy, common random numbers
-    python -m benchmarks.offline_diagnostics critic --dataset local/hopper/medium-v4 \\
+    python -m rlcore.benchmarks.offline_diagnostics critic --dataset local/hopper/medium-v4 \\
         --agent runs/bench/offline_v4/iql_medium_seed0_bf16 --reference <BC run> \\
         --behaviour runs/recipe/hopper/expert/checkpoints/agent_step_120000.pt
 
@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from benchmarks.runs import write_result
+from rlcore.benchmarks.runs import write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -111,8 +111,8 @@ def critic_vs_rollouts(
     end: the agent critic's Q(s, agent(s)) - Q(s, reference(s)) against the same difference
     estimated by ``rollouts`` rollouts per action of the sampled behaviour policy (the same
     random numbers for both actions, so the estimate's noise mostly cancels)."""
-    from offline import load_dataset
     from rlcore.checkpoint import load_agent, load_policy
+    from rlcore.offline import load_dataset
 
     agent = load_agent(agent_path)
     if not hasattr(agent, "critic") or not hasattr(agent, "obs_normalizer"):

@@ -52,7 +52,7 @@ def train_run(
             flush=True,
         )
         clear_dir(run_dir)
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     start = time.perf_counter()
     train(cfg, run_dir)

@@ -1,7 +1,7 @@
 """SAC on Hopper-v5: rlcore vs Stable-Baselines3, same hyper-parameters, same process.
 
-    python -m benchmarks.sac_hopper_vs_sb3                 # 100k steps, 8 chunks
-    python -m benchmarks.sac_hopper_vs_sb3 --steps 4000 --chunks 2 --learning-starts 1000
+    python -m rlcore.benchmarks.sac_hopper_vs_sb3                 # 100k steps, 8 chunks
+    python -m rlcore.benchmarks.sac_hopper_vs_sb3 --steps 4000 --chunks 2 --learning-starts 1000
 
 Both learners train for ``--steps`` env steps in ``--chunks`` equal chunks, run
 alternately (rlcore chunk 1, SB3 chunk 1, rlcore chunk 2, ...) so that machine drift
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.runs import report_dir, write_figures
+from rlcore.benchmarks.runs import report_dir, write_figures
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SB3_ALGO = "sb3_sac"  # algo.name of the SB3 side's run dir (its group in the report)
@@ -104,7 +104,7 @@ def _rlcore_chunk(run_dir: Path, total: int, args: argparse.Namespace, first: bo
     ]
     if not first:
         overrides.append(f"resume={run_dir}")
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     result = train(cfg, run_dir)
     return result["eval/return"]
@@ -122,7 +122,7 @@ class _SB3:
         self.seed = args.seed
 
     def chunk(self, steps: int) -> float:
-        from envs.make import make_vec_env
+        from rlcore.envs.make import make_vec_env
         from rlcore.evaluate import evaluate
 
         self.model.learn(total_timesteps=steps, reset_num_timesteps=False)

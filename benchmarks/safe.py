@@ -3,9 +3,9 @@ limit 25: unconstrained SAC, SAC-Lagrangian, PPO-Lagrangian and CPO side by side
 OmniSafe's published numbers (``--part online``), and FISOR against behaviour cloning on a
 cost-labelled dataset (``--part offline``).
 
-    python -m benchmarks.safe --on-policy-steps 1000000 --off-policy-steps 200000 \\
+    python -m rlcore.benchmarks.safe --on-policy-steps 1000000 --off-policy-steps 200000 \\
         --seeds 0 1 --jobs 2
-    python -m benchmarks.safe --part offline --offline-steps 50000 --seeds 0 1 --jobs 2
+    python -m rlcore.benchmarks.safe --part offline --offline-steps 50000 --seeds 0 1 --jobs 2
 
 Each method and seed is one rlcore run (``algo=<method> env=SafetyHopperVelocity
 algo.cost_limit=25``), resumed from its checkpoint when the benchmark was interrupted and
@@ -26,7 +26,7 @@ end with mean episode cost <= the limit while keeping most of the return. The JS
 every seed's curves and the CPU (lscpu model and flags).
 
 Offline part: the dataset ``--dataset`` (recorded first when missing, by
-``offline.safe_recipe`` from ``--sources``: uniform random actions, the committed Hopper SAC
+``rlcore.offline.safe_recipe`` from ``--sources``: uniform random actions, the committed Hopper SAC
 expert and medium policies, whose hopping costs hundreds per episode, and the committed
 CPO policy of this benchmark's online part (safe when deterministic, near the limit when
 sampled); see ``benchmarks/assets/README.md``). Methods, all
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import (
+from rlcore.benchmarks.runs import (
     cpu_info,
     overrides_by_name,
     run_method,
@@ -135,7 +135,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--methods", nargs="+", default=None,
                         help=f"online: {list(METHODS)}; offline: {list(OFFLINE_METHODS)}")  # fmt: skip
     parser.add_argument("--dataset", default="local/safetyhoppervelocity/mixed-v0")
-    parser.add_argument("--sources", default=DEFAULT_SOURCES, help="offline.safe_recipe sources")
+    parser.add_argument(
+        "--sources", default=DEFAULT_SOURCES, help="rlcore.offline.safe_recipe sources"
+    )
     parser.add_argument("--offline-steps", type=int, default=50_000)
     parser.add_argument("--offline-batch", type=int, default=512, help="algo.batch_size")
     parser.add_argument("--on-policy-steps", type=int, default=1_000_000)
@@ -232,8 +234,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 def offline_main(args: argparse.Namespace) -> dict:
     """FISOR, BC and BC-Safe on the cost-labelled dataset (recorded when missing)."""
-    from offline.datasets import DatasetNotAvailableError, load_dataset
-    from offline.safe_recipe import normalized_cost, normalized_reward, parse_sources, record
+    from rlcore.offline.datasets import DatasetNotAvailableError, load_dataset
+    from rlcore.offline.safe_recipe import normalized_cost, normalized_reward, parse_sources, record
 
     methods = args.methods or list(OFFLINE_METHODS)
     unknown = sorted(set(methods) - set(OFFLINE_METHODS))

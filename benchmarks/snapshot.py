@@ -1,7 +1,7 @@
 """S3RL snapshot reset on Hopper: student SAC and TD3 with and without snapshots from a
 teacher, at equal env steps, plus ablations.
 
-    python -m benchmarks.snapshot --teacher benchmarks/assets/hopper_sac_expert.pt \\
+    python -m rlcore.benchmarks.snapshot --teacher benchmarks/assets/hopper_sac_expert.pt \\
         --steps 100000 --seeds 0 1 2 --jobs 2
 
 Every variant is one rlcore run per seed (``python -m rlcore.train`` maths in a worker
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.runs import (
+from rlcore.benchmarks.runs import (
     cpu_info,
     overrides_by_name,
     read_run,

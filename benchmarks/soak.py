@@ -1,8 +1,8 @@
 """Soak: does a long SAC run's memory stay flat once the replay buffer is full?
 
-    python -m benchmarks.soak                                   # 1M steps, 1M buffer, UTD 0.02
-    nice -n 10 python -m benchmarks.soak --buffer-size 200000   # the committed result
-    python -m benchmarks.soak --steps 50000 --buffer-size 20000 --out /tmp/soak.json  # a quick look
+    python -m rlcore.benchmarks.soak                                   # 1M steps, 1M buffer, UTD 0.02
+    nice -n 10 python -m rlcore.benchmarks.soak --buffer-size 200000   # the committed result
+    python -m rlcore.benchmarks.soak --steps 50000 --buffer-size 20000 --out /tmp/soak.json  # a quick look
 
 Trains rlcore's SAC on Hopper-v5 with the native back end through ``rlcore.train.train``
 (the same composition root as the command line) for ``--steps`` env steps and records the
@@ -103,7 +103,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
         f"threads={args.threads}",
     ]
     torch.set_num_threads(args.threads)
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     original = train_module.Logger
     train_module.Logger = RssLogger  # benchmark-only: train() builds its logger by this name

@@ -1,8 +1,8 @@
 """Wall time of a sweep run serially (Hydra's basic launcher) and with 2 parallel jobs
 (joblib launcher), same runs, same machine.
 
-    python -m benchmarks.sweep_parallel                        # the issue's 6-run sweep
-    python -m benchmarks.sweep_parallel --steps 3000 --seeds 0 --out /tmp/sweep.json  # quick
+    python -m rlcore.benchmarks.sweep_parallel                        # the issue's 6-run sweep
+    python -m rlcore.benchmarks.sweep_parallel --steps 3000 --seeds 0 --out /tmp/sweep.json  # quick
 
 Runs ``python -m rlcore.train -m algo=sac,td3 env=InvertedPendulum seed=0,1,2`` (algos,
 env and seeds are flags) as a subprocess twice: with the basic launcher (one job after
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.soak import cpu_model
+from rlcore.benchmarks.soak import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Environments: vectorised gymnasium/MuJoCo back ends and environment-side wrappers."""
 
-from envs.make import (
+from rlcore.envs.make import (
     SHORT_NAMES,
     UnknownEnvError,
     get_vec_env_state,

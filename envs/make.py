@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from envs import safety  # noqa: F401  (registers the Safety<Task>Velocity-v1 ids)
+from rlcore.envs import safety  # noqa: F401  (registers the Safety<Task>Velocity-v1 ids)
 
 SHORT_NAMES: dict[str, str] = {
     "hopper": "Hopper-v5",
@@ -535,14 +535,14 @@ def make_vec_env(
     ``seed`` (if given) seeds the action spaces; the loop seeds the physics through
     ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``. ``backend="native"``
     steps all envs in MuJoCo's C threads (``envs/native.py``, ``num_threads`` of them,
-    default all CPUs) and supports the tasks in ``envs.native.SUPPORTED_ENVS``; it needs
+    default all CPUs) and supports the tasks in ``rlcore.envs.native.SUPPORTED_ENVS``; it needs
     MuJoCo >= 4.0 (``mujoco.batch``) and says so when it is missing. ``backend="auto"``
     (the env configs' default for those tasks) picks native for them when MuJoCo has
     ``mujoco.batch``, and otherwise sync (with one warning if the reason is an old MuJoCo).
     ``flatten_obs`` flattens Dict/Tuple observations (goal-conditioned tasks) into one
     float vector with gymnasium's ``FlattenObservation`` (the native tasks' observations
     are flat already). ``base_wrappers`` wrap the back end first, below the episode
-    statistics and normalisation (``envs.snapshot.SnapshotReset``: its episodes are
+    statistics and normalisation (``rlcore.envs.snapshot.SnapshotReset``: its episodes are
     ordinary episodes to everything above). ``action_chunk`` H > 1 makes the env take
     action chunks (N, H, A), each executed as H env steps by ``ActionChunks`` (right
     above the back end and the base wrappers): episode statistics still count env steps
@@ -578,11 +578,11 @@ def make_vec_env(
                 "env backend 'mjx' does not support flatten_obs (dict observations): use "
                 "env.backend=native"
             )
-        from envs.mjx import MjxVectorEnv
+        from rlcore.envs.mjx import MjxVectorEnv
 
         env = MjxVectorEnv(env_id, num_envs, device=device, impl=mjx_impl, **kwargs)
     elif backend == "native":
-        from envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
+        from rlcore.envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
         safe = safety.velocity_cost_of(env_id)  # a velocity-constrained task: its inner task
         env = NativeVectorEnv(
@@ -617,7 +617,7 @@ def make_vec_env(
 
 def _auto_backend(env_id: str) -> str:
     """``native`` for the tasks it implements when MuJoCo has ``mujoco.batch``, else ``sync``."""
-    from envs import native
+    from rlcore.envs import native
 
     safe = safety.velocity_cost_of(env_id)
     if (safe[0] if safe else env_id) not in native.SUPPORTED_ENVS:

@@ -6,7 +6,7 @@ reach torch on the same device through DLPack without a copy (``torch.from_dlpac
 JAX output buffers); actions go the other way the same way. Nothing in ``step`` touches
 numpy or the host.
 
-The tasks are the native back end's (``envs.native.TASKS``: same XML, frame skip, reward
+The tasks are the native back end's (``rlcore.envs.native.TASKS``: same XML, frame skip, reward
 weights, health ranges and observation blocks), so the formulas are those listed in
 ``envs/native.py``'s docstring, evaluated in float32 on MJX's data:
 
@@ -80,7 +80,7 @@ from gymnasium.envs.mujoco.mujoco_env import expand_model_path
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.native import _OBS_BLOCK_START, TaskSpec, task_spec
+from rlcore.envs.native import _OBS_BLOCK_START, TaskSpec, task_spec
 
 IMPLS = ("jax", "warp")
 # Newton iterations and line-search iterations of MJX's constraint solver (module docstring)
@@ -569,7 +569,7 @@ class MjxVectorEnv(VectorEnv):
         return obs, ep_return, ep_length.float()
 
     def device_states(self, states: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        """States (this back end's, the native one's or ``envs.make.portable_state``
+        """States (this back end's, the native one's or ``rlcore.envs.make.portable_state``
         snapshots) as device tensors, one row per state, for ``restart``: the float32
         integration rows, the "before" x of each and its time-limit counter."""
         rows = np.stack([self._integration_row(saved) for saved in states])
@@ -654,7 +654,7 @@ class MjxVectorEnv(VectorEnv):
         """Restore states into every env (``env_ids=None``) or into envs ``env_ids``.
 
         Accepts this back end's states, the native back end's (``native_state``) and
-        ``envs.make.portable_state`` snapshots (their "before" x is recomputed from the
+        ``rlcore.envs.make.portable_state`` snapshots (their "before" x is recomputed from the
         saved body positions, as the native back end does); those two keep the env's key
         and episode statistics.
         """

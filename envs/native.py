@@ -313,7 +313,7 @@ class NativeVectorEnv(VectorEnv):
         **task_kwargs: Any,
     ) -> None:
         """``velocity_cost=(threshold, planar)`` adds ``info["cost"] = 1[speed > threshold]``
-        every step (``envs.safety``'s velocity-constrained tasks): the forward x-velocity, or
+        every step (``rlcore.envs.safety``'s velocity-constrained tasks): the forward x-velocity, or
         the xy speed with ``planar`` (Ant, Humanoid), as the cost wrapper reads them from the
         v5 task's ``info``."""
         require_batch()
@@ -577,7 +577,7 @@ class NativeVectorEnv(VectorEnv):
         self, states: list[dict[str, Any]], env_ids: list[int] | None = None
     ) -> None:
         """Restore what ``rlcore_get_states`` captured (every env), or states into envs
-        ``env_ids`` only; ``envs.make.portable_state`` states (S3RL snapshots, captured on
+        ``env_ids`` only; ``rlcore.envs.make.portable_state`` states (S3RL snapshots, captured on
         gymnasium's env) restore exactly too, and leave the env's RNG alone."""
         if env_ids is None:
             if len(states) != self.num_envs:

@@ -23,7 +23,7 @@ terminating step's healthy reward (1 per early-terminated episode). The native b
 ``make_vec_env(..., backend="auto")`` steps the v1 ids on gymnasium's vector env and the
 V5 ids natively.
 
-Importing this module registers the twelve ids with gymnasium (``envs.make`` does). Any
+Importing this module registers the twelve ids with gymnasium (``rlcore.envs.make`` does). Any
 gymnasium env that reports ``info["cost"]`` works as a safe task.
 """
 
@@ -110,7 +110,7 @@ def register() -> None:
             if env_id not in gym.registry:
                 gym.register(
                     id=env_id,
-                    entry_point="envs.safety:make_velocity_task",
+                    entry_point="rlcore.envs.safety:make_velocity_task",
                     kwargs={"task": task, "body": body},
                 )
 

@@ -10,7 +10,7 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
    policy) SAMPLE their actions, TD3 (a deterministic policy: td3, td3_bc, rebrac, IQL's
    ``deterministic_actor``) acts with pi(s) and no exploration noise
    (``rlcore.teacher.teacher_samples``). Every ``every`` steps the simulator state is saved
-   (``envs.make.portable_state``: MuJoCo's integration state, the derived positions the
+   (``rlcore.envs.make.portable_state``: MuJoCo's integration state, the derived positions the
    reward reads as "before" values, the time limit's elapsed steps) with the observation
    and the teacher's value label: Q(s, a) at an action chosen the same way (a fresh sample
    for a sampling teacher, as the reference), the min over its critics, for SAC / TD3
@@ -24,7 +24,7 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
    the snapshots of the best episodes by return. ``selection="uniform"`` is the ablation
    without clusters.
 3. ``SnapshotReset``: every reset picks a cluster uniformly, then a snapshot uniformly in
-   it, and restores it in that sub-env (``envs.make.set_states``: sync, async and native
+   it, and restores it in that sub-env (``rlcore.envs.make.set_states``: sync, async and native
    back ends, each sub-env its own snapshot, exact).
 4. An episode started from a snapshot is truncated (not terminated) ``truncate_after``
    steps later; ``None`` switches truncation off (ablation). The time limit counts from
@@ -35,7 +35,7 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
 5. After ``switch_after`` env steps (summed over sub-envs) resets are ordinary again; the
    replay buffer is the loop's and is kept.
 
-On a device back end (``envs.mjx.MjxVectorEnv``: torch tensors) the same happens on the
+On a device back end (``rlcore.envs.mjx.MjxVectorEnv``: torch tensors) the same happens on the
 device without a host round trip: the snapshots live there as one table, the choice draws
 from a torch generator on the device for every env each step, and the back end's
 ``restart`` continues the chosen states where an episode ended (an all-False mask changes
@@ -67,7 +67,7 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from envs.make import make_vec_env, resolve_env_id, set_states
+from rlcore.envs.make import make_vec_env, resolve_env_id, set_states
 
 FORMAT = "rlcore-snapshots-1"
 SELECTIONS = ("kmeans", "uniform")
@@ -102,7 +102,7 @@ class Snapshots:
         return len(self.integration)
 
     def state(self, k: int) -> dict[str, Any]:
-        """Snapshot ``k`` as the portable state ``envs.make.set_states`` restores."""
+        """Snapshot ``k`` as the portable state ``rlcore.envs.make.set_states`` restores."""
         return {
             "integration": self.integration[k],
             "xpos": self.xpos[k],
@@ -336,7 +336,7 @@ class SnapshotReset(VectorWrapper):
         self.resets_from_snapshots = 0
         self.cluster_counts = np.zeros(len(self.members), np.int64)
         backend = env.unwrapped
-        self.on_device = callable(getattr(backend, "restart", None))  # envs.mjx
+        self.on_device = callable(getattr(backend, "restart", None))  # rlcore.envs.mjx
         self.device_table: dict[str, torch.Tensor] | None = None
         self.generator: torch.Generator | None = None
         self.last_snapshot_step = -1  # vector step of the last restore (device path)

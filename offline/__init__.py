@@ -1,7 +1,12 @@
 """Offline RL data: D4RL / Minari datasets in, Minari datasets out, reference scores."""
 
-from offline.datasets import DatasetError, DatasetNotAvailableError, OfflineDataset, load_dataset
-from offline.scores import normalized_score
+from rlcore.offline.datasets import (
+    DatasetError,
+    DatasetNotAvailableError,
+    OfflineDataset,
+    load_dataset,
+)
+from rlcore.offline.scores import normalized_score
 
 __all__ = [
     "DatasetError",

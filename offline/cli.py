@@ -1,5 +1,5 @@
-"""The ``key=value`` command lines of offline's tools (``offline.collect``,
-``offline.recipe``, ``offline.safe_recipe``): one parser, one usage error."""
+"""The ``key=value`` command lines of offline's tools (``rlcore.offline.collect``,
+``rlcore.offline.recipe``, ``rlcore.offline.safe_recipe``): one parser, one usage error."""
 
 from __future__ import annotations
 

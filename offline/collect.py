@@ -1,11 +1,11 @@
 """Record a Minari dataset from a policy, or export a training run's replay buffer.
 
-    python -m offline.collect env=Hopper policy=random steps=10000 dataset_id=local/hopper/random-v0
-    python -m offline.collect env=Hopper policy=runs/sac/hopper/<time> steps=1000000 \\
+    python -m rlcore.offline.collect env=Hopper policy=random steps=10000 dataset_id=local/hopper/random-v0
+    python -m rlcore.offline.collect env=Hopper policy=runs/sac/hopper/<time> steps=1000000 \\
         dataset_id=local/hopper/medium-v0 [seed=0] [sample=true] [noise=0.1]
-    python -m offline.collect policy=replay:runs/sac/hopper/<time> dataset_id=local/hopper/medium-replay-v0
-    python -m offline.collect policy=replay:runs/sac/hopper/<time> steps=60000 dataset_id=...
-    python -m offline.collect recipe env=Hopper ...      # D4RL-like datasets, see offline/recipe.py
+    python -m rlcore.offline.collect policy=replay:runs/sac/hopper/<time> dataset_id=local/hopper/medium-replay-v0
+    python -m rlcore.offline.collect policy=replay:runs/sac/hopper/<time> steps=60000 dataset_id=...
+    python -m rlcore.offline.collect recipe env=Hopper ...      # D4RL-like datasets, see offline/recipe.py
 
 ``policy`` is ``random`` (uniform actions), a run directory or checkpoint file (its
 deterministic policy via ``rlcore.checkpoint.load_policy``; with ``sample=true`` actions are
@@ -26,16 +26,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from offline.cli import UsageError, bool_arg, number_arg, parse_args
-from offline.datasets import DatasetError
-from offline.recording import collect
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.datasets import DatasetError
+from rlcore.offline.recording import collect
 
 USAGE = (
-    "usage: python -m offline.collect env=<env> policy=<run dir | random | replay:<run dir>> "
+    "usage: python -m rlcore.offline.collect env=<env> policy=<run dir | random | replay:<run dir>> "
     "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [sample=false] [noise=0.0] "
     "[max_episode_steps=<n>] "
     "[ref_min_score=<x> ref_max_score=<y>]\n"
-    "       python -m offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
+    "       python -m rlcore.offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
 )
 KEYS = {
     "env",
@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     """Command line: see the module docstring; exit code 2 on a usage error."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "recipe":
-        from offline.recipe import main as recipe_main
+        from rlcore.offline.recipe import main as recipe_main
 
         return recipe_main(argv[1:])
     try:

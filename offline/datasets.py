@@ -34,8 +34,8 @@ import h5py
 import numpy as np
 import torch
 
-from envs.make import UnknownEnvError, resolve_env_id
 from rlcore.buffers import ReplayBuffer
+from rlcore.envs.make import UnknownEnvError, resolve_env_id
 from rlcore.types import Batch
 
 D4RL_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
@@ -124,7 +124,7 @@ class OfflineDataset:
 
     def stack_observations(self, length: int) -> None:
         """Replace ``obs`` / ``next_obs`` by the last ``length`` observations, flattened
-        (N, length * obs_dim), oldest first, as ``envs.make.ObservationHistory`` shows them
+        (N, length * obs_dim), oldest first, as ``rlcore.envs.make.ObservationHistory`` shows them
         online: slots before an episode's first row repeat it; ``next_obs`` is ``obs``'s
         history shifted by one step. For policies conditioned on an observation history."""
         if length < 1:
@@ -229,7 +229,7 @@ class OfflineDataset:
         if self.episode_cost is None:
             raise DatasetError(
                 f"{self.source} has no costs: record a cost-labelled dataset (python -m "
-                "offline.safe_recipe) or load a D4RL-format file with a 'costs' key"
+                "rlcore.offline.safe_recipe) or load a D4RL-format file with a 'costs' key"
             )
         return self.episode_cost.numpy().copy()
 
@@ -717,7 +717,7 @@ def _download_minari(dataset_id: str, datasets_root: Path) -> None:
             env = resolve_env_id(parts[-2])
     hint = (
         f"dataset {dataset_id} is not available offline: create it with "
-        f"`python -m offline.collect env={env} policy=<run dir|random> steps=<n> "
+        f"`python -m rlcore.offline.collect env={env} policy=<run dir|random> steps=<n> "
         f"dataset_id={dataset_id}` or copy its folder into $MINARI_DATASETS_PATH "
         f"({datasets_root}/{dataset_id})"
     )

@@ -1,8 +1,8 @@
 """One-command recipe for D4RL-like datasets (random / medium / medium-replay / expert /
 medium-expert) recorded with rlcore's SAC, as D4RL built its MuJoCo datasets.
 
-    python -m offline.collect recipe env=Hopper            # same as python -m offline.recipe
-    python -m offline.recipe env=HalfCheetah expert_steps=1000000 dataset_steps=1000000 \\
+    python -m rlcore.offline.collect recipe env=Hopper            # same as python -m rlcore.offline.recipe
+    python -m rlcore.offline.recipe env=HalfCheetah expert_steps=1000000 dataset_steps=1000000 \\
         eval_every=10000 seed=0 namespace=local version=0 runs_dir=runs/recipe sample=true \\
         noise=0.0 medium_fraction=0.3333 \\
         train.algo.batch_size=256 ...                       # train.* = rlcore.train overrides
@@ -48,9 +48,15 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.make import resolve_env_id
-from offline.cli import UsageError, bool_arg, number_arg, parse_args
-from offline.recording import check_new_dataset_id, collect, rollout, summarize, write_dataset
+from rlcore.envs.make import resolve_env_id
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.recording import (
+    check_new_dataset_id,
+    collect,
+    rollout,
+    summarize,
+    write_dataset,
+)
 
 KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 KEYS = {
@@ -67,7 +73,7 @@ KEYS = {
     "medium_fraction",
 }
 USAGE = (
-    "usage: python -m offline.collect recipe env=<Hopper|HalfCheetah|Walker2d|...> "
+    "usage: python -m rlcore.offline.collect recipe env=<Hopper|HalfCheetah|Walker2d|...> "
     "[expert_steps=1000000] [dataset_steps=1000000] [eval_every=10000] [seed=0] "
     "[namespace=local] [version=0] [runs_dir=runs/recipe/<env>] [sample=true] [noise=0.0] "
     "[medium_fraction=0.3333] "
@@ -81,7 +87,7 @@ def compose_config(overrides: Sequence[str]) -> Any:
 
     from rlcore.train import normalize_overrides
 
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         return compose("config", overrides=normalize_overrides(list(overrides)))
 
 

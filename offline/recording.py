@@ -1,7 +1,7 @@
 """Recording Minari datasets: roll a policy out (random, a trained rlcore agent, with
 optional sampling and noise), export a run's replay buffer, write the dataset.
 
-The library under the ``python -m offline.collect`` command line (``offline/collect.py``,
+The library under the ``python -m rlcore.offline.collect`` command line (``offline/collect.py``,
 which documents the keys) and the dataset recipes (``offline/recipe.py``,
 ``offline/safe_recipe.py``).
 """
@@ -18,9 +18,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.make import resolve_env_id
-from offline.cli import UsageError
-from offline.datasets import DatasetError
+from rlcore.envs.make import resolve_env_id
+from rlcore.offline.cli import UsageError
+from rlcore.offline.datasets import DatasetError
 
 
 @dataclass
@@ -238,7 +238,7 @@ def write_dataset(
                 buffers,
                 env=env,
                 algorithm_name=algorithm_name,
-                author="rlcore offline.collect",
+                author="rlcore.offline.collect",
                 description=description,
                 **refs,
             )
@@ -334,7 +334,7 @@ def collect(
             episodes,
             env_for_spec,
             algorithm_name=algorithm,
-            description=f"{algorithm} on {env_id}, seed {seed} (rlcore offline.collect)",
+            description=f"{algorithm} on {env_id}, seed {seed} (rlcore.offline.collect)",
             ref_min_score=ref_min_score,
             ref_max_score=ref_max_score,
         )

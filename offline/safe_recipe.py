@@ -2,7 +2,7 @@
 from a mix of policies, some safe and some not (as DSRL's datasets mix behaviour policies
 of different cost levels).
 
-    python -m offline.safe_recipe env=SafetyHopperVelocity \\
+    python -m rlcore.offline.safe_recipe env=SafetyHopperVelocity \\
         dataset_id=local/safetyhoppervelocity/mixed-v0 \\
         sources=random:20000,benchmarks/assets/hopper_sac_expert.pt:100000:0.1,... \\
         [cost_limit=25] [seed=0] [sample=true]
@@ -12,7 +12,7 @@ or a run directory / checkpoint (``rlcore.checkpoint.load_policy``; its actions 
 from the agent's own stochastic policy with ``sample=true``, the default), ``steps`` the
 env steps recorded from it, ``noise`` an optional Gaussian action noise (std as a fraction
 of the half-range). Every step's ``info["cost"]`` is stored (Minari ``infos["cost"]``;
-``offline.datasets`` loads it as the dataset's cost); a task without costs is refused.
+``rlcore.offline.datasets`` loads it as the dataset's cost); a task without costs is refused.
 
 DSRL-style normalisation (Liu et al., "Datasets and Benchmarks for Offline Safe
 Reinforcement Learning", DMLR 2024): the dataset stores ``ref_min_score`` /
@@ -32,13 +32,19 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envs.make import resolve_env_id
-from offline.cli import UsageError, bool_arg, number_arg, parse_args
-from offline.datasets import DatasetError
-from offline.recording import Episode, check_new_dataset_id, rollout, summarize, write_dataset
+from rlcore.envs.make import resolve_env_id
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.datasets import DatasetError
+from rlcore.offline.recording import (
+    Episode,
+    check_new_dataset_id,
+    rollout,
+    summarize,
+    write_dataset,
+)
 
 USAGE = (
-    "usage: python -m offline.safe_recipe env=<constrained env> dataset_id=<namespace/name-vN> "
+    "usage: python -m rlcore.offline.safe_recipe env=<constrained env> dataset_id=<namespace/name-vN> "
     "sources=<policy:steps[:noise],...> [cost_limit=25] [seed=0] [sample=true]"
 )
 KEYS = {"env", "dataset_id", "sources", "cost_limit", "seed", "sample"}
@@ -121,7 +127,7 @@ def record(
         path = write_dataset(
             dataset_id, episodes, env_for_spec,
             algorithm_name="mixture: " + ", ".join(f"{p} ({s} steps)" for p, s, _ in sources),
-            description=f"cost-labelled mixture on {env_id}, seed {seed} (rlcore offline.safe_recipe)",
+            description=f"cost-labelled mixture on {env_id}, seed {seed} (rlcore.offline.safe_recipe)",
             ref_min_score=float(returns.min()), ref_max_score=float(returns.max()),
         )  # fmt: skip
     costs = np.array([ep.costs.sum() for ep in episodes])

@@ -56,7 +56,7 @@ def reference_scores(
     raise ScoreReferenceError(
         f"no reference scores for {where}: it is not in the pinned D4RL table "
         f"({', '.join(D4RL_REF_SCORES)}) and {has}. Record the dataset with "
-        "ref_min_score=... ref_max_score=... (python -m offline.collect) to normalise it."
+        "ref_min_score=... ref_max_score=... (python -m rlcore.offline.collect) to normalise it."
     )
 
 

@@ -22,7 +22,7 @@ def _as_tensor(x: ArrayLike, device: torch.device, dtype=torch.float32) -> torch
 
 class Sampler(Protocol):
     """Anything a loop draws training batches from: ``ReplayBuffer``, an offline dataset
-    (``offline.datasets.OfflineDataset``, which owns its generator) and ``MixedSampler``.
+    (``rlcore.offline.datasets.OfflineDataset``, which owns its generator) and ``MixedSampler``.
     ``state_dict`` holds what sampling needs to continue exactly (e.g. the generator)."""
 
     def sample(self, batch_size: int) -> Batch: ...

@@ -20,7 +20,9 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
 
-from envs.make import (
+from rlcore.buffers import ReplayBuffer, RolloutBuffer, Sampler, draw
+from rlcore.checkpoint import CheckpointReadError
+from rlcore.envs.make import (
     NormalizeObservation,
     final_next_obs,
     find_wrapper,
@@ -28,8 +30,6 @@ from envs.make import (
     set_vec_env_state,
     wrapper_metrics,
 )
-from rlcore.buffers import ReplayBuffer, RolloutBuffer, Sampler, draw
-from rlcore.checkpoint import CheckpointReadError
 from rlcore.evaluate import evaluate
 from rlcore.logging import Logger, format_duration
 from rlcore.spaces import random_actions, to_env_action
@@ -253,7 +253,7 @@ _NO_COST = (
 
 
 def _step_cost(info: dict[str, Any]) -> np.ndarray | torch.Tensor:
-    """This step's per-env cost (``envs.make.EpisodeStats`` puts it in ``info["cost"]``)."""
+    """This step's per-env cost (``rlcore.envs.make.EpisodeStats`` puts it in ``info["cost"]``)."""
     if "cost" not in info:
         raise ValueError(_NO_COST)
     return info["cost"]
@@ -592,7 +592,7 @@ def on_policy(
     (discrete actions are stored as the int64 indices the agent drew). ``channels`` (a
     dict of (num_envs, ...) tensors: a denoising chain, a base action) are stored as
     rollout channels and reach ``update`` as ``RolloutBatch.extras``. On an env built
-    with action chunks (``envs.make.ActionChunks``) a step is one chunk. An agent that
+    with action chunks (``rlcore.envs.make.ActionChunks``) a step is one chunk. An agent that
     keeps per-env state across steps (a residual policy's open-loop base chunk) defines
     ``episodes_started(mask)``: called with all True at the start and with the envs
     whose episode just ended after every step (evaluation does the same).

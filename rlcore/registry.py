@@ -174,33 +174,41 @@ def check_value(key: str, value: Any) -> Any:
 
 
 ALGORITHMS: dict[str, AlgoSpec] = {
-    "sac": AlgoSpec("sac", "algos.sac", "SAC", "SACConfig", "off_policy"),
-    "td3": AlgoSpec("td3", "algos.td3", "TD3", "TD3Config", "off_policy"),
-    "ppo": AlgoSpec("ppo", "algos.ppo", "PPO", "PPOConfig", "on_policy", ("box", "discrete")),
-    "dqn": AlgoSpec("dqn", "algos.dqn", "DQN", "DQNConfig", "off_policy", ("discrete",)),
-    "iql": AlgoSpec("iql", "algos.iql", "IQL", "IQLConfig", "offline"),
-    "td3_bc": AlgoSpec("td3_bc", "algos.td3_bc", "TD3BC", "TD3BCConfig", "offline"),
-    "rebrac": AlgoSpec("rebrac", "algos.rebrac", "ReBRAC", "ReBRACConfig", "offline"),
-    "awac": AlgoSpec("awac", "algos.awac", "AWAC", "AWACConfig", "offline"),
-    "cql": AlgoSpec("cql", "algos.cql", "CQL", "CQLConfig", "offline"),
-    "cal_ql": AlgoSpec("cal_ql", "algos.cal_ql", "CalQL", "CalQLConfig", "offline"),
-    "famo2o": AlgoSpec("famo2o", "algos.famo2o", "FamO2O", "FamO2OConfig", "offline"),
-    "rlpd": AlgoSpec("rlpd", "algos.rlpd", "RLPD", "RLPDConfig", "off_policy"),
-    "wsrl": AlgoSpec("wsrl", "algos.wsrl", "WSRL", "WSRLConfig", "off_policy"),
+    "sac": AlgoSpec("sac", "rlcore.algos.sac", "SAC", "SACConfig", "off_policy"),
+    "td3": AlgoSpec("td3", "rlcore.algos.td3", "TD3", "TD3Config", "off_policy"),
+    "ppo": AlgoSpec(
+        "ppo", "rlcore.algos.ppo", "PPO", "PPOConfig", "on_policy", ("box", "discrete")
+    ),
+    "dqn": AlgoSpec("dqn", "rlcore.algos.dqn", "DQN", "DQNConfig", "off_policy", ("discrete",)),
+    "iql": AlgoSpec("iql", "rlcore.algos.iql", "IQL", "IQLConfig", "offline"),
+    "td3_bc": AlgoSpec("td3_bc", "rlcore.algos.td3_bc", "TD3BC", "TD3BCConfig", "offline"),
+    "rebrac": AlgoSpec("rebrac", "rlcore.algos.rebrac", "ReBRAC", "ReBRACConfig", "offline"),
+    "awac": AlgoSpec("awac", "rlcore.algos.awac", "AWAC", "AWACConfig", "offline"),
+    "cql": AlgoSpec("cql", "rlcore.algos.cql", "CQL", "CQLConfig", "offline"),
+    "cal_ql": AlgoSpec("cal_ql", "rlcore.algos.cal_ql", "CalQL", "CalQLConfig", "offline"),
+    "famo2o": AlgoSpec("famo2o", "rlcore.algos.famo2o", "FamO2O", "FamO2OConfig", "offline"),
+    "rlpd": AlgoSpec("rlpd", "rlcore.algos.rlpd", "RLPD", "RLPDConfig", "off_policy"),
+    "wsrl": AlgoSpec("wsrl", "rlcore.algos.wsrl", "WSRL", "WSRLConfig", "off_policy"),
     "diffusion_bc": AlgoSpec(
-        "diffusion_bc", "algos.generative_bc", "GenerativeBC", "DiffusionBCConfig", "offline"
+        "diffusion_bc", "rlcore.algos.generative_bc", "GenerativeBC", "DiffusionBCConfig", "offline"
     ),
     "flow_bc": AlgoSpec(
-        "flow_bc", "algos.generative_bc", "GenerativeBC", "FlowBCConfig", "offline"
+        "flow_bc", "rlcore.algos.generative_bc", "GenerativeBC", "FlowBCConfig", "offline"
     ),
-    "dppo": AlgoSpec("dppo", "algos.dppo", "DPPO", "DPPOConfig", "on_policy"),
-    "reinflow": AlgoSpec("reinflow", "algos.reinflow", "ReinFlow", "ReinFlowConfig", "on_policy"),
-    "resip": AlgoSpec("resip", "algos.resip", "ResiP", "ResiPConfig", "on_policy"),
+    "dppo": AlgoSpec("dppo", "rlcore.algos.dppo", "DPPO", "DPPOConfig", "on_policy"),
+    "reinflow": AlgoSpec(
+        "reinflow", "rlcore.algos.reinflow", "ReinFlow", "ReinFlowConfig", "on_policy"
+    ),
+    "resip": AlgoSpec("resip", "rlcore.algos.resip", "ResiP", "ResiPConfig", "on_policy"),
     # constrained (safe) RL: tasks that report info["cost"] (envs/safety.py)
-    "ppo_lag": AlgoSpec("ppo_lag", "algos.safe.ppo_lag", "PPOLag", "PPOLagConfig", "on_policy"),
-    "sac_lag": AlgoSpec("sac_lag", "algos.safe.sac_lag", "SACLag", "SACLagConfig", "off_policy"),
-    "cpo": AlgoSpec("cpo", "algos.safe.cpo", "CPO", "CPOConfig", "on_policy"),
-    "fisor": AlgoSpec("fisor", "algos.safe.fisor", "FISOR", "FISORConfig", "offline"),
+    "ppo_lag": AlgoSpec(
+        "ppo_lag", "rlcore.algos.safe.ppo_lag", "PPOLag", "PPOLagConfig", "on_policy"
+    ),
+    "sac_lag": AlgoSpec(
+        "sac_lag", "rlcore.algos.safe.sac_lag", "SACLag", "SACLagConfig", "off_policy"
+    ),
+    "cpo": AlgoSpec("cpo", "rlcore.algos.safe.cpo", "CPO", "CPOConfig", "on_policy"),
+    "fisor": AlgoSpec("fisor", "rlcore.algos.safe.fisor", "FISOR", "FISORConfig", "offline"),
 }
 
 

@@ -2,7 +2,7 @@
 of recent episode costs they are driven by, and the on-policy actor with reward and cost
 critics.
 
-A constrained task reports a per-step cost in ``info["cost"]`` (``envs.safety``); the loops
+A constrained task reports a per-step cost in ``info["cost"]`` (``rlcore.envs.safety``); the loops
 store it in the buffers' ``cost`` channel, run GAE on it as on rewards, and hand every
 finished episode's summed cost to ``agent.record_episode_costs`` (see ``rlcore.loops``).
 The constraint is on the mean episode cost: J_c <= ``cost_limit``.

@@ -1,8 +1,8 @@
 """Snapshot reset's teacher: a trained rlcore agent as the policy and value labels that
-``envs.snapshot.collect_snapshots`` rolls out (S3RL, step 1 of ``envs/snapshot.py``).
+``rlcore.envs.snapshot.collect_snapshots`` rolls out (S3RL, step 1 of ``envs/snapshot.py``).
 
 A tool above the core: it loads an agent through ``rlcore.checkpoint`` and hands
-``envs.snapshot`` plain callables (observations -> actions, observations -> labels), so
+``rlcore.envs.snapshot`` plain callables (observations -> actions, observations -> labels), so
 the env layer never loads agents. ``rlcore.train``'s ``snapshot_reset`` wires it. As the
 reference (sdpkjc/snapshotrl) rolls its teachers out: SAC and PPO teachers (any
 stochastic policy) SAMPLE their actions, TD3-like teachers (td3, td3_bc, rebrac, IQL's
@@ -21,9 +21,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from envs.make import resolve_env_id
-from envs.snapshot import SnapshotMismatchError, Snapshots, collect_snapshots
 from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+from rlcore.envs.make import resolve_env_id
+from rlcore.envs.snapshot import SnapshotMismatchError, Snapshots, collect_snapshots
 
 
 @runtime_checkable

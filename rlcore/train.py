@@ -32,7 +32,6 @@ import gymnasium as gym
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore import registry
 from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
 from rlcore.checkpoint import (
@@ -43,6 +42,7 @@ from rlcore.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.logging import Logger
 from rlcore.loops import (
     LoopSettings,
@@ -115,7 +115,7 @@ def check_new_run_dir(run_dir: str | Path) -> None:
 
 def _top_level_keys() -> set[str]:
     """Keys of the packaged configs/config.yaml (the documented top-level options)."""
-    text = resources.files("configs").joinpath("config.yaml").read_text()
+    text = resources.files("rlcore.configs").joinpath("config.yaml").read_text()
     return set(OmegaConf.create(text).keys()) - {"defaults", "hydra"} | {"algo", "env", "logger"}
 
 
@@ -240,7 +240,7 @@ def snapshot_reset(
     """The ``SnapshotReset`` wrapper of the config's ``snapshot`` block (S3RL). The
     snapshots are rolled out from the teacher once and kept in the run directory
     (``snapshots.npz``), which a resumed run reads back."""
-    from envs.snapshot import PAPER_CLUSTERS, SnapshotReset, Snapshots, SnapshotSettings
+    from rlcore.envs.snapshot import PAPER_CLUSTERS, SnapshotReset, Snapshots, SnapshotSettings
     from rlcore.teacher import load_or_collect
 
     snap = cfg_dict["snapshot"]
@@ -459,7 +459,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     if needs_dataset(spec, cfg_dict, algo_cfg) and not cfg_dict.get("dataset"):
         raise ValueError(
             f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
-            "file | Minari dataset folder> (python -m offline.collect records one)"
+            "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
     if (
         hasattr(algo_cfg, "pretrained")
@@ -752,8 +752,8 @@ def _prepare_offline(
     """Load and check the dataset, apply the recipe's reward/state normalisation, and
     build the normalised-score function (None, with a note, when no reference exists) and
     the reward transform online rewards need to match (None when rewards are unchanged)."""
-    from offline.datasets import load_dataset
-    from offline.scores import ScoreReferenceError, normalized_score
+    from rlcore.offline.datasets import load_dataset
+    from rlcore.offline.scores import ScoreReferenceError, normalized_score
 
     env_id = cfg_dict["env"]["id"]
     dataset = load_dataset(cfg_dict["dataset"], gamma=float(algo_cfg.gamma), env_id=env_id)
@@ -928,7 +928,7 @@ def cli(argv: list[str] | None = None) -> None:
         _fail(str(error))
     check_run_dir_overrides(args)
     sys.argv = [sys.argv[0], *args]
-    main = hydra.main(version_base="1.3", config_path="pkg://configs", config_name="config")(
+    main = hydra.main(version_base="1.3", config_path="pkg://rlcore.configs", config_name="config")(
         _hydra_main
     )
     main()

@@ -6,18 +6,18 @@ import numpy as np
 import pytest
 import torch
 
-from algos.awac import AWAC, AWACConfig
-from algos.cal_ql import CalQL, CalQLConfig
-from algos.cql import CQL, CQLConfig
-from algos.famo2o import FamO2O, FamO2OConfig
-from algos.iql import IQL, IQLConfig
-from algos.ppo import PPO, PPOConfig
-from algos.rebrac import ReBRAC, ReBRACConfig
-from algos.rlpd import RLPD, RLPDConfig
-from algos.sac import SAC, SACConfig
-from algos.td3 import TD3, TD3Config
-from algos.td3_bc import TD3BC, TD3BCConfig
-from algos.wsrl import WSRL, WSRLConfig
+from rlcore.algos.awac import AWAC, AWACConfig
+from rlcore.algos.cal_ql import CalQL, CalQLConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.famo2o import FamO2O, FamO2OConfig
+from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.rlpd import RLPD, RLPDConfig
+from rlcore.algos.sac import SAC, SACConfig
+from rlcore.algos.td3 import TD3, TD3Config
+from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
+from rlcore.algos.wsrl import WSRL, WSRLConfig
 from rlcore.buffers import RolloutBuffer
 from rlcore.types import Batch
 from rlcore.utils import NonFiniteLossError

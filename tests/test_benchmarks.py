@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.offline import main as offline_main
-from benchmarks.offline import override_tag
-from benchmarks.runs import write_figures
-from benchmarks.throughput.cli import main
-from benchmarks.throughput.common import alternate
-from offline.collect import main as collect_main
-from offline.datasets import load_dataset
-from offline.scores import normalized_score
+from rlcore.benchmarks.offline import main as offline_main
+from rlcore.benchmarks.offline import override_tag
+from rlcore.benchmarks.runs import write_figures
+from rlcore.benchmarks.throughput.cli import main
+from rlcore.benchmarks.throughput.common import alternate
+from rlcore.offline.collect import main as collect_main
+from rlcore.offline.datasets import load_dataset
+from rlcore.offline.scores import normalized_score
 from tests.conftest import HANG_GUARD_S
 
 
@@ -93,7 +93,7 @@ def test_quick_suite_writes_json(tmp_path):
 
 
 def test_bf16_parity_summary_places_bf16_against_the_float32_range():
-    from benchmarks.bf16_parity import summarise
+    from rlcore.benchmarks.bf16_parity import summarise
 
     def run(final: float) -> dict:
         return {"final": final, "last3": final - 10.0}
@@ -213,7 +213,7 @@ def _fake_run(path: Path, config: str, evals: list[tuple[int, float]]) -> Path:
 def test_bf16_parity_figures_group_the_runs_by_mode(tmp_path):
     """bf16_parity's report: one group per mode (labelled by its precision), each with
     its seeds' final returns, drawn by rlcore.report."""
-    from benchmarks.bf16_parity import MODES, figures, run_name
+    from rlcore.benchmarks.bf16_parity import MODES, figures, run_name
 
     finals = {
         ("float32", 0): 900.0,
@@ -245,7 +245,7 @@ def test_sac_vs_sb3_report_draws_both_libraries_on_one_task(tmp_path):
     run: two groups of the same task, SB3's curve from its per-chunk evaluations."""
     import argparse
 
-    from benchmarks.sac_hopper_vs_sb3 import SB3_ALGO, write_sb3_run
+    from rlcore.benchmarks.sac_hopper_vs_sb3 import SB3_ALGO, write_sb3_run
 
     args = argparse.Namespace(seed=3, steps=400, learning_starts=100)
     sb3 = tmp_path / "stamp" / "sb3"
@@ -301,7 +301,7 @@ def _alive(pid: int) -> bool:
 def test_worker_pool_workers_exit_when_the_benchmark_is_killed():
     script = (
         "import os, time\n"
-        "from benchmarks.runs import worker_pool\n"
+        "from rlcore.benchmarks.runs import worker_pool\n"
         "with worker_pool(1) as pool:\n"
         "    print(pool.submit(os.getpid).result(), flush=True)\n"
         "    pool.submit(time.sleep, 100_000).result()\n"  # alive until killed
@@ -334,7 +334,7 @@ def test_override_tag_names_runs_apart():
 def test_restore_state_reproduces_the_next_observation():
     import gymnasium as gym
 
-    from benchmarks.offline_diagnostics import restore_state
+    from rlcore.benchmarks.offline_diagnostics import restore_state
 
     source, copy = gym.make("Hopper-v5"), gym.make("Hopper-v5")
     obs, _ = source.reset(seed=3)
@@ -357,7 +357,7 @@ def test_restore_state_reproduces_the_next_observation():
 def test_offline_diagnostics_end_to_end(tmp_path, monkeypatch, capsys):
     """gaits and critic on a tiny IQL run: an agent ranked against itself gives exactly zero
     learned and rollout differences (same actions, same random numbers)."""
-    from benchmarks.offline_diagnostics import main as diagnostics_main
+    from rlcore.benchmarks.offline_diagnostics import main as diagnostics_main
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
@@ -384,7 +384,7 @@ def test_offline_diagnostics_end_to_end(tmp_path, monkeypatch, capsys):
 
 
 def test_o2o_summary_reads_switch_dip_and_marks():
-    from benchmarks.o2o import claims, summarise
+    from rlcore.benchmarks.o2o import claims, summarise
 
     rows = [  # (global step, online env steps, return): offline evals, then online
         {"step": 100, "eval/env_steps": 0.0, "eval/return": 50.0},
@@ -411,9 +411,9 @@ def test_o2o_summary_reads_switch_dip_and_marks():
 def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     """benchmarks/o2o.py on a tiny random Hopper dataset: every method's run, the table
     and the JSON (budget far too small to learn: this checks the plumbing)."""
-    from benchmarks.o2o import main as o2o_main
-    from offline.recording import collect
+    from rlcore.benchmarks.o2o import main as o2o_main
     from rlcore.logging import read_csv
+    from rlcore.offline.recording import collect
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
@@ -463,8 +463,8 @@ def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
 def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
     """benchmarks/snapshot.py with a tiny budget: plain and S3RL students per seed, the
     aggregate table, the claims and the JSON (far too short to learn: the plumbing)."""
-    from benchmarks.snapshot import aggregate, claims
-    from benchmarks.snapshot import main as snapshot_main
+    from rlcore.benchmarks.snapshot import aggregate, claims
+    from rlcore.benchmarks.snapshot import main as snapshot_main
     from rlcore.logging import read_csv
 
     small = ["algo.hidden=[16,16]", "algo.batch_size=16", "env.max_episode_steps=40",
@@ -497,7 +497,7 @@ def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
     with pytest.raises(SystemExit, match="--seeds-for expects VARIANT=N"):
         snapshot_main([*argv, "--seeds-for", "ppo=1"])
     assert aggregate([1.0, 3.0]) == {"mean": 2.0, "std": 1.0, "min": 1.0, "max": 3.0}
-    from benchmarks.snapshot import curve_summary
+    from rlcore.benchmarks.snapshot import curve_summary
 
     curve = [(10, 1.0), (20, 2.0), (30, 6.0), (40, 7.0)]
     assert curve_summary(curve) == {"last_mean": 5.0, "curve_mean": 4.0}
@@ -511,9 +511,9 @@ def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     """benchmarks/finetune.py with a tiny budget: BC snapshots written to an assets folder
     (EMA weights and statistics only) and read back, their return, every fine-tuner per
     seed, iteration seconds, the claims and the JSON (far too short to learn)."""
-    from benchmarks.finetune import main as finetune_main
-    from offline.recording import collect
+    from rlcore.benchmarks.finetune import main as finetune_main
     from rlcore.checkpoint import load_agent
+    from rlcore.offline.recording import collect
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
@@ -557,7 +557,7 @@ def test_orphaned_worker_starts_no_queued_run(tmp_path):
     exits instead of starting the runs still queued for it."""
     script = (
         "import pathlib\n"
-        "import benchmarks.runs as runs\n"
+        "import rlcore.benchmarks.runs as runs\n"
         "runs._PARENT_PID = -1  # not this process's parent\n"
         f"runs.run_method('sac', 0, [], pathlib.Path({str(tmp_path)!r}), 1)\n"
     )
@@ -572,7 +572,7 @@ def test_worker_whose_benchmark_died_during_a_run_exits_after_it(tmp_path):
     work on a queue that nobody feeds any more."""
     script = (
         "import os, pathlib\n"
-        "import benchmarks.runs as runs\n"
+        "import rlcore.benchmarks.runs as runs\n"
         "runs._PARENT_PID = os.getppid()\n"
         "def stopped_run(run_dir, overrides, threads):\n"
         "    runs._PARENT_PID = -1  # the benchmark process is gone\n"
@@ -596,7 +596,7 @@ def test_worker_whose_benchmark_died_during_a_run_exits_after_it(tmp_path):
 def test_safe_benchmark_online_cpo_writes_the_behaviour_policy_asset(tmp_path):
     """benchmarks/safe.py's online part with a tiny CPO budget: the table row and, with
     --cpo-asset, the first seed's agent-only snapshot, which loads and acts."""
-    from benchmarks.safe import main as safe_main
+    from rlcore.benchmarks.safe import main as safe_main
     from rlcore.checkpoint import load_agent
 
     asset = tmp_path / "assets" / "cpo.pt"
@@ -625,7 +625,7 @@ def test_safe_benchmark_online_cpo_writes_the_behaviour_policy_asset(tmp_path):
 def test_safe_benchmark_compresses_lagrangian_schedules_and_checks_claims():
     import argparse
 
-    from benchmarks.safe import claims, method_overrides
+    from rlcore.benchmarks.safe import claims, method_overrides
 
     args = argparse.Namespace(on_policy_steps=500_000, off_policy_steps=200_000,
                               eval_episodes=5, cost_limit=25.0)  # fmt: skip

@@ -4,9 +4,9 @@ equal their eager updates to float tolerance, and checkpoints cross between the 
 import pytest
 import torch
 
-from algos.cal_ql import CalQL, CalQLConfig
-from algos.cql import CQL, CQLConfig
-from algos.iql import IQL, IQLConfig
+from rlcore.algos.cal_ql import CalQL, CalQLConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.compiled import cxx_compiler
 from rlcore.utils import NonFiniteLossError
 from tests.test_algos_contract import ACT, OBS, random_batch

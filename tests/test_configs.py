@@ -166,7 +166,7 @@ def tiny_datasets(tmp_path_factory):
     """One 120-step random Minari dataset per env config, in a private dataset root."""
     import os
 
-    from offline.recording import collect
+    from rlcore.offline.recording import collect
 
     root = tmp_path_factory.mktemp("minari")
     old = os.environ.get("MINARI_DATASETS_PATH")

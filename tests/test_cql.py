@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
-from algos.cal_ql import CalQL, CalQLConfig
-from algos.cql import CQL, CQLConfig, cql_gap
+from rlcore.algos.cal_ql import CalQL, CalQLConfig
+from rlcore.algos.cql import CQL, CQLConfig, cql_gap
 from rlcore.types import Batch
 from rlcore.utils import NonFiniteLossError
 from tests.test_algos_contract import ACT, OBS, random_batch

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from algos.awac import AWAC
-from algos.cal_ql import CalQL
-from algos.cql import CQL
-from algos.dqn import DQN, DQNConfig, linear_epsilon, td_target
-from algos.iql import IQL
-from algos.ppo import PPO, PPOConfig
-from algos.rebrac import ReBRAC
-from algos.sac import SAC
-from algos.td3 import TD3
-from algos.td3_bc import TD3BC
+from rlcore.algos.awac import AWAC
+from rlcore.algos.cal_ql import CalQL
+from rlcore.algos.cql import CQL
+from rlcore.algos.dqn import DQN, DQNConfig, linear_epsilon, td_target
+from rlcore.algos.iql import IQL
+from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.rebrac import ReBRAC
+from rlcore.algos.sac import SAC
+from rlcore.algos.td3 import TD3
+from rlcore.algos.td3_bc import TD3BC
 from rlcore.buffers import ReplayBuffer, RolloutBuffer
 from rlcore.checkpoint import load_agent, load_checkpoint, load_policy
 from rlcore.logging import read_csv

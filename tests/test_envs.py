@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from envs.make import (
+from rlcore.envs.make import (
     NormalizeObservation,
     NormalizeReward,
     UnknownEnvError,

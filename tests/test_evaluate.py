@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from envs.make import make_vec_env
+from rlcore.envs.make import make_vec_env
 from rlcore.evaluate import evaluate, normalized_score
 
 

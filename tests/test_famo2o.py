@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
-from algos.famo2o import FamO2O, FamO2OConfig, balance_to_beta
-from algos.iql import IQL, IQLConfig
+from rlcore.algos.famo2o import FamO2O, FamO2OConfig, balance_to_beta
+from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.nets import sinusoidal_encoding
 from rlcore.types import Batch
 

@@ -12,13 +12,13 @@ import numpy as np
 import pytest
 import torch
 
-from algos.dppo import DPPO, DPPOConfig
-from algos.generative_bc import DiffusionBCConfig, GenerativeBC
-from algos.reinflow import ReinFlow, ReinFlowConfig
-from algos.resip import ResiP, ResiPConfig
-from envs.make import make_vec_env
+from rlcore.algos.dppo import DPPO, DPPOConfig
+from rlcore.algos.generative_bc import DiffusionBCConfig, GenerativeBC
+from rlcore.algos.reinflow import ReinFlow, ReinFlowConfig
+from rlcore.algos.resip import ResiP, ResiPConfig
 from rlcore.buffers import RolloutBuffer
 from rlcore.checkpoint import save_checkpoint
+from rlcore.envs.make import make_vec_env
 from rlcore.generative import ChunkQueue, DDPMHead
 from rlcore.spaces import action_storage
 
@@ -126,7 +126,7 @@ def test_an_env_ending_mid_chunk_restarts_from_a_fresh_reset_while_others_go_on(
 
 
 class DeviceLike(gym.vector.VectorWrapper):
-    """A numpy back end presented as a device back end is (envs.mjx): torch tensors out,
+    """A numpy back end presented as a device back end is (rlcore.envs.mjx): torch tensors out,
     ``final_obs`` for every row, and episode statistics of its own that a partial reset
     restarts."""
 
@@ -150,7 +150,7 @@ class DeviceLike(gym.vector.VectorWrapper):
     def step(self, actions):
         assert isinstance(actions, torch.Tensor)
         obs, reward, term, trunc, info = self.env.step(actions.numpy())
-        from envs.make import final_next_obs
+        from rlcore.envs.make import final_next_obs
 
         true_next = torch.as_tensor(final_next_obs(obs, info))
         reward, term, trunc = map(torch.as_tensor, (reward, term, trunc))
@@ -179,7 +179,7 @@ def test_action_chunks_on_a_device_back_end_equal_the_numpy_path():
     """Same chunks, same episode ends mid-chunk (env 0 every 2 steps, env 1 every 7), same
     partial resets: the tensor path of ActionChunks gives the numpy path's numbers, and the
     device back end's own episode statistics come through from where each chunk ended."""
-    from envs.make import ActionChunks, EpisodeStats
+    from rlcore.envs.make import ActionChunks, EpisodeStats
 
     host = EpisodeStats(ActionChunks(_hopper_base((2, 7)), 3))
     device = ActionChunks(DeviceLike(_hopper_base((2, 7))), 3)
@@ -248,7 +248,7 @@ def test_observation_history_stacks_the_last_steps_and_restarts_with_each_episod
 def test_observation_history_on_a_device_back_end_equals_the_numpy_path():
     """Tensor observations: the same stacks, final observations and partial resets as numpy
     ones, and the state round trip through numpy (checkpoints) continues the same."""
-    from envs.make import ObservationHistory
+    from rlcore.envs.make import ObservationHistory
 
     host = ObservationHistory(_hopper_base((3, 5)), 3)
     device = ObservationHistory(DeviceLike(_hopper_base((3, 5))), 3)
@@ -279,7 +279,7 @@ def test_observation_history_on_a_device_back_end_equals_the_numpy_path():
 
 
 def test_dataset_observation_history_matches_the_envs_stacking():
-    from offline.datasets import OfflineDataset
+    from rlcore.offline.datasets import OfflineDataset
 
     obs = torch.arange(5.0).view(5, 1)
     dataset = OfflineDataset(
@@ -777,7 +777,7 @@ def pendulum_expert(obs: np.ndarray) -> np.ndarray:
 def expert_dataset(tmp_path_factory):
     import os
 
-    from offline.recording import rollout, write_dataset
+    from rlcore.offline.recording import rollout, write_dataset
 
     root = tmp_path_factory.mktemp("expert")
     old = os.environ.get("MINARI_DATASETS_PATH")

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from algos.safe.fisor import FISOR, FISORConfig
-from offline.datasets import DatasetError, load_d4rl_hdf5, load_dataset
-from offline.safe_recipe import normalized_cost, normalized_reward, parse_sources, record
+from rlcore.algos.safe.fisor import FISOR, FISORConfig
 from rlcore.logging import read_csv
+from rlcore.offline.datasets import DatasetError, load_d4rl_hdf5, load_dataset
+from rlcore.offline.safe_recipe import normalized_cost, normalized_reward, parse_sources, record
 from rlcore.train import train
 from rlcore.types import Batch
 from tests.conftest import FAST, REPO, make_config
@@ -76,7 +76,7 @@ def test_actor_weights_hand_computed():
 
 
 def test_effective_sample_fraction_hand_computed():
-    from algos.safe.fisor import effective_sample_fraction
+    from rlcore.algos.safe.fisor import effective_sample_fraction
 
     assert effective_sample_fraction(torch.ones(8)) == pytest.approx(1.0)
     assert effective_sample_fraction(torch.tensor([4.0, 0.0, 0.0, 0.0])) == pytest.approx(0.25)
@@ -198,7 +198,7 @@ def test_rows_at_the_weight_clip_hand_computed():
     """benchmarks/fisor_weights.py: a row is at the cost clip when its state is infeasible
     and its weight is cost_max_weight (150), at the reward clip when state and action are
     feasible and its weight is reward_max_weight (100); the actor's own weights."""
-    from benchmarks.fisor_weights import at_weight_clip
+    from rlcore.benchmarks.fisor_weights import at_weight_clip
 
     agent = small_agent()
     v_h = torch.tensor([1.0, 1.0, -1.0, -1.0, -1.0])
@@ -287,7 +287,7 @@ def test_dsrl_normalisation_and_source_parsing():
     assert parse_sources("random:100,runs/a:200:0.1") == [
         ("random", 100, 0.0), ("runs/a", 200, 0.1)
     ]  # fmt: skip
-    from offline.cli import UsageError
+    from rlcore.offline.cli import UsageError
 
     with pytest.raises(UsageError, match="policy:steps"):
         parse_sources("random")
@@ -320,7 +320,7 @@ def test_fisor_cli_runs_on_the_recipe_dataset(variant, safe_dataset, tmp_path, m
     assert "eval/normalized_score" in evals[-1]  # the recipe's DSRL reference returns
     assert any("train/feasible_fraction" in r for r in read_csv(tmp_path / "train.csv"))
     if variant == "fisor":  # the weight diagnosis reads the run back
-        from benchmarks.fisor_weights import main as fisor_weights
+        from rlcore.benchmarks.fisor_weights import main as fisor_weights
 
         payload = fisor_weights([str(tmp_path), "--dataset", "local/safehopper/mixed-v0",
                                  "--rows", "512", "--out", str(tmp_path / "w.json")])  # fmt: skip

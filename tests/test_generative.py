@@ -126,7 +126,7 @@ def test_behaviour_cloning_fits_an_observation_dependent_chunk(kind):
 def _bc_agent(head: str = "ddpm", epoch_steps: int | None = 2, **kw):
     import gymnasium as gym
 
-    from algos.generative_bc import DiffusionBCConfig, FlowBCConfig, GenerativeBC
+    from rlcore.algos.generative_bc import DiffusionBCConfig, FlowBCConfig, GenerativeBC
 
     obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
     act_space = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
@@ -244,7 +244,7 @@ def test_bc_agent_applies_the_ema_schedule(head):
 
 
 def test_bc_prepare_dataset_sizes_an_epoch():
-    from offline.datasets import OfflineDataset
+    from rlcore.offline.datasets import OfflineDataset
 
     n = 300
     dataset = OfflineDataset(

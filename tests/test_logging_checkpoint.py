@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from algos.sac import SAC, SACConfig
+from rlcore.algos.sac import SAC, SACConfig
 from rlcore.checkpoint import load_agent, load_checkpoint, load_policy, save_checkpoint
 from rlcore.logging import Logger, format_duration, read_csv
 from rlcore.train import train

@@ -4,7 +4,7 @@ PPO through ``make_vec_env(backend="mjx")``.
 
 Compiling a task's step takes tens of seconds on CPU, so every task builds one MJX env
 (``pair`` fixture, 3 envs) that all its checks share; JAX's compiled functions are cached
-on disk (``envs.mjx.enable_compilation_cache``) and PPO reuses Hopper's.
+on disk (``rlcore.envs.mjx.enable_compilation_cache``) and PPO reuses Hopper's.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import torch
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
-from envs.make import RunningMeanStd, final_next_obs, make_vec_env  # noqa: E402
-from envs.mjx import (  # noqa: E402
+from rlcore.envs.make import RunningMeanStd, final_next_obs, make_vec_env  # noqa: E402
+from rlcore.envs.mjx import (  # noqa: E402
     MjxVectorEnv,
     cpu_lapack_may_deadlock,
     host_cpu_tag,
     to_torch,
 )
-from envs.native import TASKS, NativeVectorEnv  # noqa: E402
+from rlcore.envs.native import TASKS, NativeVectorEnv  # noqa: E402
 from rlcore.train import train  # noqa: E402
 from tests.conftest import FAST, make_config  # noqa: E402
 
@@ -202,12 +202,12 @@ def test_jaxlib_releases_whose_cpu_lapack_deadlocks_are_warned_about(monkeypatch
     fine = ["0.4.30", "0.9.2", "0.11.1", "0.11.2", "1.0", "unknown"]
     assert all(cpu_lapack_may_deadlock(version) for version in deadlocking)
     assert not any(cpu_lapack_may_deadlock(version) for version in fine)
-    import envs.mjx
+    import rlcore.envs.mjx
 
-    installed = envs.mjx.importlib.metadata.version
+    installed = rlcore.envs.mjx.importlib.metadata.version
     for version, warns in (("0.10.2", True), ("0.9.2", False)):
         monkeypatch.setattr(
-            envs.mjx.importlib.metadata,
+            rlcore.envs.mjx.importlib.metadata,
             "version",
             lambda name, v=version: v if name == "jaxlib" else installed(name),
         )
@@ -292,7 +292,7 @@ def test_dppo_fine_tunes_action_chunks_on_mjx(tmp_path):
 
     import gymnasium as gym
 
-    from algos.generative_bc import DiffusionBCConfig, GenerativeBC
+    from rlcore.algos.generative_bc import DiffusionBCConfig, GenerativeBC
     from rlcore.checkpoint import FORMAT_VERSION, save_checkpoint
     from rlcore.spaces import describe_action_space
 
@@ -330,7 +330,7 @@ def test_sac_trains_on_mjx(tmp_path):
 def _teacher_snapshots(episodes: int = 2):
     """Snapshots of a fixed linear teacher on gymnasium's (float64) Hopper, labelled with
     the observation's height (short episodes; the student's time limit is its own)."""
-    from envs.snapshot import collect_snapshots
+    from rlcore.envs.snapshot import collect_snapshots
 
     weights = np.random.default_rng(0).normal(0, 0.3, (11, 3))
     return collect_snapshots("Hopper", lambda obs: np.tanh(obs @ weights), episodes=episodes,
@@ -346,8 +346,8 @@ def test_snapshot_resets_on_mjx_stay_on_device_and_resume_exactly(hopper):
     """S3RL on MJX: every start is a teacher snapshot, episodes started from one are cut
     (truncated) ``truncate_after`` steps in with their own episode statistics, resets are
     ordinary after the switch, and the wrapper's device state resumes exactly."""
-    from envs.make import get_vec_env_state, set_vec_env_state
-    from envs.snapshot import SnapshotReset, SnapshotSettings
+    from rlcore.envs.make import get_vec_env_state, set_vec_env_state
+    from rlcore.envs.snapshot import SnapshotReset, SnapshotSettings
 
     snaps = _teacher_snapshots()
     settings = SnapshotSettings(selection="uniform", truncate_after=4, switch_after=6 * N)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.make import EpisodeStats, get_vec_env_state, make_vec_env, set_vec_env_state
-from envs.native import SUPPORTED_ENVS, NativeVectorEnv
+from rlcore.envs.make import EpisodeStats, get_vec_env_state, make_vec_env, set_vec_env_state
+from rlcore.envs.native import SUPPORTED_ENVS, NativeVectorEnv
 
 NUM_ENVS, MAX_STEPS, SEED = 3, 30, 7
 Transition = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]

@@ -7,9 +7,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs.native
-from envs.make import make_vec_env
-from envs.native import NativeBackendUnavailableError, NativeVectorEnv
+import rlcore.envs.native
+from rlcore.envs.make import make_vec_env
+from rlcore.envs.native import NativeBackendUnavailableError, NativeVectorEnv
 
 
 def base_env(env):
@@ -21,11 +21,11 @@ def base_env(env):
 @pytest.fixture
 def old_mujoco(monkeypatch):
     """Pretend the installed MuJoCo predates ``mujoco.batch``."""
-    monkeypatch.setattr(envs.native, "Batch", None)
+    monkeypatch.setattr(rlcore.envs.native, "Batch", None)
 
 
 def test_auto_is_native_where_mujoco_has_batch():
-    assert envs.native.batch_available()  # this project's MuJoCo (pyproject: mujoco>=4.0)
+    assert rlcore.envs.native.batch_available()  # this project's MuJoCo (pyproject: mujoco>=4.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         env = make_vec_env("Hopper", 2, backend="auto")

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from algos.iql import IQL, IQLConfig
-from algos.rlpd import RLPD, RLPDConfig
-from algos.sac import SAC, SACConfig, subset_min
-from algos.wsrl import WSRL, WSRLConfig
+from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.rlpd import RLPD, RLPDConfig
+from rlcore.algos.sac import SAC, SACConfig, subset_min
+from rlcore.algos.wsrl import WSRL, WSRLConfig
 from rlcore.compiled import cxx_compiler
 from rlcore.types import Batch
 from tests.test_algos_contract import ACT, OBS, random_batch
@@ -233,7 +233,7 @@ def test_utd_update_takes_utd_critic_steps_and_one_actor_step(actor_batch, rows)
     polyaks = []
     batch = random_batch(UTD * B)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("algos.sac.polyak_update", lambda *a: polyaks.append(a))
+        patch.setattr("rlcore.algos.sac.polyak_update", lambda *a: polyaks.append(a))
         agent.update(batch)
     assert adam_steps(agent.critic_optimizer) == {UTD}
     assert adam_steps(agent.actor_optimizer) == {1} and adam_steps(agent.alpha_optimizer) == {1}

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from offline.datasets import OfflineDataset
 from rlcore.buffers import MixedSampler, ReplayBuffer, draw
+from rlcore.offline.datasets import OfflineDataset
 from rlcore.types import Batch
 
 
@@ -219,7 +219,7 @@ class CountingDataset:
 
 
 def _phased_run(tmp_path, offline_data: str, online_steps: int = 10):
-    from envs.make import make_vec_env
+    from rlcore.envs.make import make_vec_env
     from rlcore.logging import Logger, read_csv
     from rlcore.loops import LoopSettings, Phase, RunContext, run_phases
 
@@ -334,9 +334,9 @@ def test_cal_ql_and_rebrac_continue_online_from_a_dataset_buffer(algo):
 def test_init_from_a_finished_offline_run(tmp_path, monkeypatch):
     """init_from= loads the agent and the dataset setting of an offline run, skips
     pre-training, evaluates the loaded policy at step 0 and runs the online phase."""
-    from offline.recording import collect
     from rlcore.checkpoint import load_checkpoint
     from rlcore.logging import read_csv
+    from rlcore.offline.recording import collect
     from rlcore.registry import ConfigError
     from rlcore.train import train
     from tests.conftest import FAST, make_config

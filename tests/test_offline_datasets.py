@@ -15,19 +15,19 @@ import pytest
 import torch
 from minari.data_collector import EpisodeBuffer
 
-import offline.datasets as datasets_module
-from offline.collect import main as collect_main
-from offline.datasets import (
+import rlcore.offline.datasets as datasets_module
+from rlcore.buffers import ReplayBuffer
+from rlcore.checkpoint import load_checkpoint, load_policy
+from rlcore.offline.collect import main as collect_main
+from rlcore.offline.datasets import (
     DatasetError,
     DatasetNotAvailableError,
     load_dataset,
     returns_to_go,
 )
-from offline.recipe import build_d4rl_like, pick_expert_and_medium
-from offline.recording import replay_episodes, rollout
-from offline.scores import ScoreReferenceError, env_family, normalized_score
-from rlcore.buffers import ReplayBuffer
-from rlcore.checkpoint import load_checkpoint, load_policy
+from rlcore.offline.recipe import build_d4rl_like, pick_expert_and_medium
+from rlcore.offline.recording import replay_episodes, rollout
+from rlcore.offline.scores import ScoreReferenceError, env_family, normalized_score
 from rlcore.train import train
 from tests.conftest import HANG_GUARD_S, make_config
 
@@ -487,7 +487,7 @@ def test_pick_expert_and_medium():
 
 
 def test_recipe_rejects_a_medium_fraction_outside_0_1(tmp_path, capsys):
-    from offline.recipe import main
+    from rlcore.offline.recipe import main
 
     for bad in ("0", "1.5", "-0.2"):
         with pytest.raises(SystemExit) as stop:
@@ -578,7 +578,7 @@ def test_normalized_score_minari_reference_fallback_and_clear_error(minari_root)
 
 # ----------------------------------------------------------------------------- remote ids
 
-HELP = ("is not available offline", "python -m offline.collect", "MINARI_DATASETS_PATH")
+HELP = ("is not available offline", "python -m rlcore.offline.collect", "MINARI_DATASETS_PATH")
 
 
 def test_remote_id_offline_mode_fails_fast_through_minari_download(monkeypatch):
@@ -605,7 +605,7 @@ def test_remote_id_offline_mode_fails_fast_through_minari_download(monkeypatch):
     assert connections == []
     assert calls == ["mujoco/hopper/medium-v0"]  # the real download path was taken
     assert "dataset mujoco/hopper/medium-v0 is not available offline" in str(error.value)
-    assert "python -m offline.collect env=Hopper-v5 policy=" in str(error.value)
+    assert "python -m rlcore.offline.collect env=Hopper-v5 policy=" in str(error.value)
     for text in HELP:
         assert text in str(error.value)
 
@@ -643,7 +643,7 @@ def test_remote_id_with_hanging_network_fails_within_seconds(monkeypatch):
 
 
 def test_chunk_rows_never_cross_an_episode_end():
-    from offline.datasets import chunk_rows
+    from rlcore.offline.datasets import chunk_rows
 
     episode_id = torch.tensor([0, 0, 0, 1, 1])
     rows, valid = chunk_rows(episode_id, 3)
@@ -662,7 +662,7 @@ def test_chunk_rows_never_cross_an_episode_end():
 def test_dataset_action_chunks_and_obs_history():
     """Two episodes (3 and 2 rows): chunks repeat an episode's last action past its end,
     histories repeat its first observation before its start."""
-    from offline.datasets import _assemble
+    from rlcore.offline.datasets import _assemble
 
     n = 5
     rows = {

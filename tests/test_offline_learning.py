@@ -3,9 +3,9 @@ InvertedPendulum-v5, IQL and TD3+BC end above the behaviour policy's average ret
 
 import pytest
 
-from offline.datasets import load_dataset
-from offline.recording import collect
 from rlcore.logging import read_csv
+from rlcore.offline.datasets import load_dataset
+from rlcore.offline.recording import collect
 from rlcore.train import train
 from tests.conftest import make_config
 

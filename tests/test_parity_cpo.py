@@ -32,8 +32,8 @@ import numpy as np
 import pytest
 import torch
 
-import algos.safe.cpo as cpo_module
-from benchmarks.parity.cpo_data import CPO_SIZES, cpo_inputs
+import rlcore.algos.safe.cpo as cpo_module
+from rlcore.benchmarks.parity.cpo_data import CPO_SIZES, cpo_inputs
 from rlcore.types import RolloutBatch
 from tests.test_parity_jax_refs import box, golden, load, max_diff
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.parity import jax_refs_data as data
+from rlcore.benchmarks.parity import jax_refs_data as data
 from rlcore.types import Batch
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -116,7 +116,7 @@ def close(ours: float, ref: float, what: str) -> None:
 
 # --- RLPD ------------------------------------------------------------------------------
 def run_rlpd(monkeypatch: pytest.MonkeyPatch, as_is: bool) -> Iterator[tuple]:
-    from algos.rlpd import RLPD, RLPDConfig
+    from rlcore.algos.rlpd import RLPD, RLPDConfig
     from rlcore.nets import EnsembleLayerNorm
 
     s = data.RLPD_SIZES
@@ -168,7 +168,7 @@ def test_rlpd_matches_reference(monkeypatch: pytest.MonkeyPatch, variant: str) -
 
 # --- FISOR -----------------------------------------------------------------------------
 def run_fisor(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple]:
-    from algos.safe.fisor import FISOR, FISORConfig
+    from rlcore.algos.safe.fisor import FISOR, FISORConfig
 
     s = data.FISOR_SIZES
     inputs = data.fisor_inputs()
@@ -228,7 +228,7 @@ def test_fisor_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --- FamO2O ----------------------------------------------------------------------------
 def run_famo2o(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple]:
-    from algos.famo2o import FamO2O, FamO2OConfig
+    from rlcore.algos.famo2o import FamO2O, FamO2OConfig
 
     s = data.FAMO2O_SIZES
     inputs = data.famo2o_inputs()
@@ -275,7 +275,7 @@ def test_famo2o_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --- SAC-Lagrangian (OmniSafe, torch) ----------------------------------------------------
 def run_sac_lag(monkeypatch: pytest.MonkeyPatch, log_std_as_reference: bool) -> Iterator[tuple]:
-    from algos.safe.sac_lag import SACLag, SACLagConfig
+    from rlcore.algos.safe.sac_lag import SACLag, SACLagConfig
 
     s = data.SACLAG_SIZES
     inputs = data.sac_lag_inputs()
@@ -324,7 +324,7 @@ def test_sac_lag_matches_omnisafe(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # --- PPO-Lagrangian (OmniSafe, torch) ----------------------------------------------------
 def run_ppo_lag(monkeypatch: pytest.MonkeyPatch, population_std: bool) -> Iterator[tuple]:
-    import algos.safe.ppo_lag as ppo_lag_module
+    import rlcore.algos.safe.ppo_lag as ppo_lag_module
     from rlcore.types import RolloutBatch
 
     s = data.PPOLAG_SIZES

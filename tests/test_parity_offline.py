@@ -26,14 +26,14 @@ import pytest
 import torch
 from torch import nn
 
-from algos import rebrac
-from algos.awac import AWAC, AWACConfig
-from algos.cal_ql import CalQL, CalQLConfig
-from algos.cql import CQL, CQLConfig
-from algos.iql import IQL, IQLConfig
-from algos.rebrac import ReBRAC, ReBRACConfig
-from algos.td3_bc import TD3BC, TD3BCConfig
-from benchmarks.parity.offline_common import (
+from rlcore.algos import rebrac
+from rlcore.algos.awac import AWAC, AWACConfig
+from rlcore.algos.cal_ql import CalQL, CalQLConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
+from rlcore.benchmarks.parity.offline_common import (
     ACT_DIM,
     GOLDEN_DIR,
     OBS_DIM,

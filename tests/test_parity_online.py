@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 import torch
 
-import algos.ppo as ppo_module
-from algos.dqn import DQN, DQNConfig
-from algos.ppo import PPO, PPOConfig
-from algos.sac import SAC, SACConfig
-from algos.td3 import TD3, TD3Config
+import rlcore.algos.ppo as ppo_module
+from rlcore.algos.dqn import DQN, DQNConfig
+from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.sac import SAC, SACConfig
+from rlcore.algos.td3 import TD3, TD3Config
 from rlcore.buffers import compute_gae
 from rlcore.types import Batch, RolloutBatch
 

@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.parity import jax_refs_data as data
+from rlcore.benchmarks.parity import jax_refs_data as data
 from tests.test_parity_jax_refs import (
     PARAM_TOL,
     Feed,
@@ -48,7 +48,7 @@ NETWORKS = ("actor", "critic", "target_critic")
 def run_wsrl(monkeypatch: pytest.MonkeyPatch, mutate: Callable | None = None) -> dict:
     """Our WSRL through the golden run's 5 offline and 5 online updates with the recorded
     draws; returns the metrics of every update and the state after each phase."""
-    from algos.wsrl import WSRL, WSRLConfig
+    from rlcore.algos.wsrl import WSRL, WSRLConfig
 
     inputs = data.wsrl_inputs()
     cfg = WSRLConfig(hidden=(S["hidden"],) * 2, batch_size=S["batch"], utd_ratio=S["utd"])
@@ -145,15 +145,15 @@ def test_wsrl_matches_reference(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _min_over_all(monkeypatch: pytest.MonkeyPatch, agent: object, inputs: dict) -> None:
-    import algos.cql
-    import algos.sac
+    import rlcore.algos.cql
+    import rlcore.algos.sac
 
     def all_critics(q: torch.Tensor, subset: int | None) -> torch.Tensor:
         torch.randperm(q.shape[0])  # the draw is still made (and used up), then ignored
         return q.min(0).values
 
-    monkeypatch.setattr(algos.sac, "subset_min", all_critics)
-    monkeypatch.setattr(algos.cql, "subset_min", all_critics)
+    monkeypatch.setattr(rlcore.algos.sac, "subset_min", all_critics)
+    monkeypatch.setattr(rlcore.algos.cql, "subset_min", all_critics)
 
 
 def _no_terminal_mask(monkeypatch: pytest.MonkeyPatch, agent: object, inputs: dict) -> None:

@@ -9,12 +9,12 @@ import copy
 import pytest
 import torch
 
-from algos.awac import AWAC, AWACConfig
-from algos.cql import CQL, CQLConfig
-from algos.iql import IQL, IQLConfig
-from algos.rebrac import ReBRAC, ReBRACConfig
-from algos.sac import SAC, SACConfig
-from algos.td3_bc import TD3BC, TD3BCConfig
+from rlcore.algos.awac import AWAC, AWACConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.sac import SAC, SACConfig
+from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.nets import MLP, EnsembleMLP, full_precision
 from rlcore.speed import ALLOW_EMULATED_BF16
 from rlcore.utils import mixed_precision

@@ -10,8 +10,8 @@ import torch
 import yaml
 from torch import nn
 
-from algos.awac import AWAC, AWACConfig
-from algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.awac import AWAC, AWACConfig
+from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
 from rlcore.nets import MLP, DeterministicActor, EnsembleMLP, QEnsemble, edac_init
 from rlcore.types import Batch
 from rlcore.utils import NonFiniteLossError

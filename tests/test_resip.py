@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from algos.resip import ResiP, ResiPConfig, warmup_cosine
-from benchmarks.parity.resip_reference import (
+from rlcore.algos.resip import ResiP, ResiPConfig, warmup_cosine
+from rlcore.benchmarks.parity.resip_reference import (
     ACTION_DIM,
     CASES,
     HIDDEN,

@@ -142,8 +142,8 @@ def case(algo: str) -> list[str]:
 @pytest.fixture(scope="module", autouse=True)
 def random_hopper_dataset(tmp_path_factory):
     """A small random Hopper dataset for the offline case (own Minari root)."""
-    from offline.recording import collect
-    from offline.safe_recipe import record
+    from rlcore.offline.recording import collect
+    from rlcore.offline.safe_recipe import record
 
     root = tmp_path_factory.mktemp("minari")
     old = os.environ.get("MINARI_DATASETS_PATH")

@@ -322,7 +322,7 @@ def test_dict_observations_are_refused_with_the_flatten_option_then_flattened(tm
 
 
 def test_dataset_with_wrong_dtype_or_nan_is_a_clear_error(tmp_path):
-    from offline.datasets import DatasetError, load_dataset
+    from rlcore.offline.datasets import DatasetError, load_dataset
 
     def write(path, observations):
         with h5py.File(path, "w") as f:
@@ -345,8 +345,8 @@ def test_dataset_with_wrong_dtype_or_nan_is_a_clear_error(tmp_path):
 def test_full_disk_while_writing_a_dataset_removes_the_partial_one(tmp_path, monkeypatch):
     import minari
 
-    from offline.datasets import DatasetError
-    from offline.recording import collect
+    from rlcore.offline.datasets import DatasetError
+    from rlcore.offline.recording import collect
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
     collect("InvertedPendulum", "random", "local/pendulum/kept-v0", steps=50, seed=0)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from algos.safe.cpo import CPO, CPOConfig, conjugate_gradient, cpo_direction
-from algos.safe.ppo_lag import PPOLag, PPOLagConfig
-from algos.safe.sac_lag import SACLag, SACLagConfig
-from envs.make import EpisodeStats, make_vec_env, step_costs
+from rlcore.algos.safe.cpo import CPO, CPOConfig, conjugate_gradient, cpo_direction
+from rlcore.algos.safe.ppo_lag import PPOLag, PPOLagConfig
+from rlcore.algos.safe.sac_lag import SACLag, SACLagConfig
 from rlcore.buffers import RolloutBuffer
+from rlcore.envs.make import EpisodeStats, make_vec_env, step_costs
 from rlcore.evaluate import evaluate
 from rlcore.logging import read_csv
 from rlcore.safe import (

@@ -11,8 +11,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from envs.make import make_vec_env, resolve_env_id, step_costs
-from envs.safety import (
+from rlcore.envs.make import make_vec_env, resolve_env_id, step_costs
+from rlcore.envs.safety import (
     PLANAR_SPEED,
     SAFETY_VELOCITY_IDS,
     SAFETY_VELOCITY_V5_IDS,
@@ -207,7 +207,7 @@ def test_native_backend_costs_equal_gymnasiums(task):
 def _native_vs_wrapper_costs(task: str, threshold: float) -> np.ndarray:
     """Costs of ``threshold`` from NativeVectorEnv and from VelocityCost on the v5 task under
     the same actions (asserted equal); returns them."""
-    from envs.native import NativeVectorEnv
+    from rlcore.envs.native import NativeVectorEnv
 
     planar = task in PLANAR_SPEED
     native = NativeVectorEnv(f"{task}-v5", 2, velocity_cost=(threshold, planar))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.make import make_vec_env, set_states
-from envs.native import batch_available
-from envs.snapshot import (
+from rlcore.envs.make import make_vec_env, set_states
+from rlcore.envs.native import batch_available
+from rlcore.envs.snapshot import (
     SnapshotMismatchError,
     SnapshotReset,
     Snapshots,
@@ -332,8 +332,8 @@ def test_offline_teacher_labels_see_its_own_obs_normaliser(tmp_path, monkeypatch
     ``update``: its V(s) labels must be taken on those standardised states."""
     import torch
 
-    from offline.recording import collect
     from rlcore.checkpoint import load_agent
+    from rlcore.offline.recording import collect
     from rlcore.teacher import teacher_from_checkpoint
     from rlcore.train import train
 

@@ -10,15 +10,15 @@ import warnings
 import pytest
 import torch
 
-from algos.awac import AWAC, AWACConfig
-from algos.cal_ql import CalQL, CalQLConfig
-from algos.cql import CQL, CQLConfig
-from algos.iql import IQL, IQLConfig
-from algos.ppo import PPO, PPOConfig
-from algos.rebrac import ReBRAC, ReBRACConfig
-from algos.sac import SAC, SACConfig
-from algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore import registry
+from rlcore.algos.awac import AWAC, AWACConfig
+from rlcore.algos.cal_ql import CalQL, CalQLConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.sac import SAC, SACConfig
+from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.speed import (
     ALLOW_EMULATED_BF16,
     AUTO_COMPILE_ABOVE_STEPS,
@@ -272,9 +272,9 @@ def test_throughput_skips_emulated_bf16_and_missing_compiler(cpu, compiler):
     column once ran the sac_update section past 25 minutes)."""
     from argparse import Namespace
 
-    from benchmarks.throughput.common import machine_info, mode_skips
-    from benchmarks.throughput.ensemble import section_ensemble
-    from benchmarks.throughput.training_runs import _run_modes
+    from rlcore.benchmarks.throughput.common import machine_info, mode_skips
+    from rlcore.benchmarks.throughput.ensemble import section_ensemble
+    from rlcore.benchmarks.throughput.training_runs import _run_modes
 
     cpu(*AVX2_EPYC)
     compiler(False)
@@ -298,7 +298,7 @@ def test_throughput_skips_emulated_bf16_and_missing_compiler(cpu, compiler):
 
 
 def test_bf16_parity_benchmark_refuses_to_compare_float32_with_itself(cpu, monkeypatch):
-    from benchmarks.bf16_parity import check_bf16_native
+    from rlcore.benchmarks.bf16_parity import check_bf16_native
 
     cpu(*AVX2_EPYC)
     with pytest.raises(SystemExit, match="bf16 is not native on this machine \\(avx512_bf16"):

@@ -6,8 +6,8 @@ import copy
 import pytest
 import torch
 
-from algos.ppo import PPO, PPOConfig
-from algos.sac import SAC, SACConfig
+from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.sac import SAC, SACConfig
 from rlcore.buffers import RolloutBuffer
 from rlcore.compiled import cxx_compiler
 from rlcore.nets import DiagNormal

@@ -53,7 +53,7 @@ def _check_run(run_dir: Path) -> dict:
 
 
 def _compose_launcher(name: str) -> dict:
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=[f"hydra/launcher={name}"], return_hydra_config=True)
     return dict(cfg.hydra.launcher)
 

@@ -21,18 +21,18 @@ import torch
 from torch import nn
 from torch.distributions import Normal
 
-from algos.cql import CQL, CQLConfig
-from algos.dppo import DPPO, DPPOConfig, step_log_prob
-from algos.iql import IQL, IQLConfig
-from algos.ppo import PPO, PPOConfig
-from algos.reinflow import ReinFlow, ReinFlowConfig
-from algos.rlpd import RLPD, RLPDConfig
-from algos.sac import SAC, SACConfig
-from algos.safe.cpo import CPO, CPOConfig
-from algos.safe.fisor import FISOR, FISORConfig
-from algos.safe.sac_lag import SACLag, SACLagConfig
-from algos.td3 import TD3, TD3Config
-from algos.td3_bc import TD3BC, TD3BCConfig
+from rlcore.algos.cql import CQL, CQLConfig
+from rlcore.algos.dppo import DPPO, DPPOConfig, step_log_prob
+from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.ppo import PPO, PPOConfig
+from rlcore.algos.reinflow import ReinFlow, ReinFlowConfig
+from rlcore.algos.rlpd import RLPD, RLPDConfig
+from rlcore.algos.sac import SAC, SACConfig
+from rlcore.algos.safe.cpo import CPO, CPOConfig
+from rlcore.algos.safe.fisor import FISOR, FISORConfig
+from rlcore.algos.safe.sac_lag import SACLag, SACLagConfig
+from rlcore.algos.td3 import TD3, TD3Config
+from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.buffers import RolloutBuffer, compute_gae
 from rlcore.generative import FlowHead
 from rlcore.losses import (

@@ -178,7 +178,7 @@ class FISOR:
         self.updates = 0
 
     # --- data -------------------------------------------------------------------------
-    def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (offline.datasets.OfflineDataset)
+    def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (rlcore.offline.datasets.OfflineDataset)
         """Refuse a dataset without costs; keep only its safe episodes for BC-Safe."""
         episode_costs = dataset.episode_costs()  # raises DatasetError without costs
         if self.config.safe_episodes_only:

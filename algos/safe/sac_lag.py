@@ -6,7 +6,7 @@ Reinforcement Learning" (AAAI 2021) and Ha et al., "Learning to Walk in the Real
 Minimal Human Effort" (CoRL 2020) for the Lagrangian SAC. Defaults are OmniSafe's
 ``SACLag.yaml`` (J. Ji et al., "OmniSafe", JMLR 2024), whose numbers we compare with.
 
-On top of SAC (``algos.sac.SAC``, composed, fixed temperature alpha = 0.2):
+On top of SAC (``rlcore.algos.sac.SAC``, composed, fixed temperature alpha = 0.2):
 * a cost critic Q_c(s, a) (one network, its own Polyak target), regressed on
   c + gamma (1 - terminated) Q_c'(s', mu(s')) with mu the policy's deterministic action;
 * the actor minimises (alpha log pi(a|s) - min Q_r(s, a) + lambda Q_c(s, a)) / (1 + lambda);
@@ -36,8 +36,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from algos.sac import SAC, SACConfig
 from rlcore.agent_state import Parts
+from rlcore.algos.sac import SAC, SACConfig
 from rlcore.nets import QEnsemble, polyak_update
 from rlcore.safe import MULTIPLIERS, EpisodeCostWindow, make_multiplier
 from rlcore.types import Batch

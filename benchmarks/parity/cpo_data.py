@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from benchmarks.parity.jax_refs_data import _f32, mlp
+from rlcore.benchmarks.parity.jax_refs_data import _f32, mlp
 
 CPO_SIZES = {
     "obs_dim": 3,

@@ -31,7 +31,7 @@ import torch
 from gymnasium.spaces import Box
 from jax_refs_harness import Feed, commit, stub_omnisafe_on_policy, write_golden
 
-from benchmarks.parity.cpo_data import CPO_SIZES, cpo_inputs
+from rlcore.benchmarks.parity.cpo_data import CPO_SIZES, cpo_inputs
 
 REPO = "PKU-Alignment/omnisafe"
 stub_omnisafe_on_policy("second_order")

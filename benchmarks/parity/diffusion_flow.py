@@ -4,7 +4,7 @@ The reference repositories are NOT part of this one: fetch them and point this s
 their source trees (the modules used here need only torch and numpy):
 
     DPPO_SRC=<irom-lab/dppo @ 7b10df6> REINFLOW_SRC=<ReinFlow/ReinFlow @ aed2819> \\
-        OMP_NUM_THREADS=1 python -m benchmarks.parity.diffusion_flow
+        OMP_NUM_THREADS=1 python -m rlcore.benchmarks.parity.diffusion_flow
 
 (this session: /work/side/diffusion/src/{irom-lab+dppo,ReinFlow+ReinFlow}, run with the
 project's venv). Prints one line per comparison: what, max |difference|. With
@@ -77,7 +77,7 @@ def lr_schedules(dppo_scheduler: type) -> list[tuple[str, float]]:
 def noise_schedule() -> tuple[str, float]:
     from util.scheduler_simple import get_scheduler
 
-    from algos.reinflow import ReinFlowConfig
+    from rlcore.algos.reinflow import ReinFlowConfig
 
     cfg, n = ReinFlowConfig(), 1000
     decayed = cfg.sigma_min * (1 - cfg.noise_decay) + cfg.sigma_max * cfg.noise_decay
@@ -89,7 +89,7 @@ def noise_schedule() -> tuple[str, float]:
 
 
 def _reinflow_stub(cfg):  # noqa: ANN001, ANN202
-    from algos.reinflow import ReinFlow
+    from rlcore.algos.reinflow import ReinFlow
 
     stub = ReinFlow.__new__(ReinFlow)
     stub.config = cfg
@@ -133,7 +133,7 @@ def ddpm_samplers() -> list[tuple[str, float]]:
     from model.diffusion.diffusion import DiffusionModel
     from model.diffusion.diffusion_vpg import VPGDiffusion
 
-    from algos.dppo import DPPO, DPPOConfig
+    from rlcore.algos.dppo import DPPO, DPPOConfig
     from rlcore.generative import DDPMHead
 
     out = []
@@ -192,7 +192,7 @@ def golden(path: Path) -> None:
     from model.diffusion.diffusion import DiffusionModel
     from model.diffusion.diffusion_vpg import VPGDiffusion
 
-    from algos.dppo import DPPO, DPPOConfig
+    from rlcore.algos.dppo import DPPO, DPPOConfig
 
     obs_dim, horizon, act, steps, tuned, batch = 3, 2, 2, 5, 3, 48
     torch.manual_seed(0)
@@ -226,7 +226,7 @@ def golden(path: Path) -> None:
         " [-5, 2] and averaged over the chunk, and VPGDiffusion.forward(deterministic=True), on"
         " the weights below; draws: torch.manual_seed(1) / (2) / (3) before sampling",
         "command": "PYTHONPATH=<einops> DPPO_SRC=... REINFLOW_SRC=... python -m"
-        " benchmarks.parity.diffusion_flow --golden-dir tests/golden",
+        " rlcore.benchmarks.parity.diffusion_flow --golden-dir tests/golden",
         "weights": {k: v.tolist() for k, v in agent.base.state_dict().items()},
         "obs": obs.tolist(),
         "evaluation_actions": evaluation.clamp(-1, 1).tolist(),
@@ -269,7 +269,7 @@ def reinflow_pieces(golden: Path | None = None) -> list[tuple[str, float]]:
     import gymnasium as gym
     from model.flow.ft_ppo.ppoflow import PPOFlow
 
-    from algos.reinflow import ReinFlow, ReinFlowConfig
+    from rlcore.algos.reinflow import ReinFlow, ReinFlowConfig
     from rlcore.buffers import RolloutBuffer
 
     obs_dim, horizon, act, batch = (3, 2, 2, 32) if golden else (11, 4, 3, 256)
@@ -344,7 +344,7 @@ def reinflow_pieces(golden: Path | None = None) -> list[tuple[str, float]]:
             " loss) with rlcore's velocity / noise / critic networks (weights below) behind its"
             " actor_ft / critic interfaces",
             "command": "PYTHONPATH=<einops> DPPO_SRC=... REINFLOW_SRC=... python -m"
-            " benchmarks.parity.diffusion_flow --golden-dir tests/golden",
+            " rlcore.benchmarks.parity.diffusion_flow --golden-dir tests/golden",
             "weights": weights,
             "rollout": {k: getattr(data, k).tolist()
                         for k in ("obs", "action", "log_prob", "value", "advantage", "returns")},

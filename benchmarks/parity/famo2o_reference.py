@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax_refs_harness import SRC, Feed, commit, feed_gaussians, stub_package, versions, write_golden
 
-from benchmarks.parity.jax_refs_data import FAMO2O_SIZES, famo2o_inputs
+from rlcore.benchmarks.parity.jax_refs_data import FAMO2O_SIZES, famo2o_inputs
 
 REPO = "LeapLabTHU/FamO2O"
 ROOT = SRC / REPO.replace("/", "+") / "jax_iql"

@@ -32,7 +32,7 @@ import optax
 from flax.training.train_state import TrainState
 from jax_refs_harness import SRC, Feed, commit, stub_package, versions, write_golden
 
-from benchmarks.parity.jax_refs_data import FISOR_SIZES, fisor_inputs
+from rlcore.benchmarks.parity.jax_refs_data import FISOR_SIZES, fisor_inputs
 
 REPO = "ZhengYinan-AIR/FISOR"
 ROOT = SRC / REPO.replace("/", "+")

@@ -29,7 +29,9 @@ import tensorflow_probability.substrates.jax as tfp  # noqa: E402
 SRC = Path("/work/side/parity-jax/src")  # references unpacked by `git archive`
 MIRRORS = Path("/work/.mirror")
 GOLDEN = Path(__file__).resolve().parents[2] / "tests" / "golden"
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks.parity.jax_refs_data
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # rlcore.benchmarks.parity.jax_refs_data
 
 
 def stub_package(name: str, path: Path | None = None, **attrs: object) -> types.ModuleType:

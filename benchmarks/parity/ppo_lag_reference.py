@@ -25,7 +25,7 @@ import torch
 from gymnasium.spaces import Box
 from jax_refs_harness import Feed, commit, stub_omnisafe_on_policy, write_golden
 
-from benchmarks.parity.jax_refs_data import PPOLAG_SIZES, ppo_lag_inputs
+from rlcore.benchmarks.parity.jax_refs_data import PPOLAG_SIZES, ppo_lag_inputs
 
 REPO = "PKU-Alignment/omnisafe"
 stub_omnisafe_on_policy("naive_lagrange")

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax_refs_harness import SRC, Feed, commit, feed_gaussians, stub_package, versions, write_golden
 
-from benchmarks.parity.jax_refs_data import RLPD_SIZES, rlpd_inputs
+from rlcore.benchmarks.parity.jax_refs_data import RLPD_SIZES, rlpd_inputs
 
 REPO = "ikostrikov/rlpd"
 ROOT = SRC / REPO.replace("/", "+")

@@ -32,7 +32,7 @@ import torch
 from gymnasium.spaces import Box
 from jax_refs_harness import SRC, Feed, commit, stub_package, write_golden
 
-from benchmarks.parity.jax_refs_data import SACLAG_SIZES, sac_lag_inputs
+from rlcore.benchmarks.parity.jax_refs_data import SACLAG_SIZES, sac_lag_inputs
 
 REPO = "PKU-Alignment/omnisafe"
 ROOT = SRC / REPO.replace("/", "+") / "omnisafe"

@@ -13,8 +13,8 @@ Two halves, two environments. Record with safety-gymnasium 1.0.0 at its own pins
 
 then compare in the project's environment (gymnasium 1.4, mujoco 4):
 
-    python -m benchmarks.parity.safety_velocity compare /tmp/sg_rollouts.npz
-    python -m benchmarks.parity.safety_velocity golden /tmp/sg_rollouts.npz  # the test's file
+    python -m rlcore.benchmarks.parity.safety_velocity compare /tmp/sg_rollouts.npz
+    python -m rlcore.benchmarks.parity.safety_velocity golden /tmp/sg_rollouts.npz  # the test's file
 
 The record half imports nothing from this repository; the compare half loads only
 envs/safety.py (by path), so it runs in either environment: in the reference's it checks the

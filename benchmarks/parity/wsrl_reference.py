@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax_refs_harness import Feed, commit, stub_package, versions, write_golden
 
-from benchmarks.parity.jax_refs_data import WSRL_SIZES, wsrl_inputs
+from rlcore.benchmarks.parity.jax_refs_data import WSRL_SIZES, wsrl_inputs
 
 REPO = "zhouzypaul/wsrl"
 ROOT = Path("/work/side/parity-wsrl/src") / REPO.replace("/", "+")

@@ -1,8 +1,8 @@
 """Throughput suite: rlcore side by side with its anchors, in one process.
 
-    python -m benchmarks.throughput                          # every section (~25 min, 2 idle cores)
-    python -m benchmarks.throughput --quick                  # smoke run, ~2 min
-    python -m benchmarks.throughput --sections env memory --rounds 5
+    python -m rlcore.benchmarks.throughput                          # every section (~25 min, 2 idle cores)
+    python -m rlcore.benchmarks.throughput --quick                  # smoke run, ~2 min
+    python -m rlcore.benchmarks.throughput --sections env memory --rounds 5
 
 Sections (``--sections``, default all):
 
@@ -17,7 +17,7 @@ Sections (``--sections``, default all):
   ``rlcore.nets.QEnsemble`` vs a Python loop over 10 ``rlcore.nets.MLP``; fp32 and
   bf16 (``torch.autocast``).
 * ``o2o``: offline-to-online updates/s at Hopper shapes, eager vs ``compile=true``, fp32
-  and bf16: CQL (Cal-QL's update is CQL's plus one max), IQL, RLPD (``algos.rlpd`` when
+  and bf16: CQL (Cal-QL's update is CQL's plus one max), IQL, RLPD (``rlcore.algos.rlpd`` when
   present: 10 LayerNorm critics, UTD 20). Then RLPD's critic step in critic steps/s:
   rlcore's pieces eager and as one compiled graph called 20 times, vs the same maths in
   JAX as one ``jax.jit`` call of a 20-step ``lax.scan`` (``pip install -e .[bench]``);

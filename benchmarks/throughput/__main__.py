@@ -1,6 +1,6 @@
-"""``python -m benchmarks.throughput``: the suite's command line (``cli.main``)."""
+"""``python -m rlcore.benchmarks.throughput``: the suite's command line (``cli.main``)."""
 
-from benchmarks.throughput.cli import main
+from rlcore.benchmarks.throughput.cli import main
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,4 @@
-"""The suite's command line: ``python -m benchmarks.throughput [--sections ...]`` runs
+"""The suite's command line: ``python -m rlcore.benchmarks.throughput [--sections ...]`` runs
 the sections, prints their tables and the targets, writes the JSON after every section."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks import throughput as suite
-from benchmarks.throughput.common import (
+from rlcore.benchmarks import throughput as suite
+from rlcore.benchmarks.throughput.common import (
     OPT_IN,
     RESULTS,
     SECTIONS,
@@ -21,20 +21,20 @@ from benchmarks.throughput.common import (
     markdown_table,
     write_json,
 )
-from benchmarks.throughput.ensemble import section_ensemble
-from benchmarks.throughput.env import section_env
-from benchmarks.throughput.memory import section_memory
-from benchmarks.throughput.mjx import section_mjx, section_mjx_ppo
-from benchmarks.throughput.o2o import section_o2o
-from benchmarks.throughput.sac_update import section_sac_update
-from benchmarks.throughput.targets import targets
-from benchmarks.throughput.training_runs import section_ppo_run, section_sac_run
+from rlcore.benchmarks.throughput.ensemble import section_ensemble
+from rlcore.benchmarks.throughput.env import section_env
+from rlcore.benchmarks.throughput.memory import section_memory
+from rlcore.benchmarks.throughput.mjx import section_mjx, section_mjx_ppo
+from rlcore.benchmarks.throughput.o2o import section_o2o
+from rlcore.benchmarks.throughput.sac_update import section_sac_update
+from rlcore.benchmarks.throughput.targets import targets
+from rlcore.benchmarks.throughput.training_runs import section_ppo_run, section_sac_run
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line, with the full or the quick (``--quick``) defaults filled in."""
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.throughput",
+        prog="python -m rlcore.benchmarks.throughput",
         description=suite.__doc__.split("\n\n")[0],
         formatter_class=argparse.RawTextHelpFormatter,
     )

@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from benchmarks.throughput.common import (
+from rlcore.benchmarks.throughput.common import (
     Measure,
     alternate,
     fmt,

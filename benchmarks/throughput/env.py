@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.throughput.common import (
+from rlcore.benchmarks.throughput.common import (
     Measure,
     add_note,
     alternate,
@@ -82,7 +82,7 @@ class Ceiling:
 
 def section_env(args: argparse.Namespace) -> dict[str, Any]:
     """Env steps/s per (task, num_envs): native, Sync, Async, envpool, MuJoCo ceiling."""
-    from envs.make import make_vec_env, resolve_env_id
+    from rlcore.envs.make import make_vec_env, resolve_env_id
 
     notes: list[str] = []
     rows = []

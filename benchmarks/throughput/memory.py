@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.throughput.common import (
+from rlcore.benchmarks.throughput.common import (
     HOPPER_ACT,
     HOPPER_OBS,
     add_note,
@@ -99,7 +99,7 @@ def memory_child(kind: str, capacity: int) -> dict[str, Any]:
 
 def _memory_subprocess(kind: str, capacity: int) -> dict[str, Any]:
     code = (
-        "import json; from benchmarks.throughput.memory import memory_child; "
+        "import json; from rlcore.benchmarks.throughput.memory import memory_child; "
         f"print(json.dumps(memory_child({kind!r}, {capacity})))"
     )
     root = str(Path(__file__).resolve().parents[2])

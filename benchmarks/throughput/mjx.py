@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.throughput.common import fmt, markdown_table, write_json
-from benchmarks.throughput.env import env_rate
+from rlcore.benchmarks.throughput.common import fmt, markdown_table, write_json
+from rlcore.benchmarks.throughput.env import env_rate
 
 
 def _mjx_device(requested: str | None) -> str:
@@ -50,8 +50,8 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
     back end), at ``--mjx-num-envs`` envs; the first MJX step's compile time beside it."""
     import torch
 
-    from envs.mjx import MjxVectorEnv
-    from envs.native import NativeVectorEnv
+    from rlcore.envs.mjx import MjxVectorEnv
+    from rlcore.envs.native import NativeVectorEnv
 
     device = _mjx_device(args.mjx_device)
     notes: list[str] = [

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.throughput.common import (
+from rlcore.benchmarks.throughput.common import (
     HOPPER_ACT,
     HOPPER_OBS,
     Measure,
@@ -78,8 +78,8 @@ def _o2o_agent(name: str, bf16: bool, compile: bool) -> Any:
     """CQL / IQL with their default (CORL) networks at Hopper shapes."""
     import torch
 
-    from algos.cql import CQL, CQLConfig
-    from algos.iql import IQL, IQLConfig
+    from rlcore.algos.cql import CQL, CQLConfig
+    from rlcore.algos.iql import IQL, IQLConfig
 
     torch.manual_seed(0)
     precision = "bf16" if bf16 else "float32"
@@ -91,9 +91,9 @@ def _o2o_agent(name: str, bf16: bool, compile: bool) -> Any:
 
 def _rlpd_measure(bf16: bool, compile: bool, updates: int, seed: int) -> Measure | None:
     """RLPD updates/s (one update = UTD 20 critic steps on 20 x 256 rows + the actor),
-    or None when algos.rlpd is not on this branch."""
+    or None when rlcore.algos.rlpd is not on this branch."""
     try:
-        from algos.rlpd import RLPD, RLPDConfig
+        from rlcore.algos.rlpd import RLPD, RLPDConfig
     except ImportError:
         return None
     import torch
@@ -321,8 +321,8 @@ def section_o2o(args: argparse.Namespace) -> dict[str, Any]:
         measures[f"rlpd_{mode}"] = (
             None if skip else _rlpd_measure(bf16, compile, rlpd_calls, args.seed)
         )
-    if importlib.util.find_spec("algos.rlpd") is None:
-        add_note(notes, "algos.rlpd is not on this branch: RLPD update columns skipped")
+    if importlib.util.find_spec("rlcore.algos.rlpd") is None:
+        add_note(notes, "rlcore.algos.rlpd is not on this branch: RLPD update columns skipped")
     measures["critic_torch_eager"] = _torch_critic_steps_measure(False, rlpd_calls, args.seed)
     measures["critic_torch_compile"] = (
         None

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.throughput.common import (
+from rlcore.benchmarks.throughput.common import (
     HOPPER_ACT,
     HOPPER_OBS,
     Measure,
@@ -49,7 +49,7 @@ def _rlcore_sac_measure(
 ) -> Measure:
     import torch
 
-    from algos.sac import SAC, SACConfig
+    from rlcore.algos.sac import SAC, SACConfig
 
     kwargs: dict[str, Any] = dict(
         actor_lr=3e-4,
@@ -87,7 +87,7 @@ def _sb3_sac_measure(updates: int, capacity: int, seed: int) -> Measure:
     import gymnasium as gym
     from stable_baselines3.common.logger import Logger
 
-    from benchmarks.sac_hopper_vs_sb3 import make_sb3_sac
+    from rlcore.benchmarks.sac_hopper_vs_sb3 import make_sb3_sac
 
     model = make_sb3_sac(gym.make("Hopper-v5"), capacity, 0, seed)
     model.set_logger(Logger(folder=None, output_formats=[]))

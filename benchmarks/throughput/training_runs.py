@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.throughput.common import (
+from rlcore.benchmarks.throughput.common import (
     add_note,
     alternate,
     fmt,
@@ -41,7 +41,7 @@ def _rlcore_run(overrides: list[str]) -> tuple[float, Path, tempfile.TemporaryDi
     holder = tempfile.TemporaryDirectory(prefix="rlcore_bench_")
     run_dir = Path(holder.name)
     start = time.perf_counter()
-    with initialize_config_module(config_module="configs", version_base="1.3"):
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=overrides)
     train(cfg, run_dir)
     return time.perf_counter() - start, run_dir, holder
@@ -108,7 +108,7 @@ def section_sac_run(args: argparse.Namespace) -> dict[str, Any]:
     total, starts = args.sac_steps, args.sac_learning_starts
     log_every = math.gcd(total, starts) if starts else total
 
-    from benchmarks.sac_hopper_vs_sb3 import make_sb3_sac, rlcore_sac_overrides
+    from rlcore.benchmarks.sac_hopper_vs_sb3 import make_sb3_sac, rlcore_sac_overrides
 
     overrides = [
         *rlcore_sac_overrides(total, starts, total, args.seed),

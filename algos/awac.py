@@ -36,6 +36,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.capabilities import StateStatistics
 from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
@@ -45,11 +46,9 @@ from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
-    batched_obs,
     ensure_finite,
-    load_state_into,
     mixed_precision,
-    state_of,
+    numpy_act,
 )
 
 
@@ -111,24 +110,25 @@ class AWAC(StateStatistics):
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def _sample(self, obs: torch.Tensor) -> torch.Tensor:
         """One policy sample per (normalised) observation, clamped to the action box."""
         return torch.clamp(self.actor.distribution(obs).sample(), self.low, self.high)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action for raw observation(s), clipped to the box: a sample from the Gaussian
         policy, or its mean when ``deterministic``."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            obs_t = self.obs_normalizer(obs_t)
-            if deterministic:
-                action = torch.clamp(self.actor.distribution(obs_t).mean, self.low, self.high)
-            else:
-                action = self._sample(obs_t)
-            action = action.cpu().numpy()
-        return action[0] if single else action
+        obs = self.obs_normalizer(obs)
+        if deterministic:
+            return torch.clamp(self.actor.distribution(obs).mean, self.low, self.high)
+        return self._sample(obs)
 
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
@@ -165,19 +165,9 @@ class AWAC(StateStatistics):
             **weight_diagnostics(weight, cfg.exp_adv_max),
         }
 
-    def _parts(self) -> dict:
-        return {
-            "obs_normalizer": self.obs_normalizer,
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-        }
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

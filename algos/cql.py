@@ -16,6 +16,7 @@ One update, every loss taken with the parameters from before the update:
 (3) TD target y = r + gamma (1 - terminated) min_i Q'_i(s', a'), a' ~ pi(s') (max over
     ``cql_n_actions`` samples of it with ``cql_max_target_backup``; minus alpha log pi(a'|s')
     with ``backup_entropy``; the min over ``critic_subset`` random target critics, one draw
+    per update as ``rlcore.algos.sac.subset_min``, when set: WSRL); TD loss = sum over critics of the MSE;
     per update as ``rlcore.algos.sac.subset_min``, when set: WSRL); TD loss = sum over
     critics of the MSE;
 (4) CQL penalty per critic i: N uniform actions in the action box, N from pi(.|s) and N
@@ -74,6 +75,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.algos.sac import subset_min
 from rlcore.capabilities import StateStatistics
 from rlcore.compiled import (
@@ -100,12 +102,10 @@ from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
-    batched_obs,
     ensure_finite,
-    load_state_into,
     mixed_precision,
+    numpy_act,
     scalars,
-    state_of,
     step_summed,
 )
 
@@ -290,6 +290,13 @@ class CQL(StateStatistics):
                 )
             ]
             self._update_graph = compile_graph(self._graph_update)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, log_alpha=self.log_alpha,
+            log_alpha_prime=self.log_alpha_prime, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
+            alpha_prime_optimizer=self.alpha_prime_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def _init_networks(self, scheme: str) -> None:
@@ -309,17 +316,15 @@ class CQL(StateStatistics):
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.detach().exp()
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action for raw observation(s), in the box: a sample from the tanh-Gaussian
         policy, or tanh of its mean (the mode of the pre-tanh Gaussian) when
         ``deterministic``."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action, _ = self.actor(
-                self.obs_normalizer(obs_t), deterministic=deterministic, with_log_prob=False
-            )
-            action = torch.clamp(action, self.low, self.high).cpu().numpy()
-        return action[0] if single else action
+        action, _ = self.actor(
+            self.obs_normalizer(obs), deterministic=deterministic, with_log_prob=False
+        )
+        return torch.clamp(action, self.low, self.high)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One gradient step of every part (see the module docstring, (1)-(5))."""
@@ -540,24 +545,10 @@ class CQL(StateStatistics):
         torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
         return losses, stats
 
-    def _parts(self) -> dict:
-        return {
-            "obs_normalizer": self.obs_normalizer,
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "log_alpha": self.log_alpha,
-            "log_alpha_prime": self.log_alpha_prime,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-            "alpha_optimizer": self.alpha_optimizer,
-            "alpha_prime_optimizer": self.alpha_prime_optimizer,
-        }
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates, "calibrate": self.calibrate}
+        return self.parts.state_dict(updates=self.updates, calibrate=self.calibrate)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])
         self.calibrate = bool(state["calibrate"])

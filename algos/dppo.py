@@ -70,6 +70,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.generative import (
@@ -84,7 +85,7 @@ from rlcore.nets import MLP
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import adam, batched_obs, clipped_step, load_state_into, state_of
+from rlcore.utils import adam, clipped_step, numpy_act
 
 
 def step_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -184,6 +185,11 @@ class DPPO(OnPolicy):
         self.critic_optimizer = adam(
             self.critic.parameters(), config.critic_lr, config.fused_optimizer
         )
+        self.parts = Parts(
+            actor=self.actor, base=self.base, critic=self.critic,
+            obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     # -- acting ---------------------------------------------------------------------
@@ -216,16 +222,14 @@ class DPPO(OnPolicy):
         log_prob = torch.stack(log_probs, 1) if log_probs else x.new_zeros(len(obs), 0)
         return x.clamp(-1.0, 1.0), torch.stack(chain, 1), log_prob
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action chunk(s) (H, A) / (B, H, A) in env units. ``deterministic``: DPPO's
         evaluation sampler (x_K ~ N(0, I), std floor 1e-3, no noise at the last step; dppo
         diffusion_vpg.py:258-297), drawing from the global torch RNG; otherwise the
         exploring sampler."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            unit, _, _ = self._denoise(self.obs_normalizer(obs_t), evaluation=deterministic)
-            chunk = self.box.to_env(unit).cpu().numpy()
-        return chunk[0] if single else chunk
+        unit, _, _ = self._denoise(self.obs_normalizer(obs), evaluation=deterministic)
+        return self.box.to_env(unit)
 
     @torch.no_grad()
     def explore(
@@ -311,14 +315,9 @@ class DPPO(OnPolicy):
         out = {k: float(np.mean(v)) for k, v in stats.items() if v}
         return {**out, "minibatches": float(minibatches)}
 
-    def _parts(self) -> dict:
-        return {"actor": self.actor, "base": self.base, "critic": self.critic,
-                "obs_normalizer": self.obs_normalizer, "actor_optimizer": self.actor_optimizer,
-                "critic_optimizer": self.critic_optimizer}  # fmt: skip
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -43,11 +43,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.nets import DiscreteQNetwork, polyak_update
 from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import DISCRETE, check_action_space
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, ensure_finite, numpy_act
 
 LOSSES = ("mse", "huber")
 
@@ -133,6 +134,9 @@ class DQN:
         ).to(self.device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = adam(self.q_network.parameters(), config.lr, config.fused_optimizer)
+        self.parts = Parts(
+            q_network=self.q_network, target_network=self.target_network, optimizer=self.optimizer
+        )
         self.updates = 0  # gradient updates (target-update schedule)
         self.acted_steps = 0  # env steps explored through act() (epsilon schedule)
 
@@ -143,19 +147,17 @@ class DQN:
         duration = cfg.exploration_fraction * cfg.total_steps
         return linear_epsilon(step, cfg.start_e, cfg.end_e, duration)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """int64 action index(es): greedy, or epsilon-greedy (random actions and coins from
         torch's global RNG) when exploring; exploring advances the epsilon schedule."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action = self.q_network(obs_t).argmax(-1).cpu()
-            if not deterministic:
-                n = obs_t.shape[0]
-                explore = torch.rand(n) < self.epsilon()
-                action = torch.where(explore, torch.randint(self.num_actions, (n,)), action)
-                self.acted_steps += n
-        action = action.numpy()
-        return action[0] if single else action
+        action = self.q_network(obs).argmax(-1).cpu()
+        if not deterministic:
+            n = obs.shape[0]
+            explore = torch.rand(n) < self.epsilon()
+            action = torch.where(explore, torch.randint(self.num_actions, (n,)), action)
+            self.acted_steps += n
+        return action
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One TD step on a minibatch, then the target update every
@@ -182,20 +184,9 @@ class DQN:
         return {"q_loss": loss.item(), "q_value": q.mean().item(), "epsilon": self.epsilon()}
 
     def state_dict(self) -> dict:
-        return state_of(
-            q_network=self.q_network,
-            target_network=self.target_network,
-            optimizer=self.optimizer,
-            updates=self.updates,
-            acted_steps=self.acted_steps,
-        )
+        return self.parts.state_dict(updates=self.updates, acted_steps=self.acted_steps)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(
-            state,
-            q_network=self.q_network,
-            target_network=self.target_network,
-            optimizer=self.optimizer,
-        )
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])
         self.acted_steps = int(state["acted_steps"])

@@ -78,7 +78,7 @@ from rlcore.losses import weight_diagnostics
 from rlcore.nets import MLP, sinusoidal_encoding, tanh_gaussian_log_prob
 from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, frozen, mixed_precision
+from rlcore.utils import adam, ensure_finite, frozen, mixed_precision, numpy_act
 
 
 @dataclass
@@ -190,6 +190,10 @@ class FamO2O(IQL):
         self.balance_optimizer = adam(self.balance.parameters(), config.balance_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self._actor_params = list(self.actor.parameters())
+        self.parts.add(
+            balance=self.balance, log_alpha=self.log_alpha,
+            balance_optimizer=self.balance_optimizer, alpha_optimizer=self.alpha_optimizer,
+        )  # fmt: skip
 
     def _make_actor(
         self, obs_dim: int, action_dim: int, low: np.ndarray, high: np.ndarray
@@ -211,16 +215,14 @@ class FamO2O(IQL):
         u, _ = self.balance(obs, deterministic=deterministic)
         return balance_to_beta(u, self.config.beta_low, self.config.beta_high)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action for raw observation(s), clipped to the box: beta from the balance model,
         then the universal policy; both their modes when ``deterministic``, else samples."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            obs_t = self.obs_normalizer(obs_t)
-            beta = self.balance_beta(obs_t, deterministic)
-            action, _ = self.actor(self.policy_input(obs_t, beta), deterministic=deterministic)
-            action = torch.clamp(action, self.low, self.high).cpu().numpy()
-        return action[0] if single else action
+        obs = self.obs_normalizer(obs)
+        beta = self.balance_beta(obs, deterministic)
+        action, _ = self.actor(self.policy_input(obs, beta), deterministic=deterministic)
+        return torch.clamp(action, self.low, self.high)
 
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
@@ -271,12 +273,3 @@ class FamO2O(IQL):
         values = torch.stack([balance_loss.detach(), alpha, entropy, beta.detach().mean()])
         names = ("balance_loss", "balance_alpha", "balance_entropy", "balance_beta")
         return dict(zip(names, values.tolist()))
-
-    def _parts(self) -> dict:
-        return {
-            **super()._parts(),
-            "balance": self.balance,
-            "log_alpha": self.log_alpha,
-            "balance_optimizer": self.balance_optimizer,
-            "alpha_optimizer": self.alpha_optimizer,
-        }

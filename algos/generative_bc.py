@@ -66,6 +66,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.capabilities import DatasetUser, StateStatistics
 from rlcore.generative import (
     DENOISERS,
@@ -84,7 +85,7 @@ from rlcore.nets import ObsNormalizer
 from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import ensure_finite, numpy_act
 
 HEADS = ("ddpm", "flow")
 
@@ -179,6 +180,10 @@ class GenerativeBC(DatasetUser, StateStatistics):
             self.head.parameters(), config.lr, config.weight_decay, config.fused_optimizer
         )
         self.epoch_steps: int | None = None  # gradient steps per epoch (prepare_dataset)
+        self.parts = Parts(
+            head=self.head, ema=self.ema.shadow, obs_normalizer=self.obs_normalizer,
+            optimizer=self.optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (rlcore.offline.datasets.OfflineDataset)
@@ -188,24 +193,20 @@ class GenerativeBC(DatasetUser, StateStatistics):
         dataset.add_channel("action_chunk", chunks)
         self.epoch_steps = max(1, math.ceil(len(dataset) / self.config.batch_size))
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action chunk(s) (H, A) / (B, H, A) in env units from the EMA weights.
         ``deterministic``: the references' evaluation sampler (DDPM: x_K ~ N(0, I), std
         floor 1e-3, no noise at the last step; flow: random x_0, Euler steps clipped to
         [-1, 1]); otherwise DDPM samples with the full posterior noise. Random draws come
         from the global torch RNG (deterministic given the seed)."""
         cfg = self.config
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            norm = self.obs_normalizer(obs_t)
-            if cfg.head == "flow":
-                unit = self.ema.shadow.sample(norm, clip_intermediate=True)
-            else:
-                unit = self.ema.shadow.sample(
-                    norm, noise_clip=cfg.noise_clip, evaluation=deterministic
-                )
-            chunk = self.box.to_env(unit).cpu().numpy()
-        return chunk[0] if single else chunk
+        norm = self.obs_normalizer(obs)
+        if cfg.head == "flow":
+            unit = self.ema.shadow.sample(norm, clip_intermediate=True)
+        else:
+            unit = self.ema.shadow.sample(norm, noise_clip=cfg.noise_clip, evaluation=deterministic)
+        return self.box.to_env(unit)
 
     def _epoch_steps(self) -> int:
         if self.epoch_steps is None:
@@ -252,18 +253,10 @@ class GenerativeBC(DatasetUser, StateStatistics):
             self.ema.update(self.head)
         return {"bc_loss": loss.item(), "lr": lr}
 
-    def _parts(self) -> dict:
-        return {
-            "head": self.head,
-            "ema": self.ema.shadow,
-            "obs_normalizer": self.obs_normalizer,
-            "optimizer": self.optimizer,
-        }
-
     def state_dict(self) -> dict:
         """Head, EMA weights, normaliser, optimiser and update counter."""
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

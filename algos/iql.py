@@ -49,6 +49,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.capabilities import Phased, StateStatistics
 from rlcore.compiled import (
     LossModule,
@@ -73,12 +74,10 @@ from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
-    batched_obs,
     ensure_finite,
-    load_state_into,
     mixed_precision,
+    numpy_act,
     scalars,
-    state_of,
     step_summed,
 )
 
@@ -193,6 +192,12 @@ class IQL(Phased, StateStatistics):
                 for opt in (self.value_optimizer, self.critic_optimizer, self.actor_optimizer)
             ]
             self._update_graph = compile_graph(self._graph_update)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, value=self.value,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+            value_optimizer=self.value_optimizer,
+        )  # fmt: skip
         self.updates = 0
         self.phase = "offline"  # set by the loop through set_phase; never saved
 
@@ -218,26 +223,24 @@ class IQL(Phased, StateStatistics):
         periodic = self.phase != "offline"
         return cosine_lr(cfg.actor_lr, self.updates, cfg.total_steps, periodic=periodic)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action for raw observation(s), clipped to the box: a sample from the Gaussian
         policy, or its mean when ``deterministic``. With ``deterministic_actor``: pi(s),
         plus clipped Gaussian exploration noise (``expl_noise``, ``noise_clip``, scaled
         from [-1, 1] to the box's half-width) unless ``deterministic``, as CORL's
         fine-tuning acts online."""
         cfg = self.config
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            obs_t = self.obs_normalizer(obs_t)
-            if cfg.deterministic_actor:
-                action = self.actor(obs_t)
-                if not deterministic:
-                    noise = torch.randn_like(action) * cfg.expl_noise
-                    noise = noise.clamp(-cfg.noise_clip, cfg.noise_clip)
-                    action = action + noise * self.actor.to_env.scale
-            else:
-                action, _ = self.actor(obs_t, deterministic=deterministic)
-            action = torch.clamp(action, self.low, self.high).cpu().numpy()
-        return action[0] if single else action
+        obs = self.obs_normalizer(obs)
+        if cfg.deterministic_actor:
+            action = self.actor(obs)
+            if not deterministic:
+                noise = torch.randn_like(action) * cfg.expl_noise
+                noise = noise.clamp(-cfg.noise_clip, cfg.noise_clip)
+                action = action + noise * self.actor.to_env.scale
+        else:
+            action, _ = self.actor(obs, deterministic=deterministic)
+        return torch.clamp(action, self.low, self.high)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One step of V, Q (then Polyak) and the actor, every loss from the parameters
@@ -388,23 +391,11 @@ class IQL(Phased, StateStatistics):
         torch._foreach_lerp_(target, groups[1][0], self.config.tau)
         return losses, stats
 
-    def _parts(self) -> dict:
-        return {
-            "obs_normalizer": self.obs_normalizer,
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "value": self.value,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-            "value_optimizer": self.value_optimizer,
-        }
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.compiled import CompiledAdamStep, compile_graph
@@ -51,7 +52,7 @@ from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import BOX, DISCRETE, action_kind, check_action_space
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import RolloutBatch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, ensure_finite, numpy_act
 
 
 @dataclass
@@ -126,6 +127,7 @@ class PPO(OnPolicy):
         orthogonal_init(self.critic[-1], gain=1.0)
         self.parameters = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = adam(self.parameters, config.lr, config.fused_optimizer, eps=1e-5)
+        self.parts = Parts(actor=self.actor, critic=self.critic, optimizer=self.optimizer)
         self._compiled_step = (
             CompiledAdamStep(
                 {"actor": self.actor, "critic": self.critic},
@@ -143,14 +145,12 @@ class PPO(OnPolicy):
         )
         self.updates = 0
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action(s) for observation(s) already normalised like the training env's
         (float32 vectors, or int64 indices for a discrete action space)."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action, _ = self.actor(obs_t, deterministic=deterministic)
-        action = action.cpu().numpy()
-        return action[0] if single else action
+        action, _ = self.actor(obs, deterministic=deterministic)
+        return action
 
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -256,10 +256,8 @@ class PPO(OnPolicy):
         return loss, policy_loss, value_loss, entropy, approx_kl, clip_frac
 
     def state_dict(self) -> dict:
-        return state_of(
-            actor=self.actor, critic=self.critic, optimizer=self.optimizer, updates=self.updates
-        )
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, actor=self.actor, critic=self.critic, optimizer=self.optimizer)
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -70,6 +70,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.generative import (
@@ -85,7 +86,7 @@ from rlcore.nets import MLP
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import batched_obs, clipped_step, load_state_into, state_of
+from rlcore.utils import clipped_step, numpy_act
 
 
 @dataclass
@@ -223,6 +224,11 @@ class ReinFlow(OnPolicy):
             config.fused_optimizer,
         )
         self.sigma_max = config.sigma_max  # the schedule's current upper bound
+        self.parts = Parts(
+            actor=self.actor, noise=self.noise, critic=self.critic,
+            obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def sigma_max_at(self, progress: float) -> float:
@@ -310,14 +316,12 @@ class ReinFlow(OnPolicy):
         return x, torch.stack(chain, 1), log_prob / dims
 
     # -- acting ---------------------------------------------------------------------
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action chunk(s) (H, A) / (B, H, A) in env units. ``deterministic``: the
         reference's evaluation, the chain from a random x_0 without injected noise."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            unit, _, _ = self._sample(self.obs_normalizer(obs_t), deterministic)
-            chunk = self.box.to_env(unit).cpu().numpy()
-        return chunk[0] if single else chunk
+        unit, _, _ = self._sample(self.obs_normalizer(obs), deterministic)
+        return self.box.to_env(unit)
 
     @torch.no_grad()
     def explore(
@@ -382,15 +386,10 @@ class ReinFlow(OnPolicy):
                 "actor_lr": actor_lr, "critic_lr": critic_lr,
                 "minibatches": float(minibatches)}  # fmt: skip
 
-    def _parts(self) -> dict:
-        return {"actor": self.actor, "noise": self.noise, "critic": self.critic,
-                "obs_normalizer": self.obs_normalizer, "actor_optimizer": self.actor_optimizer,
-                "critic_optimizer": self.critic_optimizer}  # fmt: skip
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates, "sigma_max": self.sigma_max}
+        return self.parts.state_dict(updates=self.updates, sigma_max=self.sigma_max)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])
         self.sigma_max = float(state["sigma_max"])

@@ -88,6 +88,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import EvalPolicy, OnPolicy, PerEnvState
 from rlcore.generative import SCHEDULES, ChunkQueue, DDPMHead, policy_parts
@@ -96,7 +97,7 @@ from rlcore.nets import MLP, DiagNormal
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import batched_obs, clipped_step, load_state_into, state_of
+from rlcore.utils import clipped_step, numpy_act
 
 # the reference's actor warm-up: 5 of its 1,395 iterations (1e9 steps // (1024 envs x 700))
 REFERENCE_WARMUP = 5 / 1395
@@ -239,6 +240,10 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
             eps=config.adam_eps, weight_decay=config.weight_decay,
         )  # fmt: skip
         self.queue = ChunkQueue()  # the training envs' open-loop base chunks
+        self.parts = Parts(
+            base=self.base, residual=self.residual, critic=self.critic,
+            obs_normalizer=self.obs_normalizer, optimizer=self.optimizer, queue=self.queue,
+        )  # fmt: skip
         self.updates = 0
 
     # -- the policy -----------------------------------------------------------------
@@ -262,18 +267,16 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
         """A deterministic policy with its own base queue (evaluation's envs)."""
         return _ResidualPolicy(self)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """One action per observation from a FRESH base chunk (its first action): for a
         single decision. Rollouts go through ``explore`` / ``eval_policy``, which run
         each base chunk open loop."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            norm = self.obs_normalizer(obs_t)
-            base = self.base_chunk(norm)[:, 0]
-            mean = self.residual_mean(norm, base)
-            residual = mean if deterministic else mean + self.std * torch.randn_like(mean)
-            action = self.executed(base, residual).cpu().numpy()
-        return action[0] if single else action
+        norm = self.obs_normalizer(obs)
+        base = self.base_chunk(norm)[:, 0]
+        mean = self.residual_mean(norm, base)
+        residual = mean if deterministic else mean + self.std * torch.randn_like(mean)
+        return self.executed(base, residual)
 
     @torch.no_grad()
     def explore(
@@ -350,14 +353,9 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
                 "minibatches": len(stats["policy_loss"]), "actor_lr": actor_group["lr"],
                 "critic_lr": critic_group["lr"]}  # fmt: skip
 
-    def _parts(self) -> dict:
-        return {"base": self.base, "residual": self.residual, "critic": self.critic,
-                "obs_normalizer": self.obs_normalizer, "optimizer": self.optimizer}  # fmt: skip
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts(), queue=self.queue), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
-        self.queue.load_state_dict(state["queue"])
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

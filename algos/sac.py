@@ -66,6 +66,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.compiled import (
     LossModule,
     adam_constants,
@@ -82,12 +83,10 @@ from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
-    batched_obs,
     ensure_finite,
     frozen,
-    load_state_into,
     mixed_precision,
-    state_of,
+    numpy_act,
 )
 
 ACTOR_Q = ("min", "mean")
@@ -243,19 +242,22 @@ class SAC:
                 for opt in (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
             ]
             self._update_graph = compile_graph(self._graph_update)
+        self.parts = Parts(
+            actor=self.actor, critic=self.critic, target_critic=self.target_critic,
+            log_alpha=self.log_alpha, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     @property
     def alpha(self) -> torch.Tensor:
         return self.log_alpha.detach().exp()
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action(s) in env units for one observation or a batch (no autograd)."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action, _ = self.actor(obs_t, deterministic=deterministic, with_log_prob=False)
-        action = action.cpu().numpy()
-        return action[0] if single else action
+        action, _ = self.actor(obs, deterministic=deterministic, with_log_prob=False)
+        return action
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``utd_ratio`` critic updates (one per minibatch of the batch, each followed by
@@ -439,21 +441,10 @@ class SAC:
     def _autocast(self) -> AbstractContextManager[Any]:
         return mixed_precision(self.config.precision, self.device)
 
-    def _parts(self) -> dict:
-        return {
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_critic": self.target_critic,
-            "log_alpha": self.log_alpha,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-            "alpha_optimizer": self.alpha_optimizer,
-        }
-
     def state_dict(self) -> dict:
         """Networks, optimisers, temperature and update counter (everything to continue)."""
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -23,12 +23,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.losses import ensemble_mse, smoothed_target_action
+from rlcore.agent_state import Parts
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
 from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import require_box_actions
+from rlcore.td3_step import critic_step, smoothed_target_q, td_target
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, frozen, load_state_into, state_of
+from rlcore.utils import adam, frozen, numpy_act, step_summed
 
 
 @dataclass
@@ -96,40 +97,34 @@ class TD3:
         self._critic_params = list(self.critic.parameters())
         self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self.parts = Parts(
+            actor=self.actor, critic=self.critic, target_actor=self.target_actor,
+            target_critic=self.target_critic, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Policy action plus Gaussian exploration noise (none if deterministic), clipped."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action = self.actor(obs_t)
-            if not deterministic:
-                scale = self.actor.to_env.scale
-                action = action + torch.randn_like(action) * scale * self.config.exploration_noise
-                action = torch.clamp(action, self.low, self.high)
-        action = action.cpu().numpy()
-        return action[0] if single else action
+        action = self.actor(obs)
+        if not deterministic:
+            scale = self.actor.to_env.scale
+            action = action + torch.randn_like(action) * scale * self.config.exploration_noise
+            action = torch.clamp(action, self.low, self.high)
+        return action
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic update; actor and targets every ``policy_frequency`` updates."""
         cfg = self.config
-        with torch.no_grad():
-            next_action = smoothed_target_action(
-                self.target_actor(batch.next_obs),
-                self.actor.to_env.scale,
-                self.low,
-                self.high,
-                cfg.policy_noise,
-                cfg.noise_clip,
-            )
-            next_q = self.target_critic(batch.next_obs, next_action).min(0).values
-            target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-        q = self.critic(batch.obs, batch.action)
-        critic_loss = ensemble_mse(q, target_q)
-        ensure_finite(critic_loss=critic_loss)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
+        _, next_q = smoothed_target_q(
+            self.target_actor, self.target_critic, batch.next_obs, self.low, self.high,
+            cfg.policy_noise, cfg.noise_clip,
+        )  # fmt: skip
+        target_q = td_target(batch.reward, batch.terminated, cfg.gamma, next_q)
+        critic_loss, q = critic_step(
+            self.critic, self.critic_optimizer, batch.obs, batch.action, target_q
+        )
         self.updates += 1
         metrics = {"critic_loss": critic_loss.item(), "q": q.detach().mean().item()}
 
@@ -137,29 +132,16 @@ class TD3:
             with frozen(self._critic_params):  # gradients flow through Q1 to actions only
                 q1 = self.critic(batch.obs, self.actor(batch.obs), members=slice(0, 1))
                 actor_loss = -q1.mean()
-                ensure_finite(actor_loss=actor_loss)
-                self.actor_optimizer.zero_grad()
-                actor_loss.backward()
-            self.actor_optimizer.step()
+                step_summed({"actor_loss": actor_loss}, [self.actor_optimizer])
             polyak_update(self.target_actor, self.actor, cfg.tau)
             polyak_update(self.target_critic, self.critic, cfg.tau)
             metrics["actor_loss"] = actor_loss.item()
         return metrics
 
-    def _parts(self) -> dict:
-        return {
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_actor": self.target_actor,
-            "target_critic": self.target_critic,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-        }
-
     def state_dict(self) -> dict:
         """Networks, targets, optimisers and update counter (everything to continue)."""
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -23,21 +23,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.capabilities import StateStatistics
-from rlcore.losses import ensemble_mse, smoothed_target_action
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
+from rlcore.td3_step import critic_step, smoothed_target_q, td_target
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
-    batched_obs,
-    ensure_finite,
     frozen,
-    load_state_into,
     mixed_precision,
-    state_of,
+    numpy_act,
+    step_summed,
 )
 
 
@@ -103,38 +102,31 @@ class TD3BC(StateStatistics):
         self._critic_params = list(self.critic.parameters())
         self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_actor=self.target_actor, target_critic=self.target_critic,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Policy action for raw observation(s). The policy is deterministic (no
         exploration noise offline), so ``deterministic`` is ignored."""
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, self.device)
-            action = self.actor(self.obs_normalizer(obs_t)).cpu().numpy()
-        return action[0] if single else action
+        return self.actor(self.obs_normalizer(obs))
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic step; actor (TD3 + BC) and targets every ``policy_frequency`` steps."""
         cfg = self.config
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
-        with mixed_precision(cfg.precision, self.device):
-            with torch.no_grad():
-                next_action = smoothed_target_action(
-                    self.target_actor(next_obs),
-                    self.actor.to_env.scale,
-                    self.low,
-                    self.high,
-                    cfg.policy_noise,
-                    cfg.noise_clip,
-                )
-                next_q = self.target_critic(next_obs, next_action).min(0).values
-                target_q = batch.reward + cfg.gamma * (1.0 - batch.terminated) * next_q
-            q = self.critic(obs, batch.action)
-            critic_loss = ensemble_mse(q, target_q)
-        ensure_finite(critic_loss=critic_loss)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
+        _, next_q = smoothed_target_q(
+            self.target_actor, self.target_critic, next_obs, self.low, self.high,
+            cfg.policy_noise, cfg.noise_clip, cfg.precision,
+        )  # fmt: skip
+        target_q = td_target(batch.reward, batch.terminated, cfg.gamma, next_q)
+        critic_loss, q = critic_step(
+            self.critic, self.critic_optimizer, obs, batch.action, target_q, cfg.precision
+        )
         self.updates += 1
         metrics = {"critic_loss": critic_loss.item(), "q": q.detach().mean().item()}
 
@@ -146,29 +138,15 @@ class TD3BC(StateStatistics):
                     lam = cfg.alpha / q1.abs().mean().detach()
                     bc_loss = (action - batch.action).pow(2).mean()
                     actor_loss = -lam * q1.mean() + bc_loss
-                ensure_finite(actor_loss=actor_loss)
-                self.actor_optimizer.zero_grad()
-                actor_loss.backward()
-            self.actor_optimizer.step()
+                step_summed({"actor_loss": actor_loss}, [self.actor_optimizer])
             polyak_update(self.target_actor, self.actor, cfg.tau)
             polyak_update(self.target_critic, self.critic, cfg.tau)
             metrics.update(actor_loss=actor_loss.item(), bc_loss=bc_loss.item())
         return metrics
 
-    def _parts(self) -> dict:
-        return {
-            "obs_normalizer": self.obs_normalizer,
-            "actor": self.actor,
-            "critic": self.critic,
-            "target_actor": self.target_actor,
-            "target_critic": self.target_critic,
-            "actor_optimizer": self.actor_optimizer,
-            "critic_optimizer": self.critic_optimizer,
-        }
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -99,6 +99,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from rlcore.agent_state import Parts
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.capabilities import Phased
@@ -193,6 +194,7 @@ class WSRL(Phased):
         sac_config = _subset(SACConfig, config, policy_frequency=1, target_frequency=1)
         self.online = SAC(observation_space, action_space, sac_config, device, networks=shared)
         self.device = self.offline.device
+        self.parts = Parts(offline=self.offline, online=self.online)
         self.phase = "offline"
 
     @property
@@ -245,13 +247,8 @@ class WSRL(Phased):
     def state_dict(self) -> dict:
         """Both agents' states (networks, optimisers, temperatures, counters) and the phase
         (so that ``set_phase`` after a resume does not carry the CQL state over again)."""
-        return {
-            "offline": self.offline.state_dict(),
-            "online": self.online.state_dict(),
-            "phase": self.phase,
-        }
+        return self.parts.state_dict(phase=self.phase)
 
     def load_state_dict(self, state: dict) -> None:
-        self.offline.load_state_dict(state["offline"])
-        self.online.load_state_dict(state["online"])
+        self.parts.load_state_dict(state)
         self.phase = str(state["phase"])

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from rlcore.nets import MLP, GaussianActor, orthogonal_init
-from rlcore.utils import batched_obs, ensure_finite
+from rlcore.utils import ensure_finite, numpy_act
 
 MULTIPLIERS = ("lagrange", "pid")
 
@@ -200,13 +200,15 @@ class ConstrainedActorCritic(nn.Module):
             orthogonal_init(critic)
             orthogonal_init(critic[-1], gain=1.0)
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
-        device = self.actor.log_std.device
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, device)
-            action, _ = self.actor(obs_t, deterministic=deterministic)
-        action = action.cpu().numpy()
-        return action[0] if single else action
+    @property
+    def device(self) -> torch.device:
+        """Where the networks live (``act`` puts observations there)."""
+        return self.actor.log_std.device
+
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        action, _ = self.actor(obs, deterministic=deterministic)
+        return action
 
     def critic_optimizers(self, lr: float) -> dict[str, torch.optim.Optimizer]:
         """One Adam per critic ("reward_critic", "cost_critic")."""

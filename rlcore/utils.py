@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
+import functools
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -100,6 +100,34 @@ def batched_obs(obs: np.ndarray | torch.Tensor, device: torch.device) -> tuple[t
     return (tensor.unsqueeze(0) if single else tensor), single
 
 
+class _OnDevice(Protocol):
+    device: torch.device
+
+
+AgentT = TypeVar("AgentT", bound=_OnDevice)
+Policy = Callable[[AgentT, torch.Tensor, bool], torch.Tensor]
+
+
+def numpy_act(
+    policy: Policy[AgentT],
+) -> Callable[[AgentT, np.ndarray | torch.Tensor, bool], np.ndarray]:
+    """Decorator that turns ``policy(agent, obs, deterministic) -> action tensor`` (obs a
+    float32 (B, ...) tensor on ``agent.device``) into the agent's ``act``: numpy or tensor
+    observation(s) in, one or a batch; the policy run in inference mode (no autograd);
+    numpy out, a single observation's action (or chunk) without the batch dimension."""
+
+    @functools.wraps(policy)
+    def act(
+        agent: AgentT, obs: np.ndarray | torch.Tensor, deterministic: bool = False
+    ) -> np.ndarray:
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, agent.device)
+            action = policy(agent, obs_t, deterministic).cpu().numpy()
+        return action[0] if single else action
+
+    return act
+
+
 def adam(
     params: Any, lr: float, fused: bool = True, eps: float = 1e-8, weight_decay: float = 0.0
 ) -> torch.optim.Adam:
@@ -139,35 +167,6 @@ def frozen(params: list[torch.nn.Parameter]) -> Iterator[None]:
     finally:
         for p in params:
             p.requires_grad_(True)
-
-
-def state_of(**objects: Any) -> dict[str, Any]:
-    """``state_dict()`` of every module/optimizer; tensors detached, plain values as they are."""
-    return {
-        name: obj.state_dict()
-        if hasattr(obj, "state_dict")
-        else obj.detach()
-        if isinstance(obj, torch.Tensor)
-        else obj
-        for name, obj in objects.items()
-    }
-
-
-def load_state_into(state: dict[str, Any], **objects: Any) -> None:
-    """Inverse of ``state_of`` for modules, optimizers and tensors (copied in place).
-
-    Optimizer states are deep-copied: ``Optimizer.load_state_dict`` would otherwise keep
-    the very tensors of the source, and two agents would share moment estimates."""
-    for name, obj in objects.items():
-        if name not in state:
-            raise KeyError(f"state dict has no entry '{name}' (has {sorted(state)})")
-        if isinstance(obj, torch.Tensor):
-            with torch.no_grad():
-                obj.copy_(state[name])
-        elif isinstance(obj, torch.optim.Optimizer):
-            obj.load_state_dict(copy.deepcopy(state[name]))
-        else:
-            obj.load_state_dict(state[name])
 
 
 def clipped_step(

@@ -74,6 +74,7 @@ import numpy as np
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import CostCritic, CostRecorder, OnPolicy
 from rlcore.nets import DiagNormal
@@ -81,7 +82,7 @@ from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.safe import ConstrainedActorCritic, EpisodeCostWindow
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import ensure_finite, load_state_into, state_of
+from rlcore.utils import ensure_finite
 
 EPS = 1e-8
 
@@ -239,6 +240,10 @@ class CPO(OnPolicy, CostCritic, CostRecorder):
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
+        self.parts = Parts(
+            nets=self.nets, episode_costs=self.episode_costs,
+            critic_optimizers=Parts(**self.critic_optimizers),
+        )  # fmt: skip
         self.updates = 0
         self.episodes_since_update = 0  # T = rollout rows / this (``constraint_per_step``)
 
@@ -358,16 +363,11 @@ class CPO(OnPolicy, CostCritic, CostRecorder):
         }
 
     def state_dict(self) -> dict:
-        return {
-            **state_of(nets=self.nets, episode_costs=self.episode_costs),
-            "critic_optimizers": {k: o.state_dict() for k, o in self.critic_optimizers.items()},
-            "updates": self.updates,
-            "episodes_since_update": self.episodes_since_update,
-        }
+        return self.parts.state_dict(
+            updates=self.updates, episodes_since_update=self.episodes_since_update
+        )
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, nets=self.nets, episode_costs=self.episode_costs)
-        for name, optimizer in self.critic_optimizers.items():
-            load_state_into(state["critic_optimizers"], **{name: optimizer})
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])
         self.episodes_since_update = int(state["episodes_since_update"])

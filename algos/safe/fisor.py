@@ -56,6 +56,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from rlcore.agent_state import Parts
 from rlcore.capabilities import DatasetUser, EvalPolicy, StateStatistics
 from rlcore.generative import EMA, ActionBox, DDPMHead
 from rlcore.losses import cosine_lr, expectile_loss, set_lr
@@ -63,7 +64,7 @@ from rlcore.nets import MLP, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import adam, batched_obs, ensure_finite, load_state_into, state_of
+from rlcore.utils import adam, ensure_finite, numpy_act
 
 ACTOR_OBJECTIVES = ("feasibility", "bc")
 
@@ -176,6 +177,13 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
             "cost_critic": adam(self.cost_critic.parameters(), cfg.critic_lr),
             "cost_value": adam(self.cost_value.parameters(), cfg.value_lr),
         }
+        self.parts = Parts(
+            actor=self.actor, ema=self.ema, critic=self.critic, target_critic=self.target_critic,
+            value=self.value, cost_critic=self.cost_critic,
+            target_cost_critic=self.target_cost_critic, cost_value=self.cost_value,
+            obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
+            **{f"{k}_optimizer": o for k, o in self.optimizers.items()},
+        )  # fmt: skip
         self.updates = 0
 
     # --- data -------------------------------------------------------------------------
@@ -203,18 +211,14 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
         best = q_h.argmin(1)
         return candidates.view(n, k, -1)[torch.arange(n, device=obs.device), best]
 
-    def act(self, obs: np.ndarray | torch.Tensor, deterministic: bool = False) -> np.ndarray:
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """FISOR's selected action; ``deterministic``: the EMA actor's noise-free sample
         path (no selection), for inspection."""
-        with torch.no_grad():
-            obs_t, single = batched_obs(obs, self.device)
-            obs_t = self.obs_normalizer(obs_t)
-            if deterministic:
-                action = self.box.to_env(self.ema.shadow.sample(obs_t, noise_scale=0.0)[:, 0])
-            else:
-                action = self.select(obs_t)
-        action = action.cpu().numpy()
-        return action[0] if single else action
+        obs = self.obs_normalizer(obs)
+        if deterministic:
+            return self.box.to_env(self.ema.shadow.sample(obs, noise_scale=0.0)[:, 0])
+        return self.select(obs)
 
     def eval_policy(self):  # noqa: ANN201 (a policy callable)
         """What evaluation runs: FISOR's selection (the paper's evaluation policy)."""
@@ -327,17 +331,9 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
         loss.backward()
         optimizer.step()
 
-    def _parts(self) -> dict:
-        return {"actor": self.actor, "ema": self.ema, "critic": self.critic,
-                "target_critic": self.target_critic, "value": self.value,
-                "cost_critic": self.cost_critic, "target_cost_critic": self.target_cost_critic,
-                "cost_value": self.cost_value, "obs_normalizer": self.obs_normalizer,
-                "actor_optimizer": self.actor_optimizer,
-                **{f"{k}_optimizer": o for k, o in self.optimizers.items()}}  # fmt: skip
-
     def state_dict(self) -> dict:
-        return {**state_of(**self._parts()), "updates": self.updates}
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, **self._parts())
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import CostCritic, CostRecorder, OnPolicy
 from rlcore.losses import clipped_surrogate, standardize
@@ -50,7 +51,7 @@ from rlcore.safe import (
 )
 from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import ensure_finite, load_state_into, state_of
+from rlcore.utils import ensure_finite
 
 
 @dataclass
@@ -126,6 +127,10 @@ class PPOLag(OnPolicy, CostCritic, CostRecorder):
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
+        self.parts = Parts(
+            nets=self.nets, actor_optimizer=self.actor_optimizer, multiplier=self.multiplier,
+            episode_costs=self.episode_costs, critic_optimizers=Parts(**self.critic_optimizers),
+        )  # fmt: skip
         self.updates = 0
 
     def record_episode_costs(self, costs: list[float]) -> None:
@@ -190,16 +195,8 @@ class PPOLag(OnPolicy, CostCritic, CostRecorder):
         }
 
     def state_dict(self) -> dict:
-        return {
-            **state_of(nets=self.nets, actor_optimizer=self.actor_optimizer,
-                       multiplier=self.multiplier, episode_costs=self.episode_costs),
-            "critic_optimizers": {k: o.state_dict() for k, o in self.critic_optimizers.items()},
-            "updates": self.updates,
-        }  # fmt: skip
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, nets=self.nets, actor_optimizer=self.actor_optimizer,
-                        multiplier=self.multiplier, episode_costs=self.episode_costs)  # fmt: skip
-        for name, optimizer in self.critic_optimizers.items():
-            load_state_into(state["critic_optimizers"], **{name: optimizer})
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

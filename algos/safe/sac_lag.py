@@ -36,13 +36,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import Parts
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.capabilities import CostRecorder
 from rlcore.nets import QEnsemble, polyak_update
 from rlcore.plan import EnvRecipe, RunPlan, Schedule
 from rlcore.safe import MULTIPLIERS, EpisodeCostWindow, make_multiplier
 from rlcore.types import Batch
-from rlcore.utils import adam, ensure_finite, frozen, load_state_into, state_of
+from rlcore.utils import adam, ensure_finite, frozen
 
 
 @dataclass
@@ -116,6 +117,11 @@ class SACLag(CostRecorder):
         )
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act = self.sac.act
+        self.parts = Parts(
+            sac=self.sac, cost_critic=self.cost_critic, target_cost_critic=self.target_cost_critic,
+            cost_optimizer=self.cost_optimizer, multiplier=self.multiplier,
+            episode_costs=self.episode_costs,
+        )  # fmt: skip
         self.updates = 0
 
     def record_episode_costs(self, costs: list[float]) -> None:
@@ -163,17 +169,8 @@ class SACLag(CostRecorder):
         }
 
     def state_dict(self) -> dict:
-        return {
-            **state_of(sac=self.sac, cost_critic=self.cost_critic,
-                       target_cost_critic=self.target_cost_critic,
-                       cost_optimizer=self.cost_optimizer, multiplier=self.multiplier,
-                       episode_costs=self.episode_costs),
-            "updates": self.updates,
-        }  # fmt: skip
+        return self.parts.state_dict(updates=self.updates)
 
     def load_state_dict(self, state: dict) -> None:
-        load_state_into(state, sac=self.sac, cost_critic=self.cost_critic,
-                        target_cost_critic=self.target_cost_critic,
-                        cost_optimizer=self.cost_optimizer, multiplier=self.multiplier,
-                        episode_costs=self.episode_costs)  # fmt: skip
+        self.parts.load_state_dict(state)
         self.updates = int(state["updates"])

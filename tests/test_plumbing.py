@@ -1,0 +1,172 @@
+"""The agents' shared plumbing: ``Parts`` (state_dict / load_state_dict declared once),
+``numpy_act`` (numpy or tensor in, numpy out) and TD3's critic step (rlcore.td3_step),
+plus the committed agent snapshots still loading into today's agents, key for key."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlcore.agent_state import Parts
+from rlcore.checkpoint import load_agent
+from rlcore.losses import ensemble_mse
+from rlcore.nets import DeterministicActor, QEnsemble
+from rlcore.td3_step import critic_step, smoothed_target_q, td_target
+from rlcore.utils import numpy_act
+
+ASSETS = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "assets").glob("*.pt"))
+
+
+# -- Parts ----------------------------------------------------------------------------
+def _agent_parts(seed: int) -> tuple[Parts, nn.Linear, torch.Tensor, torch.optim.Adam]:
+    torch.manual_seed(seed)
+    net = nn.Linear(3, 2)
+    log_alpha = torch.zeros((), requires_grad=True)
+    optimizer = torch.optim.Adam([*net.parameters(), log_alpha], lr=0.1)
+    net(torch.randn(4, 3)).sum().add(log_alpha).backward()
+    optimizer.step()
+    inner = Parts(first=torch.optim.SGD(net.parameters(), lr=0.1))
+    return (
+        Parts(net=net, log_alpha=log_alpha, optimizer=optimizer, inner=inner),
+        net,
+        log_alpha,
+        optimizer,
+    )
+
+
+def test_parts_state_dict_layout_is_one_entry_per_part_then_the_counters():
+    parts, net, log_alpha, optimizer = _agent_parts(0)
+    state = parts.state_dict(updates=3, phase="online")
+    assert list(state) == ["net", "log_alpha", "optimizer", "inner", "updates", "phase"]
+    assert state["net"].keys() == net.state_dict().keys()
+    assert not state["log_alpha"].requires_grad  # detached
+    assert state["optimizer"]["state"].keys() == optimizer.state_dict()["state"].keys()
+    assert list(state["inner"]) == ["first"]  # nested Parts: a dict of its own parts
+    assert state["updates"] == 3 and state["phase"] == "online"
+
+
+def test_parts_load_restores_in_place_without_sharing_optimiser_state():
+    source, *_ = _agent_parts(0)
+    target, net, log_alpha, optimizer = _agent_parts(1)
+    alpha_object = log_alpha
+    target.load_state_dict(source.state_dict(updates=7))
+    for got, want in zip(net.state_dict().values(), source.parts["net"].state_dict().values()):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert target.parts["log_alpha"] is alpha_object  # the optimiser still steps this tensor
+    torch.testing.assert_close(log_alpha, source.parts["log_alpha"], rtol=0, atol=0)
+    loaded = optimizer.state[optimizer.param_groups[0]["params"][0]]["exp_avg"]
+    original = source.parts["optimizer"].state_dict()["state"][0]["exp_avg"]
+    torch.testing.assert_close(loaded, original, rtol=0, atol=0)
+    assert loaded.data_ptr() != original.data_ptr()  # a copy: the agents do not share moments
+
+
+def test_parts_load_names_a_missing_part():
+    parts, *_ = _agent_parts(0)
+    state = parts.state_dict()
+    del state["optimizer"]
+    with pytest.raises(KeyError, match="no entry 'optimizer'"):
+        parts.load_state_dict(state)
+
+
+def test_parts_add_appends_after_the_declared_parts():
+    parts, *_ = _agent_parts(0)
+    parts.add(extra=nn.Linear(1, 1))
+    assert list(parts.state_dict(updates=0)) == [
+        "net", "log_alpha", "optimizer", "inner", "extra", "updates"
+    ]  # fmt: skip
+
+
+# -- numpy_act --------------------------------------------------------------------------
+class _Chunker:
+    """A policy returning (B, H, A) chunks, recording what it was given."""
+
+    device = torch.device("cpu")
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[torch.Tensor, bool, bool]] = []
+
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        self.seen.append((obs, deterministic, torch.is_grad_enabled()))
+        return obs[:, None, :2].repeat(1, 4, 1) * (1.0 if deterministic else 2.0)
+
+
+def test_numpy_act_batches_single_observations_and_unbatches_the_result():
+    agent = _Chunker()
+    single = agent.act(np.array([1.0, 2.0, 3.0]), deterministic=True)  # float64 in
+    batch = agent.act(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+    assert isinstance(single, np.ndarray) and single.shape == (4, 2)
+    np.testing.assert_array_equal(single[0], [1.0, 2.0])
+    assert batch.shape == (2, 4, 2)
+    np.testing.assert_array_equal(batch[1, 0], [8.0, 10.0])  # not deterministic: x2
+    (obs_single, det_single, grad_single), (obs_batch, det_batch, _) = agent.seen
+    assert obs_single.shape == (1, 3) and obs_single.dtype == torch.float32
+    assert det_single and not det_batch and obs_batch.shape == (2, 3)
+    assert not grad_single  # no autograd while acting
+
+
+# -- TD3's critic step ------------------------------------------------------------------
+def _td3_nets() -> tuple[DeterministicActor, QEnsemble]:
+    torch.manual_seed(0)
+    actor = DeterministicActor(3, 2, np.array([-2.0, 0.0]), np.array([2.0, 1.0]), (8,))
+    return actor, QEnsemble(3, 2, 2, (8,))
+
+
+def test_smoothed_target_q_is_the_min_over_critics_at_the_clipped_target_action():
+    actor, critic = _td3_nets()
+    next_obs = torch.randn(16, 3)
+    low, high = torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 1.0])
+    # noise clip 0: the smoothing noise vanishes whatever its std
+    action, next_q = smoothed_target_q(actor, critic, next_obs, low, high, 10.0, 0.0)
+    torch.testing.assert_close(action, actor(next_obs).detach())
+    torch.testing.assert_close(next_q, critic(next_obs, action).min(0).values.detach())
+    assert not next_q.requires_grad
+    # a large clip: the noise moves the action, which stays in the box
+    noisy, _ = smoothed_target_q(actor, critic, next_obs, low, high, 10.0, 100.0)
+    assert not torch.allclose(noisy, action)
+    assert bool(((noisy >= low) & (noisy <= high)).all())
+
+
+def test_td_target_stops_bootstrapping_at_terminations_only():
+    target = td_target(
+        torch.tensor([1.0, 1.0]), torch.tensor([0.0, 1.0]), 0.5, torch.tensor([4.0, 4.0])
+    )
+    torch.testing.assert_close(target, torch.tensor([3.0, 1.0]))
+
+
+def test_critic_step_takes_one_step_on_the_ensemble_mse():
+    _, critic = _td3_nets()
+    obs, action, target = torch.randn(16, 3), torch.rand(16, 2), torch.randn(16)
+    before = [p.detach().clone() for p in critic.parameters()]
+    expected = ensemble_mse(critic(obs, action), target)
+    expected.backward()
+    grads = [p.grad.clone() for p in critic.parameters()]
+    optimizer = torch.optim.SGD(critic.parameters(), lr=0.1)
+    loss, q = critic_step(critic, optimizer, obs, action, target)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6) and q.shape == (2, 16)
+    for p, b, g in zip(critic.parameters(), before, grads):
+        torch.testing.assert_close(p.detach(), b - 0.1 * g)  # zeroed first: one clean step
+
+
+# -- committed snapshots ----------------------------------------------------------------
+@pytest.mark.parametrize("asset", ASSETS, ids=[a.stem for a in ASSETS])
+def test_committed_snapshots_load_key_for_key_and_act(asset):
+    """Every entry a committed snapshot holds is a part of today's agent and is what the
+    agent holds after ``load_agent`` (a renamed part would be silently filled with fresh
+    weights by the snapshot path of ``load_agent``), and the agent acts."""
+    saved = torch.load(asset, weights_only=False)
+    agent = load_agent(asset)
+    current = agent.state_dict()
+    for name, value in saved["agent"].items():
+        assert name in current, f"{asset.name}: '{name}' is no longer a part of the agent"
+        if isinstance(value, dict):
+            for key, tensor in value.items():
+                torch.testing.assert_close(current[name][key], tensor, rtol=0, atol=0)
+        else:
+            assert current[name] == value
+    obs = np.zeros(saved["spaces"]["obs_shape"], np.float32)
+    action = agent.act(obs, deterministic=True)
+    assert action.shape[-1] == len(saved["spaces"]["action_low"])
+    assert np.isfinite(action).all()

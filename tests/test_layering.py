@@ -8,7 +8,7 @@ module level and function level alike (a function-level import still ties the la
 together; it only hides the tie until the function runs). Imports by module-path
 string (``importlib.import_module`` in rlcore.registry) are the intended seam and are
 not read. Module names are normalised so that the test reads the same before and after
-the packages move under the ``rlcore.`` namespace (``rlcore.envs.make`` is ``rlcore.envs.make``).
+the packages move under the ``rlcore.`` namespace (``rlcore.envs.make`` is ``envs.make``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _module_name(path: Path) -> str:
 
 
 def normalise(name: str) -> str:
-    """``rlcore.envs.make`` -> ``rlcore.envs.make``: one name per module across the rename."""
+    """``rlcore.envs.make`` -> ``envs.make``: one name per module across the rename."""
     head, _, rest = name.partition(".")
     if head == "rlcore" and rest.split(".")[0] in NAMESPACED:
         return rest
@@ -47,7 +47,7 @@ def normalise(name: str) -> str:
 
 def library_sources() -> dict[str, Path]:
     """Every module of the library packages, by dotted name (a package folder may sit at
-    the top or inside rlcore/: either way ``envs/make.py`` is ``rlcore.envs.make``)."""
+    the top or inside rlcore/: either way ``envs/make.py`` is ``envs.make``)."""
     found = {}
     for package in PACKAGES:
         folder = REPO / package
@@ -77,7 +77,7 @@ def _imported_names(tree: ast.Module, module: str, is_package: bool) -> set[str]
 
 def import_graph() -> dict[str, set[str]]:
     """Edges module -> library module it imports (directly or by running a package's
-    ``__init__`` on the way: importing ``rlcore.offline.scores`` from outside ``offline`` runs
+    ``__init__`` on the way: importing ``offline.scores`` from outside ``offline`` runs
     ``offline/__init__.py`` first)."""
     sources = library_sources()
     graph: dict[str, set[str]] = {}
@@ -161,46 +161,33 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
     """The reader finds function-level, relative, ``from pkg import sub`` and
     ``rlcore.``-prefixed imports, and the checks flag an upward edge and a cycle."""
     src = (
-        "import rlcore.envs.make\n"
+        "import envs.make\n"
         "def f():\n"
         "    from rlcore.offline import scores\n"
         "    from . import sibling\n"
         "    if True:\n"
         "        import rlcore.algos.sac as s\n"
     )
-    names = _imported_names(ast.parse(src), "rlcore.envs.snapshot", is_package=False)
-    assert {
-        "rlcore.envs.make",
-        "rlcore.offline.scores",
-        "envs.sibling",
-        "rlcore.algos.sac",
-    } <= names
-    assert normalise("rlcore.offline.scores") == "rlcore.offline.scores"
+    names = _imported_names(ast.parse(src), "envs.snapshot", is_package=False)
+    assert {"envs.make", "rlcore.offline.scores", "envs.sibling", "rlcore.algos.sac"} <= names
+    assert normalise("rlcore.offline.scores") == "offline.scores"
     assert normalise("rlcore.checkpoint") == "rlcore.checkpoint"
-    graph = {
-        "rlcore.envs.snapshot": {"rlcore.checkpoint"},
-        "rlcore.checkpoint": {"rlcore.algos.sac"},
-    }
+    graph = {"envs.snapshot": {"rlcore.checkpoint"}, "rlcore.checkpoint": {"algos.sac"}}
     assert len(layer_violations(graph)) == 2
     assert layer_violations({"rlcore.loops": {"rlcore.report"}}) == [
         "rlcore.loops -> rlcore.report (the tools and the root sit above the core)"
     ]
-    assert layer_violations({"rlcore.train": {"rlcore.algos.sac", "rlcore.offline.datasets"}}) == []
-    graph["rlcore.algos.sac"] = {"rlcore.train"}
-    assert any("rlcore.algos.sac -> rlcore.train" in v for v in layer_violations(graph))
+    assert layer_violations({"rlcore.train": {"algos.sac", "offline.datasets"}}) == []
+    graph["algos.sac"] = {"rlcore.train"}
+    assert any("algos.sac -> rlcore.train" in v for v in layer_violations(graph))
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_cycles({"a": {"b"}, "b": set()}) == []
 
 
 def test_every_library_module_is_read():
     sources = library_sources()
-    assert {
-        "rlcore.envs.snapshot",
-        "rlcore.report",
-        "rlcore.offline.collect",
-        "rlcore.algos.sac",
-    } <= set(sources)
-    assert "rlcore.algos.safe.cpo" in sources and "rlcore.algos.safe" in sources
+    assert {"envs.snapshot", "rlcore.report", "offline.collect", "algos.sac"} <= set(sources)
+    assert "algos.safe.cpo" in sources and "algos.safe" in sources
     assert set(ROOT_AND_TOOLS) <= set(sources), "a named tool module no longer exists"
 
 
@@ -220,8 +207,8 @@ def test_no_import_cycles():
 
 
 def test_envs_snapshot_takes_the_teacher_as_callables():
-    """Teacher loading lives in rlcore.teacher; rlcore.envs.snapshot imports nothing of rlcore."""
-    targets = import_graph()["rlcore.envs.snapshot"]
+    """Teacher loading lives in rlcore.teacher; envs.snapshot imports nothing of rlcore."""
+    targets = import_graph()["envs.snapshot"]
     assert not any(_in(t, "rlcore", "algos", "offline") for t in targets), targets
 
 
@@ -233,8 +220,8 @@ def test_the_report_reads_no_dataset_module():
 
 
 def test_the_collect_command_line_is_imported_by_nothing():
-    """``python -m rlcore.offline.collect recipe`` dispatches down to the recipe; the recipe and
+    """``python -m offline.collect recipe`` dispatches down to the recipe; the recipe and
     the recording library below it never import the command line back."""
     graph = import_graph()
-    assert "rlcore.offline.recipe" in graph["rlcore.offline.collect"]
-    assert [m for m, targets in graph.items() if "rlcore.offline.collect" in targets] == []
+    assert "offline.recipe" in graph["offline.collect"]
+    assert [m for m, targets in graph.items() if "offline.collect" in targets] == []

@@ -18,20 +18,23 @@ from rlcore.plan import RunPlan
 
 
 @runtime_checkable
+class Planned(Protocol):
+    """An algorithm config: declares the run the core executes for it."""
+
+    def plan(self) -> RunPlan: ...
+
+
+@runtime_checkable
 class Agent(Protocol):
-    """What every loop needs from an algorithm."""
+    """What every loop needs from an algorithm. ``config`` is the agent's own copy of its
+    config, with the speed modes it resolved (``compile=auto``, ``precision``)."""
+
+    config: Planned
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray: ...
     def update(self, batch: Any) -> dict[str, float]: ...
     def state_dict(self) -> dict[str, Any]: ...
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-@runtime_checkable
-class Planned(Protocol):
-    """An algorithm config: declares the run the core executes for it."""
-
-    def plan(self) -> RunPlan: ...
 
 
 @runtime_checkable

@@ -511,10 +511,12 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         resume_step=resume_step,
         progress_interval_s=float(log_cfg.get("progress_interval_s", 10.0)),
     )
+    # the speed modes the agent resolved (compile=auto, bf16 on a CPU without it)
+    resolved = agent.config.plan()
     effective = {
         "env_backend": type(env.unwrapped).__name__,
-        "precision": plan.precision,
-        "compile": plan.compile,
+        "precision": resolved.precision,
+        "compile": resolved.compile,
     }
     _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
     for note in resume_notes:

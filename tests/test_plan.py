@@ -136,3 +136,18 @@ def test_a_missing_capability_is_one_clear_error():
 
     with pytest.raises(MissingCapabilityError, match="Actor does not implement OnPolicy.*rollout"):
         require(Actor(), OnPolicy, "the rollout loop needs")
+
+
+def test_run_metadata_records_the_speed_modes_the_agent_resolved(tmp_path):
+    """meta.json's "effective" block: compile=auto on a run shorter than the threshold is
+    resolved to eager by the agent, whatever the config said."""
+    import json
+
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    cfg = make_config("algo=sac", "env=pendulum", "total_steps=300", "algo.learning_starts=100",
+                      "algo.compile=auto", "eval_every=0", "eval_episodes=1")  # fmt: skip
+    train(cfg, tmp_path / "run")
+    effective = json.loads((tmp_path / "run" / "meta.json").read_text())["effective"]
+    assert effective["compile"] is False and effective["precision"] == "float32"

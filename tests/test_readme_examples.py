@@ -1,5 +1,6 @@
-"""The README's "Use an algorithm in your own code" loops run as written (with shorter
-run lengths): the SAC off-policy loop and the PPO on-policy loop."""
+"""The library-use page's loops run as written (with shorter run lengths): the SAC
+off-policy loop and the PPO on-policy loop of docs/library.md, and the README's quick-start
+SAC loop."""
 
 import math
 import re
@@ -7,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+LIBRARY_PAGE = REPO / "docs" / "library.md"
 SECTION = "## Use an algorithm in your own code"
 # the line ending in "# run length..." holds every loop length of an example
 # (PPO: 2 x 128 steps per env pass Pendulum's 200-step time limit, so the truncation
@@ -21,20 +24,30 @@ SHORT = {
 }
 
 
+def training_blocks(markdown: str) -> list[str]:
+    """The python blocks of ``markdown`` that train (call ``agent.update``)."""
+    blocks = re.findall(r"```python\n(.*?)```", markdown, flags=re.S)
+    return [block for block in blocks if "agent.update(" in block]
+
+
 def section_examples() -> list[str]:
-    """The python blocks of the section that train (call ``agent.update``)."""
+    """The training loops of the library-use page."""
+    return training_blocks(LIBRARY_PAGE.read_text())
+
+
+def readme_example() -> str:
+    """The one training loop of the README's quick start ("Use an algorithm ...")."""
     text = README.read_text()
     start = text.index(SECTION) + len(SECTION)
-    body = text[start : text.index("\n## ", start)]
-    blocks = re.findall(r"```python\n(.*?)```", body, flags=re.S)
-    return [block for block in blocks if "agent.update(" in block]
+    (block,) = training_blocks(text[start : text.index("\n## ", start)])
+    return block
 
 
 def shortened(code: str) -> str:
     """``code`` with its run-length line replaced by the SHORT values."""
     pattern = re.compile(r"^([\w, ]+?) = ([^#\n]+?)  # run length.*$", flags=re.M)
     match = pattern.search(code)
-    assert match, "each README loop example keeps its loop lengths on one '# run length' line"
+    assert match, "each loop example keeps its loop lengths on one '# run length' line"
     names = [n.strip() for n in match.group(1).split(",")]
     assert set(names) <= set(SHORT), names
     values = ", ".join(str(SHORT[n]) for n in names)
@@ -50,15 +63,27 @@ def test_section_has_the_sac_and_ppo_loops():
         assert name in examples[1]
 
 
-@pytest.mark.parametrize("index", [0, 1], ids=["sac", "ppo"])
-def test_readme_loop_example_runs(index):
+def run_example(code: str, name: str) -> dict:
+    """Runs ``code`` shortened (seeded) and returns its namespace."""
     import torch
 
     torch.manual_seed(0)
     namespace: dict = {}
-    exec(
-        compile(shortened(section_examples()[index]), f"README example {index}", "exec"), namespace
-    )
+    exec(compile(shortened(code), name, "exec"), namespace)
+    return namespace
+
+
+def test_readme_quick_start_loop_runs():
+    """The README's SAC loop trains (shortened): finite SAC metrics, a full buffer."""
+    namespace = run_example(readme_example(), "README example")
+    metrics = namespace["metrics"]
+    assert "critic_loss" in metrics and all(math.isfinite(v) for v in metrics.values())
+    assert len(namespace["buffer"]) == SHORT["total_steps"]
+
+
+@pytest.mark.parametrize("index", [0, 1], ids=["sac", "ppo"])
+def test_readme_loop_example_runs(index):
+    namespace = run_example(section_examples()[index], f"docs/library.md example {index}")
     metrics = namespace["metrics"]  # the last update's metrics
     assert metrics and all(math.isfinite(v) for v in metrics.values()), metrics
     agent = namespace["agent"]

@@ -1,0 +1,46 @@
+"""rlcore's Hydra configs (``pkg://rlcore.configs``).
+
+The algorithms' defaults have one source: their config dataclasses. Importing this package
+registers each one in Hydra's ConfigStore as ``algo/<name>_defaults`` (every field at its
+dataclass default, plus ``name``); ``algo/<name>.yaml`` starts from that node and holds only
+what the command line runs differently (long runs compile: ``compile: auto``). Per-env and
+per-dataset settings live in ``algo_env/`` and ``experiment/``. The composed ``algo`` node is
+validated into the dataclass by ``rlcore.registry.AlgoSpec.config_from_dict``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+
+
+def plain(value: Any) -> Any:
+    """``value`` as Hydra accepts it: tuples become lists (recursively)."""
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+def algorithm_defaults(name: str) -> dict[str, Any]:
+    """The ``algo`` node of algorithm ``name`` at its dataclass defaults."""
+    from rlcore import registry
+
+    config = registry.get(name).config_class()
+    fields = {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    return {"name": name, **fields}
+
+
+def register_algorithm_defaults() -> None:
+    """Store ``algo/<name>_defaults`` for every registered algorithm."""
+    from rlcore import registry
+
+    store = ConfigStore.instance()
+    for name in registry.ALGORITHMS:
+        store.store(group="algo", name=f"{name}_defaults", node=algorithm_defaults(name))
+
+
+register_algorithm_defaults()

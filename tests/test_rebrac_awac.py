@@ -2,12 +2,10 @@
 actions in the box) and hand-computed losses; the ReBRAC network options in rlcore.nets."""
 
 import copy
-import dataclasses
 
 import numpy as np
 import pytest
 import torch
-import yaml
 from torch import nn
 
 from rlcore.algos.awac import AWAC, AWACConfig
@@ -15,7 +13,6 @@ from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
 from rlcore.nets import MLP, DeterministicActor, EnsembleMLP, QEnsemble, edac_init
 from rlcore.types import Batch
 from rlcore.utils import NonFiniteLossError
-from tests.conftest import REPO
 from tests.test_algos_contract import ACT, OBS, random_batch
 
 SMALL = {"hidden": (16, 16), "fused_optimizer": False}
@@ -35,17 +32,6 @@ def moved(before: dict[str, torch.Tensor], module: nn.Module) -> bool:
 
 def replace(batch: Batch, **fields) -> Batch:
     return Batch(**{**batch.__dict__, **fields})
-
-
-@pytest.mark.parametrize(("name", "cls"), [("rebrac", ReBRACConfig), ("awac", AWACConfig)])
-def test_yaml_equals_dataclass_defaults(name, cls):
-    values = yaml.safe_load((REPO / "configs" / "algo" / f"{name}.yaml").read_text())
-    assert values.pop("name") == name
-    defaults = {
-        f.name: list(f.default) if isinstance(f.default, tuple) else f.default
-        for f in dataclasses.fields(cls)
-    }
-    assert values == defaults
 
 
 @pytest.mark.parametrize("name", list(AGENTS))

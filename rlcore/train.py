@@ -416,15 +416,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     env_id = resolve_env_id(env_cfg["id"])
     cfg_dict["env"]["id"] = env_id
 
-    resume_state, resume_notes = None, []
-    if cfg_dict.get("resume"):
-        resume_state, resume_file, problems = read_checkpoint(cfg_dict["resume"])
-        check_resume_compatible(resume_state["config"], cfg_dict)
-        step = resume_state["loop"]["counters"]["step"]
-        resume_notes = [f"note: {problem}" for problem in problems]
-        resume_notes.append(f"resuming from {resume_file} (step {step:,})")
-    else:
-        check_new_run_dir(run_dir)
+    resume_state, resume_notes = _resume_state_or_new_run(cfg_dict, run_dir)
     if cfg_dict.get("threads"):
         torch.set_num_threads(int(cfg_dict["threads"]))
     seed = int(cfg_dict["seed"])
@@ -433,6 +425,103 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError("device=cuda was requested but CUDA is not available: use device=cpu")
 
+    init_state = None
+    if init_from and resume_state is None:
+        init_state = load_init_from(cfg_dict, spec)
+    offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
+    _check_inputs(spec, plan, cfg_dict, resuming=resume_state is not None)
+    env, eval_env = _build_envs(spec, plan, cfg_dict, run_dir, offline_run, device)
+    obs_space, action_space = env.single_observation_space, env.single_action_space
+    try:
+        check_spaces(spec, env_id, obs_space, action_space)
+        online_option = "algo.online_steps" if spec.loop == "offline" else "total_steps"
+        check_schedule(plan, int(env_cfg["num_envs"]), init_from, online_option)
+    except ConfigError:
+        env.close()
+        eval_env.close()
+        raise
+    agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
+    if spec.loop == "on_policy":
+        require(agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop")
+    if init_state is not None:
+        agent.load_state_dict(init_state["agent"])
+
+    resume_step = resume_state["loop"]["counters"]["step"] if resume_state else None
+    logger = _make_logger(cfg_dict, run_dir, resume_step)
+    # the speed modes the agent resolved (compile=auto, bf16 on a CPU without it)
+    resolved = agent.config.plan()
+    effective = {
+        "env_backend": type(env.unwrapped).__name__,
+        "precision": resolved.precision,
+        "compile": resolved.compile,
+    }
+    _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
+    for note in resume_notes:
+        logger.note(note)
+    spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
+    save = _checkpoint_writer(spec.name, cfg_dict, spaces, run_dir)
+    run = RunContext(
+        name=f"{spec.name} {env_id}",
+        logger=logger,
+        save=save,
+        resume=resume_state["loop"] if resume_state else None,
+    )
+    settings = _loop_settings(cfg_dict, plan)
+    logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
+    with stop_signals(run, logger), log_warnings(logger):
+        try:
+            return _run_loop(spec, cfg_dict, plan, agent, env, eval_env, settings, run, logger)
+        finally:
+            logger.close()
+            env.close()
+            eval_env.close()
+
+
+def _resume_state_or_new_run(
+    cfg_dict: dict[str, Any], run_dir: Path
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The checkpoint ``resume=`` names, checked against this config, and the notes to log
+    about it; without ``resume=``, check that ``run_dir`` holds no run yet."""
+    if not cfg_dict.get("resume"):
+        check_new_run_dir(run_dir)
+        return None, []
+    state, resume_file, problems = read_checkpoint(cfg_dict["resume"])
+    check_resume_compatible(state["config"], cfg_dict)
+    step = state["loop"]["counters"]["step"]
+    notes = [f"note: {problem}" for problem in problems]
+    notes.append(f"resuming from {resume_file} (step {step:,})")
+    return state, notes
+
+
+def _check_inputs(
+    spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, Any], resuming: bool
+) -> None:
+    """Refuse a run that lacks the dataset or the pre-trained policy its plan needs."""
+    init_from = bool(cfg_dict.get("init_from"))
+    if needs_dataset(plan, spec.loop == "offline", init_from) and not cfg_dict.get("dataset"):
+        raise ValueError(
+            f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
+            "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
+        )
+    if plan.needs_pretrained and not plan.pretrained and not resuming and not init_from:
+        raise ConfigError(
+            f"algo={spec.name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
+            "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
+            "dataset=... trains one)"
+        )
+
+
+def _build_envs(
+    spec: registry.AlgoSpec,
+    plan: RunPlan,
+    cfg_dict: dict[str, Any],
+    run_dir: Path,
+    offline_run: bool,
+    device: torch.device,
+) -> tuple[Any, Any]:
+    """The training vector env (the plan's env recipe, a snapshot-reset base wrapper when
+    configured; one env for a run that never steps it) and the evaluation vector env."""
+    env_cfg, env_id, seed = cfg_dict["env"], cfg_dict["env"]["id"], int(cfg_dict["seed"])
     normalize = {
         "normalize_obs": plan.env.normalize_obs,
         "gamma": plan.env.reward_gamma,
@@ -443,21 +532,6 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         # diffusion / flow policies conditioned on the last T observations
         "obs_history": plan.env.obs_history,
     }
-    init_state = None
-    if cfg_dict.get("init_from") and resume_state is None:
-        init_state = load_init_from(cfg_dict, spec)
-    offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
-    if needs_dataset(plan, spec.loop == "offline", init_from) and not cfg_dict.get("dataset"):
-        raise ValueError(
-            f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
-            "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
-        )
-    if plan.needs_pretrained and not plan.pretrained and resume_state is None and not init_from:
-        raise ConfigError(
-            f"algo={spec.name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
-            "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
-            "dataset=... trains one)"
-        )
     base_wrappers = []
     if (cfg_dict.get("snapshot") or {}).get("teacher"):
         if offline_run:
@@ -482,28 +556,15 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         mjx_impl=str(env_cfg.get("mjx_impl", "jax")),
         **normalize,
     )
-    eval_episodes = int(cfg_dict["eval_episodes"])
-    eval_env = make_vec_env(
-        env_id, max(1, min(int(cfg_dict["eval_envs"]), eval_episodes)), seed=seed + 1, **normalize
-    )
-    obs_space, action_space = env.single_observation_space, env.single_action_space
-    try:
-        check_spaces(spec, env_id, obs_space, action_space)
-        online_option = "algo.online_steps" if spec.loop == "offline" else "total_steps"
-        check_schedule(plan, int(env_cfg["num_envs"]), init_from, online_option)
-    except ConfigError:
-        env.close()
-        eval_env.close()
-        raise
-    agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
-    if spec.loop == "on_policy":
-        require(agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop")
-    if init_state is not None:
-        agent.load_state_dict(init_state["agent"])
+    eval_envs = max(1, min(int(cfg_dict["eval_envs"]), int(cfg_dict["eval_episodes"])))
+    eval_env = make_vec_env(env_id, eval_envs, seed=seed + 1, **normalize)
+    return env, eval_env
 
-    resume_step = resume_state["loop"]["counters"]["step"] if resume_state else None
+
+def _make_logger(cfg_dict: dict[str, Any], run_dir: Path, resume_step: int | None) -> Logger:
+    """The run's logger, as the ``logger`` config group asks."""
     log_cfg = cfg_dict.get("logger", {})
-    logger = Logger(
+    return Logger(
         run_dir,
         tensorboard=log_cfg.get("tensorboard", True),
         csv_files=log_cfg.get("csv", True),
@@ -511,23 +572,19 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         resume_step=resume_step,
         progress_interval_s=float(log_cfg.get("progress_interval_s", 10.0)),
     )
-    # the speed modes the agent resolved (compile=auto, bf16 on a CPU without it)
-    resolved = agent.config.plan()
-    effective = {
-        "env_backend": type(env.unwrapped).__name__,
-        "precision": resolved.precision,
-        "compile": resolved.compile,
-    }
-    _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
-    for note in resume_notes:
-        logger.note(note)
-    spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
+
+
+def _checkpoint_writer(
+    algo: str, cfg_dict: dict[str, Any], spaces: dict[str, Any], run_dir: Path
+) -> Callable[[dict[str, Any]], Path]:
+    """``save(loop_state)``: the run's latest checkpoint (the previous one kept) and, with
+    ``keep_agent_snapshots``, an agent-only file per checkpoint."""
 
     def save(loop_state: dict[str, Any]) -> Path:
         step = loop_state["counters"]["step"]
         base = {
             "format": FORMAT_VERSION,
-            "algo": spec.name,
+            "algo": algo,
             "config": cfg_dict,
             "spaces": spaces,
             # deployment needs the observation statistics the policy was trained with
@@ -551,17 +608,16 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
             )
         return path
 
-    run = RunContext(
-        name=f"{spec.name} {env_id}",
-        logger=logger,
-        save=save,
-        resume=resume_state["loop"] if resume_state else None,
-    )
-    settings = LoopSettings(
+    return save
+
+
+def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan) -> LoopSettings:
+    """The loops' settings: the run-level cadences plus the plan's schedule."""
+    return LoopSettings(
         total_steps=int(cfg_dict["total_steps"]),
-        seed=seed,
+        seed=int(cfg_dict["seed"]),
         eval_every=int(cfg_dict["eval_every"]),
-        eval_episodes=eval_episodes,
+        eval_episodes=int(cfg_dict["eval_episodes"]),
         checkpoint_every=int(cfg_dict["checkpoint_every"]),
         checkpoint_every_s=float(cfg_dict.get("checkpoint_every_s") or 0.0),
         log_every=int(cfg_dict["log_every"]),
@@ -573,14 +629,6 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         returns=plan.returns,
         stop_at_return=cfg_dict.get("stop_at_return"),
     )
-    logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
-    with stop_signals(run, logger), log_warnings(logger):
-        try:
-            return _run_loop(spec, cfg_dict, plan, agent, env, eval_env, settings, run, logger)
-        finally:
-            logger.close()
-            env.close()
-            eval_env.close()
 
 
 def _run_loop(

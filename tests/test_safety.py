@@ -236,9 +236,9 @@ def test_native_velocity_cost_state_round_trip():
     rng = np.random.default_rng(1)
     for _ in range(5):
         env.step(rng.uniform(-1, 1, (2, 8)).astype(np.float32))
-    states = env.unwrapped.rlcore_get_states()
+    states = env.unwrapped.get_states()
     actions = [rng.uniform(-1, 1, (2, 8)).astype(np.float32) for _ in range(20)]
     first = [env.step(a)[4]["cost"].copy() for a in actions]
-    env.unwrapped.rlcore_set_states(states)
+    env.unwrapped.set_states(states)
     second = [env.step(a)[4]["cost"].copy() for a in actions]
     np.testing.assert_array_equal(first, second)

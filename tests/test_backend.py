@@ -12,7 +12,7 @@ import torch
 
 from rlcore.envs import native
 from rlcore.envs.backend import SimulatorBackend, backend_of
-from rlcore.envs.make import make_vec_env
+from rlcore.envs.make import get_vec_env_state, make_vec_env, set_vec_env_state
 from rlcore.envs.mjx import mjx_available
 
 ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
@@ -130,6 +130,28 @@ def _check_restart(backend: str) -> None:
     assert not np.array_equal(_host(fresh)[0], _host(obs)[0])
     env.close()
     control.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS[:3])
+def test_env_states_of_older_checkpoints_still_load(backend):
+    """Checkpoints written before states carried their observation restore exactly; one
+    of another env count is refused clearly."""
+    env, control = _pair(backend)
+    control.close()
+    state = get_vec_env_state(env)
+    older = {**state, "envs": [{k: v for k, v in s.items() if k != "obs"} for s in state["envs"]]}
+    replay = _actions(2, 4)
+    original = _run(env, replay)
+    set_vec_env_state(env, older)
+    for (obs, reward), (obs0, reward0) in zip(_run(env, replay), original):
+        np.testing.assert_array_equal(obs, obs0)
+        np.testing.assert_array_equal(reward, reward0)
+    fewer = make_vec_env("hopper", N - 1, backend=backend)
+    fewer.reset(seed=0)
+    with pytest.raises(ValueError, match=f"saved state has {N} envs, this env has {N - 1}"):
+        set_vec_env_state(fewer, older)
+    env.close()
+    fewer.close()
 
 
 def test_set_states_checks_lengths_and_ids():

@@ -24,8 +24,9 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
    the snapshots of the best episodes by return. ``selection="uniform"`` is the ablation
    without clusters.
 3. ``SnapshotReset``: every reset picks a cluster uniformly, then a snapshot uniformly in
-   it, and restores it in that sub-env (``rlcore.envs.make.set_states``: sync, async and native
-   back ends, each sub-env its own snapshot, exact).
+   it, and restarts that sub-env from it through the back-end interface
+   (``rlcore.envs.backend.SimulatorBackend.restart``: every back end, each sub-env its
+   own snapshot, exact).
 4. An episode started from a snapshot is truncated (not terminated) ``truncate_after``
    steps later; ``None`` switches truncation off (ablation). The time limit counts from
    the restore (the snapshot is restored with 0 elapsed steps), so a snapshot taken 950
@@ -35,12 +36,12 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
 5. After ``switch_after`` env steps (summed over sub-envs) resets are ordinary again; the
    replay buffer is the loop's and is kept.
 
-On a device back end (``rlcore.envs.mjx.MjxVectorEnv``: torch tensors) the same happens on the
-device without a host round trip: the snapshots live there as one table, the choice draws
-from a torch generator on the device for every env each step, and the back end's
-``restart`` continues the chosen states where an episode ended (an all-False mask changes
-nothing, so no step asks the host whether any episode ended). The observation of a
-restored env is the back end's own, from the restored float32 state.
+On a device back end (``rlcore.envs.mjx.MjxVectorEnv``: torch tensors) the same code
+runs on the device without a host round trip: the back end's ``state_table`` keeps the
+snapshots there, the choice draws from a torch generator on the device for every env
+each step, and ``restart`` continues the chosen states where an episode ended (an
+all-False mask changes nothing, so no step asks the host whether any episode ended). The
+observation of a restored env is the back end's own, from the restored float32 state.
 
 Reference: sdpkjc/snapshotrl (``src/snapshot_{sac,td3,ppo_fix}_mujoco.py``). Departures
 from it: snapshots are stored in a portable ``.npz`` file with the env id, task settings

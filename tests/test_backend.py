@@ -59,13 +59,6 @@ def _pair(backend: str):
     return envs
 
 
-@pytest.mark.parametrize("backend", BACKENDS)  # mjx last: no async fork after JAX starts
-def test_backend_round_trips(backend):
-    """States and restarts of chosen envs, on every back end ``make_vec_env`` builds."""
-    _check_set_states(backend)
-    _check_restart(backend)
-
-
 def _check_set_states(backend: str) -> None:
     """set_states on chosen envs replays their trajectory; the other env runs on."""
     env, control = _pair(backend)
@@ -199,3 +192,10 @@ def test_envs_have_no_backend_dispatch_by_name_or_private_gymnasium_members():
                 if "SyncVectorEnv" in text or "AsyncVectorEnv" in text:
                     problems.append(f"{where} dispatches on {text}")
     assert not problems, problems
+
+
+@pytest.mark.parametrize("backend", BACKENDS)  # last, mjx last: no async fork after JAX starts
+def test_backend_round_trips(backend):
+    """States and restarts of chosen envs, on every back end ``make_vec_env`` builds."""
+    _check_set_states(backend)
+    _check_restart(backend)

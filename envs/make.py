@@ -26,6 +26,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from rlcore.envs import safety  # noqa: F401  (registers the Safety<Task>Velocity-v1 ids)
+from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 
 SHORT_NAMES: dict[str, str] = {
     "hopper": "Hopper-v5",
@@ -76,13 +77,31 @@ def resolve_env_id(name: str) -> str:
 
 
 class SimulatorState(gym.Wrapper):
-    """Outermost per-env wrapper exposing ``rlcore_get_state`` / ``rlcore_set_state``.
+    """Outermost per-env wrapper exposing ``rlcore_get_state`` / ``rlcore_set_state``
+    (and ``rlcore_restore``, the same restore as a settable attribute, which gymnasium's
+    public ``set_attr`` reaches in every sync or async worker: ``rlcore.envs.backend``).
 
     MuJoCo envs are captured exactly: the whole ``MjData`` (integration state *and* the
     derived quantities, e.g. body positions of the previous step that reward terms
     read), restored with ``mj_copyData``. Other envs fall back to a deep copy of their
-    ``state`` attribute.
+    ``state`` attribute (the convention of gymnasium's classic-control tasks). Every
+    state also holds the env's current observation (``"obs"``), which a restart from
+    that state hands out.
     """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.last_obs: Any = None  # the observation the env returned last
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        self.last_obs = obs
+        return obs, info
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.last_obs = obs
+        return obs, reward, terminated, truncated, info
 
     def _time_limit(self) -> gym.wrappers.TimeLimit | None:
         env = self.env
@@ -93,15 +112,18 @@ class SimulatorState(gym.Wrapper):
         return None
 
     def rlcore_get_state(self) -> dict[str, Any]:
+        from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
         base = self.env.unwrapped
         state: dict[str, Any] = {"rng": copy.deepcopy(base.np_random.bit_generator.state)}
         limit = self._time_limit()
         if limit is not None:
             state["elapsed_steps"] = limit._elapsed_steps
-        if hasattr(base, "model") and hasattr(base, "data"):
+        if isinstance(base, MujocoEnv):
             state["mujoco_data"] = pickle.dumps(base.data)
-        elif hasattr(base, "state"):
+        elif "state" in vars(base):
             state["state"] = copy.deepcopy(base.state)
+        state["obs"] = copy.deepcopy(self.last_obs)
         return state
 
     def rlcore_set_state(self, state: dict[str, Any]) -> None:
@@ -129,9 +151,27 @@ class SimulatorState(gym.Wrapper):
             base.data.xipos[:] = state["xipos"]
         elif "state" in state:
             base.state = copy.deepcopy(state["state"])
+        if "obs" in state:
+            self.last_obs = copy.deepcopy(state["obs"])
+
+    @property
+    def rlcore_restore(self) -> None:
+        """Write-only: setting a state restores it (None leaves the env as it is)."""
+        return None
+
+    @rlcore_restore.setter
+    def rlcore_restore(self, state: dict[str, Any] | None) -> None:
+        if state is not None:
+            self.rlcore_set_state(state)
 
     def rlcore_portable_state(self) -> dict[str, Any]:
         """``portable_state`` of this env's MuJoCo simulation (S3RL snapshots)."""
+        from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+        if not isinstance(self.env.unwrapped, MujocoEnv):
+            raise ValueError(
+                f"{self.env.spec.id if self.env.spec else self.env} is not a MuJoCo task"
+            )
         limit = self._time_limit()
         elapsed = limit._elapsed_steps if limit is not None else 0
         return portable_state(self.env.unwrapped, elapsed)
@@ -139,7 +179,7 @@ class SimulatorState(gym.Wrapper):
 
 def portable_state(mujoco_env: Any, elapsed_steps: int) -> dict[str, Any]:
     """A MuJoCo env's state in a form every back end restores exactly (``sync`` / ``async``
-    through ``SimulatorState``, ``native`` through ``rlcore_set_states``): the
+    through ``SimulatorState``, ``native`` and ``mjx`` through their ``set_states``): the
     ``mjSTATE_INTEGRATION`` vector (positions, velocities, controls, solver warm start,
     time), the derived body positions that rewards read as "before" values (``xpos``,
     ``xipos``) and the elapsed steps of the time limit. Small (a few hundred floats), so
@@ -593,7 +633,7 @@ def make_vec_env(
             **kwargs,
         )
     else:
-        vector_cls = {"sync": gym.vector.SyncVectorEnv, "async": gym.vector.AsyncVectorEnv}
+        vector_cls = {"sync": SyncBackend, "async": AsyncBackend}
         env = vector_cls[backend](
             [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
@@ -681,10 +721,7 @@ def get_vec_env_state(env: VectorEnv) -> dict[str, Any]:
         for layer in _wrapper_chain(env)
         if hasattr(layer, "state_dict")
     }
-    base = _wrapper_chain(env)[-1]
-    if hasattr(base, "rlcore_get_states"):  # native back end: all envs in one call
-        return {"envs": base.rlcore_get_states(), "wrappers": wrappers}
-    return {"envs": list(base.call("rlcore_get_state")), "wrappers": wrappers}
+    return {"envs": backend_of(env).get_states(), "wrappers": wrappers}
 
 
 def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> None:
@@ -693,50 +730,11 @@ def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> None:
         name = type(layer).__name__
         if hasattr(layer, "load_state_dict") and name in state["wrappers"]:
             layer.load_state_dict(state["wrappers"][name])
-    sub_states = state["envs"]
-    if len(sub_states) != env.num_envs:
-        raise ValueError(f"saved state has {len(sub_states)} envs, this env has {env.num_envs}")
-    base = _wrapper_chain(env)[-1]
-    if hasattr(base, "rlcore_set_states"):  # native back end
-        base.rlcore_set_states(sub_states)
-    elif isinstance(base, gym.vector.SyncVectorEnv):
-        for sub_env, sub_state in zip(base.envs, sub_states):
-            sub_env.rlcore_set_state(sub_state)
-    else:  # async: each worker gets its own state
-        _async_set_states(base, sub_states)
+    backend_of(env).set_states(state["envs"])
 
 
 def set_states(env: VectorEnv, states: list[dict[str, Any]], env_ids: Sequence[int]) -> None:
     """Restore ``states[k]`` into sub-env ``env_ids[k]`` of ``env`` (any wrapper chain; the
-    other sub-envs are untouched) on the ``sync``, ``async`` and ``native`` back ends.
+    other sub-envs are untouched) on every back end (``SimulatorBackend.set_states``).
     States are those of ``get_vec_env_state(env)["envs"]`` or ``portable_state``."""
-    if len(states) != len(env_ids):
-        raise ValueError(f"got {len(states)} states for {len(env_ids)} env ids")
-    base = _wrapper_chain(env)[-1]
-    bad = [i for i in env_ids if not 0 <= i < base.num_envs]
-    if bad:
-        raise ValueError(f"env ids {bad} out of range for {base.num_envs} envs")
-    if hasattr(base, "rlcore_set_states"):  # native back end
-        base.rlcore_set_states(list(states), list(env_ids))
-    elif isinstance(base, gym.vector.SyncVectorEnv):
-        for i, sub_state in zip(env_ids, states):
-            base.envs[i].rlcore_set_state(sub_state)
-    else:
-        _async_set_states(base, list(states), list(env_ids))
-
-
-def _async_set_states(
-    env: gym.vector.AsyncVectorEnv,
-    sub_states: list[dict[str, Any]],
-    env_ids: list[int] | None = None,
-) -> None:
-    """Send async worker ``env_ids[k]`` (default: every worker) its state through the
-    worker pipe protocol."""
-    env._assert_is_running()
-    ids = range(len(env.parent_pipes)) if env_ids is None else env_ids
-    pipes = [env.parent_pipes[i] for i in ids]
-    for pipe, sub_state in zip(pipes, sub_states):
-        pipe.send(("_call", ("rlcore_set_state", (sub_state,), {})))
-    results, successes = zip(*[pipe.recv() for pipe in pipes])
-    # the untouched workers count as successes (gymnasium counts errors against num_envs)
-    env._raise_if_errors([*successes, *[True] * (env.num_envs - len(pipes))])
+    backend_of(env).set_states(list(states), list(env_ids))

@@ -69,6 +69,7 @@ import os
 import platform
 import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,7 @@ from gymnasium.envs.mujoco.mujoco_env import expand_model_path
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from rlcore.envs.backend import checked_ids
 from rlcore.envs.native import _OBS_BLOCK_START, TaskSpec, task_spec
 
 IMPLS = ("jax", "warp")
@@ -546,29 +548,35 @@ class MjxVectorEnv(VectorEnv):
         return to_torch(obs), {}
 
     def restart(
-        self, mask: torch.Tensor, snapshots: dict[str, torch.Tensor] | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        self,
+        mask: torch.Tensor,
+        obs: torch.Tensor | None = None,
+        table: dict[str, torch.Tensor] | None = None,
+        rows: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """New episodes in the envs where ``mask`` (a bool tensor on the device; no host
-        round trip, an all-False mask changes nothing): fresh resets, or with
-        ``snapshots`` (one row per env, as ``device_states`` makes) continued from those
-        states. Returns every env's observation and the return / length each env's
-        episode had reached before (what a wrapper that ends episodes reports)."""
+        round trip, an all-False mask changes nothing): fresh resets, or with ``table``
+        (as ``state_table`` makes) continued from row ``rows[i]`` for env ``i``. Every
+        env's observation comes from the device state (``obs`` is not needed). Returns
+        it and, in the info, the return / length each env's episode had reached before
+        (what a wrapper that ends episodes reports)."""
         state = self._require_reset()
         mask = self._jax_input(mask, torch.bool, (self.num_envs,), "restart mask")
-        if snapshots is None:
+        if table is None:
             outputs = self._fns["reset_masked"](state, state["key"], mask)
         else:
-            rows = self._jax_input(snapshots["integration"], torch.float32,
-                                   (self.num_envs, self.state_size), "integration rows")  # fmt: skip
-            x = self._jax_input(snapshots["x"], torch.float32, (self.num_envs,), "x")
-            elapsed = self._jax_input(snapshots["elapsed"], torch.int32, (self.num_envs,),
+            chosen = {k: table[k][rows] for k in ("integration", "x", "elapsed")}
+            integration = self._jax_input(chosen["integration"], torch.float32,
+                                          (self.num_envs, self.state_size), "integration rows")  # fmt: skip
+            x = self._jax_input(chosen["x"], torch.float32, (self.num_envs,), "x")
+            elapsed = self._jax_input(chosen["elapsed"], torch.int32, (self.num_envs,),
                                       "elapsed steps")  # fmt: skip
-            outputs = self._fns["restore_masked"](state, mask, rows, x, elapsed)
+            outputs = self._fns["restore_masked"](state, mask, integration, x, elapsed)
         self.state, *returned = outputs
         obs, ep_return, ep_length = map(to_torch, returned)
-        return obs, ep_return, ep_length.float()
+        return obs, {"episode_return": ep_return, "episode_length": ep_length.float()}
 
-    def device_states(self, states: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    def state_table(self, states: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
         """States (this back end's, the native one's or ``rlcore.envs.make.portable_state``
         snapshots) as device tensors, one row per state, for ``restart``: the float32
         integration rows, the "before" x of each and its time-limit counter."""
@@ -630,12 +638,16 @@ class MjxVectorEnv(VectorEnv):
         self.state = None
 
     # --- state capture (resume, snapshot resets) ---------------------------------
-    def rlcore_get_states(self) -> list[dict[str, Any]]:
-        """Per env: the ``mjSTATE_INTEGRATION`` row (float64 copy of MJX's float32), the
-        "before" x, the time-limit counter, the JAX key and the running episode stats."""
+    device: torch.device  # SimulatorBackend: tensors on this device
+
+    def get_states(self, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Per env (``env_ids``, default every env): the ``mjSTATE_INTEGRATION`` row
+        (float64 copy of MJX's float32), the "before" x, the time-limit counter, the JAX
+        key and the running episode stats."""
         state = self._require_reset()
         rows = np.asarray(self._fns["get_integration"](state["data"]), np.float64)
         host = {k: np.asarray(state[k]) for k in ("x", "elapsed", "key", "ep_return", "ep_length")}
+        ids = range(self.num_envs) if env_ids is None else [int(i) for i in env_ids]
         return [
             {
                 "integration": rows[i],
@@ -645,11 +657,11 @@ class MjxVectorEnv(VectorEnv):
                 "episode_return": float(host["ep_return"][i]),
                 "episode_length": int(host["ep_length"][i]),
             }
-            for i in range(self.num_envs)
+            for i in ids
         ]
 
-    def rlcore_set_states(
-        self, states: list[dict[str, Any]], env_ids: list[int] | None = None
+    def set_states(
+        self, states: Sequence[dict[str, Any]], env_ids: Sequence[int] | None = None
     ) -> None:
         """Restore states into every env (``env_ids=None``) or into envs ``env_ids``.
 
@@ -662,13 +674,7 @@ class MjxVectorEnv(VectorEnv):
         import jax.numpy as jnp
 
         state = self._require_reset()
-        if env_ids is None:
-            if len(states) != self.num_envs:
-                raise ValueError(
-                    f"saved state has {len(states)} envs, this env has {self.num_envs}"
-                )
-            env_ids = list(range(self.num_envs))
-        ids = np.asarray(env_ids, np.int64)
+        ids = np.asarray(checked_ids(self.num_envs, states, env_ids), np.int64)
         rows = np.asarray(self._fns["get_integration"](state["data"]), np.float64)
         host = {k: np.array(state[k]) for k in ("x", "elapsed", "key", "ep_return", "ep_length")}
         for i, saved in zip(ids, states):
@@ -704,5 +710,5 @@ class MjxVectorEnv(VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Only ``rlcore_get_state`` (per env), for code written against SyncVectorEnv."""
         if name == "rlcore_get_state":
-            return tuple(self.rlcore_get_states())
+            return tuple(self.get_states())
         raise AttributeError(f"MjxVectorEnv does not support call('{name}')")

@@ -79,6 +79,7 @@ import copy
 import dataclasses
 import inspect
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -90,6 +91,8 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+
+from rlcore.envs.backend import checked_ids, restart_on_host
 
 try:
     from mujoco.batch import Batch
@@ -555,37 +558,39 @@ class NativeVectorEnv(VectorEnv):
         """Drop the batch (its thread pool)."""
         self.batch = None
 
-    # --- state capture for checkpoints (used by get/set_vec_env_state) --------------
-    def rlcore_get_states(self) -> list[dict[str, Any]]:
-        """Per-env integration state (incl. solver warm start), step counter and RNG.
+    # --- SimulatorBackend (rlcore.envs.backend): checkpoints, snapshot resets ---------
+    device = None  # numpy arrays on the host
+
+    def get_states(self, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Per-env integration state (incl. solver warm start), step counter, RNG and
+        current observation, for envs ``env_ids`` (default: every env).
 
         Also the x of the last call (the next step's "before" position): for body and mass
         centre positions it is a derived quantity of the last substep, not of the state.
         """
+        ids = range(self.num_envs) if env_ids is None else [int(i) for i in env_ids]
+        obs = self._obs()
         return [
             {
                 "native_state": self.batch.state[i].copy(),
                 "x_position": float(self.x_position[i]),
                 "y_position": float(self.y_position[i]),
                 "elapsed_steps": int(self.elapsed[i]),
-                "rng": None if rng is None else copy.deepcopy(rng.bit_generator.state),
+                "rng": None
+                if self.rngs[i] is None
+                else copy.deepcopy(self.rngs[i].bit_generator.state),
+                "obs": obs[i].copy(),
             }
-            for i, rng in enumerate(self.rngs)
+            for i in ids
         ]
 
-    def rlcore_set_states(
-        self, states: list[dict[str, Any]], env_ids: list[int] | None = None
+    def set_states(
+        self, states: Sequence[dict[str, Any]], env_ids: Sequence[int] | None = None
     ) -> None:
-        """Restore what ``rlcore_get_states`` captured (every env), or states into envs
+        """Restore what ``get_states`` captured (every env), or states into envs
         ``env_ids`` only; ``rlcore.envs.make.portable_state`` states (S3RL snapshots, captured on
         gymnasium's env) restore exactly too, and leave the env's RNG alone."""
-        if env_ids is None:
-            if len(states) != self.num_envs:
-                raise ValueError(
-                    f"saved state has {len(states)} envs, this env has {self.num_envs}"
-                )
-            env_ids = list(range(self.num_envs))
-        for i, state in zip(env_ids, states):
+        for i, state in zip(checked_ids(self.num_envs, states, env_ids), states):
             if "integration" in state:
                 self._set_portable(i, state)
                 continue
@@ -603,6 +608,17 @@ class NativeVectorEnv(VectorEnv):
             if state["rng"] is not None:
                 self.rngs[i] = np.random.Generator(np.random.PCG64())
                 self.rngs[i].bit_generator.state = state["rng"]
+
+    def state_table(self, states: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``states`` as ``restart`` reads them (a list)."""
+        return list(states)
+
+    def restart(
+        self, mask: Any, obs: Any, table: Any = None, rows: Any = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """New episodes where ``mask``: from ``table[rows[i]]`` or fresh resets
+        (``rlcore.envs.backend.SimulatorBackend``)."""
+        return restart_on_host(self, mask, obs, table, rows)
 
     def _set_portable(self, i: int, state: dict[str, Any]) -> None:
         """Env ``i`` from a ``portable_state``: integration state, the "before" x from the
@@ -630,7 +646,7 @@ class NativeVectorEnv(VectorEnv):
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Only ``rlcore_get_state`` (per env), for code written against SyncVectorEnv."""
         if name == "rlcore_get_state":
-            return tuple(self.rlcore_get_states())
+            return tuple(self.get_states())
         raise AttributeError(f"NativeVectorEnv does not support call('{name}')")
 
 

@@ -24,8 +24,9 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
    the snapshots of the best episodes by return. ``selection="uniform"`` is the ablation
    without clusters.
 3. ``SnapshotReset``: every reset picks a cluster uniformly, then a snapshot uniformly in
-   it, and restores it in that sub-env (``rlcore.envs.make.set_states``: sync, async and native
-   back ends, each sub-env its own snapshot, exact).
+   it, and restarts that sub-env from it through the back-end interface
+   (``rlcore.envs.backend.SimulatorBackend.restart``: every back end, each sub-env its
+   own snapshot, exact).
 4. An episode started from a snapshot is truncated (not terminated) ``truncate_after``
    steps later; ``None`` switches truncation off (ablation). The time limit counts from
    the restore (the snapshot is restored with 0 elapsed steps), so a snapshot taken 950
@@ -35,12 +36,12 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
 5. After ``switch_after`` env steps (summed over sub-envs) resets are ordinary again; the
    replay buffer is the loop's and is kept.
 
-On a device back end (``rlcore.envs.mjx.MjxVectorEnv``: torch tensors) the same happens on the
-device without a host round trip: the snapshots live there as one table, the choice draws
-from a torch generator on the device for every env each step, and the back end's
-``restart`` continues the chosen states where an episode ended (an all-False mask changes
-nothing, so no step asks the host whether any episode ended). The observation of a
-restored env is the back end's own, from the restored float32 state.
+On a device back end (``rlcore.envs.mjx.MjxVectorEnv``: torch tensors) the same code
+runs on the device without a host round trip: the back end's ``state_table`` keeps the
+snapshots there, the choice draws from a torch generator on the device for every env
+each step, and ``restart`` continues the chosen states where an episode ended (an
+all-False mask changes nothing, so no step asks the host whether any episode ended). The
+observation of a restored env is the back end's own, from the restored float32 state.
 
 Reference: sdpkjc/snapshotrl (``src/snapshot_{sac,td3,ppo_fix}_mujoco.py``). Departures
 from it: snapshots are stored in a portable ``.npz`` file with the env id, task settings
@@ -67,7 +68,8 @@ import numpy as np
 import torch
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from rlcore.envs.make import make_vec_env, resolve_env_id, set_states
+from rlcore.envs.backend import backend_of
+from rlcore.envs.make import make_vec_env, resolve_env_id
 
 FORMAT = "rlcore-snapshots-1"
 SELECTIONS = ("kmeans", "uniform")
@@ -212,17 +214,19 @@ def collect_snapshots(
     env_kwargs = dict(env_kwargs or {})
     env = make_vec_env(env_name, 1, seed, "sync", max_episode_steps=max_episode_steps,
                        env_kwargs=env_kwargs)  # fmt: skip
-    sub_env = env.unwrapped.envs[0] if hasattr(env.unwrapped, "envs") else None
-    if sub_env is None or not hasattr(sub_env.unwrapped, "data"):
-        raise ValueError(f"snapshot reset needs a MuJoCo task; {env_name} is not one")
     rows: dict[str, list] = {k: [] for k in ("state", "obs", "episode")}
     returns = []
     obs, _ = env.reset(seed=seed)
+    try:  # gymnasium's sync env (public ``call``): sub-env 0's MuJoCo state
+        env.unwrapped.call("rlcore_portable_state")
+    except ValueError:
+        env.close()
+        raise ValueError(f"snapshot reset needs a MuJoCo task; {env_name} is not one") from None
     for episode in range(episodes):
         step, total = 0, 0.0
         while True:
             if step % every == 0:
-                rows["state"].append(sub_env.rlcore_portable_state())
+                rows["state"].append(env.unwrapped.call("rlcore_portable_state")[0])
                 rows["obs"].append(obs[0].copy())
                 rows["episode"].append(episode)
             action = np.asarray(policy(obs), dtype=np.float64).reshape(env.action_space.shape)
@@ -311,11 +315,17 @@ class SnapshotReset(VectorWrapper):
     """Resets sub-envs from teacher snapshots for the first ``switch_after`` env steps.
 
     Sits directly on the back end (below episode statistics and normalisation, which see
-    its episodes as ordinary ones). Adds ``info["snapshot_start"]`` (bool per env: this
-    row's observation starts an episode from a snapshot). ``metrics()`` reports resets
-    from snapshots, cluster usage and the steps left until the switch back; the state
-    (generator, counters, which episodes started from snapshots) is checkpointed with
-    the env, so resume stays exact.
+    its episodes as ordinary ones) and drives it through ``SimulatorBackend`` alone: the
+    snapshots are the back end's ``state_table``, every new episode a ``restart``. Adds
+    ``info["snapshot_start"]`` (bool per env: this row's observation starts an episode
+    from a snapshot). ``metrics()`` reports resets from snapshots, cluster usage and the
+    steps left until the switch back; the state (generator, counters, which episodes
+    started from snapshots) is checkpointed with the env, so resume stays exact.
+
+    Host and device back ends run the same code on their own arrays (numpy, or torch
+    tensors on the back end's device, with no host round trip); only the draw of the
+    snapshots differs: numpy's generator for the envs that restart (host), a torch
+    generator on the device for every env each time (device).
     """
 
     def __init__(self, env: VectorEnv, snapshots: Snapshots, settings: SnapshotSettings) -> None:
@@ -330,162 +340,134 @@ class SnapshotReset(VectorWrapper):
         else:
             self.cluster = np.zeros(len(snapshots), np.int64)
         self.members = [np.flatnonzero(self.cluster == c) for c in range(self.cluster.max() + 1)]
+        self.backend = backend_of(env)
+        self.device = self.backend.device  # None: numpy arrays on the host
+        self.table = self.backend.state_table([self.start_state(k) for k in range(len(snapshots))])
         self.rng = np.random.default_rng(settings.seed)
         self.env_steps = 0
-        self.since_snapshot = np.full(self.num_envs, -1, np.int64)  # -1: ordinary episode
-        self.resets_from_snapshots = 0
-        self.cluster_counts = np.zeros(len(self.members), np.int64)
-        backend = env.unwrapped
-        self.on_device = callable(getattr(backend, "restart", None))  # rlcore.envs.mjx
-        self.device_table: dict[str, torch.Tensor] | None = None
-        self.generator: torch.Generator | None = None
-        self.last_snapshot_step = -1  # vector step of the last restore (device path)
         self.vector_steps = 0
-        if self.on_device:
-            self._build_device_table(backend)
+        self.last_snapshot_step = -1  # vector step of the last restore from snapshots
+        self.since_snapshot = np.full(self.num_envs, -1, np.int64)  # -1: ordinary episode
+        self.resets_from_snapshots: Any = 0
+        self.cluster_counts = np.zeros(len(self.members), np.int64)
+        self.generator: torch.Generator | None = None
+        if self.device is not None:
+            self._to_device()
+
+    @property
+    def on_device(self) -> bool:
+        """The back end's arrays are torch tensors on a device (mjx)."""
+        return self.device is not None
+
+    def _to_device(self) -> None:
+        """Cluster members (padded), generator and counters on the back end's device."""
+        sizes = [len(m) for m in self.members]
+        members = np.zeros((len(self.members), max(sizes)), np.int64)
+        for c, rows in enumerate(self.members):
+            members[c, : len(rows)] = rows
+        self.member_table = torch.as_tensor(members, device=self.device)
+        self.member_sizes = torch.as_tensor(sizes, device=self.device)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(self.settings.seed)
+        self.since_snapshot = torch.as_tensor(self.since_snapshot, device=self.device)
+        self.resets_from_snapshots = torch.zeros((), dtype=torch.int64, device=self.device)
+        self.cluster_counts = torch.as_tensor(self.cluster_counts, device=self.device)
 
     def start_state(self, k: int) -> dict[str, Any]:
         """Snapshot ``k`` as restored: the time limit counts from the restore (0 elapsed
         steps), so the episode runs ``truncate_after`` steps even past the teacher's limit
-        (the reference's TimeLimit = elapsed + truncate_step)."""
-        return {**self.snapshots.state(k), "elapsed_steps": 0}
+        (the reference's TimeLimit = elapsed + truncate_step); with the teacher's
+        observation there, which host back ends hand out."""
+        return {**self.snapshots.state(k), "elapsed_steps": 0, "obs": self.snapshots.obs[k]}
 
     @property
     def active(self) -> bool:
         """Resets come from snapshots (before the switch back)."""
         return self.env_steps < self.settings.switch_after
 
-    # --- device back end -------------------------------------------------------------
-    def _build_device_table(self, backend: Any) -> None:
-        """Snapshots, cluster members (padded) and counters as tensors on the device."""
-        table = backend.device_states([self.start_state(k) for k in range(len(self.snapshots))])
-        sizes = [len(m) for m in self.members]
-        members = np.zeros((len(self.members), max(sizes)), np.int64)
-        for c, rows in enumerate(self.members):
-            members[c, : len(rows)] = rows
-        device = backend.device
-        table["members"] = torch.as_tensor(members, device=device)
-        table["sizes"] = torch.as_tensor(sizes, device=device)
-        self.device_table = table
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(self.settings.seed)
-        self.since_snapshot = torch.as_tensor(self.since_snapshot, device=device)
-        self.resets_from_snapshots = torch.zeros((), dtype=torch.int64, device=device)
-        self.cluster_counts = torch.as_tensor(self.cluster_counts, device=device)
-
-    def _restart_on_device(self, mask: torch.Tensor, from_snapshots: bool) -> tuple:
-        """Restart the envs where ``mask`` on the device: from freshly chosen snapshots
-        (a cluster uniformly, then a member uniformly; drawn for every env) or ordinary
-        resets. Returns (obs, episode return, episode length reached before)."""
-        if not from_snapshots:
-            return self.env.unwrapped.restart(mask)
-        table, n = self.device_table, self.num_envs
-        clusters = torch.randint(
-            len(self.members), (n,), generator=self.generator, device=mask.device
-        )
-        sizes = table["sizes"][clusters]
-        uniform = torch.rand(n, generator=self.generator, device=mask.device)
+    def _choose(self, mask: Any) -> tuple[Any, Any]:
+        """Table rows and clusters for the envs where ``mask`` (other rows: anything): a
+        cluster uniformly, then a member uniformly."""
+        if self.device is None:  # numpy's generator, drawn for the restarting envs only
+            ids = np.flatnonzero(mask)
+            rows, clusters = np.zeros(self.num_envs, np.int64), np.zeros(self.num_envs, np.int64)
+            if ids.size:
+                clusters[ids] = self.rng.integers(len(self.members), size=len(ids))
+                rows[ids] = [int(self.rng.choice(self.members[c])) for c in clusters[ids]]
+            return rows, clusters
+        n, generator = self.num_envs, self.generator  # every env: no host round trip
+        clusters = torch.randint(len(self.members), (n,), generator=generator, device=self.device)
+        sizes = self.member_sizes[clusters]
+        uniform = torch.rand(n, generator=generator, device=self.device)
         member = torch.minimum((uniform * sizes).long(), sizes - 1)
-        picks = table["members"][clusters, member]
-        chosen = {k: table[k][picks] for k in ("integration", "x", "elapsed")}
-        out = self.env.unwrapped.restart(mask, chosen)
-        self.since_snapshot = torch.where(mask, 0, self.since_snapshot)
-        self.resets_from_snapshots += mask.sum()
-        self.cluster_counts.scatter_add_(0, clusters, mask.long())
-        self.last_snapshot_step = self.vector_steps
-        return out
+        return self.member_table[clusters, member], clusters
 
-    def _reset_on_device(self, seed: Any, options: dict | None):
+    def _restart(self, mask: Any, obs: Any, from_snapshots: bool) -> tuple[Any, dict[str, Any]]:
+        """New episodes where ``mask``: from freshly chosen snapshots or ordinary resets.
+        Returns the observations and the back end's restart info."""
+        if not from_snapshots:
+            return self.backend.restart(mask, obs)
+        rows, clusters = self._choose(mask)
+        obs, reached = self.backend.restart(mask, obs, self.table, rows)
+        self.since_snapshot = _where(mask, 0, self.since_snapshot)
+        self.resets_from_snapshots = self.resets_from_snapshots + mask.sum()
+        if self.device is None:
+            np.add.at(self.cluster_counts, clusters, mask.astype(np.int64))
+        else:
+            self.cluster_counts.scatter_add_(0, clusters, mask.long())
+        self.last_snapshot_step = self.vector_steps
+        return obs, reached
+
+    def reset(self, *, seed: Any = None, options: dict | None = None):
         mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
         obs, info = self.env.reset(seed=seed, options=options)
-        device = obs.device
         if mask is None:
-            mask = torch.ones(self.num_envs, dtype=torch.bool, device=device)
-        mask = torch.as_tensor(mask, dtype=torch.bool, device=device)
-        self.since_snapshot = torch.where(mask, -1, self.since_snapshot.to(device))
+            mask = np.ones(self.num_envs, bool)
+        mask = _as_array(mask, torch.bool if self.device is not None else bool, self.device)
+        self.since_snapshot = _where(mask, -1, self.since_snapshot)
         if self.active:
-            obs = self._restart_on_device(mask, from_snapshots=True)[0]
+            obs = self._restart(mask, obs, from_snapshots=True)[0]
         info["snapshot_start"] = mask & self.active
         return obs, info
 
-    def _step_on_device(self, actions: Any):
+    def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         self.env_steps += self.num_envs
         self.vector_steps += 1
-        since = self.since_snapshot
-        started = since >= 0
-        since = torch.where(started, since + 1, since)
+        started = self.since_snapshot >= 0
+        since = _where(started, self.since_snapshot + 1, self.since_snapshot)
         limit = self.settings.truncate_after
         cut = started & ~(terminated | truncated)
-        cut &= since >= (limit if limit is not None else torch.iinfo(torch.int64).max)
-        truncated = truncated | cut  # the back end's final_obs has every row already
+        cut &= since >= (limit if limit is not None else np.iinfo(np.int64).max)
+        truncated = truncated | cut
         done = terminated | truncated
-        self.since_snapshot = torch.where(done, -1, since)
-        info = {**info, "_final_obs": done}
+        info = self._final_obs_of_cut(info, obs, cut, done)
+        self.since_snapshot = _where(done, -1, since)
         # a snapshot episode may still be cut `limit` steps after the last restore
         may_cut = limit is not None and self.vector_steps - self.last_snapshot_step <= limit
         if self.active or may_cut:
             restart = done if self.active else cut
-            obs, ep_return, ep_length = self._restart_on_device(restart, self.active)
-            for key, reached in (("episode_return", ep_return), ("episode_length", ep_length)):
-                if key in info:  # the back end did not see the cut episodes end
-                    info[key] = torch.where(cut, reached, info[key])
+            obs, reached = self._restart(restart, obs, self.active)
+            for key in ("episode_return", "episode_length"):
+                if key in info and key in reached:  # the back end did not see the cut end
+                    info[key] = _where(cut, reached[key], info[key])
         info["snapshot_start"] = done & self.active
         return obs, reward, terminated, truncated, info
 
-    def _restore(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Restore a freshly chosen snapshot in every env of ``ids``; their obs rows."""
-        clusters = self.rng.integers(len(self.members), size=len(ids))
-        picks = [int(self.rng.choice(self.members[c])) for c in clusters]
-        set_states(self.env, [self.start_state(k) for k in picks], [int(i) for i in ids])
-        obs = obs.copy()
-        obs[ids] = self.snapshots.obs[picks].astype(obs.dtype)
-        self.since_snapshot[ids] = 0
-        self.resets_from_snapshots += len(ids)
-        np.add.at(self.cluster_counts, clusters, 1)
-        return obs
-
-    def reset(self, *, seed: Any = None, options: dict | None = None):
-        if self.on_device:
-            return self._reset_on_device(seed, options)
-        mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
-        ids = np.arange(self.num_envs) if mask is None else np.flatnonzero(mask)
-        obs, info = self.env.reset(seed=seed, options=options)
-        self.since_snapshot[ids] = -1
-        if self.active:
-            obs = self._restore(obs, ids)
-        info["snapshot_start"] = np.isin(np.arange(self.num_envs), ids) & self.active
-        return obs, info
-
-    def step(self, actions):
-        if self.on_device:
-            return self._step_on_device(actions)
-        obs, reward, terminated, truncated, info = self.env.step(actions)
-        self.env_steps += self.num_envs
-        started = self.since_snapshot >= 0
-        self.since_snapshot[started] += 1
-        limit = self.settings.truncate_after
-        cut = started & ~(terminated | truncated)
-        cut &= self.since_snapshot >= (limit if limit is not None else np.iinfo(np.int64).max)
-        if cut.any():  # truncate: the episode ends here, the env is reset below
-            truncated = truncated | cut
-            final_obs = info.get("final_obs", np.full(self.num_envs, None, dtype=object)).copy()
-            for i in np.flatnonzero(cut):
-                final_obs[i] = obs[i].copy()
-            info["final_obs"] = final_obs
-            info["_final_obs"] = info.get("_final_obs", np.zeros(self.num_envs, bool)) | cut
-        done = terminated | truncated
-        self.since_snapshot[done] = -1
-        start = np.zeros(self.num_envs, bool)
-        if done.any() and self.active:
-            ids = np.flatnonzero(done)
-            obs, start[ids] = self._restore(obs, ids), True
-        elif cut.any():  # switched back: an ordinary reset of the truncated envs only
-            fresh, _ = self.env.reset(options={"reset_mask": cut})
-            obs = obs.copy()
-            obs[cut] = fresh[cut]
-        info["snapshot_start"] = start
-        return obs, reward, terminated, truncated, info
+    def _final_obs_of_cut(self, info: dict[str, Any], obs: Any, cut: Any, done: Any) -> dict:
+        """``info`` with the cut episodes' final observations: gymnasium's sparse form on
+        the host (only when some episode was cut), the flags only on a device back end
+        (its ``final_obs`` has every row already)."""
+        if self.device is not None:
+            return {**info, "_final_obs": done}
+        if not cut.any():
+            return info
+        final_obs = info.get("final_obs", np.full(self.num_envs, None, dtype=object)).copy()
+        for i in np.flatnonzero(cut):
+            final_obs[i] = obs[i].copy()
+        info["final_obs"] = final_obs
+        info["_final_obs"] = info.get("_final_obs", np.zeros(self.num_envs, bool)) | cut
+        return info
 
     def metrics(self) -> dict[str, float]:
         """Counters for the training log."""
@@ -498,18 +480,18 @@ class SnapshotReset(VectorWrapper):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters and generators as plain numbers and numpy arrays (either path)."""
+        """Counters and generators as plain numbers and numpy arrays (either back end)."""
         state = {
             "rng": self.rng.bit_generator.state,
             "env_steps": self.env_steps,
             "since_snapshot": _numpy(self.since_snapshot),
             "resets": int(self.resets_from_snapshots),
             "cluster_counts": _numpy(self.cluster_counts),
+            "vector_steps": self.vector_steps,
+            "last_snapshot_step": self.last_snapshot_step,
         }
-        if self.on_device:
+        if self.generator is not None:
             state["device_rng"] = self.generator.get_state().numpy()
-            state["vector_steps"] = self.vector_steps
-            state["last_snapshot_step"] = self.last_snapshot_step
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -518,16 +500,33 @@ class SnapshotReset(VectorWrapper):
         self.since_snapshot = state["since_snapshot"].copy()
         self.resets_from_snapshots = int(state["resets"])
         self.cluster_counts = state["cluster_counts"].copy()
-        if self.on_device:
+        # a host state saved before these counters were kept: any running snapshot
+        # episode may still be cut within `truncate_after` steps of the resume
+        self.vector_steps = int(state.get("vector_steps", 0))
+        self.last_snapshot_step = int(state.get("last_snapshot_step", 0))
+        if self.generator is not None:
             if "device_rng" not in state:
                 raise ValueError("this env state was saved on a CPU back end, not on mjx")
             self.generator.set_state(torch.as_tensor(state["device_rng"]))
-            self.vector_steps = int(state["vector_steps"])
-            self.last_snapshot_step = int(state["last_snapshot_step"])
-            device = self.device_table["x"].device
-            self.since_snapshot = torch.as_tensor(self.since_snapshot, device=device)
-            self.resets_from_snapshots = torch.tensor(self.resets_from_snapshots, device=device)
-            self.cluster_counts = torch.as_tensor(self.cluster_counts, device=device)
+            self.since_snapshot = torch.as_tensor(self.since_snapshot, device=self.device)
+            self.resets_from_snapshots = torch.tensor(
+                self.resets_from_snapshots, device=self.device
+            )
+            self.cluster_counts = torch.as_tensor(self.cluster_counts, device=self.device)
+
+
+def _where(condition: Any, value: Any, other: Any) -> Any:
+    """``np.where`` or ``torch.where``, by the array type of ``condition``."""
+    if isinstance(condition, torch.Tensor):
+        return torch.where(condition, value, other)
+    return np.where(condition, value, other)
+
+
+def _as_array(values: Any, dtype: Any, device: torch.device | None) -> Any:
+    """``values`` as a numpy array (``device`` None) or a tensor on ``device``."""
+    if device is None:
+        return np.asarray(values.cpu() if isinstance(values, torch.Tensor) else values, dtype)
+    return torch.as_tensor(values, dtype=dtype, device=device)
 
 
 def _numpy(values: np.ndarray | torch.Tensor) -> np.ndarray:

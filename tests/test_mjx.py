@@ -72,16 +72,16 @@ def _start_together(
     """Both envs in the native env's reset states (lifted into the air with ``lift``)."""
     native.reset(seed=0)
     mjx_env.reset(seed=0)
-    states = native.rlcore_get_states()
+    states = native.get_states()
     if lift:
         index, height, _ = LIFT[env_id]
         for state in states:
             state["native_state"] = state["native_state"].copy()
             state["native_state"][1 + index] = height  # [time, qpos...]
-        native.rlcore_set_states(states)
+        native.set_states(states)
         native.batch.forward(np.arange(N))
-        states = native.rlcore_get_states()
-    mjx_env.rlcore_set_states(states)
+        states = native.get_states()
+    mjx_env.set_states(states)
 
 
 def test_first_step_matches_native(pair):
@@ -138,12 +138,12 @@ def test_autoreset_and_episode_statistics_on_device(hopper):
     """A terminated env (hopper fallen) and a truncated one (time limit) restart in the
     same step; final observations, done mask and episode statistics come as tensors."""
     obs, _ = hopper.reset(seed=3)
-    states = hopper.rlcore_get_states()
+    states = hopper.get_states()
     states[0]["integration"] = states[0]["integration"].copy()
     states[0]["integration"][1 + 1] = 0.3  # z below the healthy 0.7
     states[1]["elapsed_steps"] = hopper.max_episode_steps - 1
     states[1]["episode_return"], states[1]["episode_length"] = 10.0, hopper.max_episode_steps - 1
-    hopper.rlcore_set_states(states)
+    hopper.set_states(states)
     action = torch.zeros((N, 3))
     obs, reward, terminated, truncated, info = hopper.step(action)
     assert terminated.tolist() == [True, False, False]
@@ -156,7 +156,7 @@ def test_autoreset_and_episode_statistics_on_device(hopper):
     assert ep_length[0] == 1 and ep_length[1] == hopper.max_episode_steps
     assert torch.isclose(ep_return[1], torch.tensor(10.0) + reward[1])
     assert torch.isnan(ep_return[2]) and torch.isnan(ep_length[2])
-    assert [s["elapsed_steps"] for s in hopper.rlcore_get_states()][:2] == [0, 0]
+    assert [s["elapsed_steps"] for s in hopper.get_states()][:2] == [0, 0]
 
 
 def test_dlpack_hand_off_is_zero_copy(hopper):
@@ -181,9 +181,9 @@ def test_states_restore_exactly_and_partial_reset(hopper):
     actions = torch.as_tensor(_actions(hopper, 6, seed=2))
     for action in actions[:3]:
         hopper.step(action)
-    saved = hopper.rlcore_get_states()
+    saved = hopper.get_states()
     first = [hopper.step(a)[0].clone() for a in actions[3:]]
-    hopper.rlcore_set_states(saved)
+    hopper.set_states(saved)
     again = [hopper.step(a)[0].clone() for a in actions[3:]]
     for a, b in zip(first, again):
         assert torch.equal(a, b)
@@ -194,7 +194,7 @@ def test_states_restore_exactly_and_partial_reset(hopper):
     with pytest.raises(ValueError, match="reset_mask"):
         hopper.reset(options={"reset_mask": np.zeros(N, bool)})
     with pytest.raises(ValueError, match="another model"):
-        hopper.rlcore_set_states([{"integration": np.zeros(3), "elapsed_steps": 0}], [0])
+        hopper.set_states([{"integration": np.zeros(3), "elapsed_steps": 0}], [0])
 
 
 def test_jaxlib_releases_whose_cpu_lapack_deadlocks_are_warned_about(monkeypatch):
@@ -442,15 +442,16 @@ def test_warp_implementation_matches_native(env_id):
         _close(reward, n_reward, 10 * _tolerance(env_id))
         assert terminated.numpy().tolist() == n_terminated.tolist()
     if env_id == "Hopper-v5":
-        saved = native.rlcore_get_states()
-        fallen = warp_env.rlcore_get_states()
+        saved = native.get_states()
+        fallen = warp_env.get_states()
         fallen[0]["integration"] = fallen[0]["integration"].copy()
         fallen[0]["integration"][1 + 1] = 0.3  # z below the healthy 0.7
-        warp_env.rlcore_set_states(fallen)
+        warp_env.set_states(fallen)
         obs, _, terminated, *_ = warp_env.step(torch.zeros((N, 3)))
         assert terminated.tolist() == [True, False, False] and abs(float(obs[0, 0]) - 1.25) < 0.01
         mask = torch.tensor([True, False, True])
-        restored, *_ = warp_env.restart(mask, warp_env.device_states(saved))
+        table, rows = warp_env.state_table(saved), torch.arange(N)
+        restored, _ = warp_env.restart(mask, None, table, rows)
         _close(restored[mask], native._obs()[mask.numpy()], 1e-5)  # the native obs of saved
     warp_env.close()
     native.close()

@@ -182,7 +182,7 @@ def test_native_backend_costs_equal_gymnasiums(task):
     for the V5 ids and gymnasium's vector env for Safety-Gymnasium's (v4) ids."""
     env_id = SAFETY_VELOCITY_V5_IDS[task]
     v4 = make_vec_env(SAFETY_VELOCITY_IDS[task], 1)
-    assert type(v4.unwrapped).__name__ == "SyncVectorEnv"
+    assert isinstance(v4.unwrapped, gym.vector.SyncVectorEnv)  # gymnasium's, not native
     v4.close()
     envs = {b: make_vec_env(env_id, 3, seed=0, backend=b) for b in ("sync", "native")}
     assert type(envs["native"].unwrapped).__name__ == "NativeVectorEnv"
@@ -236,9 +236,9 @@ def test_native_velocity_cost_state_round_trip():
     rng = np.random.default_rng(1)
     for _ in range(5):
         env.step(rng.uniform(-1, 1, (2, 8)).astype(np.float32))
-    states = env.unwrapped.rlcore_get_states()
+    states = env.unwrapped.get_states()
     actions = [rng.uniform(-1, 1, (2, 8)).astype(np.float32) for _ in range(20)]
     first = [env.step(a)[4]["cost"].copy() for a in actions]
-    env.unwrapped.rlcore_set_states(states)
+    env.unwrapped.set_states(states)
     second = [env.step(a)[4]["cost"].copy() for a in actions]
     np.testing.assert_array_equal(first, second)

@@ -367,3 +367,48 @@ def test_a_snapshot_episode_runs_truncate_after_steps_even_past_the_time_limit()
         _, _, terminated, truncated, _ = env.step(np.zeros((1, 3)))
         assert not terminated[0]
         assert truncated[0] == (step == 10), step
+
+
+def test_a_snapshot_state_saved_before_the_one_path_resumes_exactly():
+    """An env checkpoint of the earlier host SnapshotReset (no vector step counters)
+    resumes exactly: a snapshot episode still running after the switch back is cut and
+    its env reset, as without the interruption."""
+    from rlcore.envs.make import get_vec_env_state, set_vec_env_state
+
+    snaps = _snapshots()
+    settings = SnapshotSettings(selection="uniform", truncate_after=6, switch_after=8)
+
+    def build():
+        env = make_vec_env("Hopper", 2, max_episode_steps=SHORT, base_wrappers=[
+            lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+        env.reset(seed=0)
+        return env
+
+    def run(env) -> list:
+        out = []
+        for _ in range(10):
+            obs, reward, terminated, truncated, info = env.step(np.zeros((2, 3)))
+            out.append((obs, reward, terminated, truncated, info["snapshot_start"]))
+        return out
+
+    env = build()
+    for _ in range(4):  # past the switch (env step 8), before the snapshot episodes' cuts
+        env.step(np.zeros((2, 3)))
+    assert not env.env.active and (env.env.since_snapshot >= 0).any()
+    state = get_vec_env_state(env)
+    expected = run(env)
+    older = {  # the earlier layout: sub-env states without their observation, too
+        "envs": [{k: v for k, v in sub.items() if k != "obs"} for sub in state["envs"]],
+        "wrappers": {**state["wrappers"]},
+    }
+    older["wrappers"]["SnapshotReset"] = {
+        k: v for k, v in state["wrappers"]["SnapshotReset"].items()
+        if k not in ("vector_steps", "last_snapshot_step")
+    }  # fmt: skip
+    again = build()
+    set_vec_env_state(again, older)
+    resumed = run(again)
+    assert any((t & ~d).any() for _, _, d, t, _ in expected), "no snapshot episode was cut"
+    for got, want in zip(resumed, expected):
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)

@@ -1,0 +1,169 @@
+"""The back-end interface: what rlcore asks of a vector env's simulator.
+
+Every back end ``make_vec_env`` builds satisfies ``SimulatorBackend``: the native and
+mjx vector envs natively, gymnasium's sync and async vector envs through ``SyncBackend``
+and ``AsyncBackend``, thin subclasses that use only gymnasium's public API (``call`` and
+``set_attr`` reach every sub-env's ``rlcore.envs.make.SimulatorState``). Checkpoints
+(``get_vec_env_state``), S3RL snapshot resets (``rlcore.envs.snapshot``) and anything
+else that moves simulator states goes through these methods, never a back end's class.
+
+States are dicts. A back end restores its own states and the portable MuJoCo states of
+``rlcore.envs.make.portable_state`` (S3RL snapshots); an ``"obs"`` entry is the
+observation at that state, which a host back end hands out when it restarts an env from
+it (a gymnasium env cannot recompute its observation through its public API).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+State = dict[str, Any]
+
+
+@runtime_checkable
+class SimulatorBackend(Protocol):
+    """A vector env's simulator: states of chosen envs, and restarts of chosen envs.
+
+    ``device`` is where the back end's arrays live: None for numpy arrays on the host, a
+    torch device for tensors (mjx); masks, rows and observations passed to ``restart``
+    are of that kind.
+    """
+
+    num_envs: int
+    device: torch.device | None
+
+    def get_states(self, env_ids: Sequence[int] | None = None) -> list[State]:
+        """The states of envs ``env_ids`` (default: every env), in that order."""
+        ...
+
+    def set_states(self, states: Sequence[State], env_ids: Sequence[int] | None = None) -> None:
+        """Restore ``states[k]`` into env ``env_ids[k]`` (default: every env, in order);
+        the other envs are untouched."""
+        ...
+
+    def state_table(self, states: Sequence[State]) -> Any:
+        """``states`` in the form ``restart`` reads them by row (on the device for mjx)."""
+        ...
+
+    def restart(
+        self, mask: Any, obs: Any, table: Any = None, rows: Any = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """New episodes in the envs where ``mask``: continued from ``table`` row
+        ``rows[i]`` for env ``i``, or fresh resets (partial reset) without a table. Returns
+        ``obs`` (this step's observations) with the restarted envs' rows replaced, and an
+        info dict (mjx: ``episode_return`` / ``episode_length`` each env had reached)."""
+        ...
+
+
+def checked_ids(num_envs: int, states: Sequence[State], env_ids: Sequence[int] | None) -> list[int]:
+    """``env_ids`` (default: every env) as ints, checked against ``states`` and ``num_envs``."""
+    if env_ids is None:
+        if len(states) != num_envs:
+            raise ValueError(f"saved state has {len(states)} envs, this env has {num_envs}")
+        return list(range(num_envs))
+    ids = [int(i) for i in env_ids]
+    if len(states) != len(ids):
+        raise ValueError(f"got {len(states)} states for {len(ids)} env ids")
+    bad = [i for i in ids if not 0 <= i < num_envs]
+    if bad:
+        raise ValueError(f"env ids {bad} out of range for {num_envs} envs")
+    return ids
+
+
+def restart_on_host(
+    backend: SimulatorBackend,
+    mask: np.ndarray,
+    obs: np.ndarray,
+    table: Sequence[State] | None = None,
+    rows: np.ndarray | None = None,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """``SimulatorBackend.restart`` for a numpy back end: ``set_states`` of the chosen
+    rows (their observations from the states' ``"obs"``) or a masked gymnasium reset."""
+    mask = np.asarray(mask, bool)
+    ids = np.flatnonzero(mask)
+    if not ids.size:
+        return obs, {}
+    obs = obs.copy()
+    if table is None:
+        fresh, _ = backend.reset(options={"reset_mask": mask})
+        obs[ids] = fresh[ids]
+        return obs, {}
+    states = [table[int(rows[i])] for i in ids]
+    if any("obs" not in state for state in states):
+        raise ValueError("restart from states needs each state's observation ('obs')")
+    backend.set_states(states, ids)
+    obs[ids] = np.stack([np.asarray(state["obs"]) for state in states]).astype(obs.dtype)
+    return obs, {}
+
+
+def _gymnasium_get_states(env: gym.vector.VectorEnv, env_ids: Sequence[int] | None) -> list[State]:
+    states = list(env.call("rlcore_get_state"))
+    return states if env_ids is None else [states[int(i)] for i in env_ids]
+
+
+def _gymnasium_set_states(
+    env: gym.vector.VectorEnv, states: Sequence[State], env_ids: Sequence[int] | None
+) -> None:
+    """One ``set_attr`` call: env ``i`` gets its state or None (untouched)."""
+    values: list[State | None] = [None] * env.num_envs
+    for i, state in zip(checked_ids(env.num_envs, states, env_ids), states):
+        values[i] = state
+    env.set_attr("rlcore_restore", values)
+
+
+class SyncBackend(gym.vector.SyncVectorEnv):
+    """gymnasium's ``SyncVectorEnv`` as a ``SimulatorBackend`` (sub-envs wrapped in
+    ``rlcore.envs.make.SimulatorState``)."""
+
+    device = None
+
+    def get_states(self, env_ids: Sequence[int] | None = None) -> list[State]:
+        return _gymnasium_get_states(self, env_ids)
+
+    def set_states(self, states: Sequence[State], env_ids: Sequence[int] | None = None) -> None:
+        _gymnasium_set_states(self, states, env_ids)
+
+    def state_table(self, states: Sequence[State]) -> list[State]:
+        return list(states)
+
+    def restart(
+        self, mask: Any, obs: Any, table: Any = None, rows: Any = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return restart_on_host(self, mask, obs, table, rows)
+
+
+class AsyncBackend(gym.vector.AsyncVectorEnv):
+    """gymnasium's ``AsyncVectorEnv`` as a ``SimulatorBackend``: states travel through
+    the public ``call`` / ``set_attr`` (each worker gets its own value)."""
+
+    device = None
+
+    def get_states(self, env_ids: Sequence[int] | None = None) -> list[State]:
+        return _gymnasium_get_states(self, env_ids)
+
+    def set_states(self, states: Sequence[State], env_ids: Sequence[int] | None = None) -> None:
+        _gymnasium_set_states(self, states, env_ids)
+
+    def state_table(self, states: Sequence[State]) -> list[State]:
+        return list(states)
+
+    def restart(
+        self, mask: Any, obs: Any, table: Any = None, rows: Any = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return restart_on_host(self, mask, obs, table, rows)
+
+
+def backend_of(env: gym.vector.VectorEnv) -> SimulatorBackend:
+    """The back end under ``env``'s wrappers, checked against the interface."""
+    base = env.unwrapped
+    if not isinstance(base, SimulatorBackend):
+        raise TypeError(
+            f"{type(base).__name__} is not an rlcore simulator back end (build envs with "
+            "rlcore.envs.make.make_vec_env)"
+        )
+    return base

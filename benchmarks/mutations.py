@@ -480,8 +480,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "online_reward_normalised_twice",
         "rlcore/train.py",
-        'normalize_reward=bool(getattr(algo_cfg, "normalize_reward", False)),',
-        'normalize_reward=bool(getattr(algo_cfg, "normalize_reward_by_returns", False)),',
+        "normalize_reward=plan.env.normalize_reward,",
+        "normalize_reward=plan.env.normalize_reward or plan.data.normalize_reward_by_returns,",
         "the dataset's reward recipe also wraps the env in running-std reward scaling",
         ("tests/test_reward_transform.py",),
     ),

@@ -43,7 +43,7 @@ import torch
 
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.capabilities import Phased
-from rlcore.plan import DataRecipe, RunPlan, Schedule
+from rlcore.plan import RunPlan, Schedule
 
 
 @dataclass
@@ -72,9 +72,7 @@ class CalQLConfig(CQLConfig):
             updates_per_step=self.updates_per_step, offline_data=self.offline_data,
             offline_fraction=self.offline_fraction,
         )  # fmt: skip
-        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
-                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
-                          normalize_states=self.normalize_states)  # fmt: skip
+        data = super().plan().data  # CQL's dataset recipe
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=bool(self.compile))  # fmt: skip
 

@@ -103,7 +103,7 @@ from rlcore.agent_state import Parts
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.capabilities import Phased
-from rlcore.plan import DataRecipe, RunPlan, Schedule
+from rlcore.plan import RunPlan, Schedule
 from rlcore.types import Batch
 
 PHASES = ("offline", "warmup", "online")
@@ -154,9 +154,7 @@ class WSRLConfig(CQLConfig):
             updates_per_step=self.updates_per_step, utd_ratio=self.utd_ratio,
             offline_data=self.offline_data,
         )  # fmt: skip
-        data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
-                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
-                          normalize_states=self.normalize_states)  # fmt: skip
+        data = super().plan().data  # CQL's dataset recipe
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=bool(self.compile))  # fmt: skip
 

@@ -14,7 +14,7 @@ minibatch updates, and after a KL stop at the 2nd.
 The base is a DDPM action-chunk policy pre-trained by ``algo=diffusion_bc``
 (``algo.pretrained=<run dir or .pt>``), frozen: it is asked for a chunk of H actions
 when an env's previous chunk is used up or its episode restarts, and the chunk runs
-open loop (``rlcore.generative.ChunkQueue``). Every env step a closed-loop residual MLP
+open loop (``rlcore.envs.chunks.ChunkQueue``). Every env step a closed-loop residual MLP
 (2x256, ReLU) sees [standardised state, current base action] and outputs a Gaussian
 with a fixed log-std of -1 (residual_diffusion.yaml:8-9); the executed action is
 base + 0.1 x residual in normalised action units [-1, 1] (residual_ppo.py:368). The
@@ -91,7 +91,8 @@ from torch import nn
 from rlcore.agent_state import Parts
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import EvalPolicy, OnPolicy, PerEnvState
-from rlcore.generative import SCHEDULES, ChunkQueue, DDPMHead, policy_parts
+from rlcore.envs.chunks import ChunkQueue
+from rlcore.generative import SCHEDULES, DDPMHead, policy_parts
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, DiagNormal
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
@@ -307,11 +308,10 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
         training envs' (the final observations of some truncated episodes) gets a fresh
         chunk's first action: which envs they are, hence their place in their chunks, is
         not known here."""
-        if self.queue.plan is None or len(self.queue.plan) != len(norm_obs):
+        if not self.queue.holds(len(norm_obs)):
             return self.base_chunk(norm_obs)[:, 0]
-        base = self.queue.next(norm_obs, self.base_chunk)
-        self.queue.position -= 1  # peeked: the env's next step runs this action
-        return base
+        self.queue.refill(norm_obs, self.base_chunk)
+        return self.queue.peek()  # not consumed: the env's next step runs this action
 
     # -- learning -------------------------------------------------------------------
     def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:

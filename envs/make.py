@@ -27,6 +27,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
 from rlcore.envs import safety  # noqa: F401  (registers the Safety<Task>Velocity-v1 ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
+from rlcore.envs.chunks import ChunkQueue
 
 SHORT_NAMES: dict[str, str] = {
     "hopper": "Hopper-v5",
@@ -418,10 +419,12 @@ class ActionChunks(VectorWrapper):
         if not isinstance(actions, torch.Tensor):
             actions = np.asarray(actions)
         n = self.num_envs
+        queue = ChunkQueue()  # every env runs its chunk; an ended env's steps are discarded
+        queue.fill(actions, queue.needs(actions))
         out: dict[str, Any] = {}  # per-env accumulators, made like the back end's outputs
         final_obs = cost = None
         for h in range(self.horizon):
-            obs, r, term, trunc, info = self.env.step(actions[:, h])
+            obs, r, term, trunc, info = self.env.step(queue.pop())
             if h == 0:
                 where = torch.where if isinstance(r, torch.Tensor) else np.where
                 live = _filled(r, True, "bool")

@@ -10,6 +10,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 
 from rlcore.capabilities import PerEnvState
+from rlcore.envs.chunks import ChunkQueue
 from rlcore.spaces import to_env_action
 
 
@@ -45,24 +46,18 @@ def evaluate(
     if episodes_started is not None:
         episodes_started(np.ones(n, bool))
     chunked = len(env.single_action_space.shape) + 2  # ndim of a batch of chunks
-    plan: np.ndarray | None = None
-    position = np.zeros(n, dtype=np.int64)
+    queue = ChunkQueue()
     while (done_count < quota).any():
-        if plan is None or (position >= plan.shape[1]).any():
+        need = queue.needs(obs)
+        if need.any():  # the policy sees every env; the envs that need a chunk take theirs
             out = np.asarray(policy(obs))
-            if out.ndim == chunked:
-                need = np.ones(n, bool) if plan is None else position >= plan.shape[1]
-                plan = out.copy() if plan is None else plan
-                plan[need], position[need] = out[need], 0
-            else:
-                plan, position[:] = out[:, None], 0  # one step per call
-        action = to_env_action(plan[np.arange(n), position], env.single_action_space)
-        position += 1
+            queue.fill((out if out.ndim == chunked else out[:, None])[need], need)
+        action = to_env_action(queue.pop(), env.single_action_space)
         obs, _, _, _, info = env.step(action)
         finished = ~np.isnan(info["episode_return"])
         if episodes_started is not None:
             episodes_started(finished)
-        position[finished] = plan.shape[1]  # a new chunk from the reset observation
+        queue.restart(finished)  # a new chunk from the reset observation
         for i in np.flatnonzero(finished):
             if done_count[i] < quota[i]:
                 returns.append(float(info["episode_return"][i]))

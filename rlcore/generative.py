@@ -39,7 +39,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -433,44 +433,6 @@ def adamw(
     weight decay 0), with the fused single-kernel step when requested."""
     kwargs = {"fused": True} if fused else {"foreach": True}
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
-
-
-class ChunkQueue:
-    """Per-env open-loop execution of action chunks for a policy that acts every env
-    step (ResiP's frozen base): ``next(obs, make_chunk)`` returns each env's current
-    action of its chunk, asking ``make_chunk`` for new chunks (only for the envs whose
-    chunk is used up or whose episode restarted, see ``restart``)."""
-
-    def __init__(self) -> None:
-        self.plan: torch.Tensor | None = None  # (N, H, A)
-        self.position: torch.Tensor | None = None  # (N,) index of the next action
-
-    def restart(self, mask: np.ndarray | torch.Tensor) -> None:
-        """Envs in ``mask`` take a fresh chunk at their next step (a new episode)."""
-        if self.position is not None:
-            mask = torch.as_tensor(np.asarray(mask, bool), device=self.position.device)
-            self.position[mask] = self.plan.shape[1]
-
-    def next(
-        self, obs: torch.Tensor, make_chunk: Callable[[torch.Tensor], torch.Tensor]
-    ) -> torch.Tensor:
-        """(N, A): the action each env executes now."""
-        if self.plan is None or len(self.plan) != len(obs):
-            self.plan = make_chunk(obs)
-            self.position = torch.zeros(len(obs), dtype=torch.long, device=obs.device)
-        need = self.position >= self.plan.shape[1]
-        if need.any():
-            self.plan[need] = make_chunk(obs[need])
-            self.position[need] = 0
-        action = self.plan[torch.arange(len(obs), device=obs.device), self.position]
-        self.position += 1
-        return action
-
-    def state_dict(self) -> dict:
-        return {"plan": self.plan, "position": self.position}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.plan, self.position = state["plan"], state["position"]
 
 
 HEAD_FIELDS = (

@@ -18,8 +18,9 @@ from rlcore.algos.reinflow import ReinFlow, ReinFlowConfig
 from rlcore.algos.resip import ResiP, ResiPConfig
 from rlcore.buffers import RolloutBuffer
 from rlcore.checkpoint import save_checkpoint
+from rlcore.envs.chunks import ChunkQueue
 from rlcore.envs.make import make_vec_env
-from rlcore.generative import ChunkQueue, DDPMHead
+from rlcore.generative import DDPMHead
 from rlcore.spaces import action_storage
 
 OBS = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)

@@ -34,7 +34,7 @@ import h5py
 import numpy as np
 import torch
 
-from rlcore.buffers import ReplayBuffer
+from rlcore.buffers import ReplayBuffer, next_actions
 from rlcore.envs.make import UnknownEnvError, resolve_env_id
 from rlcore.types import Batch
 
@@ -160,7 +160,6 @@ class OfflineDataset:
         idx = torch.randint(0, len(self), (batch_size,), generator=generator)
         nxt = (idx + 1).clamp(max=len(self) - 1)
         has_next = (self.episode_id[nxt] == self.episode_id[idx]) & (nxt != idx)
-        next_action = torch.where(has_next[:, None], self.action[nxt], self.action[idx])
         return Batch(
             obs=self.obs[idx],
             action=self.action[idx],
@@ -171,8 +170,7 @@ class OfflineDataset:
             mc_return=self.mc_return[idx],
             cost=None if self.cost is None else self.cost[idx],
             extras={
-                "next_action": next_action,
-                "has_next_action": has_next.float(),
+                **next_actions(self.action, idx, nxt, has_next),
                 **{name: values[idx] for name, values in self.channels.items()},
             },
         )

@@ -20,6 +20,22 @@ def _as_tensor(x: ArrayLike, device: torch.device, dtype=torch.float32) -> torch
     return torch.as_tensor(np.asarray(x), dtype=dtype, device=device)
 
 
+def next_actions(
+    action: torch.Tensor, idx: torch.Tensor, successor: torch.Tensor, has_next: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """``Batch.extras`` ``next_action`` and ``has_next_action`` of rows ``idx`` of a
+    store's ``action``: the action at row ``successor`` (the same episode's next step)
+    where ``has_next``, the row's own action where the episode ended there or its next
+    step is not stored (``has_next_action`` 0). ReBRAC's critic penalty and Cal-QL read
+    them; a replay buffer and an offline dataset each know their successor rows (ring
+    layout vs episode ids) and derive the rest here."""
+    mask = has_next.reshape(-1, *([1] * (action.dim() - 1)))
+    return {
+        "next_action": torch.where(mask, action[successor], action[idx]),
+        "has_next_action": has_next.float(),
+    }
+
+
 class Sampler(Protocol):
     """Anything a loop draws training batches from: ``ReplayBuffer``, an offline dataset
     (``rlcore.offline.datasets.OfflineDataset``, which owns its generator) and ``MixedSampler``.
@@ -158,13 +174,8 @@ class ReplayBuffer:
         fields = {name: rows.pop(name) for name in self.FIELDS}
         fields.update({name: rows.pop(name) for name in _BATCH_FIELDS if name in rows})
         if self.next_action:
-            has_next = self._has_successor(idx)
             successor = (idx + self.num_envs) % self.capacity
-            mask = has_next.reshape(-1, *([1] * (fields["action"].dim() - 1)))
-            rows["next_action"] = torch.where(
-                mask, self.data["action"][successor], fields["action"]
-            )
-            rows["has_next_action"] = has_next.float()
+            rows |= next_actions(self.data["action"], idx, successor, self._has_successor(idx))
         return Batch(**fields, extras=rows)
 
     def _has_successor(self, idx: torch.Tensor) -> torch.Tensor:

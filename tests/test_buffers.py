@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from rlcore.buffers import ReplayBuffer, RolloutBuffer, compute_gae
+from rlcore.buffers import ReplayBuffer, RolloutBuffer, compute_gae, next_actions
+from rlcore.offline.datasets import OfflineDataset
 
 
 def _step(buffer: ReplayBuffer, t: int, num_envs: int) -> None:
@@ -16,6 +17,37 @@ def _step(buffer: ReplayBuffer, t: int, num_envs: int) -> None:
         terminated=np.zeros(num_envs),
         truncated=np.zeros(num_envs),
     )
+
+
+# two episodes: rows 0-2 end terminated (row 2), rows 3-4 end truncated (row 4);
+# the action of row i is i, so a next action names the row it came from
+NEXT_ACTION = [1.0, 2.0, 2.0, 4.0, 4.0]  # an episode's last row keeps its own action
+HAS_NEXT = [1.0, 1.0, 0.0, 1.0, 0.0]
+TERMINATED, TRUNCATED = [0.0, 0, 1, 0, 0], [0.0, 0, 0, 0, 1]
+
+
+def test_next_action_of_two_episodes_by_hand():
+    """``next_actions`` and both stores that use it (a replay buffer written step by
+    step, an offline dataset with episode ids) give the hand-computed next actions:
+    none past a terminal end nor past a truncated one."""
+    rows = torch.arange(5)
+    action = rows.float()[:, None]
+    got = next_actions(action, rows, (rows + 1).clamp(max=4), torch.tensor(HAS_NEXT) > 0)
+    assert got["next_action"][:, 0].tolist() == NEXT_ACTION
+    assert got["has_next_action"].tolist() == HAS_NEXT
+    buffer = ReplayBuffer(8, (1,), (1,), next_action=True)
+    for i in range(5):
+        buffer.add([[i]], [[i]], [0.0], [[i]], [TERMINATED[i]], [TRUNCATED[i]])
+    dataset = OfflineDataset(
+        obs=action, action=action, reward=torch.zeros(5), next_obs=action,
+        terminated=torch.tensor(TERMINATED), truncated=torch.tensor(TRUNCATED),
+        episode_id=torch.tensor([0, 0, 0, 1, 1]), mc_return=torch.zeros(5),
+        episode_return=torch.zeros(2, dtype=torch.float64),
+    )  # fmt: skip
+    for batch in (buffer.batch(rows), dataset.sample(64), dataset.to_replay_buffer().sample(64)):
+        row = batch.action[:, 0].long()
+        assert batch.extras["next_action"][:, 0].tolist() == [NEXT_ACTION[i] for i in row]
+        assert batch.extras["has_next_action"].tolist() == [HAS_NEXT[i] for i in row]
 
 
 def test_num_envs_layout_and_wraparound():

@@ -76,8 +76,11 @@ from rlcore.generative import (
     ActionBox,
     DDPMHead,
     FlowHead,
+    HeadSettings,
+    PretrainedHead,
     adamw,
     ema_event,
+    head_settings,
     make_head,
     warmup_cosine_lr,
 )
@@ -156,7 +159,7 @@ class FlowBCConfig(DiffusionBCConfig):
     ema_unit: str = "step"
 
 
-class GenerativeBC(DatasetUser, StateStatistics):
+class GenerativeBC(DatasetUser, StateStatistics, PretrainedHead):
     """A DDPM or flow head cloned from chunked dataset actions: ``act``, ``update``,
     ``prepare_dataset``, ``state_dict`` / ``load_state_dict``."""
 
@@ -172,7 +175,10 @@ class GenerativeBC(DatasetUser, StateStatistics):
         self.device = torch.device(device)
         obs_dim, act_dim = int(np.prod(observation_space.shape)), int(action_space.shape[0])
         self.box = ActionBox(action_space.low, action_space.high, self.device)
-        self.head: DDPMHead | FlowHead = make_head(config.head, obs_dim, act_dim, config)
+        self.kind = config.head
+        self.head: DDPMHead | FlowHead = make_head(
+            self.kind, obs_dim, act_dim, self.head_settings()
+        )
         self.head.to(self.device)
         self.ema = EMA(self.head, config.ema_decay)
         self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
@@ -185,6 +191,10 @@ class GenerativeBC(DatasetUser, StateStatistics):
             optimizer=self.optimizer,
         )  # fmt: skip
         self.updates = 0
+
+    def head_settings(self) -> HeadSettings:
+        """The settings of the head (a fine-tuner's must equal them)."""
+        return head_settings(self.kind, self.config)
 
     def prepare_dataset(self, dataset) -> None:  # noqa: ANN001 (rlcore.offline.datasets.OfflineDataset)
         """Add the chunked targets (``action_chunk``) the updates sample, and size an epoch

@@ -18,57 +18,58 @@ the plain values (counters) given to ``state_dict``.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 
-def state_of(**objects: Any) -> dict[str, Any]:
-    """``state_dict()`` of every module/optimizer; tensors detached, plain values as they are."""
-    return {
-        name: obj.state_dict()
-        if hasattr(obj, "state_dict")
-        else obj.detach()
-        if isinstance(obj, torch.Tensor)
-        else obj
-        for name, obj in objects.items()
-    }
+@runtime_checkable
+class Stateful(Protocol):
+    """A part with its own state: a module, an optimiser, a sub-agent, ``Parts``, a helper
+    such as ``rlcore.envs.chunks.ChunkQueue``."""
 
-
-def load_state_into(state: dict[str, Any], **objects: Any) -> None:
-    """Inverse of ``state_of`` for modules, optimizers and tensors (copied in place).
-
-    Optimizer states are deep-copied: ``Optimizer.load_state_dict`` would otherwise keep
-    the very tensors of the source, and two agents would share moment estimates."""
-    for name, obj in objects.items():
-        if name not in state:
-            raise KeyError(f"state dict has no entry '{name}' (has {sorted(state)})")
-        if isinstance(obj, torch.Tensor):
-            with torch.no_grad():
-                obj.copy_(state[name])
-        elif isinstance(obj, torch.optim.Optimizer):
-            obj.load_state_dict(copy.deepcopy(state[name]))
-        else:
-            obj.load_state_dict(state[name])
+    def state_dict(self) -> Any: ...
+    def load_state_dict(self, state: Any) -> Any: ...
 
 
 class Parts:
-    """Named parts of an agent: anything with ``state_dict`` / ``load_state_dict``
-    (modules, optimisers, sub-agents, other ``Parts``) or a tensor (loaded in place, so
-    the optimiser that steps it keeps the same object)."""
+    """Named parts of an agent: anything ``Stateful`` or a tensor (saved detached, loaded
+    in place, so the optimiser that steps it keeps the same object)."""
 
-    def __init__(self, **parts: Any) -> None:
-        self.parts = dict(parts)
+    def __init__(self, **parts: Stateful | torch.Tensor) -> None:
+        self.parts: dict[str, Stateful | torch.Tensor] = {}
+        self.add(**parts)
 
-    def add(self, **parts: Any) -> None:
+    def add(self, **parts: Stateful | torch.Tensor) -> None:
         """More parts, after the ones declared (an agent extending another's)."""
-        self.parts.update(parts)
+        for name, part in parts.items():
+            if not isinstance(part, torch.Tensor | Stateful):
+                raise TypeError(
+                    f"part {name!r} is a {type(part).__name__}: a part is a tensor or has "
+                    "state_dict / load_state_dict (pass counters to Parts.state_dict)"
+                )
+            self.parts[name] = part
 
     def state_dict(self, **values: Any) -> dict[str, Any]:
         """Every part's state under its name, then ``values`` (counters) as they are."""
-        return {**state_of(**self.parts), **values}
+        state = {
+            name: part.detach() if isinstance(part, torch.Tensor) else part.state_dict()
+            for name, part in self.parts.items()
+        }
+        return {**state, **values}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load every part from its entry of ``state`` (a ``KeyError`` names a missing one);
-        the agent restores its counters itself."""
-        load_state_into(state, **self.parts)
+        the agent restores its counters itself. Tensors are copied in place; optimiser
+        states are deep-copied (``Optimizer.load_state_dict`` would otherwise keep the very
+        tensors of the source, and two agents would share moment estimates)."""
+        for name, part in self.parts.items():
+            if name not in state:
+                raise KeyError(f"state dict has no entry '{name}' (has {sorted(state)})")
+            if isinstance(part, torch.Tensor):
+                with torch.no_grad():
+                    part.copy_(state[name])
+            elif isinstance(part, torch.optim.Optimizer):
+                part.load_state_dict(copy.deepcopy(state[name]))
+            else:
+                part.load_state_dict(state[name])

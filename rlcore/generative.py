@@ -41,7 +41,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -435,17 +435,24 @@ def adamw(
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
 
 
-HEAD_FIELDS = (
-    "horizon",
-    "obs_history",
-    "denoising_steps",
-    "schedule",
-    "clip_x0",
-    "hidden",
-    "time_dim",
-    "denoiser",
-    "activation",
-)
+@dataclasses.dataclass(frozen=True)
+class HeadSettings:
+    """What shapes a DDPM / flow head. The BC config and every fine-tuner's config carry
+    these fields under the same names; a fine-tuner's must equal its pre-trained run's.
+    ``schedule`` / ``clip_x0`` are DDPM's (None for a flow head)."""
+
+    horizon: int
+    obs_history: int
+    denoising_steps: int
+    schedule: str | None
+    clip_x0: float | None
+    hidden: tuple[int, ...]
+    time_dim: int
+    denoiser: str
+    activation: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden", tuple(self.hidden))  # a config's list compares equal
 
 
 LAYOUT_FIELDS = {"denoiser": "rlcore_v1", "activation": "mish"}  # the earlier layout
@@ -454,52 +461,57 @@ LAYOUT_FIELDS = {"denoiser": "rlcore_v1", "activation": "mish"}  # the earlier l
 DDPM_ONLY = ("schedule", "clip_x0")
 
 
-def head_settings(kind: str, config: Any, pretrained: Any = None) -> dict[str, Any]:
-    """The ``HEAD_FIELDS`` of ``config`` (a dataclass) that a ``kind`` head uses (a flow
-    head has no ``DDPM_ONLY`` ones). A fine-tuner's config that does not
-    declare the layout fields ``denoiser`` / ``activation`` (ResiP's, written before them)
-    takes them from the pre-trained BC config ``pretrained`` when given, else the earlier
+def head_settings(kind: str, config: Any, pretrained: HeadSettings | None = None) -> HeadSettings:
+    """The ``HeadSettings`` fields of ``config`` (a dataclass) that a ``kind`` head uses
+    (a flow head has no ``DDPM_ONLY`` ones). A fine-tuner's config that does not declare
+    the layout fields ``denoiser`` / ``activation`` (ResiP's, written before them) takes
+    them from the pre-trained run's settings ``pretrained`` when given, else the earlier
     layout ``LAYOUT_FIELDS``; every other field must be declared."""
-    declared = {f.name for f in dataclasses.fields(config)}
-    settings = {}
-    for name in HEAD_FIELDS:
+    declared = dataclasses.asdict(config)
+    layout = LAYOUT_FIELDS if pretrained is None else dataclasses.asdict(pretrained)
+    settings: dict[str, Any] = {}
+    for name in (field.name for field in dataclasses.fields(HeadSettings)):
         if kind != "ddpm" and name in DDPM_ONLY:
-            continue
-        if name in declared:
-            settings[name] = getattr(config, name)
+            settings[name] = None
+        elif name in declared:
+            settings[name] = declared[name]
         elif name in LAYOUT_FIELDS:
-            settings[name] = (
-                LAYOUT_FIELDS[name] if pretrained is None else getattr(pretrained, name)
-            )
+            settings[name] = layout[name]
         else:
             raise TypeError(f"{type(config).__name__} lacks the head setting {name!r}")
-    return settings
+    return HeadSettings(**settings)
 
 
-def make_head(
-    kind: str, obs_dim: int, action_dim: int, config: Any, pretrained: Any = None
-) -> DDPMHead | FlowHead:
-    """A ``kind`` ("ddpm" | "flow") head shaped by ``head_settings(config, pretrained)``
-    (the BC config and every fine-tuner's config carry them under the same names)."""
-    cfg = head_settings(kind, config, pretrained)
-    common = {"horizon": cfg["horizon"], "hidden": tuple(cfg["hidden"]),
-              "time_dim": cfg["time_dim"], "steps": cfg["denoising_steps"],
-              "layout": cfg["denoiser"], "activation": cfg["activation"]}  # fmt: skip
+def make_head(kind: str, obs_dim: int, action_dim: int, cfg: HeadSettings) -> DDPMHead | FlowHead:
+    """A ``kind`` ("ddpm" | "flow") head shaped by ``cfg`` (``head_settings``)."""
+    common = {"horizon": cfg.horizon, "hidden": cfg.hidden, "time_dim": cfg.time_dim,
+              "steps": cfg.denoising_steps, "layout": cfg.denoiser,
+              "activation": cfg.activation}  # fmt: skip
     if kind == "ddpm":
-        return DDPMHead(
-            obs_dim, action_dim, schedule=cfg["schedule"], clip_x0=cfg["clip_x0"], **common
-        )
+        return DDPMHead(obs_dim, action_dim, schedule=cfg.schedule, clip_x0=cfg.clip_x0, **common)
     return FlowHead(obs_dim, action_dim, **common)
 
 
-def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> Any:
+@runtime_checkable
+class PretrainedHead(Protocol):
+    """A behaviour-cloned DDPM / flow policy (``algo=diffusion_bc`` / ``flow_bc``) as its
+    fine-tuners read it: the head's kind and settings, EMA weights, observation statistics."""
+
+    kind: str
+    ema: EMA
+    obs_normalizer: nn.Module
+
+    def head_settings(self) -> HeadSettings: ...
+
+
+def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> PretrainedHead:
     """The behaviour-cloning agent of a run dir / checkpoint (``algo=diffusion_bc`` for
     ``kind="ddpm"``, ``flow_bc`` for ``"flow"``, agent-only snapshots included); a
     ``ValueError`` naming the fix when it holds another algorithm."""
     from rlcore.checkpoint import load_agent
 
     bc = load_agent(path, device)
-    found = getattr(getattr(bc, "config", None), "head", None)
+    found = bc.kind if isinstance(bc, PretrainedHead) else None
     if found != kind:
         raise ValueError(
             f"algo.pretrained={path} holds a {type(bc).__name__} (head {found!r}); this "
@@ -509,16 +521,17 @@ def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> 
 
 
 def copy_pretrained(
-    bc: Any, path: str | Path, kind: str, config: Any, head: nn.Module, obs_normalizer: nn.Module
-) -> None:
+    bc: PretrainedHead, path: str | Path, settings: HeadSettings, head: nn.Module,
+    obs_normalizer: nn.Module,
+) -> None:  # fmt: skip
     """Copy the EMA weights and observation statistics of the BC agent ``bc`` into a
     fine-tuner's ``head`` / ``obs_normalizer``; a ``ValueError`` naming every head setting
-    of ``config`` that differs from the pre-trained one."""
-    settings = head_settings(kind, config, bc.config)
+    (``settings``, the fine-tuner's) that differs from the pre-trained one."""
+    ours, theirs = dataclasses.asdict(settings), dataclasses.asdict(bc.head_settings())
     differ = [
-        f"{name}={value!r} (pre-trained: {getattr(bc.config, name)!r})"
-        for name, value in settings.items()
-        if _plain(value) != _plain(getattr(bc.config, name))
+        f"{name}={value!r} (pre-trained: {theirs[name]!r})"
+        for name, value in ours.items()
+        if value != theirs[name]
     ]
     if differ:
         raise ValueError(
@@ -527,18 +540,6 @@ def copy_pretrained(
         )
     head.load_state_dict(bc.ema.shadow.state_dict())
     obs_normalizer.load_state_dict(bc.obs_normalizer.state_dict())
-
-
-def load_pretrained(
-    path: str | Path,
-    kind: str,
-    config: Any,
-    head: nn.Module,
-    obs_normalizer: nn.Module,
-    device: str | torch.device = "cpu",
-) -> None:
-    """``copy_pretrained`` from the BC run at ``path`` (``load_bc``)."""
-    copy_pretrained(load_bc(path, kind, device), path, kind, config, head, obs_normalizer)
 
 
 def policy_parts(
@@ -552,16 +553,13 @@ def policy_parts(
 
     obs_dim = int(np.prod(observation_space.shape))
     bc = load_bc(config.pretrained, kind, device) if config.pretrained else None
-    head = make_head(kind, obs_dim, int(action_space.shape[-1]), config, bc and bc.config)
+    settings = head_settings(kind, config, None if bc is None else bc.head_settings())
+    head = make_head(kind, obs_dim, int(action_space.shape[-1]), settings)
     head.to(device)
     obs_normalizer = ObsNormalizer(obs_dim).to(device)
     if bc is not None:
-        copy_pretrained(bc, config.pretrained, kind, config, head, obs_normalizer)
+        copy_pretrained(bc, config.pretrained, settings, head, obs_normalizer)
     return head, obs_normalizer, ActionBox(action_space.low, action_space.high, device)
-
-
-def _plain(value: Any) -> Any:
-    return tuple(value) if isinstance(value, (list, tuple)) else value
 
 
 class ActionBox:

@@ -720,6 +720,32 @@ def test_finetuner_contract(name):
     assert m1 == m2
 
 
+def test_head_settings_come_from_the_declared_config_fields():
+    """Each config's head fields, by their dataclass fields: ResiP declares no
+    ``denoiser`` (the pre-trained run's, else the earlier layout), a flow head has no DDPM
+    schedule, and a config lacking a head field is refused by name."""
+    from dataclasses import dataclass
+
+    from rlcore.generative import head_settings
+
+    resip = head_settings("ddpm", ResiPConfig(**SMALL))
+    assert (resip.horizon, resip.hidden, resip.time_dim) == (H, (32, 32, 32), 8)
+    assert (resip.denoiser, resip.activation, resip.schedule) == ("rlcore_v1", "relu", "cosine")
+    bc = head_settings("ddpm", DiffusionBCConfig(**SMALL, denoiser="dppo", activation="mish"))
+    from_bc = head_settings("ddpm", ResiPConfig(**SMALL), bc)
+    assert (from_bc.denoiser, from_bc.activation) == ("dppo", "relu")  # ResiP's own activation
+    flow = head_settings("flow", ReinFlowConfig(horizon=H, hidden=[32, 32, 32]))
+    assert (flow.schedule, flow.clip_x0, flow.denoising_steps) == (None, None, 4)
+    assert flow.hidden == (32, 32, 32)  # a config's list: the tuple a checkpoint compares
+
+    @dataclass
+    class NoHorizon:
+        hidden: tuple[int, ...] = (8,)
+
+    with pytest.raises(TypeError, match="NoHorizon lacks the head setting 'horizon'"):
+        head_settings("flow", NoHorizon())
+
+
 def test_finetuners_load_the_pretrained_ema_weights_and_refuse_mismatches(tmp_path):
     from rlcore.checkpoint import load_agent
 

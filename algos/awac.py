@@ -98,12 +98,12 @@ class AWAC(StateStatistics):
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
         self.actor = GaussianActor(
             obs_dim, action_dim, config.hidden, "relu", 0.0, tanh_mean=False,
             log_std_bounds=(-20.0, 2.0), orthogonal=False,
-        ).to(self.device)  # fmt: skip
-        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden).to(self.device)
+        )  # fmt: skip
+        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
@@ -114,7 +114,7 @@ class AWAC(StateStatistics):
             obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
             target_critic=self.target_critic, actor_optimizer=self.actor_optimizer,
             critic_optimizer=self.critic_optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     def _sample(self, obs: torch.Tensor) -> torch.Tensor:

@@ -178,7 +178,7 @@ class DPPO(OnPolicy):
         self.base: DDPMHead = head
         self.base.requires_grad_(False)
         self.actor: DDPMHead = copy.deepcopy(self.base).requires_grad_(True)
-        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish").to(self.device)
+        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish")
         self.actor_optimizer = adam(
             self.actor.parameters(), config.actor_lr, config.fused_optimizer
         )
@@ -189,7 +189,7 @@ class DPPO(OnPolicy):
             actor=self.actor, base=self.base, critic=self.critic,
             obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
             critic_optimizer=self.critic_optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     # -- acting ---------------------------------------------------------------------

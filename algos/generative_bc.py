@@ -179,9 +179,8 @@ class GenerativeBC(DatasetUser, StateStatistics, PretrainedHead):
         self.head: DDPMHead | FlowHead = make_head(
             self.kind, obs_dim, act_dim, self.head_settings()
         )
-        self.head.to(self.device)
         self.ema = EMA(self.head, config.ema_decay)
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
         self.optimizer = adamw(
             self.head.parameters(), config.lr, config.weight_decay, config.fused_optimizer
         )
@@ -189,7 +188,7 @@ class GenerativeBC(DatasetUser, StateStatistics, PretrainedHead):
         self.parts = Parts(
             head=self.head, ema=self.ema.shadow, obs_normalizer=self.obs_normalizer,
             optimizer=self.optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     def head_settings(self) -> HeadSettings:

@@ -118,7 +118,7 @@ class ReBRAC(StateStatistics):
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
         self.actor = DeterministicActor(
             obs_dim, action_dim, action_space.low, action_space.high, config.hidden,
             layer_norm=config.actor_layer_norm, norm_after_activation=True,
@@ -129,8 +129,6 @@ class ReBRAC(StateStatistics):
         )  # fmt: skip
         edac_init(self.actor.net, output_bound=1e-3)
         edac_init(self.critic.net, output_bound=3e-3)
-        self.actor.to(self.device)
-        self.critic.to(self.device)
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         fused = config.fused_optimizer
@@ -143,7 +141,7 @@ class ReBRAC(StateStatistics):
             obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
             target_actor=self.target_actor, target_critic=self.target_critic,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     @numpy_act

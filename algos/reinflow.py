@@ -210,8 +210,7 @@ class ReinFlow(OnPolicy):
         )
         self.actor: FlowHead = head
         self.noise = NoiseNetwork(obs_dim, config.horizon, action_dim, config.noise_hidden)
-        self.noise.to(self.device)
-        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish").to(self.device)
+        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish")
         self.actor_optimizer = adamw(
             [*self.actor.parameters(), *self.noise.parameters()],
             config.actor_lr,
@@ -228,7 +227,7 @@ class ReinFlow(OnPolicy):
             actor=self.actor, noise=self.noise, critic=self.critic,
             obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
             critic_optimizer=self.critic_optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     def sigma_max_at(self, progress: float) -> float:

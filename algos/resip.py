@@ -227,11 +227,9 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
         last = nn.Linear(config.residual_hidden[-1], action_dim, bias=False)
         nn.init.zeros_(last.weight)  # training starts exactly at the base policy
         self.residual[-1] = last
-        self.residual.to(self.device)
         self.critic = residual_mlp(in_dim, 1, config, config.critic_hidden)
         nn.init.orthogonal_(self.critic[-1].weight, config.critic_last_gain)
         nn.init.constant_(self.critic[-1].bias, config.critic_last_bias)
-        self.critic.to(self.device)
         self.std = torch.tensor(float(np.exp(config.log_std)), device=self.device)
         # one AdamW, a parameter group per network (Adam is per parameter: the same steps
         # as the reference's two optimisers), so one gradient clip covers both networks
@@ -244,7 +242,7 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
         self.parts = Parts(
             base=self.base, residual=self.residual, critic=self.critic,
             obs_normalizer=self.obs_normalizer, optimizer=self.optimizer, queue=self.queue,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     # -- the policy -----------------------------------------------------------------

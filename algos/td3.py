@@ -82,10 +82,10 @@ class TD3:
         action_dim = int(np.prod(action_space.shape))
         self.actor = DeterministicActor(
             obs_dim, action_dim, action_space.low, action_space.high, config.hidden
-        ).to(self.device)
+        )
         self.critic = QEnsemble(
             obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
-        ).to(self.device)
+        )
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(
@@ -101,7 +101,7 @@ class TD3:
             actor=self.actor, critic=self.critic, target_actor=self.target_actor,
             target_critic=self.target_critic, actor_optimizer=self.actor_optimizer,
             critic_optimizer=self.critic_optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     @numpy_act

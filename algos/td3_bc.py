@@ -87,13 +87,13 @@ class TD3BC(StateStatistics):
         self.device = torch.device(device)
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
         self.actor = DeterministicActor(
             obs_dim, action_dim, action_space.low, action_space.high, config.hidden
-        ).to(self.device)
+        )
         self.critic = QEnsemble(
             obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
-        ).to(self.device)
+        )
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         fused = config.fused_optimizer
@@ -106,7 +106,7 @@ class TD3BC(StateStatistics):
             obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
             target_actor=self.target_actor, target_critic=self.target_critic,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     @numpy_act

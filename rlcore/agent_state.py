@@ -21,6 +21,7 @@ import copy
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+from torch import nn
 
 
 @runtime_checkable
@@ -49,6 +50,28 @@ class Parts:
                     "state_dict / load_state_dict (pass counters to Parts.state_dict)"
                 )
             self.parts[name] = part
+
+    def to(self, device: torch.device | str) -> Parts:
+        """Move every module and tensor part (and nested ``Parts``) to ``device`` in place,
+        once, where an agent declares its parts; returns ``self``. Meant for a freshly built
+        agent: its optimisers keep stepping the same parameter objects (``Module.to`` moves
+        them in place), which is checked; other parts (sub-agents, helpers) are built on
+        their device."""
+        for part in self.parts.values():
+            if isinstance(part, nn.Module | Parts):
+                part.to(device)
+            elif isinstance(part, torch.Tensor):
+                part.data = part.data.to(device)
+        device = torch.device(device)
+        for name, part in self.parts.items():
+            if isinstance(part, torch.optim.Optimizer):
+                params = [p for group in part.param_groups for p in group["params"]]
+                if part.state or any(p.device.type != device.type for p in params):
+                    raise ValueError(
+                        f"optimiser {name!r} holds state or parameters off {device}: move the "
+                        "parts before the first step"
+                    )
+        return self
 
     def state_dict(self, **values: Any) -> dict[str, Any]:
         """Every part's state under its name, then ``values`` (counters) as they are."""

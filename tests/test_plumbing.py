@@ -78,6 +78,34 @@ def test_parts_add_appends_after_the_declared_parts():
     ]  # fmt: skip
 
 
+def test_parts_to_moves_modules_and_nested_parts_in_place():
+    net, inner_net = nn.Linear(3, 2), nn.Linear(2, 1)
+    parts = Parts(net=net, inner=Parts(inner_net=inner_net))
+    assert parts.to("meta") is parts
+    assert {p.device.type for p in [*net.parameters(), *inner_net.parameters()]} == {"meta"}
+    log_alpha = torch.zeros((), requires_grad=True)  # a tensor part keeps its object
+    assert Parts(log_alpha=log_alpha).to("cpu").parts["log_alpha"] is log_alpha
+
+
+def test_parts_to_refuses_an_optimiser_left_on_the_old_parameters():
+    """An optimiser must keep stepping the moved parameters: a move that makes new
+    parameter objects (CPU -> meta does; CPU -> CUDA moves them in place) or an optimiser
+    that already holds state is refused rather than left stepping stale tensors."""
+    net = nn.Linear(3, 2)
+    with pytest.raises(ValueError, match="optimiser 'optimizer' holds state or parameters"):
+        Parts(net=net, optimizer=torch.optim.Adam(net.parameters())).to("meta")
+    parts, *_ = _agent_parts(0)  # its Adam has taken a step
+    with pytest.raises(ValueError, match="move the parts before the first step"):
+        parts.to("cpu")
+    net = nn.Linear(3, 2)
+    Parts(net=net, optimizer=torch.optim.Adam(net.parameters())).to("cpu")  # fresh: fine
+
+
+def test_parts_refuses_a_part_without_state():
+    with pytest.raises(TypeError, match="part 'steps' is a int"):
+        Parts(net=nn.Linear(1, 1), steps=3)
+
+
 # -- numpy_act --------------------------------------------------------------------------
 class _Chunker:
     """A policy returning (B, H, A) chunks, recording what it was given."""

@@ -158,18 +158,18 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
         self.box = ActionBox(action_space.low, action_space.high, self.device)
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
         self.actor = DDPMHead(
             obs_dim, action_dim, horizon=1, steps=cfg.denoising_steps, schedule=cfg.schedule,
             hidden=cfg.hidden, time_dim=cfg.time_dim,
-        ).to(self.device)  # fmt: skip
+        )  # fmt: skip
         self.ema = EMA(self.actor, decay=1.0 - cfg.actor_ema)
-        self.critic = QEnsemble(obs_dim, action_dim, 2, cfg.critic_hidden).to(self.device)
+        self.critic = QEnsemble(obs_dim, action_dim, 2, cfg.critic_hidden)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.value = MLP(obs_dim, 1, cfg.critic_hidden, "relu").to(self.device)
-        self.cost_critic = QEnsemble(obs_dim, action_dim, 2, cfg.critic_hidden).to(self.device)
+        self.value = MLP(obs_dim, 1, cfg.critic_hidden, "relu")
+        self.cost_critic = QEnsemble(obs_dim, action_dim, 2, cfg.critic_hidden)
         self.target_cost_critic = copy.deepcopy(self.cost_critic).requires_grad_(False)
-        self.cost_value = MLP(obs_dim, 1, cfg.critic_hidden, "relu").to(self.device)
+        self.cost_value = MLP(obs_dim, 1, cfg.critic_hidden, "relu")
         self.actor_optimizer = adam(self.actor.parameters(), cfg.actor_lr)
         self.optimizers = {
             "critic": adam(self.critic.parameters(), cfg.critic_lr),
@@ -178,12 +178,12 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
             "cost_value": adam(self.cost_value.parameters(), cfg.value_lr),
         }
         self.parts = Parts(
-            actor=self.actor, ema=self.ema, critic=self.critic, target_critic=self.target_critic,
-            value=self.value, cost_critic=self.cost_critic,
+            actor=self.actor, ema=self.ema.shadow, critic=self.critic,
+            target_critic=self.target_critic, value=self.value, cost_critic=self.cost_critic,
             target_cost_critic=self.target_cost_critic, cost_value=self.cost_value,
             obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
             **{f"{k}_optimizer": o for k, o in self.optimizers.items()},
-        )  # fmt: skip
+        ).to(self.device)  # fmt: skip
         self.updates = 0
 
     # --- data -------------------------------------------------------------------------

@@ -121,7 +121,9 @@ class ResiPConfig:
     # residual policy and critic, both on [state, base action]
     residual_hidden: tuple[int, ...] = (256, 256)
     critic_hidden: tuple[int, ...] = (256, 256)
-    activation: str = "relu"  # hidden layers: Kaiming-normal (fan-in) weights, zero biases
+    # hidden layers of the residual and the critic (Kaiming-normal fan-in weights, zero
+    # biases); the base head's activation is the pre-trained run's (``activation`` there)
+    residual_activation: str = "relu"
     critic_last_gain: float = 0.25  # the critic's output layer: orthogonal(gain), bias below
     critic_last_bias: float = 0.25
     residual_scale: float = 0.1  # executed = base + scale * residual (normalised units)
@@ -174,7 +176,7 @@ def warmup_cosine(progress: float, warmup: float) -> float:
 def residual_mlp(in_dim: int, out_dim: int, cfg: ResiPConfig, hidden: tuple[int, ...]) -> MLP:
     """The reference's ``build_mlp``: Kaiming-normal (fan-in, ReLU gain) hidden weights and
     zero biases; the output layer is set by the caller."""
-    net = MLP(in_dim, out_dim, hidden, cfg.activation)
+    net = MLP(in_dim, out_dim, hidden, cfg.residual_activation)
     with torch.no_grad():
         for index, layer in enumerate(net):
             if isinstance(layer, nn.Linear) and index != net.output_index:

@@ -5,6 +5,7 @@ small behaviour-cloning learning test on a scripted expert."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import gymnasium as gym
@@ -730,10 +731,14 @@ def test_head_settings_come_from_the_declared_config_fields():
 
     resip = head_settings("ddpm", ResiPConfig(**SMALL))
     assert (resip.horizon, resip.hidden, resip.time_dim) == (H, (32, 32, 32), 8)
-    assert (resip.denoiser, resip.activation, resip.schedule) == ("rlcore_v1", "relu", "cosine")
+    assert (resip.denoiser, resip.activation, resip.schedule) == ("rlcore_v1", "mish", "cosine")
     bc = head_settings("ddpm", DiffusionBCConfig(**SMALL, denoiser="dppo", activation="mish"))
     from_bc = head_settings("ddpm", ResiPConfig(**SMALL), bc)
-    assert (from_bc.denoiser, from_bc.activation) == ("dppo", "relu")  # ResiP's own activation
+    assert (from_bc.denoiser, from_bc.activation) == ("dppo", "mish")  # the base is the BC run's
+    # ResiP's residual / critic activation is its own option, never the head's
+    assert "activation" not in {f.name for f in dataclasses.fields(ResiPConfig)}
+    other = head_settings("ddpm", ResiPConfig(**SMALL, residual_activation="tanh"), bc)
+    assert other.activation == "mish"
     flow = head_settings("flow", ReinFlowConfig(horizon=H, hidden=[32, 32, 32]))
     assert (flow.schedule, flow.clip_x0, flow.denoising_steps) == (None, None, 4)
     assert flow.hidden == (32, 32, 32)  # a config's list: the tuple a checkpoint compares

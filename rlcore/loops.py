@@ -339,15 +339,14 @@ _COUNTERS = {
 }
 
 
-def _resume_state(run: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The checkpoint ``run.resume`` after checking it has what this loop writes: a
-    checkpoint from another loop or an older rlcore layout raises a clear error instead
-    of a ``KeyError`` deep inside the restore."""
-    state = run.resume
+def _resume_state(state: dict[str, Any], run_name: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The checkpoint ``state`` of run ``run_name`` after checking it has what this loop
+    writes: a checkpoint from another loop or an older rlcore layout raises a clear error
+    instead of a ``KeyError`` deep inside the restore."""
     missing = [key for key in keys if key not in state]
     if missing:
         raise CheckpointReadError(
-            f"the checkpoint of run {run.name} lacks {', '.join(missing)}: it was written by a "
+            f"the checkpoint of run {run_name} lacks {', '.join(missing)}: it was written by a "
             "different training loop or an older rlcore version, so this run cannot resume "
             "from it; start a new run directory (or resume with the rlcore version that "
             "wrote it)"
@@ -512,8 +511,11 @@ class _PhaseRun:
     def restore(self) -> None:
         """Continue from ``run.resume``: agent, stateful objects, counters, environment and
         RNG states (the global ones last, after everything that may draw from them)."""
-        self.run.resume = upgrade_rollout_state(self.run.resume, self.settings.seed)
-        state = _resume_state(self.run, ("agent", "stateful", "counters", "returns", "warmup_rng"))
+        state = _resume_state(
+            upgrade_rollout_state(self.run.resume, self.settings.seed),
+            self.run.name,
+            ("agent", "stateful", "counters", "returns", "warmup_rng"),
+        )
         self.agent.load_state_dict(state["agent"])
         for name, obj in self.stateful.items():
             obj.load_state_dict(state["stateful"][name])

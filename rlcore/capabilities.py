@@ -62,7 +62,7 @@ class CostRecorder(Protocol):
 
 @runtime_checkable
 class Phased(Protocol):
-    """Told which phase starts: "offline", "warmup" or "online" (rlcore.loops.Phase)."""
+    """Told which phase starts: "offline", "warmup", "online" or "rollout" (rlcore.loops.Phase)."""
 
     def set_phase(self, phase: str) -> None: ...
 

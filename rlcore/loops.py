@@ -26,8 +26,10 @@ from rlcore.capabilities import (
     CostCritic,
     CostRecorder,
     EvalPolicy,
+    OnPolicy,
     PerEnvState,
     Phased,
+    require,
 )
 from rlcore.checkpoint import CheckpointReadError
 from rlcore.envs.make import (
@@ -281,15 +283,21 @@ def _stop_on_nan(
     ) from error
 
 
+PHASE_KINDS = ("offline", "warmup", "online", "rollout")
+
+
 @dataclass
 class Phase:
     """One stretch of a run (see ``run_phases``).
 
-    ``name`` is what the agent is told (``agent.set_phase``): "offline" (gradient steps on
-    ``sampler``, no environment), "warmup" (the environment is stepped, no updates: the
-    policy acts, or uniform random actions with ``random_actions``) or "online" (env steps
-    with ``updates_per_step`` updates each, on batches from ``sampler``). ``steps`` counts
-    gradient steps offline and environment steps (summed over sub-envs) otherwise.
+    ``name`` is the phase's kind, and what the agent is told (``agent.set_phase``):
+    "offline" (gradient steps on ``sampler``, no environment), "warmup" (the environment
+    is stepped into the replay buffer, no updates: the policy acts, or uniform random
+    actions with ``random_actions``), "online" (env steps with ``updates_per_step``
+    updates each, on batches from ``sampler``) or "rollout" (on-policy iterations:
+    ``rollout.num_steps`` vector steps into ``rollout``, the returns' GAE, one
+    ``agent.update``). ``steps`` counts gradient steps offline and environment steps
+    (summed over sub-envs) otherwise; a rollout phase's is a whole number of rollouts.
     """
 
     name: str
@@ -297,33 +305,72 @@ class Phase:
     sampler: Sampler | None = None
     random_actions: bool = field(default=False, kw_only=True)
     updates_per_step: float = field(default=1.0, kw_only=True)
+    rollout: RolloutBuffer | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.name not in ("offline", "warmup", "online"):
-            raise ValueError(f"unknown phase '{self.name}': offline, warmup or online")
-        if self.name != "warmup" and self.sampler is None:
+        if self.name not in PHASE_KINDS:
+            raise ValueError(f"unknown phase '{self.name}': {', '.join(PHASE_KINDS)}")
+        if self.name in ("offline", "online") and self.sampler is None:
             raise ValueError(f"the {self.name} phase needs a sampler to draw batches from")
+        if (self.name == "rollout") != (self.rollout is not None):
+            raise ValueError("a rollout buffer is what a rollout phase, and only one, needs")
 
     @property
     def interacts(self) -> bool:
         """True when the phase steps the environment."""
         return self.name != "offline"
 
+    @property
+    def replays(self) -> bool:
+        """True when the phase's environment steps go into the replay buffer."""
+        return self.name in ("warmup", "online")
 
-def _resume_state(run: Any, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The checkpoint ``run.resume`` after checking it has what this loop writes: a
-    checkpoint from another loop or an older rlcore layout raises a clear error instead
-    of a ``KeyError`` deep inside the restore."""
-    state = run.resume
+
+# the counters of a run_phases checkpoint (the run's position)
+_COUNTERS = {
+    "step": 0,  # the log's x-axis: gradient steps offline, then env steps
+    "phase": 0,
+    "phase_step": 0,
+    "env_steps": 0,
+    "updates": 0,
+    "update_debt": 0.0,  # fractional online updates carried to the next env step
+    "episodes": 0,
+    "env_started": False,
+}
+
+
+def _resume_state(state: dict[str, Any], run_name: str, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The checkpoint ``state`` of run ``run_name`` after checking it has what this loop
+    writes: a checkpoint from another loop or an older rlcore layout raises a clear error
+    instead of a ``KeyError`` deep inside the restore."""
     missing = [key for key in keys if key not in state]
     if missing:
         raise CheckpointReadError(
-            f"the checkpoint of run {run.name} lacks {', '.join(missing)}: it was written by a "
+            f"the checkpoint of run {run_name} lacks {', '.join(missing)}: it was written by a "
             "different training loop or an older rlcore version, so this run cannot resume "
             "from it; start a new run directory (or resume with the rlcore version that "
             "wrote it)"
         )
     return state
+
+
+def upgrade_rollout_state(state: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A checkpoint of the former ``on_policy`` loop (counters ``step``, ``iteration``,
+    ``episodes``; no ``stateful``) in ``run_phases``' layout: one rollout phase that ran
+    ``step`` env steps and ``iteration`` updates. Other states are returned unchanged."""
+    counters = state.get("counters", {})
+    if "iteration" not in counters or "phase" in counters:
+        return state
+    step = counters["step"]
+    position = {"step": step, "phase_step": step, "env_steps": step,
+                "updates": counters["iteration"], "episodes": counters["episodes"],
+                "env_started": True}  # fmt: skip
+    return {
+        **state,
+        "counters": {**_COUNTERS, **position},
+        "stateful": {},  # a rollout is collected afresh after every checkpoint
+        "warmup_rng": np.random.default_rng(seed).bit_generator.state,  # drawn by no rollout
+    }
 
 
 @dataclass
@@ -388,175 +435,340 @@ def run_phases(
     reward_transform: Callable[[np.ndarray], np.ndarray] | None = None,
     evaluate_first: bool = False,
 ) -> dict[str, float]:
-    """Off-policy training as a sequence of phases, e.g. ``offline`` -> ``warmup`` ->
-    ``online`` (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline``.
+    """Training as a sequence of phases, e.g. ``offline`` -> ``warmup`` -> ``online``
+    (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline`` (IQL) or
+    ``rollout`` (PPO): the one skeleton of every run, with one place for evaluation,
+    checkpoint cadence, stop requests, logging, ``stop_at_return`` and resume.
 
-    Environment steps write into ``buffer`` (after ``reward_transform``, e.g. the
-    dataset's reward normalisation); each online update draws ``settings.utd_ratio``
-    minibatches of ``settings.batch_size`` from the phase's sampler (offline: one). One global step counter runs
-    through the phases (gradient steps offline, then env steps) and is the x-axis of
-    every log. The agent is told each phase (``agent.set_phase(name)``, if it has one)
-    when it starts and after a resume. Every phase ends with an evaluation, and the
-    online phase evaluates again after its first update: the returns right before and
-    right after the switch are always logged. ``stateful`` names the objects besides the
-    agent and the buffer whose ``state_dict`` a checkpoint must hold (dataset and
-    MixedSampler generators); resuming gives the uninterrupted run's numbers (CPU).
-    ``evaluate_first`` evaluates at step 0 (an agent loaded from a finished run: its
-    return before any online step).
+    Replay phases' environment steps write into ``buffer`` (after ``reward_transform``,
+    e.g. the dataset's reward normalisation); each online update draws
+    ``settings.utd_ratio`` minibatches of ``settings.batch_size`` from the phase's sampler
+    (offline: one). A rollout phase collects into its own ``RolloutBuffer`` and logs
+    every iteration. One global step counter runs through the phases (gradient steps
+    offline, then env steps) and is the x-axis of every log. The agent is told each phase
+    (``agent.set_phase(name)``, if it has one) when it starts and after a resume. Every
+    phase ends with an evaluation (not a random-action warm-up), and the online phase
+    evaluates again after its first update: the returns right before and right after the
+    switch are always logged. ``stateful`` names the objects besides the agent and the
+    buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
+    generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
+    evaluates at step 0 (an agent loaded from a finished run: its return before any
+    online step).
     """
-    if not phases:
-        raise ValueError("run_phases needs at least one phase")
-    if any(p.interacts for p in phases) and (env is None or buffer is None):
-        raise ValueError("phases that step the environment need an env and a buffer")
-    stateful = {**({"buffer": buffer} if buffer is not None else {}), **(stateful or {})}
-    warmup_rng = np.random.default_rng(settings.seed)
-    record = _Record(
-        {
-            "step": 0,
-            "phase": 0,
-            "phase_step": 0,
-            "env_steps": 0,
-            "updates": 0,
-            "update_debt": 0.0,
-            "episodes": 0,
-            "env_started": False,
-        }  # fmt: skip
-    )
-    obs: np.ndarray | None = None
-    if run.resume is not None:
-        state = _resume_state(run, ("agent", "stateful", "counters", "returns", "warmup_rng"))
-        agent.load_state_dict(state["agent"])
-        for name, obj in stateful.items():
-            obj.load_state_dict(state["stateful"][name])
-        record.restore(state)
-        warmup_rng.bit_generator.state = state["warmup_rng"]
-        if record.counters["env_started"]:
-            env.reset(seed=settings.seed)
-            set_vec_env_state(env, state["env"])
-            obs = state["obs"]
-        set_rng_state(state["rng"])
-    counters = record.counters
+    loop = _PhaseRun(agent, phases, env, eval_env, settings, run, buffer, stateful, score,
+                     reward_transform)  # fmt: skip
+    return loop.execute(evaluate_first)
 
-    def snapshot() -> dict[str, Any]:
+
+class _PhaseRun:
+    """One execution of ``run_phases``: the run's state (what a checkpoint holds) and the
+    skeleton's steps. The agent's capabilities are resolved once, here."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        phases: list[Phase],
+        env: VectorEnv | None,
+        eval_env: VectorEnv,
+        settings: LoopSettings,
+        run: RunContext,
+        buffer: ReplayBuffer | None,
+        stateful: dict[str, Any] | None,
+        score: Callable[[float], float] | None,
+        reward_transform: Callable[[np.ndarray], np.ndarray] | None,
+    ) -> None:
+        _check_phases(phases, env, buffer)
+        self.agent, self.phases, self.env, self.eval_env = agent, phases, env, eval_env
+        self.settings, self.run, self.buffer, self.score = settings, run, buffer, score
+        self.reward_transform = reward_transform
+        self.stateful = {**({"buffer": buffer} if buffer is not None else {}), **(stateful or {})}
+        self.warmup_rng = np.random.default_rng(settings.seed)
+        self.record = _Record(dict(_COUNTERS))
+        self.obs: np.ndarray | torch.Tensor | None = None
+        self.evaluated_at = -1  # the step of the last evaluation: one evaluation per step
+        # a run with replay phases logs where each evaluation lies; a rollout run's step
+        # is its env step (and its phase 0)
+        self.eval_extra = any(phase.name != "rollout" for phase in phases)
+        self.set_phase = agent.set_phase if isinstance(agent, Phased) else None
+        self.record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
+        # an agent that keeps state per sub-env (a residual policy's open-loop base chunk)
+        self.episodes_started = agent.episodes_started if isinstance(agent, PerEnvState) else None
+        self.learner: OnPolicy | None = None
+        # a constrained on-policy agent (cost critic): costs, V_c and the cost's GAE
+        self.cost_value = None
+        if any(phase.name == "rollout" for phase in phases):
+            require(agent, OnPolicy, "a rollout phase needs (explore, value)")
+            self.learner = agent
+            self.cost_value = agent.cost_value if isinstance(agent, CostCritic) else None
+        if run.resume is not None:
+            self.restore()
+        self.progress = _Progress(run, sum(p.steps for p in phases), self.counters["step"])
+
+    @property
+    def counters(self) -> dict[str, Any]:
+        return self.record.counters
+
+    def restore(self) -> None:
+        """Continue from ``run.resume``: agent, stateful objects, counters, environment and
+        RNG states (the global ones last, after everything that may draw from them)."""
+        state = _resume_state(
+            upgrade_rollout_state(self.run.resume, self.settings.seed),
+            self.run.name,
+            ("agent", "stateful", "counters", "returns", "warmup_rng"),
+        )
+        self.agent.load_state_dict(state["agent"])
+        for name, obj in self.stateful.items():
+            obj.load_state_dict(state["stateful"][name])
+        self.record.restore(state)
+        self.warmup_rng.bit_generator.state = state["warmup_rng"]
+        if self.counters["env_started"]:
+            self.env.reset(seed=self.settings.seed)
+            set_vec_env_state(self.env, state["env"])
+            self.obs = state["obs"]
+        set_rng_state(state["rng"])
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything a resume needs (the checkpoint's ``loop``)."""
         return {
-            "agent": agent.state_dict(),
-            "stateful": {name: obj.state_dict() for name, obj in stateful.items()},
-            "env": get_vec_env_state(env) if counters["env_started"] else None,
-            "obs": obs,
-            "warmup_rng": warmup_rng.bit_generator.state,
-            **record.state(),
+            "agent": self.agent.state_dict(),
+            "stateful": {name: obj.state_dict() for name, obj in self.stateful.items()},
+            "env": get_vec_env_state(self.env) if self.counters["env_started"] else None,
+            "obs": self.obs,
+            "warmup_rng": self.warmup_rng.bit_generator.state,
+            **self.record.state(),
         }
 
-    evaluated_at = [-1]  # the step of the last evaluation: one evaluation per step
+    def execute(self, evaluate_first: bool) -> dict[str, float]:
+        """The skeleton: a tick of the current phase (a gradient step, a vector step or a
+        rollout iteration), then logging, evaluation, the phase switch and checkpoints."""
+        counters, phases, record = self.counters, self.phases, self.record
+        if self.set_phase is not None and counters["phase"] < len(phases):
+            self.set_phase(phases[counters["phase"]].name)
+        if evaluate_first and counters["step"] == 0:
+            self.evaluate(0)
+        while counters["phase"] < len(phases):
+            phase = phases[counters["phase"]]
+            if counters["phase_step"] >= phase.steps:  # empty phase
+                counters["phase"] += 1
+                counters["phase_step"] = 0
+                continue
+            if counters["phase_step"] == 0 and len(phases) > 1:
+                self.run.logger.note(
+                    f"phase {phase.name} ({phase.steps:,} steps) from step {counters['step']:,}"
+                )
+            prev, started = counters["step"], time.perf_counter()
+            self.tick(phase)
+            step = counters["step"]
+            phase_done = counters["phase_step"] >= phase.steps
+            last = phase_done and counters["phase"] == len(phases) - 1
+            self.log_training(phase, step, prev, time.perf_counter() - started)
+            # a phase's end is evaluated (not a random-action warm-up: no policy was involved)
+            if _crossed(step, prev, self.settings.eval_every) or (
+                phase_done and (last or not phase.random_actions)
+            ):
+                self.evaluate(step)
+            else:
+                self.progress.show(step, record.last_return, record.last_eval)
+            if phase_done and not last:
+                self.next_phase()
+            done = last or self.settings.reached_target(record.last_eval)
+            _checkpoint_if_due(self.run, self.settings, step, prev, done, self.snapshot)
+            if done:
+                break
+        self.run.logger.flush()
+        return record.summary(self.score)
 
-    def evaluate_now(step: int) -> None:
-        if evaluated_at[0] == step:
+    def tick(self, phase: Phase) -> None:
+        """One unit of ``phase``'s work, advancing the counters."""
+        if phase.name == "offline":
+            self.update(phase, self.counters["step"])
+            self.counters["step"] += 1
+            self.counters["phase_step"] += 1
+        elif phase.name == "rollout":
+            self.rollout_iteration(phase)
+        else:
+            self.replay_step(phase)
+
+    def next_phase(self) -> None:
+        """Switch to the next phase; a warm-up logs no stale training metrics."""
+        counters = self.counters
+        counters["phase"] += 1
+        counters["phase_step"] = 0
+        counters["update_debt"] = 0.0
+        self.record.metrics = {}
+        if self.set_phase is not None:
+            self.set_phase(self.phases[counters["phase"]].name)
+
+    def evaluate(self, step: int) -> None:
+        """Evaluate and log at ``step`` (once per step)."""
+        if self.evaluated_at == step:
             return
-        evaluated_at[0] = step
+        self.evaluated_at = step
+        counters, record = self.counters, self.record
+        extra = {"eval/env_steps": counters["env_steps"], "eval/phase": counters["phase"]}
         record.evaluated(_evaluate_and_log(
-            agent, env, eval_env, settings, run, step, record.best, score,
-            extra={"eval/env_steps": counters["env_steps"], "eval/phase": counters["phase"]},
+            self.agent, self.env, self.eval_env, self.settings, self.run, step, record.best,
+            self.score, extra=extra if self.eval_extra else None,
         ))  # fmt: skip
-        progress.show(step, record.last_return, record.last_eval, force=True)
+        self.progress.show(step, record.last_return, record.last_eval, force=True)
 
-    def update(phase: Phase, step: int) -> None:
-        # utd_ratio minibatches per online update (RLPD, WSRL); pre-training takes one
-        minibatches = settings.utd_ratio if phase.name == "online" else 1
+    def log_training(self, phase: Phase, step: int, prev: int, tick_s: float) -> None:
+        """The training metrics and speeds: every rollout iteration (with its duration:
+        rollout + update), otherwise when ``log_every`` steps were crossed."""
+        counters, sps = self.counters, self.progress.sps
+        if phase.name == "rollout":
+            timing = {"time/sps": sps(step), "time/iteration_s": tick_s}
+        elif _crossed(step, prev, self.settings.log_every) and self.record.metrics:
+            speed = "time/sps" if phase.interacts else "time/updates_per_s"
+            timing = {speed: sps(step), "time/updates": counters["updates"]}
+        else:
+            return
+        env_counters = wrapper_metrics(self.env) if phase.interacts else {}
+        metrics = {f"train/{k}": v for k, v in self.record.metrics.items()}
+        self.run.logger.log({**metrics, **timing, **env_counters}, step)
+
+    def start_env(self) -> None:
+        """Reset the training env (the first step of the first phase that steps it)."""
+        if self.counters["env_started"]:
+            return
+        self.obs, _ = self.env.reset(seed=self.settings.seed)
+        self.counters["env_started"] = True
+        if self.episodes_started is not None:
+            self.episodes_started(np.ones(self.env.num_envs, bool))
+
+    def env_stepped(
+        self, next_obs: Any, info: dict[str, Any], terminated: Any, truncated: Any
+    ) -> int:
+        """The bookkeeping after every vector step: per-env state, observation, counters
+        and the episodes that ended; returns the new step."""
+        if self.episodes_started is not None:
+            self.episodes_started(terminated | truncated)
+        self.obs = next_obs
+        counters, num_envs = self.counters, self.env.num_envs
+        counters["step"] += num_envs
+        counters["env_steps"] += num_envs
+        counters["phase_step"] += num_envs
+        if finished := _log_episodes(self.run, info, counters["step"], self.record_costs):
+            counters["episodes"] += len(finished)
+            self.record.last_return = finished[-1]
+        return counters["step"]
+
+    def replay_step(self, phase: Phase) -> None:
+        """One vector step into the replay buffer (warm-up, online); online, then the
+        updates due (``updates_per_step`` per env step, fractions carried over)."""
+        env, counters = self.env, self.counters
+        self.start_env()
+        if phase.random_actions:
+            action = random_actions(env.single_action_space, self.warmup_rng, env.num_envs)
+        else:
+            action = self.agent.act(self.obs)
+        next_obs, reward, terminated, truncated, info = env.step(
+            to_env_action(action, env.single_action_space)
+        )
+        stored = reward if self.reward_transform is None else self.reward_transform(reward)
+        channels = {"cost": _step_cost(info)} if "cost" in self.buffer.specs else {}
+        self.buffer.add(
+            self.obs, action, stored, final_next_obs(next_obs, info), terminated, truncated,
+            **channels,
+        )  # fmt: skip
+        step = self.env_stepped(next_obs, info, terminated, truncated)
+        if phase.name != "online":
+            return
+        counters["update_debt"] += phase.updates_per_step * env.num_envs
+        first = counters["phase_step"] == env.num_envs
+        while counters["update_debt"] >= 1.0:
+            self.update(phase, step)
+            counters["update_debt"] -= 1.0
+        if first and any(p.name == "offline" for p in self.phases[: counters["phase"]]):
+            self.evaluate(step)  # right after the switch to online updates
+
+    def update(self, phase: Phase, step: int) -> None:
+        """One ``agent.update`` on a batch from ``phase``'s sampler: ``utd_ratio``
+        minibatches per online update (RLPD, WSRL); pre-training takes one."""
+        minibatches = self.settings.utd_ratio if phase.name == "online" else 1
         try:
-            batch = draw(phase.sampler, settings.batch_size, minibatches)
-            record.metrics.update(agent.update(batch))
+            batch = draw(phase.sampler, self.settings.batch_size, minibatches)
+            self.record.metrics.update(self.agent.update(batch))
         except NonFiniteLossError as error:
-            _stop_on_nan(run, error, step, snapshot)
+            _stop_on_nan(self.run, error, step, self.snapshot)
+        self.counters["updates"] += 1
+
+    def rollout_iteration(self, phase: Phase) -> None:
+        """One on-policy iteration: ``rollout.num_steps`` vector steps, the returns' GAE
+        and ``agent.update(samples, progress)``, progress being the phase's fraction done."""
+        rollout, counters, record = phase.rollout, self.counters, self.record
+        per_iteration = rollout.num_steps * rollout.num_envs
+        progress = (counters["phase_step"] // per_iteration) / (phase.steps // per_iteration)
+        self.start_env()
+        rollout.reset()
+        for _ in range(rollout.num_steps):
+            self.collect(rollout)
+            self.progress.show(counters["step"], record.last_return, record.last_eval)
+        samples = self.returns(rollout)
+        try:
+            record.metrics = self.agent.update(samples, progress=progress)
+        except NonFiniteLossError as error:
+            _stop_on_nan(self.run, error, counters["step"], self.snapshot)
         counters["updates"] += 1
 
-    total = sum(p.steps for p in phases)
-    progress = _Progress(run, total, counters["step"])
-    set_phase = agent.set_phase if isinstance(agent, Phased) else None
-    record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
-    if set_phase is not None and counters["phase"] < len(phases):
-        set_phase(phases[counters["phase"]].name)
-    if evaluate_first and counters["step"] == 0:
-        evaluate_now(0)
-    while counters["phase"] < len(phases):
-        phase = phases[counters["phase"]]
-        if counters["phase_step"] >= phase.steps:  # empty phase
-            counters["phase"] += 1
-            counters["phase_step"] = 0
-            continue
-        if counters["phase_step"] == 0 and len(phases) > 1:
-            run.logger.note(
-                f"phase {phase.name} ({phase.steps:,} steps) from step {counters['step']:,}"
-            )
-        prev = step = counters["step"]
-        if phase.interacts:
-            if not counters["env_started"]:
-                obs, _ = env.reset(seed=settings.seed)
-                counters["env_started"] = True
-            if phase.random_actions:
-                action = random_actions(env.single_action_space, warmup_rng, env.num_envs)
-            else:
-                action = agent.act(obs)
-            next_obs, reward, terminated, truncated, info = env.step(
-                to_env_action(action, env.single_action_space)
-            )
-            stored = reward if reward_transform is None else reward_transform(reward)
-            channels = {"cost": _step_cost(info)} if "cost" in buffer.specs else {}
-            buffer.add(
-                obs, action, stored, final_next_obs(next_obs, info), terminated, truncated,
-                **channels,
-            )  # fmt: skip
-            obs = next_obs
-            step = prev + env.num_envs
-            counters["env_steps"] += env.num_envs
-            counters["phase_step"] += env.num_envs
-            counters["step"] = step
-            if finished := _log_episodes(run, info, step, record_costs):
-                counters["episodes"] += len(finished)
-                record.last_return = finished[-1]
-            if phase.name == "online":
-                counters["update_debt"] += phase.updates_per_step * env.num_envs
-                first = counters["phase_step"] == env.num_envs
-                while counters["update_debt"] >= 1.0:
-                    update(phase, step)
-                    counters["update_debt"] -= 1.0
-                if first and any(p.name == "offline" for p in phases[: counters["phase"]]):
-                    evaluate_now(step)  # right after the switch to online updates
-        else:
-            update(phase, prev)
-            step = counters["step"] = prev + 1
-            counters["phase_step"] += 1
-        phase_done = counters["phase_step"] >= phase.steps
-        last = phase_done and counters["phase"] == len(phases) - 1
-        if _crossed(step, prev, settings.log_every) and record.metrics:
-            speed = {"time/sps": progress.sps(step)} if phase.interacts else {
-                "time/updates_per_s": progress.sps(step)}  # fmt: skip
-            env_counters = wrapper_metrics(env) if phase.interacts else {}
-            run.logger.log(
-                {**{f"train/{k}": v for k, v in record.metrics.items()}, **speed,
-                 "time/updates": counters["updates"], **env_counters},
-                step,
-            )  # fmt: skip
-        # a phase's end is evaluated (not a random-action warm-up: no policy was involved)
-        if _crossed(step, prev, settings.eval_every) or (
-            phase_done and (last or not phase.random_actions)
-        ):
-            evaluate_now(step)
-        else:
-            progress.show(step, record.last_return, record.last_eval)
-        if phase_done and not last:
-            counters["phase"] += 1
-            counters["phase_step"] = 0
-            counters["update_debt"] = 0.0
-            record.metrics = {}  # a warm-up logs no stale training metrics
-            if set_phase is not None:
-                set_phase(phases[counters["phase"]].name)
-        done = last or settings.reached_target(record.last_eval)
-        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
-        if done:
-            break
+    def collect(self, rollout: RolloutBuffer) -> None:
+        """One vector step into ``rollout``. Actions are clipped to the action box for the
+        env but stored unclipped (discrete ones as the int64 indices the agent drew); the
+        agent's rollout channels (a denoising chain, a base action) are stored by name and
+        reach ``update`` as ``RolloutBatch.extras``. On an env built with action chunks
+        (``rlcore.envs.make.ActionChunks``) a step is one chunk."""
+        env, learner, device = self.env, self.learner, rollout.device
+        obs = torch.as_tensor(self.obs, dtype=torch.float32, device=device)
+        action, log_prob, value, *channels = learner.explore(obs)
+        # a device back end (mjx) takes the device tensor, the others numpy
+        env_action = action if isinstance(self.obs, torch.Tensor) else action.cpu().numpy()
+        next_obs, reward, terminated, truncated, info = env.step(
+            to_env_action(env_action, env.single_action_space)
+        )
+        bootstrap = _bootstrap_values(learner.value, next_obs, info, truncated, device)
+        costs = None
+        if self.cost_value is not None:
+            costs = (_step_cost(info), self.cost_value(obs),
+                     _bootstrap_values(self.cost_value, next_obs, info, truncated, device))  # fmt: skip
+        rollout.add(
+            obs, action, log_prob, reward, value, terminated, truncated,
+            bootstrap_value=bootstrap, extras=channels[0] if channels else None, costs=costs,
+        )  # fmt: skip
+        self.env_stepped(next_obs, info, terminated, truncated)
 
-    run.logger.flush()
-    return record.summary(score)
+    def returns(self, rollout: RolloutBuffer) -> Any:
+        """The collected rollout with its GAE (and the cost's), bootstrapped from the value
+        of the observation after the last step."""
+        obs = torch.as_tensor(self.obs, dtype=torch.float32, device=rollout.device)
+        returns = self.settings.returns
+        return rollout.compute(
+            self.learner.value(obs), returns.gamma, returns.gae_lambda,
+            None if self.cost_value is None else self.cost_value(obs),
+            returns.cost_gamma, returns.cost_gae_lambda,
+        )  # fmt: skip
+
+
+def _check_phases(phases: list[Phase], env: VectorEnv | None, buffer: ReplayBuffer | None) -> None:
+    """Refuse phases that lack what they step or fill."""
+    if not phases:
+        raise ValueError("run_phases needs at least one phase")
+    if any(p.interacts for p in phases) and env is None:
+        raise ValueError("phases that step the environment need an env")
+    if any(p.replays for p in phases) and buffer is None:
+        raise ValueError("warm-up and online phases need a replay buffer")
+    for phase in phases:
+        if phase.name != "rollout":
+            continue
+        if phase.rollout.num_envs != env.num_envs:
+            raise ValueError(
+                f"the rollout buffer holds {phase.rollout.num_envs} envs, the env has "
+                f"{env.num_envs}"
+            )
+        if phase.steps % (phase.rollout.num_steps * env.num_envs):
+            raise ValueError(
+                f"a rollout phase's steps ({phase.steps:,}) must be a multiple of "
+                f"rollout steps x num_envs ({phase.rollout.num_steps * env.num_envs:,})"
+            )
 
 
 def off_policy(
@@ -583,6 +795,13 @@ def off_policy(
     return run_phases(agent, phases, env, eval_env, settings, run, buffer)
 
 
+def rollout_phase(rollout: RolloutBuffer, total_steps: int) -> Phase:
+    """The rollout phase of an on-policy run: ``total_steps`` rounded down to whole
+    rollouts of ``rollout.num_steps`` x num_envs steps (at least one)."""
+    per_iteration = rollout.num_steps * rollout.num_envs
+    return Phase("rollout", max(1, total_steps // per_iteration) * per_iteration, rollout=rollout)
+
+
 def on_policy(
     agent: Agent,
     env: VectorEnv,
@@ -591,108 +810,17 @@ def on_policy(
     settings: LoopSettings,
     run: RunContext,
 ) -> dict[str, float]:
-    """On-policy training (PPO): collect ``rollout_steps`` x num_envs, then ``agent.update``.
+    """On-policy training (PPO): one rollout phase of ``settings.total_steps``; each
+    iteration collects ``rollout.num_steps`` x num_envs steps, then ``agent.update``.
 
     The agent provides ``explore(obs) -> (action, log_prob, value[, channels])`` and
-    ``value(obs)``; actions are clipped to the action box for the env but stored unclipped
-    (discrete actions are stored as the int64 indices the agent drew). ``channels`` (a
-    dict of (num_envs, ...) tensors: a denoising chain, a base action) are stored as
-    rollout channels and reach ``update`` as ``RolloutBatch.extras``. On an env built
-    with action chunks (``rlcore.envs.make.ActionChunks``) a step is one chunk. An agent that
-    keeps per-env state across steps (a residual policy's open-loop base chunk) defines
-    ``episodes_started(mask)``: called with all True at the start and with the envs
-    whose episode just ended after every step (evaluation does the same).
-    """
-    num_envs = env.num_envs
-    action_space = env.single_action_space
-    batch = settings.rollout_steps * num_envs
-    iterations = max(1, settings.total_steps // batch)
-    record = _Record({"step": 0, "iteration": 0, "episodes": 0})
-    device = rollout.device
-    # a constrained agent (cost critic): costs, V_c and the cost's GAE in the rollout
-    cost_value = agent.cost_value if isinstance(agent, CostCritic) else None
-    record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
-
-    env_reset = env.reset(seed=settings.seed)
-    obs = env_reset[0]
-    on_device = isinstance(obs, torch.Tensor)  # mjx: tensors on the device end to end
-    episodes_started = agent.episodes_started if isinstance(agent, PerEnvState) else None
-    if episodes_started is not None:
-        episodes_started(np.ones(num_envs, bool))
-    if run.resume is not None:
-        state = _resume_state(run, ("agent", "env", "obs", "counters", "returns", "rng"))
-        agent.load_state_dict(state["agent"])
-        set_vec_env_state(env, state["env"])
-        obs = state["obs"]
-        record.restore(state)
-        set_rng_state(state["rng"])
-    counters = record.counters
-
-    def snapshot() -> dict[str, Any]:
-        return {"agent": agent.state_dict(), "env": get_vec_env_state(env), "obs": obs,
-                **record.state()}  # fmt: skip
-
-    progress = _Progress(run, iterations * batch, counters["step"])
-    while counters["iteration"] < iterations:
-        prev = counters["step"]
-        iteration_start = time.perf_counter()
-        rollout.reset()
-        for _ in range(settings.rollout_steps):
-            obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
-            action, log_prob, value, *channels = agent.explore(obs_t)
-            env_action = action if on_device else action.cpu().numpy()
-            next_obs, reward, terminated, truncated, info = env.step(
-                to_env_action(env_action, action_space)
-            )
-            bootstrap = _bootstrap_values(agent.value, next_obs, info, truncated, device)
-            costs = None
-            if cost_value is not None:
-                costs = (_step_cost(info), cost_value(obs_t),
-                         _bootstrap_values(cost_value, next_obs, info, truncated, device))  # fmt: skip
-            rollout.add(
-                obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap,
-                channels[0] if channels else None, costs,
-            )  # fmt: skip
-            if episodes_started is not None:
-                episodes_started(terminated | truncated)
-            obs = next_obs
-            counters["step"] += num_envs
-            if finished := _log_episodes(run, info, counters["step"], record_costs):
-                counters["episodes"] += len(finished)
-                record.last_return = finished[-1]
-            progress.show(counters["step"], record.last_return, record.last_eval)
-        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
-        returns = settings.returns
-        samples = rollout.compute(
-            agent.value(obs_t), returns.gamma, returns.gae_lambda,
-            None if cost_value is None else cost_value(obs_t),
-            returns.cost_gamma, returns.cost_gae_lambda,
-        )  # fmt: skip
-        try:
-            record.metrics = agent.update(samples, progress=counters["iteration"] / iterations)
-        except NonFiniteLossError as error:
-            _stop_on_nan(run, error, counters["step"], snapshot)
-        counters["iteration"] += 1
-        step = counters["step"]
-        run.logger.log(
-            {**{f"train/{k}": v for k, v in record.metrics.items()},
-             "time/sps": progress.sps(step), **wrapper_metrics(env),
-             "time/iteration_s": time.perf_counter() - iteration_start},  # rollout + update
-            step,
-        )  # fmt: skip
-        last_iteration = counters["iteration"] >= iterations
-        if _crossed(step, prev, settings.eval_every) or last_iteration:
-            record.evaluated(
-                _evaluate_and_log(agent, env, eval_env, settings, run, step, record.best)
-            )
-            progress.show(step, record.last_return, record.last_eval, force=True)
-        done = last_iteration or settings.reached_target(record.last_eval)
-        _checkpoint_if_due(run, settings, step, prev, done, snapshot)
-        if done:
-            break
-
-    run.logger.flush()
-    return record.summary()
+    ``value(obs)`` (``rlcore.capabilities.OnPolicy``); ``channels`` (a dict of
+    (num_envs, ...) tensors) are stored as rollout channels. An agent that keeps per-env
+    state across steps (``PerEnvState``) is told, with all True at the start and with the
+    envs whose episode just ended after every step, which envs start an episode
+    (evaluation does the same)."""
+    phase = rollout_phase(rollout, settings.total_steps)
+    return run_phases(agent, [phase], env, eval_env, settings, run)
 
 
 def _bootstrap_values(

@@ -24,6 +24,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,7 @@ from rlcore.loops import (
     RunContext,
     TrainingInterrupted,
     TrainingStopped,
-    on_policy,
+    rollout_phase,
     run_phases,
 )
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
@@ -334,14 +335,14 @@ def _select(cfg: dict[str, Any], dotted: str) -> Any:
 
 def check_resume_compatible(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Raise ResumeMismatchError naming the first shape-changing field that differs."""
-    for field in SHAPE_FIELDS:
-        old, new = _select(saved, field), _select(current, field)
+    for name in SHAPE_FIELDS:
+        old, new = _select(saved, name), _select(current, name)
         if isinstance(old, tuple | list) and isinstance(new, tuple | list):
             old, new = list(old), list(new)
         if old != new:
             raise ResumeMismatchError(
-                f"cannot resume: '{field}' is {new!r} now but the checkpoint was trained with "
-                f"{old!r}. Pass {field}={old!r} (or start a new run without resume=)."
+                f"cannot resume: '{name}' is {new!r} now but the checkpoint was trained with "
+                f"{old!r}. Pass {name}={old!r} (or start a new run without resume=)."
             )
 
 
@@ -631,6 +632,18 @@ def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan) -> LoopSettings:
     )
 
 
+@dataclass
+class _Phases:
+    """What ``run_phases`` runs: the phases and what they draw from, fill and score with."""
+
+    phases: list[Phase]
+    buffer: ReplayBuffer | None = None
+    stateful: dict[str, Any] = field(default_factory=dict)
+    score: Callable[[float], float] | None = None
+    reward_transform: Callable[[Any], Any] | None = None
+    evaluate_first: bool = False  # an agent loaded with init_from: its return at step 0
+
+
 def _run_loop(
     spec: registry.AlgoSpec,
     cfg_dict: dict[str, Any],
@@ -642,59 +655,76 @@ def _run_loop(
     run: RunContext,
     logger: Logger,
 ) -> dict[str, float]:
-    """Build the buffers, dataset and phases the algorithm's loop needs and run it."""
-    obs_space = env.single_observation_space
-    action_shape, action_dtype = action_storage(env.single_action_space)
+    """Build the phases the algorithm's plan declares and run them in the one loop
+    skeleton (``rlcore.loops.run_phases``)."""
     if spec.loop == "on_policy":
+        obs_shape = env.single_observation_space.shape
+        action_shape, action_dtype = action_storage(env.single_action_space)
         rollout = RolloutBuffer(
-            settings.rollout_steps,
-            env.num_envs,
-            obs_space.shape,
-            action_shape,
-            agent.device,
+            settings.rollout_steps, env.num_envs, obs_shape, action_shape, agent.device,
             action_dtype,
+        )  # fmt: skip
+        built = _Phases([rollout_phase(rollout, settings.total_steps)])
+    else:
+        built = _replay_phases(spec, cfg_dict, plan, agent, env, settings, logger)
+    if len(built.phases) > 1:
+        steps = " -> ".join(
+            f"{p.name}{' (random actions)' if p.random_actions else ''} {p.steps:,}"
+            for p in built.phases
         )
-        return on_policy(agent, env, eval_env, rollout, settings, run)
+        logger.progress(
+            f"[{run.name}] phases: {steps}; offline data online: {plan.schedule.offline_data}",
+            force=True,
+        )
+    return run_phases(
+        agent,
+        built.phases,
+        env,
+        eval_env,
+        settings,
+        run,
+        buffer=built.buffer,
+        stateful=built.stateful,
+        score=built.score,
+        reward_transform=built.reward_transform,
+        evaluate_first=built.evaluate_first,
+    )
 
+
+def _replay_phases(
+    spec: registry.AlgoSpec,
+    cfg_dict: dict[str, Any],
+    plan: RunPlan,
+    agent: Any,
+    env: Any,
+    settings: LoopSettings,
+    logger: Logger,
+) -> _Phases:
+    """Offline pre-training on the dataset, warm-up and online phases on a replay buffer
+    (or on the dataset mixed in, as ``offline_data`` says), as the plan's schedule asks."""
     init_from = bool(cfg_dict.get("init_from"))
     offline_steps, online_steps = phase_lengths(plan, init_from)
-    dataset, score, reward_transform = None, None, None
+    built = _Phases([], evaluate_first=init_from)
+    dataset = None
     if needs_dataset(plan, spec.loop == "offline", init_from):
-        dataset, score, reward_transform = _prepare_offline(cfg_dict, plan, agent, env, logger)
+        dataset, built.score, built.reward_transform = _prepare_offline(
+            cfg_dict, plan, agent, env, logger
+        )
         dataset.seed(settings.seed)
-    offline_data = plan.schedule.offline_data
-    phases, buffer, stateful = [], None, {} if dataset is None else {"dataset": dataset}
+        built.stateful["dataset"] = dataset
     if offline_steps > 0:
-        phases.append(Phase("offline", offline_steps, dataset))
+        built.phases.append(Phase("offline", offline_steps, dataset))
     if online_steps > 0:
-        # every online transition is kept unless the algorithm caps its replay capacity
-        capacity = max(online_steps, env.num_envs)
-        if plan.schedule.buffer_size is not None:
-            capacity = min(plan.schedule.buffer_size, capacity)
-        if dataset is not None and offline_data == "keep":
-            buffer = dataset.to_replay_buffer(len(dataset) + capacity, agent.device, settings.seed)
-        else:
-            buffer = ReplayBuffer(
-                capacity,
-                obs_space.shape,
-                action_shape,
-                env.num_envs,
-                device=agent.device,
-                seed=settings.seed,
-                action_dtype=action_dtype,
-                next_action=dataset is not None,  # offline-style critics (ReBRAC) read it
-                # constrained algorithms learn a cost critic from the task's info["cost"]
-                channels={"cost": ((), torch.float32)} if plan.env.cost else None,
-            )
+        built.buffer = buffer = _replay_buffer(plan, agent, env, settings, online_steps, dataset)
         sampler: Any = buffer
-        if dataset is not None and offline_data == "mix":
+        if dataset is not None and plan.schedule.offline_data == "mix":
             fraction = plan.schedule.offline_fraction
-            sampler = stateful["mixed"] = MixedSampler(
+            sampler = built.stateful["mixed"] = MixedSampler(
                 [(dataset, fraction), (buffer, 1 - fraction)]
             )
         warmup = min(plan.schedule.warmup_steps, online_steps)
         random_steps = min(plan.schedule.learning_starts, online_steps - warmup)
-        phases += [
+        built.phases += [
             Phase("warmup", warmup),
             Phase("warmup", random_steps, random_actions=True),
             Phase(
@@ -704,26 +734,37 @@ def _run_loop(
                 updates_per_step=settings.updates_per_step,
             ),
         ]
-    phases = [phase for phase in phases if phase.steps > 0]
-    if len(phases) > 1:
-        plan = " -> ".join(
-            f"{p.name}{' (random actions)' if p.random_actions else ''} {p.steps:,}" for p in phases
-        )
-        logger.progress(
-            f"[{run.name}] phases: {plan}; offline data online: {offline_data}", force=True
-        )
-    return run_phases(
-        agent,
-        phases,
-        env,
-        eval_env,
-        settings,
-        run,
-        buffer=buffer,
-        stateful=stateful,
-        score=score,
-        reward_transform=reward_transform,
-        evaluate_first=init_from,
+    built.phases = [phase for phase in built.phases if phase.steps > 0]
+    return built
+
+
+def _replay_buffer(
+    plan: RunPlan,
+    agent: Any,
+    env: Any,
+    settings: LoopSettings,
+    online_steps: int,
+    dataset: Any,
+) -> ReplayBuffer:
+    """The online phases' replay buffer: every online transition is kept unless the
+    algorithm caps its capacity; with ``offline_data=keep`` the dataset's rows first."""
+    capacity = max(online_steps, env.num_envs)
+    if plan.schedule.buffer_size is not None:
+        capacity = min(plan.schedule.buffer_size, capacity)
+    if dataset is not None and plan.schedule.offline_data == "keep":
+        return dataset.to_replay_buffer(len(dataset) + capacity, agent.device, settings.seed)
+    action_shape, action_dtype = action_storage(env.single_action_space)
+    return ReplayBuffer(
+        capacity,
+        env.single_observation_space.shape,
+        action_shape,
+        env.num_envs,
+        device=agent.device,
+        seed=settings.seed,
+        action_dtype=action_dtype,
+        next_action=dataset is not None,  # offline-style critics (ReBRAC) read it
+        # constrained algorithms learn a cost critic from the task's info["cost"]
+        channels={"cost": ((), torch.float32)} if plan.env.cost else None,
     )
 
 

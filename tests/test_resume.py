@@ -374,3 +374,32 @@ def test_killed_before_the_switch_and_resumed_equals_uninterrupted(tmp_path):
                       ("train.csv", "train/episode_return")]:  # fmt: skip
         rows = _metric_rows(tmp_path / "full", file, key)
         assert rows and rows == _metric_rows(killed, file, key), key
+
+
+def test_checkpoint_of_the_former_on_policy_loop_resumes_exactly(tmp_path):
+    """A mid-run checkpoint in the layout of the former ``on_policy`` loop (counters step,
+    iteration, episodes; no stateful objects or warm-up generator) resumes in the rollout
+    phase of ``run_phases`` and ends exactly as an uninterrupted run."""
+    from rlcore.checkpoint import save_checkpoint
+
+    args = [*CASES["ppo"], *FAST, "total_steps=1024", "eval_every=512"]
+    train(make_config(*args), tmp_path / "full")
+    old = tmp_path / "old"
+    train(make_config(*args), old)
+    state = load_checkpoint(old / "checkpoints" / "previous.pt")  # step 768 of 1,024
+    loop = state["loop"]
+    counters = loop["counters"]
+    loop["counters"] = {"step": counters["step"], "iteration": counters["updates"],
+                        "episodes": counters["episodes"]}  # fmt: skip
+    del loop["stateful"], loop["warmup_rng"]
+    save_checkpoint(state, old / "checkpoints" / "latest.pt")
+    train(make_config(*args, f"resume={old}"), old)
+    _assert_same_agent(_params(tmp_path / "full"), _params(old))
+    assert (
+        load_checkpoint(old)["loop"]["counters"]
+        == load_checkpoint(tmp_path / "full")["loop"]["counters"]
+    )
+    for file, key in [("eval.csv", "eval/return"), ("train.csv", "train/value_loss"),
+                      ("train.csv", "train/episode_return")]:  # fmt: skip
+        rows = _metric_rows(tmp_path / "full", file, key)
+        assert rows and rows == _metric_rows(old, file, key), key

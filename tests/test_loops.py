@@ -1,0 +1,105 @@
+"""The one loop skeleton: a rollout phase runs beside replay phases (told its phase,
+evaluated at its end, logged every iteration) and is refused when it cannot run."""
+
+import pytest
+import torch
+
+from rlcore.buffers import RolloutBuffer
+from rlcore.capabilities import MissingCapabilityError, OnPolicy, Phased
+from rlcore.logging import Logger, read_csv
+from rlcore.loops import LoopSettings, Phase, RunContext, rollout_phase, run_phases
+from tests.test_o2o_core import Source, SpyAgent
+
+
+class SpyLearner(SpyAgent, OnPolicy, Phased):
+    """An on-policy spy: zero actions, values and log-probs; records rollout updates."""
+
+    def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        self.events.append(("explore", self.phase))
+        n = len(obs)
+        return torch.zeros(n, self.action_dim), torch.zeros(n), torch.zeros(n)
+
+    def value(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(len(obs))
+
+    def update(self, batch, progress: float | None = None) -> dict[str, float]:
+        if progress is None:  # a replay batch
+            return super().update(batch)
+        self.events.append(("rollout_update", self.phase, len(batch.obs), progress))
+        return {"loss": progress}
+
+
+def _envs(num_envs: int = 2):
+    from rlcore.envs.make import make_vec_env
+
+    return make_vec_env("InvertedPendulum-v5", num_envs, seed=0), make_vec_env(
+        "InvertedPendulum-v5", 1, seed=1
+    )
+
+
+def _rollout(env, num_steps: int = 4) -> RolloutBuffer:
+    return RolloutBuffer(num_steps, env.num_envs, env.single_observation_space.shape, (1,), "cpu")
+
+
+def _run(tmp_path, agent, phases, env, eval_env):
+    logger = Logger(tmp_path, tensorboard=False, console=False)
+    saved = []
+    run = RunContext("spy", logger, save=lambda state: saved.append(state) or tmp_path)
+    settings = LoopSettings(total_steps=0, eval_every=1000, eval_episodes=1,
+                            checkpoint_every=0, batch_size=4)  # fmt: skip
+    run_phases(agent, phases, env, eval_env, settings, run)
+    logger.close()
+    return saved
+
+
+def test_rollout_phase_after_an_offline_phase_in_one_skeleton(tmp_path):
+    env, eval_env = _envs()
+    agent = SpyLearner(1)
+    # 3 gradient steps on a dataset, then 2 iterations of 4 vector steps x 2 envs
+    phases = [Phase("offline", 3, Source(0.0)), Phase("rollout", 16, rollout=_rollout(env))]
+    saved = _run(tmp_path, agent, phases, env, eval_env)
+    assert [e[1] for e in agent.events if e[0] == "phase"] == ["offline", "rollout"]
+    assert [e[0] for e in agent.events if e[0] != "phase"] == (
+        ["update"] * 3 + (["explore"] * 4 + ["rollout_update"]) * 2
+    )
+    rollout_updates = [e for e in agent.events if e[0] == "rollout_update"]
+    # each update: the full rollout (8 rows), progress = the phase's fraction done
+    assert rollout_updates == [("rollout_update", "rollout", 8, 0.0),
+                               ("rollout_update", "rollout", 8, 0.5)]  # fmt: skip
+    # the end of each phase evaluated, with where it lies (env steps, phase)
+    evals = read_csv(tmp_path / "eval.csv")
+    assert [(r["step"], r["eval/env_steps"], r["eval/phase"]) for r in evals] == [
+        (3, 0, 0),
+        (19, 16, 1),
+    ]
+    # a rollout phase logs every iteration's metrics (progress is the spy's "loss")
+    rows = [(r["step"], r["train/loss"]) for r in read_csv(tmp_path / "train.csv")
+            if "train/loss" in r]  # fmt: skip
+    assert rows == [(11, 0.0), (19, 0.5)]
+    final = saved[-1]["counters"]
+    assert (final["step"], final["env_steps"], final["updates"], final["phase"]) == (19, 16, 5, 1)
+
+
+def test_rollout_phase_of_a_run_is_whole_rollouts():
+    env, _ = _envs()
+    rollout = _rollout(env, num_steps=4)
+    assert rollout_phase(rollout, 20).steps == 16  # rounded down to whole rollouts
+    assert rollout_phase(rollout, 3).steps == 8  # at least one
+    with pytest.raises(ValueError, match="rollout buffer"):
+        Phase("rollout", 8)
+    with pytest.raises(ValueError, match="rollout buffer"):
+        Phase("online", 8, Source(0.0), rollout=rollout)
+
+
+def test_rollout_phase_refuses_what_it_cannot_run(tmp_path):
+    env, eval_env = _envs()
+    with pytest.raises(ValueError, match=r"multiple of rollout steps x num_envs \(8\)"):
+        _run(tmp_path, SpyLearner(1), [Phase("rollout", 12, rollout=_rollout(env))], env,
+             eval_env)  # fmt: skip
+    with pytest.raises(MissingCapabilityError, match="does not implement OnPolicy"):
+        _run(tmp_path, SpyAgent(1), [Phase("rollout", 8, rollout=_rollout(env))], env, eval_env)
+    one_env, _ = _envs(1)
+    with pytest.raises(ValueError, match="holds 1 envs, the env has 2"):
+        _run(tmp_path, SpyLearner(1), [Phase("rollout", 8, rollout=_rollout(one_env))], env,
+             eval_env)  # fmt: skip
+    assert not list(tmp_path.glob("*.csv"))  # refused before a step was logged

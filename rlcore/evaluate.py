@@ -1,13 +1,28 @@
 """Deterministic evaluation on a vector env and score helpers (the D4RL normalised score
-and its pinned reference table, read by the datasets and by the report alike)."""
+and its pinned reference table, read by the datasets and by the report alike); and the
+command line that evaluates a saved run:
+
+    python -m rlcore.evaluate <run dir or checkpoint> [episodes=10] [seed=0]
+        [deterministic=true] [video=false] [video_dir=<run dir>/videos]
+
+It prints the return (and the cost, on a task that reports costs) of every episode and
+their mean, on the run's env recipe (its env id, kwargs, time limit and observation
+history; the observation normalisation comes with ``load_policy``). ``video=true`` writes
+one MP4 per episode (``pip install 'rlcore[video]'``); MuJoCo renders headless with
+``MUJOCO_GL=egl`` (set when unset; ``MUJOCO_GL=osmesa`` where there is no EGL).
+"""
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import VectorEnv, VectorWrapper
 
 from rlcore.capabilities import PerEnvState
 from rlcore.envs.chunks import ChunkQueue
@@ -120,3 +135,170 @@ def pinned_reference_scores(env_or_dataset_id: str) -> tuple[float, float] | Non
 
 # Aggregates over seeds and tasks (IQM, stratified bootstrap confidence intervals,
 # performance profiles, rliable's definitions) live in rlcore.report.
+
+
+# --------------------------------------------------------------------------- CLI
+
+EVALUATE_OPTIONS = {"episodes": 10, "seed": 0, "deterministic": True, "video": False,
+                    "video_dir": ""}  # fmt: skip
+
+
+class EvaluateError(ValueError):
+    """A bad option of ``python -m rlcore.evaluate`` (the message names the fix)."""
+
+
+class EpisodeRecorder(VectorWrapper):
+    """Records each finished episode of sub-env 0 (return, length, cost) and, with
+    ``frames``, its rendered frames: the reset frame, then one per step (same-step
+    autoreset: the step that ends an episode shows the next episode's first frame)."""
+
+    def __init__(self, env: VectorEnv, frames: bool = False) -> None:
+        super().__init__(env)
+        self.frames = frames
+        self.episodes: list[dict[str, Any]] = []
+        self.current: list[np.ndarray] = []
+
+    def _frame(self) -> None:
+        if self.frames:
+            self.current.append(np.asarray(self.env.render()[0]))
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.current = []
+        self._frame()
+        return obs, info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if not np.isnan(info["episode_return"][0]):
+            episode = {"return": float(info["episode_return"][0]),
+                       "length": int(info["episode_length"][0]), "frames": self.current}  # fmt: skip
+            if "episode_cost" in info:
+                episode["cost"] = float(info["episode_cost"][0])
+            self.episodes.append(episode)
+            self.current = []
+        self._frame()
+        return obs, reward, terminated, truncated, info
+
+
+def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
+    """(path, options) from ``<path> key=value ...``; unknown keys and bad values raise
+    ``EvaluateError`` naming the choices."""
+    paths = [a for a in args if "=" not in a]
+    if len(paths) != 1:
+        raise EvaluateError(
+            "usage: python -m rlcore.evaluate <run dir or checkpoint> [episodes=N] "
+            "[seed=S] [deterministic=true|false] [video=true|false] [video_dir=DIR]"
+        )
+    options = dict(EVALUATE_OPTIONS)
+    for arg in args:
+        if "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        if key not in options:
+            raise EvaluateError(f"unknown option '{key}', choose from {sorted(options)}")
+        default = EVALUATE_OPTIONS[key]
+        if isinstance(default, bool):
+            if value.lower() not in ("true", "false"):
+                raise EvaluateError(f"{key}={value}: use {key}=true or {key}=false")
+            options[key] = value.lower() == "true"
+        elif isinstance(default, int):
+            if not value.lstrip("-").isdigit():
+                raise EvaluateError(f"{key}={value}: an integer is needed")
+            options[key] = int(value)
+        else:
+            options[key] = value
+    if options["episodes"] < 1:
+        raise EvaluateError(f"episodes={options['episodes']}: evaluate at least 1 episode")
+    return paths[0], options
+
+
+def write_video(frames: list[np.ndarray], path: Path, fps: float) -> Path:
+    """An MP4 of ``frames`` (H, W, 3 uint8) through imageio's ffmpeg."""
+    try:
+        import imageio.v2 as imageio
+    except ImportError as error:
+        raise EvaluateError("video=true needs imageio: pip install 'rlcore[video]'") from error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
+    return path
+
+
+def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, Any]:
+    """Evaluate the policy of a run directory or checkpoint on its env: per-episode
+    results (``episodes``), ``evaluate``'s summary (``summary``) and the videos written."""
+    import torch
+
+    from rlcore import registry
+    from rlcore.checkpoint import load_checkpoint, load_policy
+    from rlcore.envs.make import make_vec_env
+
+    path = Path(path)
+    state = load_checkpoint(path)
+    cfg, env_cfg = state["config"], state["config"].get("env", {})
+    config = registry.get(state["algo"]).config_from_dict(cfg["algo"])
+    video = bool(options["video"])
+    if video:
+        os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; read at first render
+    kwargs = dict(env_cfg.get("kwargs") or {}) | ({"render_mode": "rgb_array"} if video else {})
+    env = make_vec_env(
+        str(env_cfg.get("id", env_cfg.get("name"))),
+        1,
+        seed=int(options["seed"]),
+        backend="sync" if video else str(env_cfg.get("backend", "sync")),
+        max_episode_steps=env_cfg.get("max_episode_steps"),
+        env_kwargs=kwargs,
+        flatten_obs=bool(env_cfg.get("flatten_obs", False)),
+        obs_history=int(config.plan().env.obs_history),
+    )
+    recorder = EpisodeRecorder(env, frames=video)
+    torch.manual_seed(int(options["seed"]))  # a sampling policy's draws
+    policy = load_policy(path, deterministic=bool(options["deterministic"]))
+    summary = evaluate(policy, recorder, int(options["episodes"]), int(options["seed"]))
+    videos = []
+    if video:
+        run_dir = path if path.is_dir() else path.parent
+        folder = Path(options["video_dir"]) if options["video_dir"] else run_dir / "videos"
+        fps = float(env.metadata.get("render_fps", 30))
+        for i, episode in enumerate(recorder.episodes):
+            name = f"episode_{i + 1}_seed{options['seed']}.mp4"
+            videos.append(write_video(episode["frames"], folder / name, fps))
+    env.close()
+    return {"episodes": recorder.episodes, "summary": summary, "videos": videos}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m rlcore.evaluate <run dir or checkpoint> [key=value ...]``: 0 when done,
+    1 for a missing or unreadable checkpoint, 2 for a bad option."""
+    from rlcore.checkpoint import CheckpointReadError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        path, options = parse_options(args)
+        result = evaluate_saved_run(path, options)
+    except (FileNotFoundError, CheckpointReadError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except EvaluateError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for i, episode in enumerate(result["episodes"]):
+        cost = f"  cost {episode['cost']:.2f}" if "cost" in episode else ""
+        print(f"episode {i + 1}: return {episode['return']:.2f}{cost}  "
+              f"length {episode['length']}")  # fmt: skip
+    summary = result["summary"]
+    cost = f", cost {summary['cost']:.2f} +- {summary['cost_std']:.2f}" if "cost" in summary else ""
+    print(f"mean over {len(result['episodes'])} episodes: return {summary['return']:.2f} +- "
+          f"{summary['return_std']:.2f}{cost}")  # fmt: skip
+    for video in result["videos"]:
+        print(f"wrote {video}")
+    return 0
+
+
+def cli() -> None:
+    """Console-script entry (``rlcore-evaluate``)."""
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":
+    cli()

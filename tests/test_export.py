@@ -6,7 +6,6 @@ history) and flow BC (with the recorded noise, and with zero noise)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -23,51 +22,15 @@ from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.algos.ppo import PPO, PPOConfig
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.algos.td3 import TD3, TD3Config
-from rlcore.checkpoint import FORMAT_VERSION, load_policy, save_checkpoint
+from rlcore.checkpoint import load_policy
 from rlcore.export import drawing, main, record_draws
-from rlcore.spaces import describe_action_space, to_env_action
+from rlcore.spaces import to_env_action
+from tests.saved_runs import recorded_obs, save_run
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="pip install 'rlcore[export]'")
 
 TOL = 1e-5
 HOPPER, CARTPOLE = "Hopper-v5", "CartPole-v1"
-
-
-def recorded_obs(env_id: str, n: int = 24, history: int = 1) -> np.ndarray:
-    """Observations of a random-action rollout (flattened windows of ``history``)."""
-    env = gym.make(env_id)
-    obs, _ = env.reset(seed=0)
-    env.action_space.seed(0)
-    seen = [obs] * history
-    rows = []
-    for _ in range(n):
-        rows.append(np.concatenate(seen[-history:]))
-        obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-        seen = [obs] * history if terminated or truncated else [*seen, obs]
-    return np.stack(rows).astype(np.float32)
-
-
-def save_run(
-    run: Path, algo: str, agent: Any, config: Any, env_id: str, normalise: bool = False
-) -> tuple[gym.Space, int]:
-    """A run directory whose checkpoint holds ``agent`` (and, with ``normalise``, env-side
-    observation statistics), as rlcore.train writes one."""
-    probe = gym.make(env_id)
-    space = probe.action_space
-    history = int(config.plan().env.obs_history)
-    obs_dim = probe.observation_space.shape[0] * history
-    rng = np.random.default_rng(1)
-    norm = {"mean": rng.normal(size=obs_dim), "var": rng.uniform(0.5, 4.0, obs_dim), "count": 9.0}
-    state = {
-        "format": FORMAT_VERSION,
-        "algo": algo,
-        "config": {"algo": dataclasses.asdict(config), "env": {"id": env_id, "clip_obs": 5.0}},
-        "spaces": {"obs_shape": [obs_dim], **describe_action_space(space)},
-        "agent": agent.state_dict(),
-        "obs_normalizer": norm if normalise else None,
-    }
-    save_checkpoint(state, run / "checkpoints" / "latest.pt")
-    return space, history
 
 
 def box(env_id: str) -> tuple[gym.spaces.Box, gym.Space, int]:

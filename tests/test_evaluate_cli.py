@@ -1,0 +1,105 @@
+"""``python -m rlcore.evaluate``: a saved run evaluated from the command line (per-episode
+returns and their mean, the same on every call), one-line errors with their exit codes,
+and MP4s of the episodes rendered headless."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from rlcore.algos.sac import SAC, SACConfig
+from rlcore.checkpoint import load_policy
+from rlcore.envs.make import make_vec_env
+from rlcore.evaluate import evaluate, main
+from tests.conftest import REPO
+from tests.saved_runs import save_run
+
+HOPPER = "Hopper-v5"
+
+
+def sac_run(tmp_path: Path) -> Path:
+    import gymnasium as gym
+
+    probe = gym.make(HOPPER)
+    torch.manual_seed(0)
+    config = SACConfig(hidden=(32, 32))
+    agent = SAC(probe.observation_space, probe.action_space, config)
+    run = tmp_path / "sac_run"
+    save_run(run, "sac", agent, config, HOPPER, normalise=True)
+    return run
+
+
+def episode_returns(text: str) -> list[float]:
+    return [float(r) for r in re.findall(r"^episode \d+: return (-?[\d.]+)", text, re.M)]
+
+
+def test_evaluates_a_saved_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = sac_run(tmp_path)
+    assert main([str(run), "episodes=3", "seed=2"]) == 0
+    first = capsys.readouterr().out
+    returns = episode_returns(first)
+    assert len(returns) == 3
+    mean = float(re.search(r"mean over 3 episodes: return (-?[\d.]+)", first).group(1))
+    assert mean == pytest.approx(np.mean(returns), abs=0.01)
+    # the same as evaluating load_policy on the run's env by hand
+    by_hand = evaluate(load_policy(run), make_vec_env(HOPPER, 1), 3, seed=2)
+    assert mean == pytest.approx(by_hand["return"], abs=0.01)
+    assert main([str(run / "checkpoints" / "latest.pt"), "episodes=3", "seed=2"]) == 0
+    assert capsys.readouterr().out == first
+
+
+def test_errors_are_one_line_with_exit_codes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(tmp_path / "missing")]) == 1
+    assert capsys.readouterr().err == f"error: checkpoint {tmp_path / 'missing'} does not exist\n"
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 1
+    assert capsys.readouterr().err.startswith(f"error: no checkpoint found in {tmp_path / 'empty'}")
+    run = sac_run(tmp_path)
+    for bad, words in [("episode=3", "unknown option 'episode'"), ("video=yes", "video=true"),
+                       ("episodes=0", "at least 1")]:  # fmt: skip
+        assert main([str(run), bad]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and words in err and err.count("\n") == 1
+
+
+def headless_gl() -> str | None:
+    """The MUJOCO_GL back end that renders a Hopper frame here (egl, else osmesa), or None."""
+    probe = "import gymnasium as g; e = g.make('Hopper-v5', render_mode='rgb_array'); " \
+            "e.reset(seed=0); assert e.render().mean() > 0"  # fmt: skip
+    for backend in ("egl", "osmesa"):
+        env = {**os.environ, "MUJOCO_GL": backend}
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True)
+        if done.returncode == 0:
+            return backend
+    return None
+
+
+def test_video_writes_one_mp4_per_episode(tmp_path: Path) -> None:
+    imageio = pytest.importorskip("imageio.v2", reason="pip install 'rlcore[video]'")
+    pytest.importorskip("imageio_ffmpeg", reason="pip install 'rlcore[video]'")
+    backend = headless_gl()
+    if backend is None:
+        pytest.skip("no headless OpenGL here (MUJOCO_GL=egl and osmesa both fail to render)")
+    run = sac_run(tmp_path)
+    env = {**os.environ, "MUJOCO_GL": backend}
+    done = subprocess.run(
+        [sys.executable, "-m", "rlcore.evaluate", str(run), "episodes=2", "video=true"],
+        env=env, cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    videos = sorted((run / "videos").glob("*.mp4"))
+    assert [v.name for v in videos] == ["episode_1_seed0.mp4", "episode_2_seed0.mp4"]
+    lengths = [int(n) for n in re.findall(r"length (\d+)", done.stdout)]
+    for video, length in zip(videos, lengths, strict=True):
+        frames = imageio.mimread(video, memtest=False)
+        assert len(frames) == length  # the reset frame and one per step but the last
+        assert frames[0].shape == (480, 480, 3) and np.asarray(frames[0]).std() > 1

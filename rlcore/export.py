@@ -130,9 +130,11 @@ class DeployedPolicy(nn.Module):
         noise: str = "input",
     ) -> None:
         super().__init__()
-        act = type(agent).act
-        self._act = inspect.unwrap(act)  # numpy_act's functools.wraps: the torch function
-        if self._act is act:
+        act = agent.act  # a bound method: the agent's own, or its networks' (safe agents)
+        func = act.__func__ if inspect.ismethod(act) else act
+        self._act = inspect.unwrap(func)  # numpy_act's functools.wraps: the torch function
+        self._owner = act.__self__ if inspect.ismethod(act) else None
+        if self._act is func or self._owner is None:
             raise ExportError(
                 f"{type(agent).__name__}.act is not a torch function of the observation "
                 "(rlcore.utils.numpy_act): it cannot be traced for export"
@@ -179,7 +181,7 @@ class DeployedPolicy(nn.Module):
         self._noise, self._offset = noise, 0
         try:
             with drawing(self._draw):
-                action = self._act(self.agent, x, True)
+                action = self._act(self._owner, x, True)
         finally:
             self._noise = None
         if self.discrete:
@@ -197,7 +199,7 @@ class DeployedPolicy(nn.Module):
 
         with torch.no_grad(), drawing(draw):
             x = obs.reshape(obs.shape[0], -1).float()
-            self._act(self.agent, x, True)
+            self._act(self._owner, x, True)
         return count
 
 
@@ -347,7 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExportError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {out} ({args.fmt}): obs {['B', *info['obs_shape']]} -> {metadata['output']}")
+    batch = "B" if metadata["batch"] == "any" else metadata["batch"]
+    print(f"wrote {out} ({args.fmt}): obs {[batch, *info['obs_shape']]} -> {metadata['output']}")
     print(f"noise: {metadata['noise']}")
     return 0
 

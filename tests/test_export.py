@@ -162,3 +162,23 @@ def test_export_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main([str(tmp_path / "empty"), "--format", "torchscript"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: no checkpoint found") and err.count("\n") == 1
+
+
+def test_the_deployment_example_runs_as_written(tmp_path: Path) -> None:
+    """docs/deploy.md's numpy + onnxruntime example, on an exported SAC file and on a
+    flow BC file (noise input, action chunks)."""
+    import re
+
+    from tests.conftest import REPO
+
+    page = (REPO / "docs" / "deploy.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "onnxruntime" in b]
+    assert "torch" not in block and "rlcore" not in block  # numpy and onnxruntime only
+    for case in ("sac", "flow_bc"):
+        _, out, _ = run_export(tmp_path, case, "onnx")
+        code = block.replace("runs/sac/hopper/policy.onnx", str(out))
+        if case == "flow_bc":  # one chunk's first action per step is enough to run it
+            code = code.replace("env.step(act(obs))", "env.step(act(obs)[0])")
+        namespace: dict[str, Any] = {}
+        exec(compile(code, "deploy.md", "exec"), namespace)  # noqa: S102
+        assert namespace["done"]

@@ -149,36 +149,58 @@ class EvaluateError(ValueError):
 
 class EpisodeRecorder(VectorWrapper):
     """Records each finished episode of sub-env 0 (return, length, cost) and, with
-    ``frames``, its rendered frames: the reset frame, then one per step (same-step
-    autoreset: the step that ends an episode shows the next episode's first frame)."""
+    ``video_path(i)`` (i = 0, 1, ...), streams episode i's rendered frames to that MP4:
+    the reset frame, then one per step (same-step autoreset: the step that ends an episode
+    shows the next one's first frame). Frames of episodes past ``videos`` are not kept."""
 
-    def __init__(self, env: VectorEnv, frames: bool = False) -> None:
+    def __init__(
+        self,
+        env: VectorEnv,
+        video_path: Callable[[int], Path] | None = None,
+        videos: int = 0,
+        fps: float = 30.0,
+    ) -> None:
         super().__init__(env)
-        self.frames = frames
+        self.video_path, self.videos, self.fps = video_path, videos, fps
         self.episodes: list[dict[str, Any]] = []
-        self.current: list[np.ndarray] = []
+        self.written: list[Path] = []
+        self._writer: Any = None
 
     def _frame(self) -> None:
-        if self.frames:
-            self.current.append(np.asarray(self.env.render()[0]))
+        index = len(self.episodes)
+        if self.video_path is None or index >= self.videos:
+            return
+        if self._writer is None:
+            self._writer = video_writer(self.video_path(index), self.fps)
+            self.written.append(self.video_path(index))
+        self._writer.append_data(np.asarray(self.env.render()[0]))
+
+    def _end_video(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        self.current = []
+        self._end_video()
         self._frame()
         return obs, info
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
-        if not np.isnan(info["episode_return"][0]):
-            episode = {"return": float(info["episode_return"][0]),
-                       "length": int(info["episode_length"][0]), "frames": self.current}  # fmt: skip
+        returns = np.asarray(info["episode_return"])
+        if not np.isnan(returns[0]):
+            episode = {"return": float(returns[0]), "length": int(info["episode_length"][0])}
             if "episode_cost" in info:
                 episode["cost"] = float(info["episode_cost"][0])
             self.episodes.append(episode)
-            self.current = []
+            self._end_video()
         self._frame()
         return obs, reward, terminated, truncated, info
+
+    def close(self, **kwargs: Any) -> None:
+        self._end_video()
+        super().close(**kwargs)
 
 
 def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
@@ -213,15 +235,14 @@ def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
     return paths[0], options
 
 
-def write_video(frames: list[np.ndarray], path: Path, fps: float) -> Path:
-    """An MP4 of ``frames`` (H, W, 3 uint8) through imageio's ffmpeg."""
+def video_writer(path: Path, fps: float) -> Any:
+    """An MP4 writer (``append_data(frame)``, ``close()``) through imageio's ffmpeg."""
     try:
         import imageio.v2 as imageio
     except ImportError as error:
-        raise EvaluateError("video=true needs imageio: pip install 'rlcore[video]'") from error
+        raise EvaluateError("videos need imageio: pip install 'rlcore[video]'") from error
     path.parent.mkdir(parents=True, exist_ok=True)
-    imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
-    return path
+    return imageio.get_writer(path, fps=fps, macro_block_size=1)
 
 
 def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, Any]:
@@ -251,20 +272,19 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
         flatten_obs=bool(env_cfg.get("flatten_obs", False)),
         obs_history=int(config.plan().env.obs_history),
     )
-    recorder = EpisodeRecorder(env, frames=video)
+    run_dir = path if path.is_dir() else path.parent
+    folder = Path(options["video_dir"]) if options["video_dir"] else run_dir / "videos"
+    recorder = EpisodeRecorder(
+        env,
+        (lambda i: folder / f"episode_{i + 1}_seed{options['seed']}.mp4") if video else None,
+        int(options["episodes"]),
+        float(env.metadata.get("render_fps", 30)),
+    )
     torch.manual_seed(int(options["seed"]))  # a sampling policy's draws
     policy = load_policy(path, deterministic=bool(options["deterministic"]))
     summary = evaluate(policy, recorder, int(options["episodes"]), int(options["seed"]))
-    videos = []
-    if video:
-        run_dir = path if path.is_dir() else path.parent
-        folder = Path(options["video_dir"]) if options["video_dir"] else run_dir / "videos"
-        fps = float(env.metadata.get("render_fps", 30))
-        for i, episode in enumerate(recorder.episodes):
-            name = f"episode_{i + 1}_seed{options['seed']}.mp4"
-            videos.append(write_video(episode["frames"], folder / name, fps))
-    env.close()
-    return {"episodes": recorder.episodes, "summary": summary, "videos": videos}
+    recorder.close()
+    return {"episodes": recorder.episodes, "summary": summary, "videos": recorder.written}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

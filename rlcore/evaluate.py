@@ -159,9 +159,14 @@ class EpisodeRecorder(VectorWrapper):
         video_path: Callable[[int], Path] | None = None,
         videos: int = 0,
         fps: float = 30.0,
+        thumbnail_every: int = 0,
     ) -> None:
         super().__init__(env)
         self.video_path, self.videos, self.fps = video_path, videos, fps
+        # every k-th frame of the first episode at half size (a TensorBoard preview); 0: none
+        self.thumbnail_every = thumbnail_every
+        self.thumbnails: list[np.ndarray] = []
+        self.frame_count = 0
         self.episodes: list[dict[str, Any]] = []
         self.written: list[Path] = []
         self._writer: Any = None
@@ -173,7 +178,11 @@ class EpisodeRecorder(VectorWrapper):
         if self._writer is None:
             self._writer = video_writer(self.video_path(index), self.fps)
             self.written.append(self.video_path(index))
-        self._writer.append_data(np.asarray(self.env.render()[0]))
+        frame = np.asarray(self.env.render()[0])
+        self._writer.append_data(frame)
+        if self.thumbnail_every and index == 0 and self.frame_count % self.thumbnail_every == 0:
+            self.thumbnails.append(frame[::2, ::2].copy())
+        self.frame_count += 1
 
     def _end_video(self) -> None:
         if self._writer is not None:
@@ -201,6 +210,44 @@ class EpisodeRecorder(VectorWrapper):
     def close(self, **kwargs: Any) -> None:
         self._end_video()
         super().close(**kwargs)
+
+
+class EvalVideo:
+    """Training's evaluation video (``eval_video_every=K``): at every K-th evaluation (by
+    step, ``step // eval_every``, so a resumed run keeps the cadence) one deterministic
+    evaluation episode on ``make_env()`` (the eval env's recipe with ``render_mode``
+    ``rgb_array``, one sub-env) becomes ``<folder>/eval_step_<step>.mp4``, and ``publish``
+    gets its path and a preview (every 4th frame at half size) for TensorBoard."""
+
+    def __init__(
+        self,
+        make_env: Callable[[], VectorEnv],
+        every: int,
+        eval_every: int,
+        folder: Path,
+        publish: Callable[[Path, list[np.ndarray], float, int], None],
+    ) -> None:
+        self.make_env, self.every, self.eval_every = make_env, every, eval_every
+        self.folder, self.publish = folder, publish
+
+    def due(self, step: int) -> bool:
+        index = step // self.eval_every if self.eval_every > 0 else 0
+        return self.every > 0 and index % self.every == 0
+
+    def __call__(self, evaluate_on: Callable[[VectorEnv], Any], step: int) -> Path | None:
+        """Record (when due) one episode evaluated by ``evaluate_on(env)``."""
+        if not self.due(step):
+            return None
+        env = self.make_env()
+        fps = float(env.metadata.get("render_fps", 30))
+        path = self.folder / f"eval_step_{step}.mp4"
+        recorder = EpisodeRecorder(env, lambda _: path, 1, fps, thumbnail_every=4)
+        try:
+            evaluate_on(recorder)
+        finally:
+            recorder.close()
+        self.publish(path, recorder.thumbnails, fps / 4, step)
+        return path
 
 
 def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:

@@ -102,6 +102,33 @@ class Logger:
         if self._log_file is not None and not self._log_file.closed:
             self._log_file.flush()
 
+    def video(self, tag: str, path: Path, frames: list, fps: float, step: int) -> None:
+        """An evaluation video: its path into train.log, and into TensorBoard an animated
+        GIF of ``frames`` (H, W, 3 uint8) under ``tag`` (Images tab; encoded with Pillow,
+        as torch's ``add_video`` would with moviepy) plus the MP4's path as text."""
+        self.note(f"evaluation video at step {step}: {path}")
+        if self._writer is None or not frames:
+            return
+        import io
+
+        from PIL import Image
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        images = [Image.fromarray(frame) for frame in frames]
+        gif = io.BytesIO()
+        duration = int(1000 / max(fps, 1.0))
+        images[0].save(gif, format="GIF", save_all=True, append_images=images[1:],
+                       duration=duration, loop=0)  # fmt: skip
+        height, width = frames[0].shape[:2]
+        image = Summary.Image(height=height, width=width, colorspace=3,
+                              encoded_image_string=gif.getvalue())  # fmt: skip
+        # the writer's event file, as SummaryWriter.add_video writes its GIF summary
+        self._writer._get_file_writer().add_summary(
+            Summary(value=[Summary.Value(tag=tag, image=image)]), step
+        )
+        self._writer.add_text(f"{tag}_file", str(path), step)
+        self._writer.flush()
+
     def close(self) -> None:
         if self._writer is not None:
             self._writer.close()

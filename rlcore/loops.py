@@ -12,7 +12,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +92,9 @@ class RunContext:
     summary: dict[str, float] = field(default_factory=dict)
     stop_request: str | None = None
     last_save_time: float = field(default_factory=time.monotonic)
+    # rlcore.evaluate.EvalVideo: called after each evaluation with a function that
+    # evaluates the agent on a given env, and the step (it records when due)
+    eval_video: Callable[[Callable[[VectorEnv], dict[str, float]], int], Any] | None = None
 
     def checkpoint(self, state: dict[str, Any]) -> Path:
         """Write ``state`` through ``save`` and remember when (time-based cadence)."""
@@ -610,6 +613,12 @@ class _PhaseRun:
             self.agent, self.env, self.eval_env, self.settings, self.run, step, record.best,
             self.score, extra=extra if self.eval_extra else None,
         ))  # fmt: skip
+        if self.run.eval_video is not None:
+            one = replace(self.settings, eval_episodes=1)
+            with torch.random.fork_rng(devices=[]):  # the run's random stream is untouched
+                self.run.eval_video(
+                    lambda env: _evaluate_agent(self.agent, self.env, env, one), step
+                )
         self.progress.show(step, record.last_return, record.last_eval, force=True)
 
     def log_training(self, phase: Phase, step: int, prev: int, tick_s: float) -> None:

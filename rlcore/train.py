@@ -51,6 +51,7 @@ from rlcore.checkpoint import (
     save_checkpoint,
 )
 from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
+from rlcore.evaluate import EvalVideo
 from rlcore.logging import Logger
 from rlcore.loops import (
     LoopSettings,
@@ -135,6 +136,7 @@ _RUN_SCHEMA: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
     "eval_every": (int, lambda v: v >= 0, ">= 0 (0: evaluate at the end only)"),
     "eval_episodes": (int, lambda v: v >= 1, ">= 1"),
     "eval_envs": (int, lambda v: v >= 1, ">= 1"),
+    "eval_video_every": (int, lambda v: v >= 0, ">= 0 (0: no evaluation videos)"),
     "checkpoint_every": (int, lambda v: v >= 0, ">= 0 (0: by time and at the end only)"),
     "checkpoint_every_s": (float, lambda v: v >= 0, ">= 0 (0: by steps only)"),
     "log_every": (int, lambda v: v > 0, "> 0"),
@@ -466,6 +468,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
         logger=logger,
         save=save,
         resume=resume_state["loop"] if resume_state else None,
+        eval_video=_eval_video(cfg_dict, plan, run_dir, logger),
     )
     settings = _loop_settings(cfg_dict, plan)
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
@@ -560,6 +563,32 @@ def _build_envs(
     eval_envs = max(1, min(int(cfg_dict["eval_envs"]), int(cfg_dict["eval_episodes"])))
     eval_env = make_vec_env(env_id, eval_envs, seed=seed + 1, **normalize)
     return env, eval_env
+
+
+def _eval_video(
+    cfg_dict: dict[str, Any], plan: RunPlan, run_dir: Path, logger: Logger
+) -> EvalVideo | None:
+    """``eval_video_every=K``: every K-th evaluation also records one episode on a
+    rendering copy of the eval env (MP4 in ``<run dir>/videos``, GIF in TensorBoard)."""
+    every = int(cfg_dict.get("eval_video_every") or 0)
+    if every == 0:
+        return None
+    os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; read at the first render
+    env_cfg = cfg_dict["env"]
+
+    def make_env() -> Any:
+        return make_vec_env(
+            env_cfg["id"], 1, seed=int(cfg_dict["seed"]) + 1,
+            normalize_obs=plan.env.normalize_obs, clip_obs=float(env_cfg.get("clip_obs", 10.0)),
+            max_episode_steps=env_cfg.get("max_episode_steps"),
+            env_kwargs={**(env_cfg.get("kwargs") or {}), "render_mode": "rgb_array"},
+            flatten_obs=bool(env_cfg.get("flatten_obs", False)), obs_history=plan.env.obs_history,
+        )  # fmt: skip
+
+    def publish(path: Path, frames: list[Any], fps: float, step: int) -> None:
+        logger.video("eval/video", path, frames, fps, step)
+
+    return EvalVideo(make_env, every, int(cfg_dict["eval_every"]), run_dir / "videos", publish)
 
 
 def _make_logger(cfg_dict: dict[str, Any], run_dir: Path, resume_step: int | None) -> Logger:

@@ -103,3 +103,38 @@ def test_video_writes_one_mp4_per_episode(tmp_path: Path) -> None:
         frames = imageio.mimread(video, memtest=False)
         assert len(frames) == length  # the reset frame and one per step but the last
         assert frames[0].shape == (480, 480, 3) and np.asarray(frames[0]).std() > 1
+
+
+def test_training_records_an_evaluation_video_every_k_evaluations(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``eval_video_every=2``: an MP4 at every 2nd evaluation (by step), a GIF in
+    TensorBoard, and the run's numbers unchanged (the video episode draws nothing from
+    the run's random streams)."""
+    pytest.importorskip("imageio_ffmpeg", reason="pip install 'rlcore[video]'")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlcore.logging import read_csv
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    backend = headless_gl()
+    if backend is None:
+        pytest.skip("no headless OpenGL here (MUJOCO_GL=egl and osmesa both fail to render)")
+    monkeypatch.setenv("MUJOCO_GL", backend)
+    args = ["algo=sac", "env=Hopper", "total_steps=400", "algo.learning_starts=100",
+            "algo.batch_size=32", "algo.hidden=[32,32]", "eval_every=100", "eval_episodes=2",
+            "eval_envs=2", "env.max_episode_steps=40", "threads=1", "logger.console=false",
+            "env.backend=sync"]  # fmt: skip
+    train(make_config(*args, "eval_video_every=2"), tmp_path / "video")
+    train(make_config(*args), tmp_path / "plain")
+    videos = sorted(p.name for p in (tmp_path / "video" / "videos").glob("*.mp4"))
+    steps = [int(r["step"]) for r in read_csv(tmp_path / "video" / "eval.csv")]
+    assert videos == sorted(f"eval_step_{s}.mp4" for s in steps if (s // 100) % 2 == 0)
+    assert len(videos) >= 2 and not (tmp_path / "plain" / "videos").exists()
+    events = EventAccumulator(str(tmp_path / "video" / "tb"), size_guidance={"images": 0})
+    events.Reload()
+    assert [e.step for e in events.Images("eval/video")] == sorted(
+        int(v.removeprefix("eval_step_").removesuffix(".mp4")) for v in videos
+    )
+    assert read_csv(tmp_path / "video" / "eval.csv") == read_csv(tmp_path / "plain" / "eval.csv")

@@ -32,6 +32,7 @@ import argparse
 import inspect
 import json
 import math
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -52,6 +53,8 @@ FORMATS = ("onnx", "torchscript")
 NOISE_MODES = ("input", "zero")
 ONNX_OPSET = 17
 METADATA_FILE = "rlcore.json"
+# random ops in a traced graph: a draw the noise input does not replace
+RANDOM_OPS = re.compile(r"aten::(rand\w*|normal\w*|bernoulli\w*|multinomial|uniform\w*|poisson)")
 
 Draw = Callable[[tuple[int, ...]], torch.Tensor]
 
@@ -141,7 +144,7 @@ class DeployedPolicy(nn.Module):
             )
         if noise not in NOISE_MODES:
             raise ExportError(f"unknown noise mode '{noise}', choose from {list(NOISE_MODES)}")
-        self.agent, self.noise_mode = agent, noise
+        self.noise_mode = noise
         self.nets = nn.ModuleList(_modules(agent.parts))  # traced as parameters, not constants
         self.nets.requires_grad_(False)
         self.normalise = obs_normalizer is not None
@@ -279,8 +282,14 @@ def export_policy(
         # the trace fixes a sampling chain's batch size and step count, as documented
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.simplefilter("ignore", DeprecationWarning)  # the TorchScript-based exporter
+        traced = torch.jit.trace(policy, inputs, check_trace=False)
+        hidden = sorted({f"aten::{op}" for op in RANDOM_OPS.findall(str(traced.inlined_graph))})
+        if hidden:  # a draw that is not the chain's torch.randn would be baked in as random
+            raise ExportError(
+                f"the {info['algo'] if info else 'policy'}'s deterministic action draws "
+                f"random numbers outside torch.randn ({', '.join(hidden)}): not exportable"
+            )
         if fmt == "torchscript":
-            traced = torch.jit.trace(policy, inputs, check_trace=False)
             torch.jit.save(traced, str(out), _extra_files={METADATA_FILE: json.dumps(metadata)})
         else:
             _export_onnx(policy, inputs, names, draws == 0, out, metadata)

@@ -182,3 +182,29 @@ def test_the_deployment_example_runs_as_written(tmp_path: Path) -> None:
         namespace: dict[str, Any] = {}
         exec(compile(code, "deploy.md", "exec"), namespace)  # noqa: S102
         assert namespace["done"]
+
+
+def test_a_draw_the_noise_input_does_not_replace_is_refused(tmp_path: Path) -> None:
+    """A deterministic action that draws with torch.rand would be baked in as a random
+    op: export says so instead of writing a file that differs from load_policy."""
+    from torch import nn
+
+    from rlcore.agent_state import Parts
+    from rlcore.export import DeployedPolicy, ExportError, export_policy
+    from rlcore.utils import numpy_act
+
+    class Dithering:
+        device = torch.device("cpu")
+
+        def __init__(self) -> None:
+            self.net = nn.Linear(3, 2)
+            self.parts = Parts(net=self.net)
+
+        @numpy_act
+        def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+            return self.net(obs) + 0.01 * torch.rand(obs.shape[0], 2)
+
+    policy = DeployedPolicy(Dithering(), gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+    with pytest.raises(ExportError, match=r"outside torch.randn \(aten::rand\)"):
+        export_policy(policy, tmp_path / "x.ts", "torchscript", [3])
+    assert not (tmp_path / "x.ts").exists()

@@ -309,11 +309,14 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
     if video:
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; read at first render
     kwargs = dict(env_cfg.get("kwargs") or {}) | ({"render_mode": "rgb_array"} if video else {})
+    # the run's CPU back end; rendering, and MJX runs (torch tensors), step the task on sync
+    backend = str(env_cfg.get("backend", "sync"))
+    backend = "sync" if video or backend == "mjx" else backend
     env = make_vec_env(
         str(env_cfg.get("id", env_cfg.get("name"))),
         1,
         seed=int(options["seed"]),
-        backend="sync" if video else str(env_cfg.get("backend", "sync")),
+        backend=backend,
         max_episode_steps=env_cfg.get("max_episode_steps"),
         env_kwargs=kwargs,
         flatten_obs=bool(env_cfg.get("flatten_obs", False)),

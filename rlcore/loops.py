@@ -247,12 +247,12 @@ def _log_episodes(
         run.logger.log(metrics, step)
     if record_costs is not None and len(returns):
         if costs is None:
-            raise ValueError(_NO_COST)
+            raise ValueError(NO_COST)
         record_costs([float(c) for c in costs])
     return [float(r) for r in returns]
 
 
-_NO_COST = (
+NO_COST = (
     "this algorithm optimises under a cost constraint, but the task reports no "
     "info['cost']: use a constrained task (e.g. env=SafetyHopperVelocity, see envs/safety.py) "
     "or any gymnasium env that reports info['cost']"
@@ -262,7 +262,7 @@ _NO_COST = (
 def _step_cost(info: dict[str, Any]) -> np.ndarray | torch.Tensor:
     """This step's per-env cost (``rlcore.envs.make.EpisodeStats`` puts it in ``info["cost"]``)."""
     if "cost" not in info:
-        raise ValueError(_NO_COST)
+        raise ValueError(NO_COST)
     return info["cost"]
 
 
@@ -546,6 +546,7 @@ class _PhaseRun:
             self.set_phase(phases[counters["phase"]].name)
         if evaluate_first and counters["step"] == 0:
             self.evaluate(0)
+        reached = False
         while counters["phase"] < len(phases):
             phase = phases[counters["phase"]]
             if counters["phase_step"] >= phase.steps:  # empty phase
@@ -571,12 +572,15 @@ class _PhaseRun:
                 self.progress.show(step, record.last_return, record.last_eval)
             if phase_done and not last:
                 self.next_phase()
-            done = last or self.settings.reached_target(record.last_eval)
+            reached = not last and self.settings.reached_target(record.last_eval)
+            done = last or reached
             _checkpoint_if_due(self.run, self.settings, step, prev, done, self.snapshot)
             if done:
                 break
         self.run.logger.flush()
-        return record.summary(self.score)
+        # where and why the run ended, for the closing summary
+        end = {"run/step": counters["step"], "run/reached_stop_at_return": float(reached)}
+        return {**record.summary(self.score), **end}
 
     def tick(self, phase: Phase) -> None:
         """One unit of ``phase``'s work, advancing the counters."""

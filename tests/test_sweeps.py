@@ -97,7 +97,7 @@ def test_a_failing_job_stops_the_sweep_and_is_named(tmp_path):
     tiny = [*FAST, "seed=0", "total_steps=1200"]
     args = ["algo=sac,iql", "env=InvertedPendulum", "hydra/launcher=rlcore_joblib"]
     out = _sweep(tmp_path, *args, tiny=tiny)
-    assert out.returncode == 1
+    assert out.returncode == 2  # a config error (docs/cli.md, "Exit codes")
     assert "error: job 1 (" in out.stderr and "iql/invertedpendulum/seed0_1): " in out.stderr
     assert "algo=iql trains on offline data: pass dataset=" in out.stderr
     assert "Traceback" not in out.stderr

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ class LoopSettings:
     returns: Returns = field(default_factory=Returns)  # the advantages' discounting
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
+    # the agent's update is torch.compile'd: its first call (the compilation, tens of
+    # seconds on a CPU) is announced with its duration and left out of the progress ETA
+    compiled: bool = False
 
     def reached_target(self, eval_return: float) -> bool:
         return self.stop_at_return is not None and eval_return >= self.stop_at_return
@@ -168,6 +172,11 @@ class _Progress:
             self._samples.popleft()
         t_old, s_old = self._samples[0]
         return (step - s_old) / max(now - t_old, 1e-9)
+
+    def exclude(self, seconds: float) -> None:
+        """Leave a stall of ``seconds`` that just ended (a compilation) out of the recent
+        speed, so the ETA stays honest through it (``sps``, the logged mean, keeps it)."""
+        self._samples = deque((t + seconds, s) for t, s in self._samples)
 
     def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
         sps = self.recent_sps(step)
@@ -491,6 +500,7 @@ class _PhaseRun:
         self.eval_extra = any(phase.name != "rollout" for phase in phases)
         self.set_phase = agent.set_phase if isinstance(agent, Phased) else None
         self.record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
+        self.compile_pending = settings.compiled  # the first update compiles
         # an agent that keeps state per sub-env (a residual policy's open-loop base chunk)
         self.episodes_started = agent.episodes_started if isinstance(agent, PerEnvState) else None
         self.learner: OnPolicy | None = None
@@ -692,10 +702,27 @@ class _PhaseRun:
         minibatches = self.settings.utd_ratio if phase.name == "online" else 1
         try:
             batch = draw(phase.sampler, self.settings.batch_size, minibatches)
-            self.record.metrics.update(self.agent.update(batch))
+            with self.compilation():
+                self.record.metrics.update(self.agent.update(batch))
         except NonFiniteLossError as error:
             _stop_on_nan(self.run, error, step, self.snapshot)
         self.counters["updates"] += 1
+
+    @contextmanager
+    def compilation(self) -> Iterator[None]:
+        """Around an update call: the first one of a compiled agent compiles its graph
+        (tens of seconds on a CPU, again in every resumed process). Say when it starts and
+        how long it took, and leave that stall out of the progress line's ETA."""
+        if not self.compile_pending:
+            yield
+            return
+        self.compile_pending = False
+        self.run.logger.note("compiling the update (compile on): the first update waits for it")
+        started = time.monotonic()
+        yield
+        took = time.monotonic() - started
+        self.run.logger.note(f"compiled in {took:.1f} s; the speed and ETA leave it out")
+        self.progress.exclude(took)
 
     def rollout_iteration(self, phase: Phase) -> None:
         """One on-policy iteration: ``rollout.num_steps`` vector steps, the returns' GAE
@@ -710,7 +737,8 @@ class _PhaseRun:
             self.progress.show(counters["step"], record.last_return, record.last_eval)
         samples = self.returns(rollout)
         try:
-            record.metrics = self.agent.update(samples, progress=progress)
+            with self.compilation():
+                record.metrics = self.agent.update(samples, progress=progress)
         except NonFiniteLossError as error:
             _stop_on_nan(self.run, error, counters["step"], self.snapshot)
         counters["updates"] += 1

@@ -498,7 +498,7 @@ def _train_valid(
         save=save,
         resume=resume_state["loop"] if resume_state else None,
     )
-    settings = _loop_settings(cfg_dict, plan)
+    settings = _loop_settings(cfg_dict, plan, compiled=bool(resolved.compile))
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
     with stop_signals(run, logger), log_warnings(logger):
         try:
@@ -690,8 +690,9 @@ def _checkpoint_writer(
     return save
 
 
-def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan) -> LoopSettings:
-    """The loops' settings: the run-level cadences plus the plan's schedule."""
+def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan, compiled: bool) -> LoopSettings:
+    """The loops' settings: the run-level cadences plus the plan's schedule (``compiled``:
+    the agent resolved ``compile`` on, its first update compiles)."""
     return LoopSettings(
         total_steps=int(cfg_dict["total_steps"]),
         seed=int(cfg_dict["seed"]),
@@ -707,6 +708,7 @@ def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan) -> LoopSettings:
         rollout_steps=plan.schedule.rollout_steps,
         returns=plan.returns,
         stop_at_return=cfg_dict.get("stop_at_return"),
+        compiled=compiled,
     )
 
 

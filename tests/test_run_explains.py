@@ -222,3 +222,57 @@ def test_exit_codes_are_documented():
     section = text[text.index("**Exit codes**") :]
     for code in (EXIT_FAILED, EXIT_CONFIG, EXIT_MISSING, EXIT_SIGINT, EXIT_SIGTERM):
         assert f"| {code} |" in section, code
+
+
+# ----------------------------------------------------------------------------- compilation
+
+
+def test_progress_speed_leaves_a_compilation_stall_out(monkeypatch):
+    from rlcore import loops
+
+    clock = [100.0]
+    monkeypatch.setattr(loops.time, "monotonic", lambda: clock[0])
+    run = loops.RunContext("x", logger=None, save=lambda state: None)
+    progress = loops._Progress(run, total=10_000, start=0)
+    for second in range(1, 11):  # 100 steps/s for 10 s
+        clock[0] = 100.0 + second
+        progress.recent_sps(100 * second)
+    clock[0] += 50.0  # a 50 s compilation, then 1 s more at 100 steps/s
+    progress.exclude(50.0)
+    clock[0] += 1.0
+    assert progress.recent_sps(1100) == pytest.approx(100.0)
+    # without the exclusion the stall would count: 1100 steps in 61 s
+    stalled = loops._Progress(run, total=10_000, start=0)
+    stalled._samples = type(stalled._samples)([(100.0, 0)])
+    assert stalled.recent_sps(1100) == pytest.approx(1100 / 61)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_first_update_of_a_compiled_agent_is_announced_with_its_duration(compiled, tmp_path):
+    import time
+
+    from rlcore.logging import Logger
+    from rlcore.loops import LoopSettings, Phase, RunContext, run_phases
+    from tests.test_loops import _envs
+    from tests.test_o2o_core import Source, SpyAgent
+
+    class Compiling(SpyAgent):
+        def update(self, batch, progress=None):
+            if not any(event[0] == "update" for event in self.events):
+                time.sleep(0.3)  # the first call compiles
+            return super().update(batch)
+
+    env, eval_env = _envs()
+    logger = Logger(tmp_path, tensorboard=False, console=False)
+    run = RunContext("spy", logger, save=lambda state: tmp_path)
+    settings = LoopSettings(total_steps=0, eval_every=1000, eval_episodes=1,
+                            checkpoint_every=0, batch_size=4, compiled=compiled)  # fmt: skip
+    run_phases(Compiling(1), [Phase("offline", 3, Source(0.0))], env, eval_env, settings, run)
+    logger.close()
+    log = (tmp_path / "train.log").read_text()
+    if compiled:
+        assert log.count("compiling the update") == 1
+        took = float(re.search(r"compiled in (\d+\.\d) s", log).group(1))
+        assert 0.3 <= took < 5.0
+    else:
+        assert "compil" not in log

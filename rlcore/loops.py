@@ -173,10 +173,11 @@ class _Progress:
         t_old, s_old = self._samples[0]
         return (step - s_old) / max(now - t_old, 1e-9)
 
-    def exclude(self, seconds: float) -> None:
-        """Leave a stall of ``seconds`` that just ended (a compilation) out of the recent
-        speed, so the ETA stays honest through it (``sps``, the logged mean, keeps it)."""
-        self._samples = deque((t + seconds, s) for t, s in self._samples)
+    def restart(self, step: int) -> None:
+        """Measure the recent speed from now on: a stall that just ended (a compilation)
+        and what ran before it (a random warm-up) do not tell how fast the rest will go,
+        so the ETA stays honest through it (``sps``, the logged mean, keeps them)."""
+        self._samples = deque([(time.monotonic(), step)])
 
     def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
         sps = self.recent_sps(step)
@@ -721,8 +722,8 @@ class _PhaseRun:
         started = time.monotonic()
         yield
         took = time.monotonic() - started
-        self.run.logger.note(f"compiled in {took:.1f} s; the speed and ETA leave it out")
-        self.progress.exclude(took)
+        self.run.logger.note(f"compiled in {took:.1f} s; speed and ETA are measured from now on")
+        self.progress.restart(self.counters["step"])
 
     def rollout_iteration(self, phase: Phase) -> None:
         """One on-policy iteration: ``rollout.num_steps`` vector steps, the returns' GAE

@@ -396,13 +396,17 @@ def _write_run_metadata(
 
 
 def train(
-    cfg: DictConfig, run_dir: str | Path, on_valid: Callable[[], None] | None = None
+    cfg: DictConfig,
+    run_dir: str | Path,
+    on_valid: Callable[[], None] | None = None,
+    label: str = "",
 ) -> dict[str, float]:
     """Run one training job described by a composed config; returns final metrics.
 
     Nothing is written to ``run_dir`` until the config, the inputs and the env are checked
     (``on_valid`` is called then, before the first write: the CLI writes Hydra's record).
-    ``run_dir/run.lock`` keeps a second process from writing the same run."""
+    ``run_dir/run.lock`` keeps a second process from writing the same run. ``label``
+    follows the algorithm and env in the progress lines' prefix (a sweep job's values)."""
     cfg_dict: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     run_dir = Path(run_dir)
     spec = registry.get(cfg_dict["algo"]["name"])
@@ -454,8 +458,9 @@ def train(
             if on_valid is not None:
                 on_valid()
             return _train_valid(
-                spec, cfg_dict, plan, agent, env, eval_env, run_dir, resume_state, resume_notes
-            )
+                spec, cfg_dict, plan, agent, env, eval_env, run_dir, resume_state, resume_notes,
+                label,
+            )  # fmt: skip
         finally:
             lock.release()
     finally:
@@ -473,6 +478,7 @@ def _train_valid(
     run_dir: Path,
     resume_state: dict[str, Any] | None,
     resume_notes: list[str],
+    label: str,
 ) -> dict[str, float]:
     """The run once it is known to be valid and its lock is held: logger, metadata,
     checkpoint writer, the loop, and the closing summary."""
@@ -493,7 +499,7 @@ def _train_valid(
     spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
     save = _checkpoint_writer(spec.name, cfg_dict, spaces, run_dir)
     run = RunContext(
-        name=f"{spec.name} {env_id}",
+        name=f"{spec.name} {env_id}{f' {label}' if label else ''}",
         logger=logger,
         save=save,
         resume=resume_state["loop"] if resume_state else None,
@@ -1084,6 +1090,29 @@ def _hydra_record(hydra_cfg: Any, cfg: DictConfig, run_dir: Path, resumed: bool)
     OmegaConf.save(hydra_cfg.overrides.task, out / "overrides.yaml")
 
 
+# the keys a sweep varies, from the command line (cli) to every job, whichever process
+# (joblib, SLURM, Ray) the launcher runs it in: the environment is inherited
+SWEPT_KEYS_ENV = "RLCORE_SWEPT_KEYS"
+
+
+def swept_keys(args: list[str]) -> list[str]:
+    """The override keys a ``-m`` command line sweeps (``seed=0,1,2``, ``range(3)``...)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+    return [o.key_or_group for o in parsed if o.is_sweep_override()]
+
+
+def sweep_label(job_overrides: list[str]) -> str:
+    """A sweep job's values of the swept keys (``seed=1 algo.tau=0.01``) for its progress
+    lines, algorithm and env left out (the prefix names them); the seed when the sweep
+    keys are unknown (a launcher that drops the environment)."""
+    swept = os.environ.get(SWEPT_KEYS_ENV)
+    keys = set(swept.split(",")) if swept is not None else {"seed"}
+    values = [o for o in job_overrides if o.split("=", 1)[0] in keys - {"algo", "env"}]
+    return " ".join(values)
+
+
 def _continue_command(run_dir: Path) -> str:
     return f"python -m rlcore.train resume={run_dir}"
 
@@ -1101,11 +1130,15 @@ def _hydra_main(cfg: DictConfig) -> float:
         run_dir = resume_run_dir(cfg.resume) if resuming else Path(cfg.run_dir)
     # in a sweep, say which job failed (launchers run the jobs in other processes)
     job = f"job {hydra_cfg.job.num} ({run_dir}): " if multirun else ""
+    label = sweep_label(list(hydra_cfg.overrides.task)) if multirun else ""
     try:
         if resuming:
             cfg = resumed_config(cfg, list(hydra_cfg.overrides.task))
         result = train(
-            cfg, run_dir, on_valid=lambda: _hydra_record(hydra_cfg, cfg, run_dir, resuming)
+            cfg,
+            run_dir,
+            on_valid=lambda: _hydra_record(hydra_cfg, cfg, run_dir, resuming),
+            label=label,
         )
     except (ConfigError, RunDirExistsError, ResumeMismatchError, RunLockedError) as error:
         if multirun and not resuming:
@@ -1183,6 +1216,8 @@ def cli(argv: list[str] | None = None) -> None:
     except (registry.UnknownAlgorithmError, UnknownEnvError) as error:
         _fail(str(error))
     check_run_dir_overrides(args)
+    if "-m" in args or "--multirun" in args:
+        os.environ[SWEPT_KEYS_ENV] = ",".join(swept_keys(args))
     sys.argv = [sys.argv[0], *args]
     main = hydra.main(version_base="1.3", config_path="pkg://rlcore.configs", config_name="config")(
         _hydra_main

@@ -1184,8 +1184,8 @@ def _stopped(message: str, code: int, run_dir: Path) -> None:
 
 
 def check_run_dir_overrides(args: list[str]) -> None:
-    """Before Hydra touches the disk: ``resume=`` must exist, and ``run_dir=`` (or
-    ``hydra.run.dir=``) must not already hold a run unless it is being resumed."""
+    """Before Hydra composes the config: ``resume=`` must exist, and ``run_dir=`` must not
+    already hold a run unless it is being resumed."""
     if "-m" in args or "--multirun" in args:
         return
     values = dict(arg.split("=", 1) for arg in args if "=" in arg and not arg.startswith("-"))
@@ -1198,12 +1198,11 @@ def check_run_dir_overrides(args: list[str]) -> None:
                 EXIT_MISSING,
             )
         return
-    for key in ("run_dir", "hydra.run.dir"):
-        if key in values:
-            try:
-                check_new_run_dir(values[key])
-            except RunDirExistsError as error:
-                _fail(str(error), EXIT_CONFIG)
+    if "run_dir" in values:  # hydra.run.dir= was mapped onto it (normalize_overrides)
+        try:
+            check_new_run_dir(values["run_dir"])
+        except RunDirExistsError as error:
+            _fail(str(error), EXIT_CONFIG)
 
 
 def cli(argv: list[str] | None = None) -> None:

@@ -739,6 +739,20 @@ def _download_minari(dataset_id: str, datasets_root: Path) -> None:
         ) from error
 
 
+def check_dataset_source(spec: str | Path) -> None:
+    """Raise FileNotFoundError when ``spec`` names a file or folder (an .hdf5 / .h5 name or
+    a path) that does not exist; a Minari id is looked up (or downloaded) when loaded."""
+    path = Path(spec).expanduser()
+    text = str(spec)
+    if path.exists():
+        return
+    if path.suffix in {".hdf5", ".h5"} or text.startswith((".", "/", "~")):
+        raise FileNotFoundError(
+            f"dataset file {text} does not exist (dataset= takes a D4RL .hdf5 file, a Minari "
+            "dataset folder or a Minari id)"
+        )
+
+
 def load_dataset(
     spec: str | Path, gamma: float = 0.99, env_id: str | None = None
 ) -> OfflineDataset:
@@ -748,6 +762,7 @@ def load_dataset(
     the environment the data was recorded on. Ids are looked up under
     ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``) and downloaded when missing.
     """
+    check_dataset_source(spec)
     path = Path(spec).expanduser()
     if path.is_file():
         with h5py.File(path, "r") as f:
@@ -758,8 +773,6 @@ def load_dataset(
     if path.is_dir():
         return load_minari_folder(path, gamma, env_id)
     text = str(spec)
-    if path.suffix in {".hdf5", ".h5"} or text.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"dataset file {text} does not exist")
 
     from minari.dataset.minari_dataset import parse_dataset_id
     from minari.storage.datasets_root_dir import get_dataset_path

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,9 @@ class LoopSettings:
     returns: Returns = field(default_factory=Returns)  # the advantages' discounting
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
+    # the agent's update is torch.compile'd: its first call (the compilation, tens of
+    # seconds on a CPU) is announced with its duration and left out of the progress ETA
+    compiled: bool = False
 
     def reached_target(self, eval_return: float) -> bool:
         return self.stop_at_return is not None and eval_return >= self.stop_at_return
@@ -172,6 +176,12 @@ class _Progress:
         t_old, s_old = self._samples[0]
         return (step - s_old) / max(now - t_old, 1e-9)
 
+    def restart(self, step: int) -> None:
+        """Measure the recent speed from now on: a stall that just ended (a compilation)
+        and what ran before it (a random warm-up) do not tell how fast the rest will go,
+        so the ETA stays honest through it (``sps``, the logged mean, keeps them)."""
+        self._samples = deque([(time.monotonic(), step)])
+
     def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
         sps = self.recent_sps(step)
         eta = (self.total - step) / sps if sps > 0 else float("inf")
@@ -250,12 +260,12 @@ def _log_episodes(
         run.logger.log(metrics, step)
     if record_costs is not None and len(returns):
         if costs is None:
-            raise ValueError(_NO_COST)
+            raise ValueError(NO_COST)
         record_costs([float(c) for c in costs])
     return [float(r) for r in returns]
 
 
-_NO_COST = (
+NO_COST = (
     "this algorithm optimises under a cost constraint, but the task reports no "
     "info['cost']: use a constrained task (e.g. env=SafetyHopperVelocity, see envs/safety.py) "
     "or any gymnasium env that reports info['cost']"
@@ -265,7 +275,7 @@ _NO_COST = (
 def _step_cost(info: dict[str, Any]) -> np.ndarray | torch.Tensor:
     """This step's per-env cost (``rlcore.envs.make.EpisodeStats`` puts it in ``info["cost"]``)."""
     if "cost" not in info:
-        raise ValueError(_NO_COST)
+        raise ValueError(NO_COST)
     return info["cost"]
 
 
@@ -494,6 +504,7 @@ class _PhaseRun:
         self.eval_extra = any(phase.name != "rollout" for phase in phases)
         self.set_phase = agent.set_phase if isinstance(agent, Phased) else None
         self.record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
+        self.compile_pending = settings.compiled  # the first update compiles
         # an agent that keeps state per sub-env (a residual policy's open-loop base chunk)
         self.episodes_started = agent.episodes_started if isinstance(agent, PerEnvState) else None
         self.learner: OnPolicy | None = None
@@ -549,6 +560,7 @@ class _PhaseRun:
             self.set_phase(phases[counters["phase"]].name)
         if evaluate_first and counters["step"] == 0:
             self.evaluate(0)
+        reached = False
         while counters["phase"] < len(phases):
             phase = phases[counters["phase"]]
             if counters["phase_step"] >= phase.steps:  # empty phase
@@ -574,12 +586,15 @@ class _PhaseRun:
                 self.progress.show(step, record.last_return, record.last_eval)
             if phase_done and not last:
                 self.next_phase()
-            done = last or self.settings.reached_target(record.last_eval)
+            reached = not last and self.settings.reached_target(record.last_eval)
+            done = last or reached
             _checkpoint_if_due(self.run, self.settings, step, prev, done, self.snapshot)
             if done:
                 break
         self.run.logger.flush()
-        return record.summary(self.score)
+        # where and why the run ended, for the closing summary
+        end = {"run/step": counters["step"], "run/reached_stop_at_return": float(reached)}
+        return {**record.summary(self.score), **end}
 
     def tick(self, phase: Phase) -> None:
         """One unit of ``phase``'s work, advancing the counters."""
@@ -697,10 +712,27 @@ class _PhaseRun:
         minibatches = self.settings.utd_ratio if phase.name == "online" else 1
         try:
             batch = draw(phase.sampler, self.settings.batch_size, minibatches)
-            self.record.metrics.update(self.agent.update(batch))
+            with self.compilation():
+                self.record.metrics.update(self.agent.update(batch))
         except NonFiniteLossError as error:
             _stop_on_nan(self.run, error, step, self.snapshot)
         self.counters["updates"] += 1
+
+    @contextmanager
+    def compilation(self) -> Iterator[None]:
+        """Around an update call: the first one of a compiled agent compiles its graph
+        (tens of seconds on a CPU, again in every resumed process). Say when it starts and
+        how long it took, and leave that stall out of the progress line's ETA."""
+        if not self.compile_pending:
+            yield
+            return
+        self.compile_pending = False
+        self.run.logger.note("compiling the update (compile on): the first update waits for it")
+        started = time.monotonic()
+        yield
+        took = time.monotonic() - started
+        self.run.logger.note(f"compiled in {took:.1f} s; speed and ETA are measured from now on")
+        self.progress.restart(self.counters["step"])
 
     def rollout_iteration(self, phase: Phase) -> None:
         """One on-policy iteration: ``rollout.num_steps`` vector steps, the returns' GAE
@@ -715,7 +747,8 @@ class _PhaseRun:
             self.progress.show(counters["step"], record.last_return, record.last_eval)
         samples = self.returns(rollout)
         try:
-            record.metrics = self.agent.update(samples, progress=progress)
+            with self.compilation():
+                record.metrics = self.agent.update(samples, progress=progress)
         except NonFiniteLossError as error:
             _stop_on_nan(self.run, error, counters["step"], self.snapshot)
         counters["updates"] += 1

@@ -54,6 +54,7 @@ from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve
 from rlcore.evaluate import EvalVideo
 from rlcore.logging import Logger
 from rlcore.loops import (
+    NO_COST,
     LoopSettings,
     Phase,
     RunContext,
@@ -64,6 +65,7 @@ from rlcore.loops import (
 )
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
 from rlcore.registry import ConfigError, coerce
+from rlcore.run_lock import RunLock, RunLockedError
 from rlcore.spaces import action_storage, check_action_space, describe_action_space
 from rlcore.utils import seed_everything
 
@@ -311,19 +313,13 @@ def _resuming(resume: str | None) -> bool:
     return resume not in (None, "", "None", "null")
 
 
-def _run_dir_resolver(resume: str | None, default: str) -> str:
-    return str(resume) if _resuming(resume) else default
-
-
-def _hydra_subdir_resolver(resume: str | None) -> str:
-    """Hydra's own record of a resumed run goes beside the original's, not over it."""
-    return ".hydra_resumed" if _resuming(resume) else ".hydra"
-
-
-if not OmegaConf.has_resolver("rlcore_run_dir"):
-    OmegaConf.register_new_resolver("rlcore_run_dir", _run_dir_resolver)
-if not OmegaConf.has_resolver("rlcore_hydra_subdir"):
-    OmegaConf.register_new_resolver("rlcore_hydra_subdir", _hydra_subdir_resolver)
+def resume_run_dir(resume: str | Path) -> Path:
+    """The run directory ``resume=`` names: the directory itself, or the run a checkpoint
+    file belongs to (``<run>/checkpoints/latest.pt``; a loose .pt: its folder)."""
+    path = Path(resume)
+    if path.is_dir():
+        return path
+    return path.parent.parent if path.parent.name == CHECKPOINT_DIR else path.parent
 
 
 def _select(cfg: dict[str, Any], dotted: str) -> Any:
@@ -401,8 +397,18 @@ def _write_run_metadata(
     )
 
 
-def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
-    """Run one training job described by a composed config; returns final metrics."""
+def train(
+    cfg: DictConfig,
+    run_dir: str | Path,
+    on_valid: Callable[[], None] | None = None,
+    label: str = "",
+) -> dict[str, float]:
+    """Run one training job described by a composed config; returns final metrics.
+
+    Nothing is written to ``run_dir`` until the config, the inputs and the env are checked
+    (``on_valid`` is called then, before the first write: the CLI writes Hydra's record).
+    ``run_dir/run.lock`` keeps a second process from writing the same run. ``label``
+    follows the algorithm and env in the progress lines' prefix (a sweep job's values)."""
     cfg_dict: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     run_dir = Path(run_dir)
     spec = registry.get(cfg_dict["algo"]["name"])
@@ -426,7 +432,7 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     seed_everything(seed)
     device = torch.device(cfg_dict["device"])
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device=cuda was requested but CUDA is not available: use device=cpu")
+        raise ConfigError("device=cuda was requested but CUDA is not available: use device=cpu")
 
     init_state = None
     if init_from and resume_state is None:
@@ -434,21 +440,52 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
     _check_inputs(spec, plan, cfg_dict, resuming=resume_state is not None)
     env, eval_env = _build_envs(spec, plan, cfg_dict, run_dir, offline_run, device)
-    obs_space, action_space = env.single_observation_space, env.single_action_space
     try:
+        obs_space, action_space = env.single_observation_space, env.single_action_space
         check_spaces(spec, env_id, obs_space, action_space)
         online_option = "algo.online_steps" if spec.loop == "offline" else "total_steps"
         check_schedule(plan, int(env_cfg["num_envs"]), init_from, online_option)
-    except ConfigError:
+        if plan.env.cost:
+            check_task_reports_cost(spec.name, env_id, env_cfg.get("kwargs") or {})
+        agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
+        if spec.loop == "on_policy":
+            require(
+                agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop"
+            )
+        if init_state is not None:
+            agent.load_state_dict(init_state["agent"])
+        lock = RunLock(run_dir)
+        lock.acquire()  # the first write: the run is valid
+        try:
+            if on_valid is not None:
+                on_valid()
+            return _train_valid(
+                spec, cfg_dict, plan, agent, env, eval_env, run_dir, resume_state, resume_notes,
+                label,
+            )  # fmt: skip
+        finally:
+            lock.release()
+    finally:
         env.close()
         eval_env.close()
-        raise
-    agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
-    if spec.loop == "on_policy":
-        require(agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop")
-    if init_state is not None:
-        agent.load_state_dict(init_state["agent"])
 
+
+def _train_valid(
+    spec: registry.AlgoSpec,
+    cfg_dict: dict[str, Any],
+    plan: RunPlan,
+    agent: Any,
+    env: Any,
+    eval_env: Any,
+    run_dir: Path,
+    resume_state: dict[str, Any] | None,
+    resume_notes: list[str],
+    label: str,
+) -> dict[str, float]:
+    """The run once it is known to be valid and its lock is held: logger, metadata,
+    checkpoint writer, the loop, and the closing summary."""
+    env_id = cfg_dict["env"]["id"]
+    obs_space, action_space = env.single_observation_space, env.single_action_space
     resume_step = resume_state["loop"]["counters"]["step"] if resume_state else None
     logger = _make_logger(cfg_dict, run_dir, resume_step)
     # the speed modes the agent resolved (compile=auto, bf16 on a CPU without it)
@@ -464,21 +501,46 @@ def train(cfg: DictConfig, run_dir: str | Path) -> dict[str, float]:
     spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
     save = _checkpoint_writer(spec.name, cfg_dict, spaces, run_dir)
     run = RunContext(
-        name=f"{spec.name} {env_id}",
+        name=f"{spec.name} {env_id}{f' {label}' if label else ''}",
         logger=logger,
         save=save,
         resume=resume_state["loop"] if resume_state else None,
         eval_video=_eval_video(cfg_dict, plan, run_dir, logger),
     )
-    settings = _loop_settings(cfg_dict, plan)
+    settings = _loop_settings(cfg_dict, plan, compiled=bool(resolved.compile))
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
     with stop_signals(run, logger), log_warnings(logger):
         try:
-            return _run_loop(spec, cfg_dict, plan, agent, env, eval_env, settings, run, logger)
+            result = _run_loop(spec, cfg_dict, plan, agent, env, eval_env, settings, run, logger)
+            for line in closing_summary(result, settings, run_dir):
+                logger.progress(line, force=True)
+            return result
         finally:
             logger.close()
-            env.close()
-            eval_env.close()
+
+
+def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: Path) -> list[str]:
+    """The lines that end a run: why it stopped, the final and best evaluation, where the
+    run and its checkpoint are, and the commands that continue or evaluate it."""
+    step = int(result["run/step"])
+    if result["run/reached_stop_at_return"]:
+        why = f"stop_at_return={settings.stop_at_return:g} reached at step {step:,}"
+    else:
+        why = f"all {step:,} steps done"
+    final, best = result["eval/return"], result["eval/best_return"]
+    evaluation = f"final evaluation return {final:.1f}, best {best:.1f}"
+    if "eval/normalized_score" in result:
+        evaluation += (
+            f" (normalised score {result['eval/normalized_score']:.1f}, "
+            f"best {result['eval/best_normalized_score']:.1f})"
+        )
+    checkpoint = run_dir / CHECKPOINT_DIR / LATEST
+    return [
+        f"finished: {why}; {evaluation}",
+        f"run dir {run_dir}; checkpoint {checkpoint}",
+        f"continue: python -m rlcore.train resume={run_dir} total_steps=<more>; evaluate: "
+        f"rlcore.load_policy('{run_dir}')(obs)",
+    ]
 
 
 def _resume_state_or_new_run(
@@ -502,8 +564,12 @@ def _check_inputs(
 ) -> None:
     """Refuse a run that lacks the dataset or the pre-trained policy its plan needs."""
     init_from = bool(cfg_dict.get("init_from"))
+    if cfg_dict.get("dataset"):
+        from rlcore.offline.datasets import check_dataset_source
+
+        check_dataset_source(cfg_dict["dataset"])  # a missing file: before anything is written
     if needs_dataset(plan, spec.loop == "offline", init_from) and not cfg_dict.get("dataset"):
-        raise ValueError(
+        raise ConfigError(
             f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
@@ -513,6 +579,24 @@ def _check_inputs(
             "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
             "dataset=... trains one)"
         )
+
+
+def check_task_reports_cost(algo: str, env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Refuse, before the run writes anything, a constrained algorithm on a task whose
+    steps report no ``info["cost"]`` (one step of a separate env, seeded: the run's envs
+    and RNGs are not touched). A task that cannot be made alone here is left to the loop."""
+    try:
+        probe = gym.make(env_id, **env_kwargs)
+    except Exception:  # noqa: BLE001 - e.g. a device-only task: the loop checks at its first step
+        return
+    try:
+        probe.reset(seed=0)
+        probe.action_space.seed(0)
+        info = probe.step(probe.action_space.sample())[4]
+    finally:
+        probe.close()
+    if "cost" not in info:
+        raise ConfigError(f"algo={algo}: {NO_COST}")
 
 
 def _build_envs(
@@ -641,8 +725,9 @@ def _checkpoint_writer(
     return save
 
 
-def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan) -> LoopSettings:
-    """The loops' settings: the run-level cadences plus the plan's schedule."""
+def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan, compiled: bool) -> LoopSettings:
+    """The loops' settings: the run-level cadences plus the plan's schedule (``compiled``:
+    the agent resolved ``compile`` on, its first update compiles)."""
     return LoopSettings(
         total_steps=int(cfg_dict["total_steps"]),
         seed=int(cfg_dict["seed"]),
@@ -658,6 +743,7 @@ def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan) -> LoopSettings:
         rollout_steps=plan.schedule.rollout_steps,
         returns=plan.returns,
         stop_at_return=cfg_dict.get("stop_at_return"),
+        compiled=compiled,
     )
 
 
@@ -941,6 +1027,8 @@ def normalize_overrides(args: list[str]) -> list[str]:
             for name in names:
                 registry.get(name)  # raises UnknownAlgorithmError
             out.append("algo=" + ",".join(n.lower() for n in names))
+        elif sep and key == "hydra.run.dir":  # rlcore places the run dir itself
+            out.append(f"run_dir={value}")
         elif sep and key == "env":
             tokens = [_env_config_name(v) for v in value.split(",")]
             if len(tokens) == 1:
@@ -955,8 +1043,8 @@ def normalize_overrides(args: list[str]) -> list[str]:
 
 
 def _remove_if_never_started(run_dir: Path) -> None:
-    """Delete a run directory that holds only what Hydra wrote before the run was refused
-    (.hydra/, an empty train.log), so a mistyped override leaves no empty run behind."""
+    """Delete a sweep job's directory that Hydra created and the refused run left empty
+    (single runs write nothing before the run is known to be valid)."""
     if not run_dir.is_dir():
         return
     entries = {p.name for p in run_dir.iterdir()}
@@ -970,45 +1058,163 @@ def _remove_if_never_started(run_dir: Path) -> None:
             parent.rmdir()
 
 
+# Exit codes of ``python -m rlcore.train`` (docs/cli.md, "Exit codes")
+EXIT_FAILED = 1  # the run started and failed: a NaN loss, a full disk, an unexpected error
+EXIT_CONFIG = 2  # refused before anything was written: the command or its config is wrong
+EXIT_MISSING = 3  # refused before anything was written: an input file or directory is missing
+EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # stopped on request (checkpoint saved): not an error
+
+_CONFIG_GROUPS = ("algo", "env", "logger")
+
+
+def _saved_config(resume: str | Path) -> dict[str, Any]:
+    """The composed config the resumed run last ran with: its ``config_resumed.yaml``
+    (written by its latest resume) or ``config.yaml``, else the checkpoint's own."""
+    run_dir = resume_run_dir(resume)
+    for name in ("config_resumed.yaml", "config.yaml"):
+        if (run_dir / name).is_file():
+            return OmegaConf.to_container(OmegaConf.load(run_dir / name))  # type: ignore[return-value]
+    return read_checkpoint(resume)[0]["config"]
+
+
+def resumed_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
+    """The config of a ``resume=`` run: the run's own composed config (algorithm, env and
+    every override it ran with), with only the keys the command line names (``overrides``,
+    Hydra's task overrides) taken from ``cfg``, the config Hydra composed for them. A
+    group override (``algo=``, ``env=``) must name the run's own algorithm / env."""
+    saved = _saved_config(cfg.resume)
+    out = OmegaConf.create(saved)
+    for item in overrides:
+        key = item.split("=", 1)[0].lstrip("+")
+        if key.startswith("~"):
+            raise ConfigError(f"{item}: removing a key is not possible with resume=")
+        if key in ("resume", "algo_env"):
+            continue
+        if key == "algo" and cfg.algo.name != saved["algo"]["name"]:
+            raise ResumeMismatchError(
+                f"cannot resume: {resume_run_dir(cfg.resume)} is a {saved['algo']['name']} run; "
+                f"drop algo= (resume= restores the run's own config), or start a new run"
+            )
+        if key == "env" and resolve_env_id(cfg.env.id) != saved["env"]["id"]:
+            raise ResumeMismatchError(
+                f"cannot resume: {resume_run_dir(cfg.resume)} trained on {saved['env']['id']}; "
+                f"drop env= (resume= restores the run's own config), or start a new run"
+            )
+        if key in _CONFIG_GROUPS:
+            if key == "logger":
+                out.logger = cfg.logger
+            continue
+        OmegaConf.update(out, key, OmegaConf.select(cfg, key), force_add=True)
+    out.resume = cfg.resume
+    return out
+
+
+def _hydra_record(hydra_cfg: Any, cfg: DictConfig, run_dir: Path, resumed: bool) -> None:
+    """Hydra's record of the run (what ``hydra.output_subdir`` would write), written once
+    the run is valid: ``.hydra/`` (``.hydra_resumed/`` beside it on resume)."""
+    out = run_dir / (".hydra_resumed" if resumed else ".hydra")
+    out.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, out / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), out / "hydra.yaml")
+    OmegaConf.save(hydra_cfg.overrides.task, out / "overrides.yaml")
+
+
+# the keys a sweep varies, from the command line (cli) to every job, whichever process
+# (joblib, SLURM, Ray) the launcher runs it in: the environment is inherited
+SWEPT_KEYS_ENV = "RLCORE_SWEPT_KEYS"
+
+
+def swept_keys(args: list[str]) -> list[str]:
+    """The override keys a ``-m`` command line sweeps (``seed=0,1,2``, ``range(3)``...)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+    return [o.key_or_group for o in parsed if o.is_sweep_override()]
+
+
+def sweep_label(job_overrides: list[str]) -> str:
+    """A sweep job's values of the swept keys (``seed=1 algo.tau=0.01``) for its progress
+    lines, algorithm and env left out (the prefix names them); the seed when the sweep
+    keys are unknown (a launcher that drops the environment)."""
+    swept = os.environ.get(SWEPT_KEYS_ENV)
+    keys = set(swept.split(",")) if swept is not None else {"seed"}
+    values = [o for o in job_overrides if o.split("=", 1)[0] in keys - {"algo", "env"}]
+    return " ".join(values)
+
+
+def _continue_command(run_dir: Path) -> str:
+    return f"python -m rlcore.train resume={run_dir}"
+
+
 def _hydra_main(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    resuming = _resuming(cfg.get("resume"))
+    if multirun:  # Hydra made the job's directory under the sweep dir
+        run_dir = Path(hydra_cfg.runtime.output_dir)
+    else:
+        run_dir = resume_run_dir(cfg.resume) if resuming else Path(cfg.run_dir)
     # in a sweep, say which job failed (launchers run the jobs in other processes)
-    job = f"job {hydra_cfg.job.num} ({run_dir}): " if hydra_cfg.mode == RunMode.MULTIRUN else ""
+    job = f"job {hydra_cfg.job.num} ({run_dir}): " if multirun else ""
+    label = sweep_label(list(hydra_cfg.overrides.task)) if multirun else ""
     try:
-        result = train(cfg, run_dir)
-    except ConfigError as error:
-        if not cfg.get("resume"):
+        if resuming:
+            cfg = resumed_config(cfg, list(hydra_cfg.overrides.task))
+        result = train(
+            cfg,
+            run_dir,
+            on_valid=lambda: _hydra_record(hydra_cfg, cfg, run_dir, resuming),
+            label=label,
+        )
+    except (ConfigError, RunDirExistsError, ResumeMismatchError, RunLockedError) as error:
+        if multirun and not resuming:
             _remove_if_never_started(run_dir)
-        _fail(f"{job}{error}", 2)
+        _fail(f"{job}{error}", EXIT_CONFIG)
+    except FileNotFoundError as error:
+        if multirun and not resuming:
+            _remove_if_never_started(run_dir)
+        _fail(f"{job}{error}", EXIT_MISSING)
     except TrainingInterrupted as error:
-        code = 130 if error.signal_name == "SIGINT" else 143
-        _fail(f"{job}{error}. Continue with resume={run_dir}", code, run_dir)
+        code = EXIT_SIGINT if error.signal_name == "SIGINT" else EXIT_SIGTERM
+        _stopped(f"{job}{error}", code, run_dir)
     except CheckpointWriteError as error:
         _fail(
             f"{job}{error}. The run stopped; free disk space, then continue with "
-            f"resume={run_dir} (from its last good checkpoint)",
-            1,
+            f"{_continue_command(run_dir)} (from its last good checkpoint)",
+            EXIT_FAILED,
             run_dir,
         )
-    except (ResumeMismatchError, TrainingStopped, FileNotFoundError, ValueError) as error:
-        _fail(f"{job}{error}", 1, run_dir)
+    except (TrainingStopped, ValueError) as error:
+        _fail(f"{job}{error}", EXIT_FAILED, run_dir)
     except KeyboardInterrupt:
-        _fail(
-            f"aborted without saving; resume={run_dir} continues from the last checkpoint "
-            "written before (if any)",
-            130,
+        _stopped(
+            f"aborted without saving; {_continue_command(run_dir)} continues from the last "
+            "checkpoint written before (if any)",
+            EXIT_SIGINT,
             run_dir,
         )
     return float(result.get("eval/return", float("nan")))
 
 
+def _stopped(message: str, code: int, run_dir: Path) -> None:
+    """A run stopped on the user's request: one ``interrupted:`` line (not an error), the
+    command that continues it, and ``code``."""
+    line = f"interrupted: {message}"
+    if "resume=" not in message:
+        line += f". Continue with: {_continue_command(run_dir)}"
+    print(line, file=sys.stderr)
+    if run_dir.is_dir():
+        with (run_dir / "train.log").open("a") as log:
+            log.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {line}\n")
+    raise SystemExit(code)
+
+
 def check_run_dir_overrides(args: list[str]) -> None:
-    """Before Hydra touches the disk: ``resume=`` must exist, and ``run_dir=`` (or
-    ``hydra.run.dir=``) must not already hold a run unless it is being resumed."""
+    """Before Hydra composes the config: ``resume=`` must exist, and ``run_dir=`` must not
+    already hold a run unless it is being resumed."""
     if "-m" in args or "--multirun" in args:
         return
     values = dict(arg.split("=", 1) for arg in args if "=" in arg and not arg.startswith("-"))
@@ -1018,15 +1224,14 @@ def check_run_dir_overrides(args: list[str]) -> None:
             _fail(
                 f"resume={resume}: no such run directory or checkpoint file (nothing was "
                 "created); pass the directory of an earlier run",
-                1,
+                EXIT_MISSING,
             )
         return
-    for key in ("run_dir", "hydra.run.dir"):
-        if key in values:
-            try:
-                check_new_run_dir(values[key])
-            except RunDirExistsError as error:
-                _fail(str(error), 1)
+    if "run_dir" in values:  # hydra.run.dir= was mapped onto it (normalize_overrides)
+        try:
+            check_new_run_dir(values["run_dir"])
+        except RunDirExistsError as error:
+            _fail(str(error), EXIT_CONFIG)
 
 
 def cli(argv: list[str] | None = None) -> None:
@@ -1039,6 +1244,8 @@ def cli(argv: list[str] | None = None) -> None:
     except (registry.UnknownAlgorithmError, UnknownEnvError) as error:
         _fail(str(error))
     check_run_dir_overrides(args)
+    if "-m" in args or "--multirun" in args:
+        os.environ[SWEPT_KEYS_ENV] = ",".join(swept_keys(args))
     sys.argv = [sys.argv[0], *args]
     main = hydra.main(version_base="1.3", config_path="pkg://rlcore.configs", config_name="config")(
         _hydra_main

@@ -106,10 +106,11 @@ def test_resume_with_different_network_refuses_naming_field(tmp_path):
         ["algo=sac", "env=InvertedPendulum", *TINY, "algo.hidden=[64,64]", f"resume={run_dir}"],
         tmp_path,
     )
-    assert out.returncode == 1
+    assert out.returncode == 2  # a config error (docs/cli.md, "Exit codes")
     assert "algo.hidden" in out.stderr and "Traceback" not in out.stderr
     out = run_cli(["algo=sac", "env=Hopper", *TINY, f"resume={run_dir}"], tmp_path)
-    assert out.returncode == 1 and "env.id" in out.stderr
+    assert out.returncode == 2 and "trained on InvertedPendulum-v5; drop env=" in out.stderr
+    assert not (run_dir / ".hydra_resumed").exists()  # refused: nothing written
 
 
 def test_nan_loss_stops_with_message_and_good_checkpoint(tmp_path):
@@ -135,6 +136,6 @@ def test_nan_loss_stops_with_message_and_good_checkpoint(tmp_path):
 
 def test_resume_of_missing_run_is_a_clear_error(tmp_path):
     out = run_cli(["algo=sac", "env=Hopper", *TINY, f"resume={tmp_path / 'nope'}"], tmp_path)
-    assert out.returncode == 1 and "no such run directory" in out.stderr
+    assert out.returncode == 3 and "no such run directory" in out.stderr
     assert not (tmp_path / "nope").exists()
     assert "Traceback" not in out.stderr

@@ -276,6 +276,7 @@ def test_cli_end_to_end_on_fake_runs(tmp_path, capsys):
         write_run(sweep / f"td3/s{seed}", "td3", seed, [1.0, 7.0], env_id="Hopper-v5")
     out = run_report(sweep, "--reps", "500", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "warning" not in out.stderr  # 3 seeds or more in every group
     lines = {line.split(" | ")[0].lstrip("| "): line for line in out.stdout.splitlines()}
     sac = lines["sac InvertedPendulum-v5"]
     assert "| 0,1,2,3,4 | 5 | 23.33 [" in sac and "| 34.00 [" in sac and "| 20.00 [" in sac
@@ -413,3 +414,43 @@ def test_report_on_real_tiny_runs(tmp_path):
     assert g["curve"]["step"] == [200, 400]
     for name in ("final_scores.png", "learning_curves.png", "performance_profile.png"):
         assert_png(tmp_path / "runs" / "report" / name)
+
+
+def test_fewer_than_three_seeds_are_warned_about_in_the_report_and_figure(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    sweep = tmp_path / "sweep"
+    for seed in range(2):
+        write_run(sweep / f"sac/s{seed}", "sac", seed, [1.0, 2000.0 + seed], steps=[5000, 10000])
+    figures = {}
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        fig.canvas.draw()
+        figures[Path(path).name] = fig
+        return save(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    assert report.main([str(sweep), "--reps", "200"]) == 0
+    md = (sweep / "report" / "report.md").read_text()
+    assert "**Warning**: fewer than 3 seeds in sac InvertedPendulum-v5 (n=2)" in md
+    assert "min-max), not a confidence interval" in md
+    curves = figures["learning_curves.png"].axes[0]
+    legend = [t.get_text() for t in curves.get_legend().get_texts()]
+    assert legend == ["sac InvertedPendulum-v5 (n=2: band = min-max, not a CI)"]
+    # axes in words, numbers with thousands separators
+    assert curves.get_xlabel() == "environment steps (offline runs: gradient steps)"
+    assert curves.get_ylabel() == "evaluation return (IQM, 95% CI)"
+    ticks = [t.get_text() for t in curves.get_xticklabels()]
+    assert "10,000" in ticks and "10000" not in ticks
+    finals = [t.get_text() for t in figures["final_scores.png"].axes[0].get_xticklabels()]
+    assert any("," in t for t in finals), finals
+
+
+def test_cli_warns_below_three_seeds(tmp_path):
+    sweep = tmp_path / "sweep"
+    for seed in range(2):
+        write_run(sweep / f"sac/s{seed}", "sac", seed, [1.0, 2.0])
+    out = run_report(sweep, "--reps", "200", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "warning: fewer than 3 seeds in sac InvertedPendulum-v5 (n=2)" in out.stderr

@@ -71,7 +71,7 @@ def test_existing_run_dir_is_refused_and_left_untouched(tmp_path):
     with pytest.raises(RunDirExistsError, match="already holds a run"):
         train(make_config(*SAC_TINY, "total_steps=300", "seed=1"), run_dir)
     out = _cli([*SAC_TINY, "total_steps=300", "seed=1", f"run_dir={run_dir}"], tmp_path)
-    _one_clean_error(out, 1, "already holds a run", f"resume={run_dir}")
+    _one_clean_error(out, 2, "already holds a run", f"resume={run_dir}")
     after = {p.relative_to(run_dir): p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
     assert after == before  # no file added, removed or changed (Hydra's .hydra/ included)
 
@@ -79,7 +79,7 @@ def test_existing_run_dir_is_refused_and_left_untouched(tmp_path):
 def test_resume_of_missing_dir_creates_nothing(tmp_path):
     missing = tmp_path / "nope"
     out = _cli([*SAC_TINY, "total_steps=300", f"resume={missing}"], tmp_path)
-    _one_clean_error(out, 1, "no such run directory")
+    _one_clean_error(out, 3, "no such run directory")
     assert not missing.exists()
 
 
@@ -142,7 +142,10 @@ def test_signal_saves_a_checkpoint_that_resumes_exactly(sig, code, tmp_path):
     args += ["eval_every=3000"]
     stopped = tmp_path / "stopped"
     out = _interrupt_when_learning(args, stopped, sig)
-    _one_clean_error(out, code, f"stopped by {sig.name}", f"resume={stopped}")
+    assert out.returncode == code, out.stderr
+    # a stop the user asked for is not an error: one "interrupted:" line with the command
+    assert out.stderr.startswith(f"interrupted: stopped by {sig.name}"), out.stderr
+    assert f"python -m rlcore.train resume={stopped}" in out.stderr
     step = load_checkpoint(stopped)["loop"]["counters"]["step"]
     assert 100 < step < 6000
     assert f"received {sig.name}" in (stopped / "train.log").read_text()

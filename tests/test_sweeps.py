@@ -97,7 +97,7 @@ def test_a_failing_job_stops_the_sweep_and_is_named(tmp_path):
     tiny = [*FAST, "seed=0", "total_steps=1200"]
     args = ["algo=sac,iql", "env=InvertedPendulum", "hydra/launcher=rlcore_joblib"]
     out = _sweep(tmp_path, *args, tiny=tiny)
-    assert out.returncode == 1
+    assert out.returncode == 2  # a config error (docs/cli.md, "Exit codes")
     assert "error: job 1 (" in out.stderr and "iql/invertedpendulum/seed0_1): " in out.stderr
     assert "algo=iql trains on offline data: pass dataset=" in out.stderr
     assert "Traceback" not in out.stderr
@@ -142,3 +142,15 @@ def test_ray_local_runs_a_job(tmp_path, monkeypatch):
     runs = _run_dirs(tmp_path)
     assert list(runs) == ["sac/invertedpendulum/seed0_0"]
     assert _check_run(runs["sac/invertedpendulum/seed0_0"])["pid"] != os.getpid()
+
+
+def test_sweep_progress_lines_name_the_jobs_swept_values(tmp_path):
+    # joblib: the jobs run in other processes, which learn the swept keys from the parent
+    args = ["algo=sac", "env=InvertedPendulum", "seed=0,1", "hydra/launcher=rlcore_joblib"]
+    tiny = [*FAST, "logger.console=true", "total_steps=400", "algo.learning_starts=100"]
+    out = _sweep(tmp_path, *args, tiny=[*tiny, "eval_every=200"])
+    assert out.returncode == 0, out.stderr
+    for seed in (0, 1):
+        assert f"[sac InvertedPendulum-v5 seed={seed}] step 400/400" in out.stdout, out.stdout
+    for run_dir in _run_dirs(tmp_path).values():  # Hydra's record, written by rlcore
+        assert "seed=" in (run_dir / ".hydra" / "overrides.yaml").read_text()

@@ -1,0 +1,278 @@
+"""Runs that explain themselves (issue 34, section 2) from the command line.
+
+A refused run writes nothing, one process writes a run, ``resume=<dir>`` alone continues
+any run (the command a Ctrl-C prints works), exit codes follow the documented rule, and a
+run ends with a summary."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shlex
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from rlcore.run_lock import LOCK_FILE, RunLock, RunLockedError
+from rlcore.train import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_SIGINT, EXIT_SIGTERM
+from tests.conftest import FAST, HANG_GUARD_S, REPO, python_cmd
+from tests.test_resume import hooked_cli
+
+SAC_TINY = [
+    "algo=sac",
+    "env=InvertedPendulum",
+    "total_steps=300",
+    "algo.learning_starts=100",
+    "algo.batch_size=32",
+    "algo.hidden=[32,32]",
+    "eval_every=300",
+    "checkpoint_every=300",
+    *FAST,
+]
+DQN_TINY = [
+    "algo=dqn",
+    "env=CartPole-v1",
+    "total_steps=1200",
+    "algo.learning_starts=200",
+    "algo.batch_size=32",
+    "eval_every=600",
+    "checkpoint_every=0",
+    "checkpoint_every_s=0",
+    "log_every=100",
+    *FAST,
+]
+
+
+def _cli(args: list[str], cwd) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        python_cmd(*args), cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S, env=env
+    )
+
+
+def _tree(path) -> set[str]:
+    return {str(p.relative_to(path)) for p in path.rglob("*")}
+
+
+# ----------------------------------------------------------------------------- refused runs
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "needle"),
+    [
+        (["algo=iql", "env=Hopper", "dataset=missing/d4rl.hdf5"], EXIT_MISSING, "does not exist"),
+        (["algo=iql", "env=Hopper"], EXIT_CONFIG, "trains on offline data"),
+        (["algo=ppo_lag", "env=Hopper", "total_steps=40000"], EXIT_CONFIG, "no info['cost']"),
+    ],
+    ids=["missing-dataset", "iql-without-dataset", "ppo_lag-on-Hopper"],
+)
+def test_refused_run_writes_nothing(args, code, needle, tmp_path):
+    out = _cli([*args, "threads=1", f"run_dir={tmp_path / 'run'}"], tmp_path)
+    assert out.returncode == code, out.stderr
+    assert out.stderr.startswith("error: ") and needle in out.stderr, out.stderr
+    assert _tree(tmp_path) == set()  # no run dir, no .hydra/, no train.log (nor in the cwd)
+
+
+def test_refused_default_run_dir_leaves_no_runs_folder(tmp_path):
+    out = _cli(["algo=iql", "env=Hopper", "threads=1"], tmp_path)
+    assert out.returncode == EXIT_CONFIG, out.stderr
+    assert _tree(tmp_path) == set()
+
+
+def test_failed_resume_keeps_the_previous_resume_record(tmp_path):
+    run_dir = tmp_path / "run"
+    assert _cli([*SAC_TINY, f"run_dir={run_dir}"], tmp_path).returncode == 0
+    assert _cli(["total_steps=400", f"resume={run_dir}"], tmp_path).returncode == 0
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    out = _cli(["algo.hidden=[64,64]", "total_steps=500", f"resume={run_dir}"], tmp_path)
+    assert out.returncode == EXIT_CONFIG and "algo.hidden" in out.stderr, out.stderr
+    after = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    assert after == before  # .hydra_resumed/, config_resumed.yaml, train.log: untouched
+    assert "total_steps=400" in (run_dir / ".hydra_resumed" / "overrides.yaml").read_text()
+
+
+# ----------------------------------------------------------------------------- one writer
+
+
+def test_run_lock_refuses_a_live_holder_and_takes_over_a_stale_one(tmp_path):
+    first = RunLock(tmp_path)
+    first.acquire()
+    holder = (tmp_path / LOCK_FILE).read_text()
+    assert str(os.getpid()) in holder and platform.node() in holder
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    first.release()
+    assert not (tmp_path / LOCK_FILE).exists()
+    # a live process (the test's parent) holds it: refused, naming pid, host and start
+    (tmp_path / LOCK_FILE).write_text(
+        f'{{"pid": {os.getppid()}, "host": "{platform.node()}", "started": "2026-11-27 01:00"}}'
+    )
+    with pytest.raises(RunLockedError, match=f"pid {os.getppid()} on host .* since 2026-11-27"):
+        RunLock(tmp_path).acquire()
+    # the same host's dead pid: stale, taken over
+    (tmp_path / LOCK_FILE).write_text(f'{{"pid": {dead.pid}, "host": "{platform.node()}"}}')
+    lock = RunLock(tmp_path)
+    lock.acquire()
+    assert str(os.getpid()) in (tmp_path / LOCK_FILE).read_text()
+    lock.release()
+
+
+def test_second_process_on_a_run_is_refused_and_a_stale_lock_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    assert _cli([*SAC_TINY, f"run_dir={run_dir}"], tmp_path).returncode == 0
+    assert not (run_dir / LOCK_FILE).exists()  # released at the end
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        (run_dir / LOCK_FILE).write_text(
+            f'{{"pid": {holder.pid}, "host": "{platform.node()}", "started": "x"}}'
+        )
+        before = (run_dir / "train.log").read_text()
+        out = _cli(["total_steps=400", f"resume={run_dir}"], tmp_path)
+        assert out.returncode == EXIT_CONFIG, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"pid {holder.pid} on host {platform.node()}" in lines[0]
+        assert (run_dir / "train.log").read_text() == before  # the holder's run untouched
+    finally:
+        holder.kill()
+        holder.wait()
+    out = _cli(["total_steps=400", f"resume={run_dir}"], tmp_path)  # its pid is dead now
+    assert out.returncode == 0, out.stderr
+    assert "step 400/400" in (run_dir / "train.log").read_text()
+
+
+# ----------------------------------------------------------------------------- resume
+
+
+_SIGINT_HOOK = """
+import os
+import rlcore.logging as _logging
+
+_log = _logging.Logger.log
+
+def _log_hook(self, metrics, step):
+    _log(self, metrics, step)
+    if step >= 600 and not getattr(_logging, "_sent", False):
+        _logging._sent = True
+        os.kill(os.getpid(), SIG)
+
+_logging.Logger.log = _log_hook
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, EXIT_SIGINT), (signal.SIGTERM, EXIT_SIGTERM)]
+)
+def test_printed_resume_command_continues_a_non_default_algorithm(sig, code, tmp_path):
+    run_dir = tmp_path / "run"
+    proc = hooked_cli([*DQN_TINY, f"run_dir={run_dir}"], f"SIG = {int(sig)}\n{_SIGINT_HOOK}",
+                      cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)  # fmt: skip
+    _, stderr = proc.communicate(timeout=HANG_GUARD_S)
+    assert proc.returncode == code, stderr
+    assert stderr.startswith("interrupted: ") and "error" not in stderr, stderr
+    command = re.search(r"Continue with: (python -m rlcore\.train .*)$", stderr.strip()).group(1)
+    assert command == f"python -m rlcore.train resume={run_dir}"
+    out = _cli(shlex.split(command)[3:], tmp_path)  # the printed command, as it is
+    assert out.returncode == 0, out.stderr
+    saved = (run_dir / "config_resumed.yaml").read_text()
+    assert "name: dqn" in saved and "id: CartPole-v1" in saved and "total_steps: 1200" in saved
+    assert "step 1,200/1,200" in (run_dir / "train.log").read_text()
+
+
+def test_resume_overrides_change_only_what_they_name(tmp_path):
+    from omegaconf import OmegaConf
+
+    run_dir = tmp_path / "run"
+    assert _cli([*DQN_TINY, "total_steps=600", f"run_dir={run_dir}"], tmp_path).returncode == 0
+    out = _cli(["total_steps=1200", f"resume={run_dir}"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    original = OmegaConf.to_container(OmegaConf.load(run_dir / "config.yaml"))
+    resumed = OmegaConf.to_container(OmegaConf.load(run_dir / "config_resumed.yaml"))
+    assert resumed["total_steps"] == resumed["algo"]["total_steps"] == 1200
+    assert resumed["resume"] == str(run_dir)
+    for config in (original, resumed):
+        for key in ("total_steps", "resume"):
+            config.pop(key)
+        config["algo"].pop("total_steps")
+    assert resumed == original  # algo, env, batch size, cadences: the run's own
+
+
+# ----------------------------------------------------------------------------- summary
+
+
+def test_closing_summary_says_why_where_and_what_next(tmp_path):
+    run_dir = tmp_path / "run"
+    out = _cli([*SAC_TINY, "logger.console=true", f"run_dir={run_dir}"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"finished: all 300 steps done; final evaluation return -?\d", out.stdout)
+    assert f"checkpoint {run_dir / 'checkpoints' / 'latest.pt'}" in out.stdout
+    assert f"python -m rlcore.train resume={run_dir} total_steps=" in out.stdout
+    assert f"rlcore.load_policy('{run_dir}')" in out.stdout
+    args = ["total_steps=900", "stop_at_return=-1000", "logger.console=true"]
+    out = _cli([*SAC_TINY, *args, f"run_dir={tmp_path / 's'}"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "finished: stop_at_return=-1000 reached at step 300;" in out.stdout, out.stdout
+
+
+def test_exit_codes_are_documented():
+    text = (REPO / "docs" / "cli.md").read_text()
+    section = text[text.index("**Exit codes**") :]
+    for code in (EXIT_FAILED, EXIT_CONFIG, EXIT_MISSING, EXIT_SIGINT, EXIT_SIGTERM):
+        assert f"| {code} |" in section, code
+
+
+# ----------------------------------------------------------------------------- compilation
+
+
+def test_progress_speed_leaves_a_compilation_stall_out(monkeypatch):
+    from rlcore import loops
+
+    clock = [100.0]
+    monkeypatch.setattr(loops.time, "monotonic", lambda: clock[0])
+    run = loops.RunContext("x", logger=None, save=lambda state: None)
+    progress = loops._Progress(run, total=10_000, start=0)
+    for second in range(1, 11):  # 100 steps/s for 10 s
+        clock[0] = 100.0 + second
+        progress.recent_sps(100 * second)
+    clock[0] += 50.0  # a 50 s compilation, then 1 s at 20 steps/s (updates now)
+    progress.restart(1000)
+    clock[0] += 1.0
+    assert progress.recent_sps(1020) == pytest.approx(20.0)
+    # without the restart the stall and the warm-up would count: 1020 steps in 61 s
+    stalled = loops._Progress(run, total=10_000, start=0)
+    stalled._samples = type(stalled._samples)([(100.0, 0)])
+    assert stalled.recent_sps(1020) == pytest.approx(1020 / 61)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_first_update_of_a_compiled_agent_is_announced_with_its_duration(compiled, tmp_path):
+    import time
+
+    from rlcore.logging import Logger
+    from rlcore.loops import LoopSettings, Phase, RunContext, run_phases
+    from tests.test_loops import _envs
+    from tests.test_o2o_core import Source, SpyAgent
+
+    class Compiling(SpyAgent):
+        def update(self, batch, progress=None):
+            if not any(event[0] == "update" for event in self.events):
+                time.sleep(0.3)  # the first call compiles
+            return super().update(batch)
+
+    env, eval_env = _envs()
+    logger = Logger(tmp_path, tensorboard=False, console=False)
+    run = RunContext("spy", logger, save=lambda state: tmp_path)
+    settings = LoopSettings(total_steps=0, eval_every=1000, eval_episodes=1,
+                            checkpoint_every=0, batch_size=4, compiled=compiled)  # fmt: skip
+    run_phases(Compiling(1), [Phase("offline", 3, Source(0.0))], env, eval_env, settings, run)
+    logger.close()
+    log = (tmp_path / "train.log").read_text()
+    if compiled:
+        assert log.count("compiling the update") == 1
+        took = float(re.search(r"compiled in (\d+\.\d) s", log).group(1))
+        assert 0.3 <= took < 5.0
+    else:
+        assert "compil" not in log

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value
+from torch.optim.adam import adam as functional_adam
 
 from rlcore.nets import polyak_update
 from rlcore.utils import frozen as frozen_params
@@ -119,16 +120,16 @@ def adam_update_(
     lr: torch.Tensor,
     constants: tuple[float, float, float],
 ) -> None:
-    """``torch.optim.Adam``'s single-tensor update, in place, as traceable tensor code."""
+    """``torch.optim.Adam``'s update, in place: torch's own functional ``adam`` in its
+    capturable form (step count, lr and bias corrections stay tensors), which traces into
+    a compiled graph."""
     beta1, beta2, eps = constants
-    for param, grad, step, exp_avg, exp_avg_sq in zip(params, grads, *state):
-        step.add_(1)
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        bias_correction1 = 1 - beta1**step
-        bias_correction2_sqrt = (1 - beta2**step).sqrt()
-        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        param.sub_(exp_avg / denom * (lr / bias_correction1))
+    steps, exp_avgs, exp_avg_sqs = state
+    functional_adam(
+        params, grads, exp_avgs, exp_avg_sqs, [], steps, foreach=False, capturable=True,
+        amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=0.0, eps=eps,
+        maximize=False,
+    )  # fmt: skip
 
 
 def functional_grads(

@@ -26,6 +26,7 @@ from rlcore.speed import (
     bf16_native,
     resolve_compile,
     resolve_precision,
+    resolve_speed_modes,
     speed_report,
 )
 from tests.conftest import make_config
@@ -225,6 +226,18 @@ def test_compile_auto_compiles_only_long_runs(compiler):
     assert ppo._compiled_step is not None and ppo._explore_graph is not None
     with pytest.raises(ValueError, match="unknown compile='yes', choose from true, false, auto"):
         resolve_compile("yes", 10)
+
+
+def test_compile_auto_reads_the_planned_run_length(compiler):
+    """compile=auto decides on the run the config plans (offline plus online steps), not
+    on one field: IQL's 60k offline steps alone stay eager, with 60k online ones they
+    compile."""
+    compiler(True)
+    offline = IQLConfig(compile="auto", total_steps=60_000)
+    assert resolve_speed_modes(offline).compile is False
+    both = IQLConfig(compile="auto", total_steps=60_000, online_steps=60_000)
+    assert resolve_speed_modes(both).compile is True
+    assert resolve_speed_modes(CQLConfig(compile="auto")).compile is True  # 1M offline steps
 
 
 def test_compile_auto_without_a_compiler_notes_it_only_for_long_runs(compiler):

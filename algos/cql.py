@@ -60,10 +60,10 @@ Departures from CORL and the paper:
   steps of policy, critics, temperature and alpha', Polyak -- runs as one
   ``torch.compile``d graph of ``_update_steps``, the function the eager update runs
   (``rlcore.compiled.CompiledUpdate``; sampling draws from torch's generator as eager code
-  does). Same maths, equal to float tolerance; 1.5x the eager updates/s at Hopper shapes
-  (fp32, 1 thread; ``benchmarks.throughput`` section ``compile``); needs a C++ compiler
-  (eager with one warning without one); ``"auto"`` compiles runs of more than 100k steps
-  (``rlcore.speed``).
+  does). Same maths, equal to float tolerance; 1.1-1.5x the eager updates/s at Hopper
+  shapes (fp32, 1 thread, with the machine's load; ``benchmarks.throughput`` section
+  ``compile``); needs a C++ compiler (eager with one warning without one); ``"auto"``
+  compiles runs of more than 100k steps (``rlcore.speed``).
 """
 
 from __future__ import annotations

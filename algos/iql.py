@@ -35,7 +35,7 @@ bfloat16 autocast (output layers, parameters, optimiser state and losses stay fl
 speed mode, not in the paper. ``compile=True`` runs the whole update -- the three losses,
 the gradients of their sum, three Adam steps (the actor's cosine lr as a tensor), Polyak
 -- as one ``torch.compile``d graph of ``_update_steps``, the function the eager update
-runs (``rlcore.compiled.CompiledUpdate``): same maths, equal to float tolerance, 1.4x the
+runs (``rlcore.compiled.CompiledUpdate``): same maths, equal to float tolerance, 1.3-1.5x the
 eager updates/s at Hopper shapes (1 thread; ``benchmarks.throughput`` section
 ``compile``); a C++ compiler is needed (eager with one warning without one); the NaN
 check then follows the graph, after the failing update's steps; ``"auto"`` compiles runs

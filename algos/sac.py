@@ -39,7 +39,7 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   (``rlcore.compiled.CompiledUpdate``: gradients by torch.func, Adam in place on the
   optimisers' state; the policy's noise and the critic subsets come from torch's
   generator as in eager mode, ``fallback_random``). Same maths, equal to float tolerance;
-  1.7x the eager updates/s at Hopper shapes on 1 thread (``benchmarks.throughput``
+  1.3-1.7x the eager updates/s at Hopper shapes on 1 thread (``benchmarks.throughput``
   section ``compile``); needs a C++ compiler (eager, with one warning, without one) and
   ~20-40 s of compilation. ``"auto"`` (the command line's default) compiles runs of more
   than 100k steps; the dataclass default stays eager (an agent built by hand has no run

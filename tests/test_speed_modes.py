@@ -310,6 +310,27 @@ def test_throughput_skips_emulated_bf16_and_missing_compiler(cpu, compiler):
     assert mode_skips() == {"bf16": None, "compile": None}
 
 
+def test_compile_section_times_each_agent_eager_and_skips_what_is_missing(cpu, compiler):
+    """The compile section's rows: SAC, CQL and IQL eager, with the compiled (and bf16)
+    contenders skipped, not timed, where this machine lacks them."""
+    from argparse import Namespace
+
+    from rlcore.benchmarks.throughput.o2o import section_compile
+
+    cpu(*AVX2_EPYC)
+    compiler(False)
+    section = section_compile(Namespace(updates=10, seed=0, rounds=1))
+    timed = {k for k, v in section["updates_per_s"].items() if v is not None}
+    assert timed == {"sac_fp32", "cql_fp32", "iql_fp32"}
+    assert set(section["ratios"]) == {
+        f"{agent}_{p}_compile/{agent}_{p}"
+        for agent in ("sac", "cql", "iql")
+        for p in ("fp32", "bf16")
+    }
+    assert all(value is None for value in section["ratios"].values())
+    assert "| SAC, fp32 |" in section["table"]
+
+
 def test_bf16_parity_benchmark_refuses_to_compare_float32_with_itself(cpu, monkeypatch):
     from rlcore.benchmarks.bf16_parity import check_bf16_native
 

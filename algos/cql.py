@@ -58,9 +58,11 @@ Departures from CORL and the paper:
   step on CPUs with AMX: the penalty scores B * (1 + 3N) rows per critic).
 * ``compile=True``: the whole update -- ``_losses``, the gradients of their sum, the Adam
   steps of policy, critics, temperature and alpha', Polyak -- runs as one
-  ``torch.compile``d graph (``_graph_update``, from ``rlcore.compiled``'s functional
-  pieces; sampling draws from torch's generator as eager code does). Same maths, equal to
-  float tolerance; needs a C++ compiler (eager with one warning without one); ``"auto"``
+  ``torch.compile``d graph of ``_update_steps``, the function the eager update runs
+  (``rlcore.compiled.CompiledUpdate``; sampling draws from torch's generator as eager code
+  does). Same maths, equal to float tolerance; 1.1-1.5x the eager updates/s at Hopper
+  shapes (fp32, 1 thread, with the machine's load; ``benchmarks.throughput`` section
+  ``compile``); needs a C++ compiler (eager with one warning without one); ``"auto"``
   compiles runs of more than 100k steps (``rlcore.speed``).
 """
 
@@ -78,36 +80,20 @@ import torch
 from rlcore.agent_state import Parts
 from rlcore.algos.sac import subset_min
 from rlcore.capabilities import StateStatistics
-from rlcore.compiled import (
-    LossModule,
-    adam_constants,
-    adam_steps_,
-    compile_graph,
-    detached_call,
-    functional_grads,
-    graph_inputs,
-)
+from rlcore.compiled import CompiledUpdate, EagerSteps, Steps, detached_call
 from rlcore.losses import ensemble_mse
 from rlcore.nets import (
     ObsNormalizer,
     QEnsemble,
     TanhGaussianActor,
     orthogonal_init,
-    polyak_update,
     xavier_uniform_init,
 )
 from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
-from rlcore.utils import (
-    adam,
-    ensure_finite,
-    mixed_precision,
-    numpy_act,
-    scalars,
-    step_summed,
-)
+from rlcore.utils import adam, ensure_finite, mixed_precision, numpy_act, scalars
 
 NETWORK_INITS = ("cql", "orthogonal", "default")
 
@@ -269,27 +255,26 @@ class CQL(StateStatistics):
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self.alpha_prime_optimizer = adam([self.log_alpha_prime], config.critic_lr, fused)
-        self._critic_params = list(self.critic.parameters())
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
         self.random_log_density = -float(np.log(high.astype(np.float64) - low).sum())
-        self._update_graph = None
-        if config.compile:  # the whole update as one compiled graph (_graph_update)
-            parts = {"actor": self.actor, "critic": self.critic, "target": self.target_critic}
-            self._loss_module = LossModule(parts, self._summed_losses)
-            named = dict(self._loss_module.named_parameters())
-            self._names = list(named)  # "parts.<actor|critic|target>.<parameter>"
-            self._graph_params = list(named.values())
-            self._adam_constants = [
-                adam_constants(opt)
-                for opt in (
-                    self.actor_optimizer,
-                    self.critic_optimizer,
-                    self.alpha_optimizer,
-                    self.alpha_prime_optimizer,
-                )
-            ]
-            self._update_graph = compile_graph(self._graph_update)
+        modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
+        optimizers = {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
+        if config.cql_lagrange:
+            optimizers["alpha_prime"] = self.alpha_prime_optimizer
+        if config.autotune_alpha:
+            optimizers["alpha"] = self.alpha_optimizer
+        self._stepped = tuple(optimizers)  # the optimisers every update steps
+        self._steps = EagerSteps(modules, optimizers)
+        # compile: the same _update_steps as one graph (rlcore.compiled.CompiledUpdate)
+        self._update_graph = (
+            CompiledUpdate(
+                self._update_steps, modules, optimizers,
+                free=(self.log_alpha, self.log_alpha_prime),
+            )
+            if config.compile
+            else None
+        )  # fmt: skip
         self.parts = Parts(
             obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
             target_critic=self.target_critic, log_alpha=self.log_alpha,
@@ -338,24 +323,34 @@ class CQL(StateStatistics):
         bound = batch.mc_return if self.calibrate else None
         inputs = (obs, batch.action, batch.reward, next_obs, batch.terminated, bound)
         behaviour_cloning = self.updates < cfg.bc_steps
-        if self._update_graph is not None:
-            losses, stats = self._compiled_update(inputs, behaviour_cloning)
-        else:
-            losses, stats = self._losses(
-                *inputs, self.log_alpha, self.log_alpha_prime, behaviour_cloning
+        if self._update_graph is None:
+            losses, stats = self._update_steps(
+                self._steps, self.log_alpha, self.log_alpha_prime, *inputs, behaviour_cloning
             )
-            # every loss reaches only its own parameters (critics are detached in the
-            # policy loss, alpha and the sampled actions elsewhere): one backward pass
-            optimizers = [self.actor_optimizer, self.critic_optimizer, *self._extra_optimizers()]
-            step_summed(losses, optimizers)
-            polyak_update(self.target_critic, self.critic, cfg.tau)
+        else:  # the graph steps before the losses come back: checked after the update
+            losses, stats = self._update_graph(*inputs, behaviour_cloning)
+            ensure_finite(**losses)
         self.updates += 1
         return scalars({**losses, **stats})
 
-    def _summed_losses(self, *inputs: Any) -> tuple[torch.Tensor, dict, dict]:
-        """(sum of ``_losses``, the losses, the statistics): the compiled graph's loss."""
-        losses, stats = self._losses(*inputs)
-        return sum(losses.values()), losses, stats
+    def _update_steps(
+        self,
+        steps: Steps,
+        log_alpha: torch.Tensor,
+        log_alpha_prime: torch.Tensor,
+        *inputs: Any,
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The update, eager or traced into the compiled graph: ``_losses`` (``inputs``:
+        the batch's tensors, then the behaviour-cloning flag), one backward pass of their
+        sum (every loss reaches only its own parameters: critics are detached in the
+        policy loss, alpha and the sampled actions elsewhere), a step of every optimiser
+        in use, then Polyak."""
+        *data, behaviour_cloning = inputs
+        losses, stats = steps.minimise(
+            self._stepped, self._losses, *data, log_alpha, log_alpha_prime, behaviour_cloning
+        )
+        steps.polyak("target_critic", "critic", self.config.tau)
+        return losses, stats
 
     def _losses(
         self,
@@ -457,93 +452,6 @@ class CQL(StateStatistics):
             below = torch.cat([q_cur, q_next], dim=-1) < bound[:, None]
             stats["bound_rate"] = below.float().mean()
         return losses, {name: value.detach().float() for name, value in stats.items()}
-
-    def _extra_optimizers(self) -> list[torch.optim.Optimizer]:
-        """The optimisers stepped besides actor and critics: alpha', temperature."""
-        cfg = self.config
-        return [
-            opt
-            for opt, used in (
-                (self.alpha_prime_optimizer, cfg.cql_lagrange),
-                (self.alpha_optimizer, cfg.autotune_alpha),
-            )
-            if used
-        ]
-
-    def _compiled_update(
-        self, inputs: tuple[torch.Tensor | None, ...], behaviour_cloning: bool
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """``update`` through the compiled graph: gather the tensors it reads and writes.
-
-        The graph steps every optimiser before the losses come back, so a non-finite loss
-        raises here AFTER the step (eager raises before any step and leaves the parameters
-        untouched); either way the run stops at the same update."""
-        optimizers = [
-            self.actor_optimizer,
-            self.critic_optimizer,
-            self.alpha_optimizer,
-            self.alpha_prime_optimizer,
-        ]
-        cfg = self.config
-        params = [  # an optimiser that never steps gets no Adam state (as eager)
-            list(self.actor.parameters()),
-            self._critic_params,
-            [self.log_alpha] if cfg.autotune_alpha else [],
-            [self.log_alpha_prime] if cfg.cql_lagrange else [],
-        ]
-        states, lrs = graph_inputs(optimizers, params)
-        with torch.no_grad():  # the graph computes its own gradients (torch.func)
-            losses, stats = self._update_graph(
-                self._graph_params, self.log_alpha, self.log_alpha_prime, states, lrs,
-                *inputs, behaviour_cloning,
-            )  # fmt: skip
-        ensure_finite(**losses)
-        return losses, stats
-
-    def _graph_update(
-        self,
-        params: list[torch.Tensor],
-        log_alpha: torch.Tensor,
-        log_alpha_prime: torch.Tensor,
-        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
-        lrs: torch.Tensor,
-        *inputs: Any,
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """The eager update as traceable tensor code (one graph per behaviour-cloning
-        flag): ``_losses``, the gradients of their sum, the Adam steps, Polyak; every
-        parameter, Adam moment and log-multiplier is updated in place."""
-        cfg = self.config
-        *data, behaviour_cloning = inputs
-        values = {name: p.detach() for name, p in zip(self._names, params)}
-        parts = {
-            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
-            for part in ("actor", "critic", "target")
-        }
-        trainable = parts["actor"] + parts["critic"]
-        grads, (_, losses, stats) = functional_grads(
-            self._loss_module,
-            values,
-            trainable,
-            *data, log_alpha, log_alpha_prime, behaviour_cloning,
-            input_grads=(len(data), len(data) + 1),
-        )  # fmt: skip
-        n_actor = len(parts["actor"])
-        actor_grads, critic_grads = grads[:n_actor], grads[n_actor : len(trainable)]
-        alpha_grad, alpha_prime_grad = grads[len(trainable) :]
-        tensors = {part: [values[n] for n in names] for part, names in parts.items()}
-        adam_steps_(
-            [
-                (tensors["actor"], actor_grads),
-                (tensors["critic"], critic_grads),
-                ([log_alpha] if cfg.autotune_alpha else [], [alpha_grad]),
-                ([log_alpha_prime] if cfg.cql_lagrange else [], [alpha_prime_grad]),
-            ],
-            states,
-            lrs,
-            self._adam_constants,
-        )
-        torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
-        return losses, stats
 
     def state_dict(self) -> dict:
         return self.parts.state_dict(updates=self.updates, calibrate=self.calibrate)

@@ -34,10 +34,12 @@ parameters untouched). Opt-in ``precision="bf16"`` runs the hidden layers' matmu
 bfloat16 autocast (output layers, parameters, optimiser state and losses stay float32): a
 speed mode, not in the paper. ``compile=True`` runs the whole update -- the three losses,
 the gradients of their sum, three Adam steps (the actor's cosine lr as a tensor), Polyak
--- as one ``torch.compile``d graph (``_graph_update``): same maths, equal to float
-tolerance; a C++ compiler is needed (eager with one warning without one); the NaN check
-then follows the graph, after the failing update's steps; ``"auto"`` compiles runs of more
-than 100k steps (``rlcore.speed``).
+-- as one ``torch.compile``d graph of ``_update_steps``, the function the eager update
+runs (``rlcore.compiled.CompiledUpdate``): same maths, equal to float tolerance, 1.3-1.5x the
+eager updates/s at Hopper shapes (1 thread; ``benchmarks.throughput`` section
+``compile``); a C++ compiler is needed (eager with one warning without one); the NaN
+check then follows the graph, after the failing update's steps; ``"auto"`` compiles runs
+of more than 100k steps (``rlcore.speed``).
 """
 
 from __future__ import annotations
@@ -51,14 +53,7 @@ import torch
 
 from rlcore.agent_state import Parts
 from rlcore.capabilities import Phased, StateStatistics
-from rlcore.compiled import (
-    LossModule,
-    adam_constants,
-    adam_steps_,
-    compile_graph,
-    functional_grads,
-    graph_inputs,
-)
+from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
 from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr, weight_diagnostics
 from rlcore.nets import (
     MLP,
@@ -172,26 +167,22 @@ class IQL(Phased, StateStatistics):
         self.value_optimizer = adam(self.value.parameters(), config.value_lr, fused)
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
-        self._critic_params = list(self.critic.parameters())
-        self._actor_params = list(self.actor.parameters())
-        self._update_graph = None
-        # the whole update as one compiled graph (_graph_update); FamO2O (no such field) is eager
-        if getattr(config, "compile", False):
-            parts = {
-                "value": self.value,
-                "critic": self.critic,
-                "actor": self.actor,
-                "target": self.target_critic,
-            }
-            self._loss_module = LossModule(parts, self._summed_losses)
-            named = dict(self._loss_module.named_parameters())
-            self._names = list(named)  # "parts.<value|critic|actor|target>.<parameter>"
-            self._graph_params = list(named.values())
-            self._adam_constants = [
-                adam_constants(opt)
-                for opt in (self.value_optimizer, self.critic_optimizer, self.actor_optimizer)
-            ]
-            self._update_graph = compile_graph(self._graph_update)
+        modules = {
+            "value": self.value, "critic": self.critic, "actor": self.actor,
+            "target_critic": self.target_critic,
+        }  # fmt: skip
+        optimizers = {
+            "value": self.value_optimizer, "critic": self.critic_optimizer,
+            "actor": self.actor_optimizer,
+        }  # fmt: skip
+        self._steps = EagerSteps(modules, optimizers)
+        # compile: the same _update_steps as one graph (rlcore.compiled.CompiledUpdate);
+        # FamO2O (a FamO2OConfig, with no compile option) runs its own update eagerly
+        self._update_graph = (
+            CompiledUpdate(self._update_steps, modules, optimizers)
+            if isinstance(config, IQLConfig) and config.compile
+            else None
+        )
         self.parts = Parts(
             obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
             target_critic=self.target_critic, value=self.value,
@@ -249,18 +240,25 @@ class IQL(Phased, StateStatistics):
         obs, next_obs = self.obs_normalizer(batch.obs), self.obs_normalizer(batch.next_obs)
         inputs = (obs, batch.action, batch.reward, next_obs, batch.terminated)
         set_lr(self.actor_optimizer, self._actor_lr())
-        if self._update_graph is not None:
-            losses, stats = self._compiled_update(inputs)
-        else:
-            losses, stats = self._losses(*inputs)
-            # V, Q and the actor each see only their own loss (targets and weights are
-            # detached): one backward pass of the sum
-            optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
-            step_summed(losses, optimizers)
-            polyak_update(self.target_critic, self.critic, cfg.tau)
+        if self._update_graph is None:
+            losses, stats = self._update_steps(self._steps, *inputs)
+        else:  # the graph steps before the losses come back: checked after the update
+            losses, stats = self._update_graph(*inputs)
+            ensure_finite(**losses)
         self.updates += 1
         weight = stats.pop("weight")
         return {**scalars({**losses, **stats}), **weight_diagnostics(weight, cfg.max_weight)}
+
+    def _update_steps(
+        self, steps: Steps, *inputs: torch.Tensor
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The update, eager or traced into the compiled graph: ``_losses``, one backward
+        pass of their sum (V, Q and the actor each see only their own loss: targets and
+        weights are detached), a step of each optimiser (the actor's at the annealed lr
+        set by ``update``), then Polyak."""
+        losses, stats = steps.minimise(("value", "critic", "actor"), self._losses, *inputs)
+        steps.polyak("target_critic", "critic", self.config.tau)
+        return losses, stats
 
     def _losses(
         self,
@@ -345,51 +343,6 @@ class IQL(Phased, StateStatistics):
         set_lr(self.actor_optimizer, self._actor_lr())
         _step(self.actor_optimizer, actor_loss=actor_loss)
         return actor_loss.detach()
-
-    def _summed_losses(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, dict, dict]:
-        """(sum of ``_losses``, the losses, the statistics): the compiled graph's loss."""
-        losses, stats = self._losses(*inputs)
-        return sum(losses.values()), losses, stats
-
-    def _compiled_update(
-        self, inputs: tuple[torch.Tensor, ...]
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """``update`` through the compiled graph (the actor's annealed lr goes in as a
-        tensor). The graph steps before the losses come back, so a non-finite loss
-        raises after the step (eager: before any step, parameters untouched)."""
-        optimizers = [self.value_optimizer, self.critic_optimizer, self.actor_optimizer]
-        params = [list(self.value.parameters()), self._critic_params, self._actor_params]
-        states, lrs = graph_inputs(optimizers, params)
-        with torch.no_grad():  # the graph computes its own gradients (torch.func)
-            losses, stats = self._update_graph(self._graph_params, states, lrs, *inputs)
-        ensure_finite(**losses)
-        return losses, stats
-
-    def _graph_update(
-        self,
-        params: list[torch.Tensor],
-        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
-        lrs: torch.Tensor,
-        *inputs: torch.Tensor,
-    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """The eager update as traceable tensor code: ``_losses``, the gradients of their
-        sum, three Adam steps and Polyak, every tensor updated in place."""
-        values = {name: p.detach() for name, p in zip(self._names, params)}
-        parts = {
-            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
-            for part in ("value", "critic", "actor", "target")
-        }
-        trainable = parts["value"] + parts["critic"] + parts["actor"]
-        grads, (_, losses, stats) = functional_grads(self._loss_module, values, trainable, *inputs)
-        groups, start = [], 0
-        for part in ("value", "critic", "actor"):
-            count = len(parts[part])
-            groups.append(([values[n] for n in parts[part]], grads[start : start + count]))
-            start += count
-        adam_steps_(groups, states, lrs, self._adam_constants)
-        target = [values[n] for n in parts["target"]]
-        torch._foreach_lerp_(target, groups[1][0], self.config.tau)
-        return losses, stats
 
     def state_dict(self) -> dict:
         return self.parts.state_dict(updates=self.updates)

@@ -35,15 +35,18 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   (float32, with one warning, where bf16 would be emulated: ``rlcore.speed``).
 * ``compile=True``: the whole update -- all ``utd_ratio`` critic steps with their Polyak
   averages, the actor and temperature burst; losses, gradients and Adam -- runs as one
-  ``torch.compile``d graph (``_graph_update``, built from ``rlcore.compiled``'s functional
-  pieces; the policy's noise and the critic subsets come from torch's generator as in
-  eager mode, ``fallback_random``). Same maths, equal to
-  float tolerance; needs a C++ compiler (eager, with one warning, without one) and ~20-40 s
-  of compilation. ``"auto"`` (the command line's default) compiles runs of more than 100k
-  steps; the dataclass default stays eager (an agent built by hand has no run length).
-  ``compile_steps=k`` puts k critic steps in the graph and calls it ``utd_ratio / k``
-  times (the actor burst rides on the last call): the compile time grows with the
-  unrolled steps (RLPD's 20 took over 15 minutes on 2 busy cores), the speed barely does.
+  ``torch.compile``d graph of ``_update_steps``, the very function the eager update runs
+  (``rlcore.compiled.CompiledUpdate``: gradients by torch.func, Adam in place on the
+  optimisers' state; the policy's noise and the critic subsets come from torch's
+  generator as in eager mode, ``fallback_random``). Same maths, equal to float tolerance;
+  1.3-1.7x the eager updates/s at Hopper shapes on 1 thread (``benchmarks.throughput``
+  section ``compile``); needs a C++ compiler (eager, with one warning, without one) and
+  ~20-40 s of compilation. ``"auto"`` (the command line's default) compiles runs of more
+  than 100k steps; the dataclass default stays eager (an agent built by hand has no run
+  length). ``compile_steps=k`` puts k critic steps in the graph and calls it
+  ``utd_ratio / k`` times (the actor burst rides on the last call): the compile time
+  grows with the unrolled steps (RLPD's 20 took over 15 minutes on 2 busy cores), the
+  speed barely does.
 
 Use in your own loop::
 
@@ -67,27 +70,14 @@ import torch
 from torch import nn
 
 from rlcore.agent_state import Parts
-from rlcore.compiled import (
-    LossModule,
-    adam_constants,
-    adam_state,
-    adam_update_,
-    compile_graph,
-    functional_grads,
-)
+from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
 from rlcore.losses import ensemble_mse
-from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init, polyak_update
+from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init
 from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
-from rlcore.utils import (
-    adam,
-    ensure_finite,
-    frozen,
-    mixed_precision,
-    numpy_act,
-)
+from rlcore.utils import adam, ensure_finite, mixed_precision, numpy_act
 
 ACTOR_Q = ("min", "mean")
 ACTOR_BATCH = ("last", "full")
@@ -228,20 +218,17 @@ class SAC:
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
-        self._critic_params = list(self.critic.parameters())
-        self._update_graph = None
-        if config.compile:  # the whole update as one compiled graph (_graph_update)
-            parts = {"actor": self.actor, "critic": self.critic, "target": self.target_critic}
-            self._critic_module = LossModule(parts, self._critic_losses)
-            self._actor_module = LossModule(parts, self._actor_losses)
-            named = dict(self._critic_module.named_parameters())
-            self._names = list(named)  # "parts.<actor|critic|target>.<parameter>"
-            self._graph_params = list(named.values())
-            self._adam_constants = [
-                adam_constants(opt)
-                for opt in (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
-            ]
-            self._update_graph = compile_graph(self._graph_update)
+        modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
+        optimizers = {"critic": self.critic_optimizer, "actor": self.actor_optimizer}
+        if config.autotune_alpha:
+            optimizers["alpha"] = self.alpha_optimizer
+        self._steps = EagerSteps(modules, optimizers)
+        # compile: the same _update_steps as one graph (rlcore.compiled.CompiledUpdate)
+        self._update_graph = (
+            CompiledUpdate(self._update_steps, modules, optimizers, free=(self.log_alpha,))
+            if config.compile
+            else None
+        )
         self.parts = Parts(
             actor=self.actor, critic=self.critic, target_critic=self.target_critic,
             log_alpha=self.log_alpha, actor_optimizer=self.actor_optimizer,
@@ -262,7 +249,8 @@ class SAC:
     def update(self, batch: Batch) -> dict[str, float]:
         """``utd_ratio`` critic updates (one per minibatch of the batch, each followed by
         its Polyak average when due), then the actor/temperature burst every
-        ``policy_frequency`` calls. Critic metrics are means over the minibatches."""
+        ``policy_frequency`` calls (``_update_steps``, eager or as one compiled graph).
+        Critic metrics are means over the minibatches."""
         cfg = self.config
         self.updates += 1
         actor_burst = self.updates % cfg.policy_frequency == 0
@@ -277,24 +265,74 @@ class SAC:
                 f"a batch of {len(batch.obs)} rows does not split into utd_ratio="
                 f"{cfg.utd_ratio} equal minibatches"
             )
-        if self._update_graph is not None:
-            return self._compiled_update(inputs, actor_burst, polyak)
-        sums = {"critic_loss": 0.0, "q": 0.0, "target_q": 0.0}
-        for j, minibatch in enumerate(zip(*(x.chunk(cfg.utd_ratio) for x in inputs))):
-            critic_loss, q_mean, target_mean = self._critic_losses(*minibatch, self.alpha)
-            ensure_finite(critic_loss=critic_loss)
-            self.critic_optimizer.zero_grad()
-            critic_loss.backward()
-            self.critic_optimizer.step()
-            for key, value in zip(sums, (critic_loss, q_mean, target_mean)):
-                sums[key] += value.item()
+        actor_obs = self._actor_rows(batch.obs)
+        if self._update_graph is None:
+            sums, metrics = self._update_steps(
+                self._steps, self.log_alpha, *inputs, actor_obs, actor_burst, polyak
+            )
+        else:  # compile_steps critic steps per graph call; the actor burst on the last call
+            steps = cfg.compile_steps or cfg.utd_ratio
+            calls = cfg.utd_ratio // steps
+            sums, metrics = {}, {}
+            for c, chunk in enumerate(zip(*(x.chunk(calls) for x in inputs))):
+                part, metrics = self._update_graph(
+                    *chunk, actor_obs, actor_burst and c == calls - 1,
+                    polyak[c * steps : (c + 1) * steps],
+                )  # fmt: skip
+                sums = {key: sums[key] + value if sums else value for key, value in part.items()}
+            # the graph steps before the losses come back: checked after the update
+            ensure_finite(critic_loss=sums["critic_loss"], **metrics)
+        means = {key: (value / cfg.utd_ratio).item() for key, value in sums.items()}
+        return {**means, **{key: value.item() for key, value in metrics.items()}}
+
+    def _update_steps(
+        self,
+        steps: Steps,
+        log_alpha: torch.Tensor,
+        obs: torch.Tensor,
+        action: torch.Tensor,
+        reward: torch.Tensor,
+        next_obs: torch.Tensor,
+        terminated: torch.Tensor,
+        actor_obs: torch.Tensor,
+        actor_burst: bool,
+        polyak: tuple[bool, ...],
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """The update, eager or traced into the compiled graph: one critic step per entry
+        of ``polyak`` (on its minibatch), each followed by its Polyak average when due,
+        then ``policy_frequency`` actor/temperature steps if ``actor_burst``. Returns the
+        critic losses and statistics summed over the critic steps (float64, the sums a
+        Python loop of ``.item()`` makes) and the last actor step's metrics."""
+        cfg = self.config
+        inputs = (obs, action, reward, next_obs, terminated)
+        sums: dict[str, torch.Tensor] = {}
+        for j, minibatch in enumerate(zip(*(x.chunk(len(polyak)) for x in inputs))):
+            losses, stats = steps.minimise(
+                ("critic",), self._critic_losses, *minibatch, log_alpha.detach().exp()
+            )
+            for key, value in {**losses, **stats}.items():
+                value = value.detach().double()
+                sums[key] = sums[key] + value if key in sums else value
             if polyak[j]:
-                polyak_update(self.target_critic, self.critic, cfg.tau)
-        metrics = {key: value / cfg.utd_ratio for key, value in sums.items()}
-        if actor_burst:
-            actor_obs = self._actor_rows(batch.obs)
-            for _ in range(cfg.policy_frequency):
-                metrics.update(self._update_actor_and_alpha(actor_obs))
+                steps.polyak("target_critic", "critic", cfg.tau)
+        metrics: dict[str, torch.Tensor] = {}
+        for _ in range(cfg.policy_frequency if actor_burst else 0):
+            metrics = self._actor_and_alpha_step(steps, log_alpha, actor_obs)
+        return sums, metrics
+
+    def _actor_and_alpha_step(
+        self, steps: Steps, log_alpha: torch.Tensor, obs: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """One actor step (critics frozen), then one temperature step on its log pi."""
+        losses, log_prob = steps.minimise(
+            ("actor",), self._actor_losses, obs, log_alpha.detach().exp(), frozen=("critic",)
+        )
+        log_prob = log_prob.detach()
+        metrics = {"actor_loss": losses["actor_loss"].detach(), "entropy": -log_prob.mean()}
+        if self.config.autotune_alpha:
+            (losses,) = steps.minimise(("alpha",), self._alpha_loss, log_alpha, log_prob)
+            metrics["alpha_loss"] = losses["alpha_loss"].detach()
+        metrics["alpha"] = log_alpha.detach().exp()
         return metrics
 
     def _actor_rows(self, obs: torch.Tensor) -> torch.Tensor:
@@ -311,8 +349,9 @@ class SAC:
         next_obs: torch.Tensor,
         terminated: torch.Tensor,
         alpha: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(sum of the critics' MSEs to the (soft) Bellman target, mean Q, mean target)."""
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+        """({critic_loss: sum of the critics' MSEs to the (soft) Bellman target},
+        {q: mean Q, target_q: mean target})."""
         cfg = self.config
         with torch.no_grad(), self._autocast():
             next_action, next_log_prob = self.actor(next_obs)
@@ -322,12 +361,13 @@ class SAC:
             target_q = reward + cfg.gamma * (1.0 - terminated) * next_v
         with self._autocast():
             q = self.critic(obs, action)  # (E, B), float32
-        return ensemble_mse(q, target_q), q.detach().mean(), target_q.mean()
+        stats = {"q": q.detach().mean(), "target_q": target_q.mean()}
+        return {"critic_loss": ensemble_mse(q, target_q)}, stats
 
     def _actor_losses(
         self, obs: torch.Tensor, alpha: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(actor loss, log-probabilities of the sampled actions)."""
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """({actor_loss: mean alpha log pi - Q}, log-probabilities of the sampled actions)."""
         with self._autocast():
             action, log_prob = self.actor(obs)
             q = self.critic(obs, action)
@@ -335,108 +375,14 @@ class SAC:
             loss = alpha * log_prob - q
             if self.actor_objective is not None:
                 loss = self.actor_objective(obs, action, loss)
-            return loss.mean(), log_prob
+            return {"actor_loss": loss.mean()}, log_prob
 
-    def _update_actor_and_alpha(self, obs: torch.Tensor) -> dict[str, float]:
-        with frozen(self._critic_params):  # gradients reach the actions only
-            actor_loss, log_prob = self._actor_losses(obs, self.alpha)
-            ensure_finite(actor_loss=actor_loss)
-            self.actor_optimizer.zero_grad()
-            actor_loss.backward()
-        self.actor_optimizer.step()
-        metrics = {"actor_loss": actor_loss.item(), "entropy": -log_prob.detach().mean().item()}
-        if self.config.autotune_alpha:
-            gap = log_prob.detach() + self.target_entropy
-            alpha_loss = -(self.log_alpha.exp() * gap).mean()
-            self.alpha_optimizer.zero_grad()
-            alpha_loss.backward()
-            self.alpha_optimizer.step()
-            metrics["alpha_loss"] = alpha_loss.item()
-        metrics["alpha"] = self.alpha.item()
-        return metrics
-
-    def _compiled_update(
-        self, inputs: tuple[torch.Tensor, ...], actor_burst: bool, polyak: tuple[bool, ...]
-    ) -> dict[str, float]:
-        """``update`` through the compiled graph: gather the tensors it reads and writes."""
-        optimizers = (self.critic_optimizer, self.actor_optimizer, self.alpha_optimizer)
-        states = [
-            adam_state(self.critic_optimizer, self._critic_params),
-            adam_state(self.actor_optimizer, list(self.actor.parameters())),
-            adam_state(self.alpha_optimizer, [self.log_alpha]),
-        ]
-        lrs = torch.tensor([float(opt.param_groups[0]["lr"]) for opt in optimizers])
-        cfg = self.config
-        steps = cfg.compile_steps or cfg.utd_ratio  # critic steps per graph call
-        calls = cfg.utd_ratio // steps
-        actor_obs = self._actor_rows(inputs[0])
-        sums: dict[str, torch.Tensor] = {}
-        out: dict[str, torch.Tensor] = {}
-        for c, chunk in enumerate(zip(*(x.chunk(calls) for x in inputs))):
-            with torch.no_grad():  # the graph computes its own gradients (torch.func)
-                out = self._update_graph(
-                    self._graph_params, self.log_alpha, states, lrs, *chunk, actor_obs,
-                    actor_burst and c == calls - 1, polyak[c * steps : (c + 1) * steps],
-                )  # fmt: skip
-            for key in ("critic_loss", "q", "target_q"):
-                sums[key] = out[key] if c == 0 else sums[key] + out[key]
-        out |= {key: value / cfg.utd_ratio for key, value in sums.items()}
-        ensure_finite(critic_loss=out["critic_loss"])
-        if "actor_loss" in out:
-            ensure_finite(actor_loss=out["actor_loss"])
-        return {key: value.item() for key, value in out.items()}
-
-    def _graph_update(
-        self,
-        params: list[torch.Tensor],
-        log_alpha: torch.Tensor,
-        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
-        lrs: torch.Tensor,
-        obs: torch.Tensor,
-        action: torch.Tensor,
-        reward: torch.Tensor,
-        next_obs: torch.Tensor,
-        terminated: torch.Tensor,
-        actor_obs: torch.Tensor,
-        actor_burst: bool,
-        polyak: tuple[bool, ...],
-    ) -> dict[str, torch.Tensor]:
-        """The eager ``update``'s maths as traceable tensor code (compiled once per
-        (actor_burst, polyak) pattern): every parameter, Adam moment and the temperature
-        come in as tensors and are updated in place; the critic steps (one per entry of
-        ``polyak``) are unrolled into the graph. Returns the critic losses summed over them."""
-        cfg = self.config
-        values = {name: p.detach() for name, p in zip(self._names, params)}
-        by_part = {
-            part: [n for n in self._names if n.startswith(f"parts.{part}.")]
-            for part in ("actor", "critic", "target")
-        }
-        tensors = {part: [values[n] for n in names] for part, names in by_part.items()}
-        critic_adam, actor_adam, alpha_adam = self._adam_constants
-        inputs = (obs, action, reward, next_obs, terminated)
-        sums = []
-        for j, minibatch in enumerate(zip(*(x.chunk(len(polyak)) for x in inputs))):
-            grads, losses = functional_grads(
-                self._critic_module, values, by_part["critic"], *minibatch, log_alpha.exp()
-            )
-            adam_update_(tensors["critic"], grads, states[0], lrs[0], critic_adam)
-            sums = list(losses) if j == 0 else [a + b for a, b in zip(sums, losses)]
-            if polyak[j]:
-                torch._foreach_lerp_(tensors["target"], tensors["critic"], cfg.tau)
-        out = dict(zip(("critic_loss", "q", "target_q"), sums))
-        for _ in range(cfg.policy_frequency if actor_burst else 0):
-            grads, (actor_loss, log_prob) = functional_grads(
-                self._actor_module, values, by_part["actor"], actor_obs, log_alpha.exp()
-            )
-            adam_update_(tensors["actor"], grads, states[1], lrs[1], actor_adam)
-            out |= {"actor_loss": actor_loss, "entropy": -log_prob.mean()}
-            if cfg.autotune_alpha:
-                # -(exp(log_alpha) * gap).mean() is its own derivative w.r.t. log_alpha
-                alpha_loss = -log_alpha.exp() * (log_prob + self.target_entropy).mean()
-                adam_update_([log_alpha], [alpha_loss], states[2], lrs[2], alpha_adam)
-                out["alpha_loss"] = alpha_loss
-            out["alpha"] = log_alpha.exp()
-        return out
+    def _alpha_loss(
+        self, log_alpha: torch.Tensor, log_prob: torch.Tensor
+    ) -> tuple[dict[str, torch.Tensor]]:
+        """({alpha_loss: -mean(alpha (log pi + target entropy))},): alpha, not log alpha,
+        times the entropy gap (CleanRL)."""
+        return ({"alpha_loss": -(log_alpha.exp() * (log_prob + self.target_entropy)).mean()},)
 
     def _autocast(self) -> AbstractContextManager[Any]:
         return mixed_precision(self.config.precision, self.device)

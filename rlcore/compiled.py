@@ -14,16 +14,16 @@ from torch's global generator as eager code would. Results equal the eager path 
 float tolerance (kernel fusion reorders float operations), not bit for bit. Needs a C++
 compiler; compilation costs seconds once per process (per input shape).
 
-An update made of several steps (SAC: critic, actor, temperature, Polyak) can be one
-graph too: ``functional_grads``, ``adam_state`` / ``adam_constants`` / ``adam_update_``
-are the pieces ``CompiledAdamStep`` is built from; pass every parameter and optimiser
-tensor into the compiled function and swap all modules' parameters through
-``functional_call`` (``LossModule``), so no tensor reaches the graph twice under two names.
-An update whose losses are all taken from the pre-update parameters (CQL, IQL) can take
-the gradients of their SUM in one backward pass, provided no loss reaches another's
-parameters: ``detached_call`` scores actions with a critic whose parameters get no
-gradient (eager and traced alike), and ``functional_grads(..., input_grads=...)``
-differentiates plain tensors passed as inputs (a temperature's log) too.
+An agent's whole update (SAC: critic steps, actor, temperature, Polyak) is one graph
+too, without a second copy of it: the agent writes its update once, as a function of a
+``Steps`` object (``minimise(optimisers, loss_fn, *inputs)``, ``polyak(target, source,
+tau)``). Eager it runs with ``EagerSteps`` (backward, the optimisers' own ``step``,
+``polyak_update``); ``CompiledUpdate`` traces the same function with ``GraphSteps``, which
+take the gradients by ``torch.func`` (every module's parameters swapped in through
+``functional_call``, so no tensor reaches the graph twice under two names) and step Adam
+in place on the optimisers' state tensors. A summed loss is right when no loss reaches
+another's parameters: ``detached_call`` scores actions with a critic whose parameters get
+no gradient, eager and traced alike.
 """
 
 from __future__ import annotations
@@ -31,11 +31,16 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value
+from torch.optim.adam import adam as functional_adam
+
+from rlcore.nets import polyak_update
+from rlcore.utils import frozen as frozen_params
+from rlcore.utils import step_summed
 
 
 def cxx_compiler() -> str | None:
@@ -115,16 +120,16 @@ def adam_update_(
     lr: torch.Tensor,
     constants: tuple[float, float, float],
 ) -> None:
-    """``torch.optim.Adam``'s single-tensor update, in place, as traceable tensor code."""
+    """``torch.optim.Adam``'s update, in place: torch's own functional ``adam`` in its
+    capturable form (step count, lr and bias corrections stay tensors), which traces into
+    a compiled graph."""
     beta1, beta2, eps = constants
-    for param, grad, step, exp_avg, exp_avg_sq in zip(params, grads, *state):
-        step.add_(1)
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-        bias_correction1 = 1 - beta1**step
-        bias_correction2_sqrt = (1 - beta2**step).sqrt()
-        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        param.sub_(exp_avg / denom * (lr / bias_correction1))
+    steps, exp_avgs, exp_avg_sqs = state
+    functional_adam(
+        params, grads, exp_avgs, exp_avg_sqs, [], steps, foreach=False, capturable=True,
+        amsgrad=False, beta1=beta1, beta2=beta2, lr=lr, weight_decay=0.0, eps=eps,
+        maximize=False,
+    )  # fmt: skip
 
 
 def functional_grads(
@@ -165,20 +170,6 @@ def detached_call(module: nn.Module, *inputs: torch.Tensor) -> Any:
     parameters, so a sum of losses has no cross term through this call."""
     params = {name: p.detach() for name, p in module.named_parameters()}
     return functional_call(module, params, inputs)
-
-
-def adam_steps_(
-    groups: list[tuple[list[torch.Tensor], list[torch.Tensor]]],
-    states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
-    lrs: torch.Tensor,
-    constants: list[tuple[float, float, float]],
-) -> None:
-    """``adam_update_`` for several optimisers: group i = (params, grads) with state i,
-    learning rate ``lrs[i]`` and constants i. A group with no params is skipped (an
-    optimiser that does not step in this update)."""
-    for i, (params, grads) in enumerate(groups):
-        if params:
-            adam_update_(params, grads, states[i], lrs[i], constants[i])
 
 
 def graph_inputs(
@@ -258,3 +249,183 @@ class CompiledAdamStep:
             grads = [g * coef for g in grads]
         adam_update_(params, grads, state, lr, self.constants)
         return tuple(o.detach() for o in out)
+
+
+class Steps(Protocol):
+    """What an update function asks of its gradient steps (``EagerSteps``, ``GraphSteps``)."""
+
+    def minimise(
+        self, names: tuple[str, ...], loss_fn: Callable[..., Any], *inputs: Any,
+        frozen: tuple[str, ...] = (),
+    ) -> Any: ...  # fmt: skip
+
+    def polyak(self, target: str, source: str, tau: float) -> None: ...
+
+
+class EagerSteps:
+    """The gradient steps an update function takes, as torch runs them: backward, then
+    each optimiser's own ``step``; Polyak averages on the modules' parameters.
+
+    An agent's update is written once, against ``minimise`` and ``polyak`` (the
+    ``Steps`` both classes here provide): eager it runs with this class, compiled with
+    ``GraphSteps`` inside one ``CompiledUpdate`` graph."""
+
+    def __init__(
+        self, modules: dict[str, nn.Module], optimizers: dict[str, torch.optim.Optimizer]
+    ) -> None:
+        self.modules = modules
+        self.optimizers = optimizers
+
+    def minimise(
+        self, names: tuple[str, ...], loss_fn: Callable[..., Any], *inputs: Any,
+        frozen: tuple[str, ...] = (),
+    ) -> Any:  # fmt: skip
+        """``loss_fn(*inputs)`` = (named losses, anything else): the losses checked finite,
+        one backward pass of their sum, a step of the optimisers ``names``; the modules
+        ``frozen`` get no gradient (gradients still flow through them). Returns the output."""
+        params = [p for part in frozen for p in self.modules[part].parameters()]
+        with frozen_params(params):
+            out = loss_fn(*inputs)
+            step_summed(out[0], [self.optimizers[name] for name in names])
+        return out
+
+    def polyak(self, target: str, source: str, tau: float) -> None:
+        """Module ``target`` <- (1 - tau) target + tau ``source``."""
+        polyak_update(self.modules[target], self.modules[source], tau)
+
+
+class GraphSteps:
+    """``EagerSteps`` inside a compiled graph (``CompiledUpdate``): gradients by torch.func
+    (``functional_grads``: no autograd graph outlives a step), Adam in place on the
+    optimisers' own state tensors, Polyak on the parameters' values. Tensors that an
+    optimiser steps but no module holds (a temperature's log) are found among the loss's
+    inputs and differentiated there."""
+
+    def __init__(
+        self,
+        update: CompiledUpdate,
+        values: dict[str, torch.Tensor],
+        free: list[torch.Tensor],
+        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+        lrs: torch.Tensor,
+    ) -> None:
+        self.update, self.values, self.free, self.states, self.lrs = (
+            update, values, free, states, lrs
+        )  # fmt: skip
+
+    def _value(self, slot: tuple[str, str | int]) -> torch.Tensor:
+        kind, key = slot
+        return self.values[key] if kind == "param" else self.free[key]  # type: ignore[index]
+
+    def minimise(
+        self, names: tuple[str, ...], loss_fn: Callable[..., Any], *inputs: Any,
+        frozen: tuple[str, ...] = (),
+    ) -> Any:  # fmt: skip
+        """As ``EagerSteps.minimise``; ``frozen`` needs nothing here (only the stepped
+        tensors are differentiated)."""
+        slots = [slot for name in names for slot in self.update.slots[name]]
+        params = [slot for slot in slots if slot[0] == "param"]
+        free = [slot for slot in slots if slot[0] == "free"]
+        positions = [_position(inputs, self._value(slot)) for slot in free]
+        grads, (_, out) = functional_grads(
+            self.update.module, self.values, [key for _, key in params], loss_fn, *inputs,  # type: ignore[misc]
+            input_grads=tuple(1 + i for i in positions),
+        )  # fmt: skip
+        grad_of = dict(zip(params + free, grads))
+        for name in names:
+            index = self.update.order.index(name)
+            adam_update_(
+                [self._value(slot) for slot in self.update.slots[name]],
+                [grad_of[slot] for slot in self.update.slots[name]],
+                self.states[index], self.lrs[index], self.update.constants[index],
+            )  # fmt: skip
+        return out
+
+    def polyak(self, target: str, source: str, tau: float) -> None:
+        """As ``EagerSteps.polyak``, on the parameters' values."""
+        names = self.update.part_names
+        values = self.values
+        torch._foreach_lerp_(
+            [values[n] for n in names[target]], [values[n] for n in names[source]], tau
+        )
+
+
+def _position(inputs: tuple[Any, ...], tensor: torch.Tensor) -> int:
+    return next(i for i, x in enumerate(inputs) if x is tensor)
+
+
+class _SummedLosses(nn.Module):
+    """Holds an agent's modules so ``functional_call`` can swap their parameters; its
+    ``forward(loss_fn, *inputs)`` is (sum of the named losses, ``loss_fn``'s output)."""
+
+    def __init__(self, modules: dict[str, nn.Module]) -> None:
+        super().__init__()
+        self.parts = nn.ModuleDict(modules)
+
+    def forward(self, loss_fn: Callable[..., Any], *inputs: Any) -> tuple[torch.Tensor, Any]:
+        out = loss_fn(*inputs)
+        return sum(out[0].values()), out
+
+
+class CompiledUpdate:
+    """An agent's update function, the one its eager path runs, as one compiled graph.
+
+    ``body(steps, *free, *args)`` takes its gradient steps through ``steps``
+    (``EagerSteps`` eager, ``GraphSteps`` here) and calls the agent's modules, which must
+    be the ``modules`` given here (the objects themselves); ``optimizers`` (one plain Adam
+    param group each) step their parameters or the ``free`` tensors (e.g. a log
+    temperature), which ``body`` receives first and passes to the losses that use them.
+    Every parameter, Adam moment and free tensor goes into the graph as an input and is
+    updated in place, so checkpoints are the optimisers' own and either path continues
+    the other's run. Only the optimisers given here get Adam state (as eager, give those
+    that step)."""
+
+    def __init__(
+        self,
+        body: Callable[..., Any],
+        modules: dict[str, nn.Module],
+        optimizers: dict[str, torch.optim.Adam],
+        free: tuple[torch.Tensor, ...] = (),
+    ) -> None:
+        self.body = body
+        self.module = _SummedLosses(modules)
+        named = dict(self.module.named_parameters())
+        self.names, self.params = list(named), list(named.values())
+        name_of = {id(p): n for n, p in named.items()}
+        free_of = {id(t): i for i, t in enumerate(free)}
+        self.free = list(free)
+        # modules' parameter names (functional_call's keys), found by identity
+        self.part_names = {
+            part: [name_of[id(p)] for p in module.parameters()] for part, module in modules.items()
+        }
+        self.order = list(optimizers)
+        self.optimizers = [optimizers[name] for name in self.order]
+        self.constants = [adam_constants(opt) for opt in self.optimizers]
+        self.slots: dict[str, list[tuple[str, str | int]]] = {
+            name: [
+                ("param", name_of[id(p)]) if id(p) in name_of else ("free", free_of[id(p)])
+                for p in opt.param_groups[0]["params"]
+            ]
+            for name, opt in optimizers.items()
+        }
+        self._compiled = compile_graph(self._run)
+
+    def __call__(self, *args: Any) -> Any:
+        """``body(GraphSteps, *free, *args)`` through the compiled graph (one graph per
+        distinct non-tensor argument, e.g. a flag)."""
+        states, lrs = graph_inputs(
+            self.optimizers, [list(opt.param_groups[0]["params"]) for opt in self.optimizers]
+        )
+        with torch.no_grad():  # the graph computes its own gradients (torch.func)
+            return self._compiled(self.params, self.free, states, lrs, *args)
+
+    def _run(
+        self,
+        params: list[torch.Tensor],
+        free: list[torch.Tensor],
+        states: list[tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]],
+        lrs: torch.Tensor,
+        *args: Any,
+    ) -> Any:
+        values = {name: p.detach() for name, p in zip(self.names, params)}
+        return self.body(GraphSteps(self, values, free, states, lrs), *free, *args)

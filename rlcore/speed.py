@@ -9,9 +9,9 @@ effective ``precision`` / ``compile`` of an agent.
   ``SpeedModeWarning`` naming the missing feature. ``RLCORE_ALLOW_EMULATED_BF16=1`` keeps
   bf16 anyway: correctness tests exercise the bf16 maths on every CPU with it.
 * ``compile``: ``True | False | "auto"``. ``"auto"`` compiles runs longer than
-  ``AUTO_COMPILE_ABOVE_STEPS`` when a C++ compiler exists. ``True`` without a compiler
-  runs eager with one warning (same maths; the compiled path equals eager to float
-  tolerance, tests/test_speed_options.py).
+  ``AUTO_COMPILE_ABOVE_STEPS`` (the config's ``plan()``: offline plus online steps) when
+  a C++ compiler exists. ``True`` without a compiler runs eager with one warning (same
+  maths; the compiled path equals eager to float tolerance, tests/test_speed_options.py).
 
 ``resolve_speed_modes`` applies both to an algorithm's config, once, in its constructor;
 the agent's ``config`` then holds the effective values (``precision`` float32 / bf16,
@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from rlcore.capabilities import Planned
 from rlcore.compiled import cxx_compiler
 from rlcore.utils import check_precision
 
@@ -46,7 +47,7 @@ ALLOW_EMULATED_BF16 = "RLCORE_ALLOW_EMULATED_BF16"
 AUTO_COMPILE_ABOVE_STEPS = 100_000
 COMPILE_CHOICES = (True, False, "auto")
 
-T = TypeVar("T")
+T = TypeVar("T", bound=Planned)
 
 
 class SpeedModeWarning(UserWarning):
@@ -149,17 +150,17 @@ def resolve_compile(compile: bool | str, total_steps: int | None) -> bool:
 
 def resolve_speed_modes(config: T, device: str | torch.device = "cpu") -> T:
     """A copy of an algorithm's config with its effective ``precision`` and ``compile``
-    (whichever of the two fields it has; ``compile="auto"`` reads ``total_steps``)."""
+    (whichever of the two fields it has; ``compile="auto"`` reads the length of the run
+    the config plans, ``plan().schedule``'s offline plus online steps)."""
     names = {field.name for field in dataclasses.fields(config)}  # type: ignore[arg-type]
     changes: dict[str, Any] = {}
     if "precision" in names:
         precision = config.precision  # type: ignore[attr-defined]
         changes["precision"] = resolve_precision(precision, device)
-    if "compile" in names:
-        changes["compile"] = resolve_compile(
-            config.compile,  # type: ignore[attr-defined]
-            getattr(config, "total_steps", None),
-        )
+    if "compile" in names:  # "auto" decides on the run's length, from its plan
+        schedule = config.plan().schedule
+        run_steps = schedule.offline_steps + schedule.online_steps
+        changes["compile"] = resolve_compile(config.compile, run_steps)  # type: ignore[attr-defined]
     return dataclasses.replace(config, **changes)  # type: ignore[type-var]
 
 

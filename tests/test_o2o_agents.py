@@ -228,12 +228,14 @@ def test_utd_update_takes_utd_critic_steps_and_one_actor_step(actor_batch, rows)
     )
     agent = SAC(OBS, ACT, config)
     seen = []
-    actor_step = agent._update_actor_and_alpha
-    agent._update_actor_and_alpha = lambda obs: seen.append(obs) or actor_step(obs)
+    actor_step = agent._actor_and_alpha_step
+    agent._actor_and_alpha_step = lambda steps, log_alpha, obs: (
+        seen.append(obs) or actor_step(steps, log_alpha, obs)
+    )
     polyaks = []
     batch = random_batch(UTD * B)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("rlcore.algos.sac.polyak_update", lambda *a: polyaks.append(a))
+        patch.setattr("rlcore.compiled.polyak_update", lambda *a: polyaks.append(a))
         agent.update(batch)
     assert adam_steps(agent.critic_optimizer) == {UTD}
     assert adam_steps(agent.actor_optimizer) == {1} and adam_steps(agent.alpha_optimizer) == {1}

@@ -26,6 +26,7 @@ from rlcore.speed import (
     bf16_native,
     resolve_compile,
     resolve_precision,
+    resolve_speed_modes,
     speed_report,
 )
 from tests.conftest import make_config
@@ -227,6 +228,18 @@ def test_compile_auto_compiles_only_long_runs(compiler):
         resolve_compile("yes", 10)
 
 
+def test_compile_auto_reads_the_planned_run_length(compiler):
+    """compile=auto decides on the run the config plans (offline plus online steps), not
+    on one field: IQL's 60k offline steps alone stay eager, with 60k online ones they
+    compile."""
+    compiler(True)
+    offline = IQLConfig(compile="auto", total_steps=60_000)
+    assert resolve_speed_modes(offline).compile is False
+    both = IQLConfig(compile="auto", total_steps=60_000, online_steps=60_000)
+    assert resolve_speed_modes(both).compile is True
+    assert resolve_speed_modes(CQLConfig(compile="auto")).compile is True  # 1M offline steps
+
+
 def test_compile_auto_without_a_compiler_notes_it_only_for_long_runs(compiler):
     compiler(False)
     _, messages = speed_warnings(lambda: resolve_compile("auto", 20_000))
@@ -295,6 +308,27 @@ def test_throughput_skips_emulated_bf16_and_missing_compiler(cpu, compiler):
     cpu(*AMX_XEON)
     compiler(True)
     assert mode_skips() == {"bf16": None, "compile": None}
+
+
+def test_compile_section_times_each_agent_eager_and_skips_what_is_missing(cpu, compiler):
+    """The compile section's rows: SAC, CQL and IQL eager, with the compiled (and bf16)
+    contenders skipped, not timed, where this machine lacks them."""
+    from argparse import Namespace
+
+    from rlcore.benchmarks.throughput.o2o import section_compile
+
+    cpu(*AVX2_EPYC)
+    compiler(False)
+    section = section_compile(Namespace(updates=10, seed=0, rounds=1))
+    timed = {k for k, v in section["updates_per_s"].items() if v is not None}
+    assert timed == {"sac_fp32", "cql_fp32", "iql_fp32"}
+    assert set(section["ratios"]) == {
+        f"{agent}_{p}_compile/{agent}_{p}"
+        for agent in ("sac", "cql", "iql")
+        for p in ("fp32", "bf16")
+    }
+    assert all(value is None for value in section["ratios"].values())
+    assert "| SAC, fp32 |" in section["table"]
 
 
 def test_bf16_parity_benchmark_refuses_to_compare_float32_with_itself(cpu, monkeypatch):

@@ -22,6 +22,9 @@ Sections (``--sections``, default all):
   rlcore's pieces eager and as one compiled graph called 20 times, vs the same maths in
   JAX as one ``jax.jit`` call of a 20-step ``lax.scan`` (``pip install -e .[bench]``);
   ``--torch-threads`` also limits XLA's CPU threads.
+* ``compile``: SAC, CQL and IQL updates/s with their default configs at Hopper shapes,
+  eager vs ``compile=true`` (fp32, bf16): the measurement that keeps a compiled path
+  only where it gains >= 1.2x (run it with ``--torch-threads 1 --rounds 5 --updates 200``).
 * ``sac_run``: whole-run env-steps/s of SAC on Hopper (UTD 1), rlcore vs SB3, same
   hyper-parameters; also the post-warm-up part.
 * ``ppo_run``: whole-run env-steps/s of PPO on Hopper with 8 envs, rlcore vs SB3 (SB3's

@@ -25,7 +25,7 @@ from rlcore.benchmarks.throughput.ensemble import section_ensemble
 from rlcore.benchmarks.throughput.env import section_env
 from rlcore.benchmarks.throughput.memory import section_memory
 from rlcore.benchmarks.throughput.mjx import section_mjx, section_mjx_ppo
-from rlcore.benchmarks.throughput.o2o import section_o2o
+from rlcore.benchmarks.throughput.o2o import section_compile, section_o2o
 from rlcore.benchmarks.throughput.sac_update import section_sac_update
 from rlcore.benchmarks.throughput.targets import targets
 from rlcore.benchmarks.throughput.training_runs import section_ppo_run, section_sac_run
@@ -121,6 +121,7 @@ SECTION_FUNCS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {
     "sac_update": section_sac_update,
     "ensemble": section_ensemble,
     "o2o": section_o2o,
+    "compile": section_compile,
     "sac_run": section_sac_run,
     "ppo_run": section_ppo_run,
     "memory": section_memory,

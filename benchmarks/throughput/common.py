@@ -20,6 +20,7 @@ SECTIONS = (
     "sac_update",
     "ensemble",
     "o2o",
+    "compile",
     "sac_run",
     "ppo_run",
     "memory",

@@ -417,3 +417,59 @@ def section_o2o(args: argparse.Namespace) -> dict[str, Any]:
         "notes": notes,
         "table": f"{table}\n\n{jax_table}",
     }
+
+
+COMPILE_AGENTS = ("sac", "cql", "iql")
+
+
+def _compile_agent(name: str, bf16: bool, compile: bool) -> Any:
+    """SAC (its defaults: 256x256, batch 256), CQL or IQL at Hopper shapes."""
+    import torch
+
+    from rlcore.algos.sac import SAC, SACConfig
+
+    if name != "sac":
+        return _o2o_agent(name, bf16, compile)
+    torch.manual_seed(0)
+    config = SACConfig(precision="bf16" if bf16 else "float32", compile=compile)
+    return SAC(*box_spaces(HOPPER_OBS, HOPPER_ACT), config)
+
+
+def section_compile(args: argparse.Namespace) -> dict[str, Any]:
+    """SAC / CQL / IQL updates/s with their default configs, eager vs ``compile=true``
+    (fp32 and, where native, bf16), alternating in one process: the measurement behind
+    keeping a compiled path (it must gain >= 1.2x over eager)."""
+    notes: list[str] = []
+    measures: dict[str, Measure | None] = {}
+    cql_updates = max(5, args.updates // 10)  # CQL scores 256 x 31 rows per critic
+    for agent in COMPILE_AGENTS:
+        n = cql_updates if agent == "cql" else args.updates
+        for mode, (bf16, compile) in O2O_MODES.items():
+            skip = skip_mode(mode_names(bf16, compile), notes)
+            batches = _hopper_batches(256, 8, args.seed)
+            measures[f"{agent}_{mode}"] = (
+                None if skip else _agent_measure(_compile_agent(agent, bf16, compile), batches, n)
+            )
+    result = alternate(measures, args.rounds)
+    med = {k: median_of(v) for k, v in result.items()}
+    ratios: dict[str, float | None] = {}
+    rows = []
+    for agent in COMPILE_AGENTS:
+        for precision in ("fp32", "bf16"):
+            eager, compiled = med[f"{agent}_{precision}"], med[f"{agent}_{precision}_compile"]
+            ratios[f"{agent}_{precision}_compile/{agent}_{precision}"] = ratio(compiled, eager)
+            rows.append(
+                [f"{agent.upper()}, {precision}", fmt(eager), fmt(compiled),
+                 fmt(ratio(compiled, eager), True)]
+            )  # fmt: skip
+    return {
+        "title": "Updates/s eager vs compile=true at Hopper shapes (obs 11, act 3, batch 256, "
+        f"default configs: SAC 256x256, CQL 3x256 with 10 sampled actions, IQL 2x256); "
+        f"{args.updates} updates per measurement ({cql_updates} for CQL), compiled during "
+        "the warm-up; a compiled path is kept where compiled / eager >= 1.2",
+        "unit": "updates/s",
+        "updates_per_s": result,
+        "ratios": ratios,
+        "notes": notes,
+        "table": markdown_table(["update", "eager /s", "compiled /s", "compiled / eager"], rows),
+    }

@@ -156,15 +156,21 @@ class IQL(Phased, StateStatistics):
         obs_dim = int(np.prod(observation_space.shape))
         action_dim = int(np.prod(action_space.shape))
         low, high = action_space.low, action_space.high
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
-        self.actor = self._make_actor(obs_dim, action_dim, low, high).to(self.device)
-        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
+        self.actor = self._make_actor(obs_dim, action_dim, low, high)
+        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.value = MLP(obs_dim, 1, config.hidden).to(self.device)
+        self.value = MLP(obs_dim, 1, config.hidden)
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.value_optimizer = adam(self.value.parameters(), config.value_lr, fused)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, value=self.value,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+            value_optimizer=self.value_optimizer,
+        ).to(self.device)  # fmt: skip
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
         modules = {
@@ -183,12 +189,6 @@ class IQL(Phased, StateStatistics):
             if isinstance(config, IQLConfig) and config.compile
             else None
         )
-        self.parts = Parts(
-            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
-            target_critic=self.target_critic, value=self.value,
-            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-            value_optimizer=self.value_optimizer,
-        )  # fmt: skip
         self.updates = 0
         self.phase = "offline"  # set by the loop through set_phase; never saved
 

@@ -229,7 +229,7 @@ class CQL(StateStatistics):
         self.calibrate = calibrate
         obs_dim = int(np.prod(observation_space.shape))
         self.action_dim = action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim).to(self.device)
+        self.obs_normalizer = ObsNormalizer(obs_dim)
         self.actor = TanhGaussianActor(
             obs_dim, action_dim, low, high, config.hidden, layer_norm=config.actor_layer_norm,
             log_std_min=config.log_std_min, log_std_max=config.log_std_max,
@@ -240,13 +240,9 @@ class CQL(StateStatistics):
             obs_dim, action_dim, config.num_critics, critic_hidden, layer_norm=config.layer_norm
         )
         self._init_networks(config.network_init)
-        self.actor.to(self.device)
-        self.critic.to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(
-            math.log(config.init_alpha), device=self.device, requires_grad=True
-        )
-        self.log_alpha_prime = torch.tensor(1.0, device=self.device, requires_grad=True)
+        self.log_alpha = torch.tensor(math.log(config.init_alpha), requires_grad=True)
+        self.log_alpha_prime = torch.tensor(1.0, requires_grad=True)
         self.target_entropy = (
             -float(action_dim) if config.target_entropy is None else config.target_entropy
         )
@@ -255,6 +251,13 @@ class CQL(StateStatistics):
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self.alpha_prime_optimizer = adam([self.log_alpha_prime], config.critic_lr, fused)
+        self.parts = Parts(
+            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, log_alpha=self.log_alpha,
+            log_alpha_prime=self.log_alpha_prime, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
+            alpha_prime_optimizer=self.alpha_prime_optimizer,
+        ).to(self.device)  # fmt: skip
         self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
         self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
         self.random_log_density = -float(np.log(high.astype(np.float64) - low).sum())
@@ -274,13 +277,6 @@ class CQL(StateStatistics):
             )
             if config.compile
             else None
-        )  # fmt: skip
-        self.parts = Parts(
-            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
-            target_critic=self.target_critic, log_alpha=self.log_alpha,
-            log_alpha_prime=self.log_alpha_prime, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
-            alpha_prime_optimizer=self.alpha_prime_optimizer,
         )  # fmt: skip
         self.updates = 0
 

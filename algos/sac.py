@@ -200,17 +200,14 @@ class SAC:
                 config.hidden,
                 log_std_min=config.log_std_min,
                 log_std_max=config.log_std_max,
-            ).to(self.device)
+            )
             self.critic = QEnsemble(
                 obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
             )
             if config.critic_last_layer_scale is not None:
                 orthogonal_init(self.critic.net.output_layer, gain=config.critic_last_layer_scale)
-            self.critic.to(self.device)
             self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(
-            float(np.log(config.init_alpha)), device=self.device, requires_grad=True
-        )
+        self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)
         self.target_entropy = (
             -float(action_dim) if config.target_entropy is None else config.target_entropy
         )
@@ -218,6 +215,11 @@ class SAC:
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
+        self.parts = Parts(
+            actor=self.actor, critic=self.critic, target_critic=self.target_critic,
+            log_alpha=self.log_alpha, actor_optimizer=self.actor_optimizer,
+            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
+        ).to(self.device)  # fmt: skip
         modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
         optimizers = {"critic": self.critic_optimizer, "actor": self.actor_optimizer}
         if config.autotune_alpha:
@@ -229,11 +231,6 @@ class SAC:
             if config.compile
             else None
         )
-        self.parts = Parts(
-            actor=self.actor, critic=self.critic, target_critic=self.target_critic,
-            log_alpha=self.log_alpha, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
-        )  # fmt: skip
         self.updates = 0
 
     @property

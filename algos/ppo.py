@@ -113,7 +113,7 @@ class PPO(OnPolicy):
         if self.discrete:
             self.actor = CategoricalActor(
                 obs_dim, int(action_space.n), config.hidden, config.activation
-            ).to(self.device)
+            )
         else:
             self.actor = GaussianActor(
                 obs_dim,
@@ -121,13 +121,15 @@ class PPO(OnPolicy):
                 config.hidden,
                 config.activation,
                 config.init_log_std,
-            ).to(self.device)
-        self.critic = MLP(obs_dim, 1, config.hidden, config.activation).to(self.device)
-        orthogonal_init(self.critic)
-        orthogonal_init(self.critic[-1], gain=1.0)
+            )
+        self.critic = MLP(obs_dim, 1, config.hidden, config.activation)
         self.parameters = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = adam(self.parameters, config.lr, config.fused_optimizer, eps=1e-5)
         self.parts = Parts(actor=self.actor, critic=self.critic, optimizer=self.optimizer)
+        self.parts.to(self.device)
+        # initialised on the device, as before Parts moved the networks (same draws on GPU)
+        orthogonal_init(self.critic)
+        orthogonal_init(self.critic[-1], gain=1.0)
         self._compiled_step = (
             CompiledAdamStep(
                 {"actor": self.actor, "critic": self.critic},

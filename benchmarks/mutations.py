@@ -166,8 +166,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "sac_alpha_loss_sign",
         "algos/sac.py",
-        "alpha_loss = -(self.log_alpha.exp() * gap).mean()",
-        "alpha_loss = (self.log_alpha.exp() * gap).mean()",
+        '"alpha_loss": -(log_alpha.exp() * (log_prob + self.target_entropy)).mean()',
+        '"alpha_loss": (log_alpha.exp() * (log_prob + self.target_entropy)).mean()',
         "temperature loss of the wrong sign (SAC, RLPD, WSRL)",
         _t("test_sac_temperature_moves_toward_the_target_entropy"),
     ),

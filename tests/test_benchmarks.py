@@ -644,3 +644,18 @@ def test_safe_benchmark_compresses_lagrangian_schedules_and_checks_claims():
     verdicts = claims({"sac": row(3000, 900), "sac_lag": row(1500, 20), "cpo": row(800, 30)}, 25)
     assert verdicts[0].startswith("sac_lag: mean episode cost 20.0 <= 25: holds; return 1500 = 50%")
     assert "does not hold" in verdicts[1]
+
+
+def test_every_mutation_applies_to_the_current_code() -> None:
+    """Each mutation's original text occurs exactly once in its file and the named tests
+    exist, so a refactor that moves the maths cannot silently retire a mutation."""
+    from rlcore.benchmarks.mutations import MUTATIONS
+
+    root = Path(__file__).resolve().parents[1]
+    stale = [
+        (m.name, m.file, (root / m.file).read_text().count(m.original))
+        for m in MUTATIONS
+        if (root / m.file).read_text().count(m.original) != 1
+    ]
+    assert not stale, f"mutations whose original text is not found exactly once: {stale}"
+    assert all(m.original != m.replacement for m in MUTATIONS)

@@ -48,19 +48,27 @@ class Logger:
             purge = None if resume_step is None else resume_step + 1
             self._writer = SummaryWriter(log_dir=str(self.run_dir / "tb"), purge_step=purge)
 
-    def log(self, metrics: dict[str, float], step: int) -> None:
-        """Record ``metrics`` at ``step`` (environment steps; gradient steps offline)."""
-        groups: dict[str, dict[str, float]] = {}
+    def log(self, metrics: dict[str, float | str], step: int) -> None:
+        """Record ``metrics`` at ``step`` (environment steps; gradient steps offline).
+
+        A string value (a label such as ``eval/phase``) goes to the CSV cell as written and
+        to TensorBoard's text tab; every other value is a float scalar."""
+        groups: dict[str, dict[str, float | str]] = {}
         for key, value in metrics.items():
             group = key.split("/", 1)[0] if "/" in key else "train"
-            groups.setdefault(group, {})[key] = float(value)
-            if self._writer is not None:
+            label = isinstance(value, str)
+            groups.setdefault(group, {})[key] = value if label else float(value)
+            if self._writer is None:
+                continue
+            if label:
+                self._writer.add_text(key, value, step)
+            else:
                 self._writer.add_scalar(key, float(value), step)
         if self.csv_files:
             for group, values in groups.items():
                 self._write_csv(group, values, step)
 
-    def _write_csv(self, group: str, values: dict[str, float], step: int) -> None:
+    def _write_csv(self, group: str, values: dict[str, float | str], step: int) -> None:
         path = self.run_dir / f"{group}.csv"
         columns = self._columns.get(group)
         if columns is None and path.exists():
@@ -163,12 +171,20 @@ def _truncate_csv(path: Path, last_step: int) -> None:
         writer.writerows(r for r in rows if int(float(r["step"])) <= last_step)
 
 
-def read_csv(path: str | Path) -> list[dict[str, float]]:
-    """A metrics CSV as a list of {column: float} rows (empty cells dropped)."""
+def read_csv(path: str | Path) -> list[dict[str, float | str]]:
+    """A metrics CSV as a list of {column: value} rows (empty cells dropped); values are
+    floats, except label cells (such as ``eval/phase``), which stay strings."""
     return [
-        {k: float(v) for k, v in row.items() if v not in ("", None)}
+        {k: _cell(v) for k, v in row.items() if v not in ("", None)}
         for row in _read_rows(Path(path))
     ]
+
+
+def _cell(text: str) -> float | str:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def format_duration(seconds: float) -> str:

@@ -623,7 +623,10 @@ class _PhaseRun:
             return
         self.evaluated_at = step
         counters, record = self.counters, self.record
-        extra = {"eval/env_steps": counters["env_steps"], "eval/phase": counters["phase"]}
+        extra = {
+            "eval/env_steps": counters["env_steps"],
+            "eval/phase": self.phases[min(counters["phase"], len(self.phases) - 1)].name,
+        }
         record.evaluated(_evaluate_and_log(
             self.agent, self.env, self.eval_env, self.settings, self.run, step, record.best,
             self.score, extra=extra if self.eval_extra else None,

@@ -256,7 +256,7 @@ class Run:
 
     path: Path
     config: dict[str, Any]
-    tables: dict[str, list[dict[str, float]]]  # csv group ("eval", "train") -> rows
+    tables: dict[str, list[dict[str, float | str]]]  # csv group ("eval", "train") -> rows
     resumed: bool = False
 
     @property
@@ -264,19 +264,19 @@ class Run:
         return self.config.get("seed")
 
     def available_metrics(self) -> list[str]:
-        return sorted({k for rows in self.tables.values() for r in rows for k in r} - {"step"})
+        numeric = {k for rows in self.tables.values() for r in rows for k, v in r.items()
+                   if isinstance(v, float)}  # fmt: skip
+        return sorted(numeric - {"step"})
 
     def has_metric(self, metric: str) -> bool:
         rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
-        return any(metric in r and math.isfinite(r[metric]) for r in rows)
+        return any(_finite(r.get(metric)) for r in rows)
 
     def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
         """(steps, values) of ``metric`` over the rows that have it, in step order."""
         rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
         pairs = sorted(
-            (r["step"], r[metric])
-            for r in rows
-            if metric in r and "step" in r and math.isfinite(r[metric])
+            (r["step"], r[metric]) for r in rows if "step" in r and _finite(r.get(metric))
         )
         if not pairs:
             raise ReportError(
@@ -285,6 +285,11 @@ class Run:
             )
         steps, values = zip(*pairs)
         return np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
+
+
+def _finite(value: float | str | None) -> bool:
+    """A plottable cell: a finite number (label cells such as ``eval/phase`` are not)."""
+    return isinstance(value, float) and math.isfinite(value)
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:

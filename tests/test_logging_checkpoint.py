@@ -27,6 +27,33 @@ def test_logger_writes_csv_per_group_and_tensorboard(tmp_path):
     assert list((tmp_path / "tb").glob("events.out.tfevents.*"))
 
 
+def test_label_cells_stay_words_in_csv_and_tensorboard_and_report_skips_them(tmp_path):
+    """``eval/phase`` is logged by name: a text cell, a TensorBoard text entry, and not a
+    metric the report offers to plot."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from rlcore.report import Run
+
+    logger = Logger(tmp_path, tensorboard=True, console=False)
+    logger.log({"eval/return": 10.0, "eval/phase": "offline"}, step=5)
+    logger.log({"eval/return": 20.0, "eval/phase": "online"}, step=9)
+    logger.close()
+    rows = read_csv(tmp_path / "eval.csv")
+    assert [(r["step"], r["eval/return"], r["eval/phase"]) for r in rows] == [
+        (5, 10.0, "offline"),
+        (9, 20.0, "online"),
+    ]
+    events = EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0}).Reload()
+    assert [e.value for e in events.Scalars("eval/return")] == [10.0, 20.0]
+    texts = [
+        t.tensor_proto.string_val[0].decode() for t in events.Tensors("eval/phase/text_summary")
+    ]
+    assert texts == ["offline", "online"]
+    run = Run(tmp_path, {}, {"eval": rows})
+    assert run.available_metrics() == ["eval/return"]
+    assert not run.has_metric("eval/phase")
+
+
 def test_logger_resume_drops_rows_after_checkpoint(tmp_path):
     logger = Logger(tmp_path, tensorboard=False, console=False)
     for step in (100, 200, 300):

@@ -69,8 +69,8 @@ def test_rollout_phase_after_an_offline_phase_in_one_skeleton(tmp_path):
     # the end of each phase evaluated, with where it lies (env steps, phase)
     evals = read_csv(tmp_path / "eval.csv")
     assert [(r["step"], r["eval/env_steps"], r["eval/phase"]) for r in evals] == [
-        (3, 0, 0),
-        (19, 16, 1),
+        (3, 0, "offline"),
+        (19, 16, "rollout"),
     ]
     # a rollout phase logs every iteration's metrics (progress is the spy's "loss")
     rows = [(r["step"], r["train/loss"]) for r in read_csv(tmp_path / "train.csv")

@@ -52,6 +52,7 @@ from rlcore.checkpoint import (
 )
 from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluate import EvalVideo
+from rlcore.generative import resolve_head
 from rlcore.logging import Logger
 from rlcore.loops import (
     NO_COST,
@@ -417,6 +418,8 @@ def train(
         # the run's length is the one budget: a top-level ``total_steps=`` override also
         # sets the algorithm's (IQL anneals its actor lr to 0 over it)
         cfg_dict["algo"]["total_steps"] = cfg_dict["total_steps"]
+    if spec.pretrained_head is not None:  # the head the run records is the checkpoint's
+        cfg_dict["algo"] = resolve_head(spec.pretrained_head, spec.config_class, cfg_dict["algo"])
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
     require(algo_cfg, Planned, "the composition root reads a run's schedule from")
     plan: RunPlan = algo_cfg.plan()

@@ -464,8 +464,8 @@ DDPM_ONLY = ("schedule", "clip_x0")
 
 def head_settings(kind: str, config: Any, pretrained: HeadSettings | None = None) -> HeadSettings:
     """The ``HeadSettings`` fields of ``config`` (a dataclass) that a ``kind`` head uses
-    (a flow head has no ``DDPM_ONLY`` ones). A fine-tuner's config that does not declare
-    the layout fields ``denoiser`` / ``activation`` (ResiP's, written before them) takes
+    (a flow head has no ``DDPM_ONLY`` ones). A fine-tuner's config whose layout fields
+    ``denoiser`` / ``activation`` are None (ResiP's defaults, written before them) takes
     them from the pre-trained run's settings ``pretrained`` when given, else the earlier
     layout ``LAYOUT_FIELDS``; every other field must be declared."""
     declared = dataclasses.asdict(config)
@@ -474,10 +474,10 @@ def head_settings(kind: str, config: Any, pretrained: HeadSettings | None = None
     for name in (field.name for field in dataclasses.fields(HeadSettings)):
         if kind != "ddpm" and name in DDPM_ONLY:
             settings[name] = None
+        elif name in LAYOUT_FIELDS and declared.get(name) is None:
+            settings[name] = layout[name]
         elif name in declared:
             settings[name] = declared[name]
-        elif name in LAYOUT_FIELDS:
-            settings[name] = layout[name]
         else:
             raise TypeError(f"{type(config).__name__} lacks the head setting {name!r}")
     return HeadSettings(**settings)

@@ -110,7 +110,8 @@ class ResiPConfig:
     ``actor/residual_diffusion.yaml``)."""
 
     pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
-    # base head settings: must equal the pre-trained run's (checked when loading it)
+    # base head settings: must equal the pre-trained run's (checked when loading it); the
+    # command line leaves them unset and reads them from it (rlcore.generative.resolve_head)
     horizon: int = 4
     obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 20

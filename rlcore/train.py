@@ -456,6 +456,7 @@ def train(
                 agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop"
             )
         if init_state is not None:
+            check_whole_agent(agent.state_dict(), init_state["agent"], cfg_dict["init_from"])
             agent.load_state_dict(init_state["agent"])
         lock = RunLock(run_dir)
         lock.acquire()  # the first write: the run is valid
@@ -904,6 +905,18 @@ def load_init_from(cfg_dict: dict[str, Any], spec: registry.AlgoSpec) -> dict[st
 
 
 @contextmanager
+def check_whole_agent(ours: dict[str, Any], saved: dict[str, Any], init_from: str) -> None:
+    """``init_from=`` continues training an agent: its checkpoint must hold every part
+    (``ours``), not an agent-only snapshot without optimisers or target networks (those
+    are for acting: ``rlcore.evaluate``, ``load_policy``, ``snapshot.teacher``)."""
+    missing = sorted(set(ours) - set(saved))
+    if missing:
+        raise ConfigError(
+            f"init_from={init_from} is an agent-only snapshot (it lacks {missing}): start from "
+            "the run directory it was taken from, or from a checkpoint of a whole run"
+        )
+
+
 def stop_signals(run: RunContext, logger: Logger) -> Iterator[None]:
     """While the block runs, SIGINT (Ctrl-C) and SIGTERM ask the loop to save a checkpoint
     and stop (``run.stop_request``); a second Ctrl-C aborts at once without saving.

@@ -136,3 +136,14 @@ def test_agreeing_overrides_are_kept_and_unset_ones_filled():
     assert spec.config_from_dict(resolved).hidden == (256, 256, 256)
     without = resolve_head("ddpm", spec.config_class, node)
     assert spec.config_from_dict(without) == spec.config_class()
+
+
+def test_init_from_an_agent_only_snapshot_is_refused_naming_the_fix(tmp_path):
+    """The assets are for acting and for ``algo.pretrained`` / ``snapshot.teacher``:
+    ``init_from=`` (which continues training the whole agent) names what they lack."""
+    asset = REPO / "benchmarks/assets/hopper_sac_expert.pt"
+    with pytest.raises(
+        ConfigError, match=r"is an agent-only snapshot \(it lacks \[.*'actor_optimizer'"
+    ):
+        train(make_config("algo=sac", "env=Hopper", *FAST, f"init_from={asset}"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()

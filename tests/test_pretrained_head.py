@@ -147,3 +147,28 @@ def test_init_from_an_agent_only_snapshot_is_refused_naming_the_fix(tmp_path):
     ):
         train(make_config("algo=sac", "env=Hopper", *FAST, f"init_from={asset}"), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_assets_readme_says_how_each_asset_was_made_and_is_used():
+    """Every committed asset has a section with how it was made and how to use it; every
+    ``rlcore.train`` command there composes (its keys exist) and its algorithm config is
+    valid, a fine-tuner's head read from the asset it names."""
+    import re
+    import shlex
+
+    readme = (REPO / "benchmarks/assets/README.md").read_text()
+    for asset in sorted((REPO / "benchmarks/assets").glob("*.pt")):
+        section = readme.split(f"### `{asset.name}`", 1)[-1].split("\n### ", 1)[0]
+        assert f"### `{asset.name}`" in readme, asset.name
+        assert "**Made by**" in section and "**Use**" in section, asset.name
+    commands = re.findall(r"`python -m rlcore\.train ([^`]+)`", readme)
+    assert len(commands) >= 7
+    for command in commands:
+        args = [a.replace("benchmarks/assets/", f"{REPO}/benchmarks/assets/")
+                for a in shlex.split(command)]  # fmt: skip
+        algo = OmegaConf.to_container(make_config(*args).algo)
+        spec = registry.get(algo["name"])
+        if spec.pretrained_head:
+            assert algo["pretrained"], command
+            algo = resolve_head(spec.pretrained_head, spec.config_class, algo)
+        spec.config_from_dict(algo)

@@ -904,7 +904,6 @@ def load_init_from(cfg_dict: dict[str, Any], spec: registry.AlgoSpec) -> dict[st
     return state
 
 
-@contextmanager
 def check_whole_agent(ours: dict[str, Any], saved: dict[str, Any], init_from: str) -> None:
     """``init_from=`` continues training an agent: its checkpoint must hold every part
     (``ours``), not an agent-only snapshot without optimisers or target networks (those
@@ -917,6 +916,7 @@ def check_whole_agent(ours: dict[str, Any], saved: dict[str, Any], init_from: st
         )
 
 
+@contextmanager
 def stop_signals(run: RunContext, logger: Logger) -> Iterator[None]:
     """While the block runs, SIGINT (Ctrl-C) and SIGTERM ask the loop to save a checkpoint
     and stop (``run.stop_request``); a second Ctrl-C aborts at once without saving.

@@ -99,7 +99,8 @@ class DPPOConfig:
     """DPPO fine-tuning (the paper's Gym defaults)."""
 
     pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
-    # head settings: must equal the pre-trained run's (checked when loading it)
+    # head settings: must equal the pre-trained run's (checked when loading it); the command
+    # line leaves them unset and reads them from it (rlcore.generative.resolve_head)
     horizon: int = 4  # actions per chunk, executed open loop
     obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 20  # K

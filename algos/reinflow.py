@@ -95,7 +95,8 @@ class ReinFlowConfig:
     cfg/gym/finetune/hopper-v2/ft_ppo_reflow_mlp.yaml)."""
 
     pretrained: str | None = None  # run dir / .pt of an algo=flow_bc run
-    # head settings: must equal the pre-trained run's (checked when loading it)
+    # head settings: must equal the pre-trained run's (checked when loading it); the command
+    # line leaves them unset and reads them from it (rlcore.generative.resolve_head)
     horizon: int = 4  # actions per chunk, executed open loop
     obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 4  # K Euler steps

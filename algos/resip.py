@@ -110,7 +110,8 @@ class ResiPConfig:
     ``actor/residual_diffusion.yaml``)."""
 
     pretrained: str | None = None  # run dir / .pt of an algo=diffusion_bc run
-    # base head settings: must equal the pre-trained run's (checked when loading it)
+    # base head settings: must equal the pre-trained run's (checked when loading it); the
+    # command line leaves them unset and reads them from it (rlcore.generative.resolve_head)
     horizon: int = 4
     obs_history: int = 1  # observations the policy sees (the BC run's)
     denoising_steps: int = 20
@@ -118,11 +119,15 @@ class ResiPConfig:
     clip_x0: float | None = 1.0
     hidden: tuple[int, ...] = (512, 512, 512)
     time_dim: int = 16
+    # the base's network layout and activation; None: the pre-trained run's (else the
+    # earlier layout "rlcore_v1" with Mish); the residual's activation is its own below
+    denoiser: str | None = None
+    activation: str | None = None
     # residual policy and critic, both on [state, base action]
     residual_hidden: tuple[int, ...] = (256, 256)
     critic_hidden: tuple[int, ...] = (256, 256)
     # hidden layers of the residual and the critic (Kaiming-normal fan-in weights, zero
-    # biases); the base head's activation is the pre-trained run's (``activation`` there)
+    # biases); the base head's is ``activation`` above
     residual_activation: str = "relu"
     critic_last_gain: float = 0.25  # the critic's output layer: orthogonal(gain), bias below
     critic_last_bias: float = 0.25

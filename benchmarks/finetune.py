@@ -114,10 +114,7 @@ def method_overrides(method: str, args: argparse.Namespace, asset: Path) -> list
            f"total_steps={args.env_steps // chunk}",
            f"eval_every={max(args.eval_every_env_steps // chunk, per_loop_step)}",
            f"eval_episodes={args.eval_episodes}", "checkpoint_every_s=120"]  # fmt: skip
-    if method in ("dppo", "reinflow"):  # their configs must name the snapshot's network layout
-        algo = torch.load(asset, weights_only=False)["config"]["algo"]
-        out += [f"algo.denoiser={algo['denoiser']}", f"algo.activation={algo['activation']}"]
-    return out
+    return out  # the head settings not named here are the snapshot's (algo.pretrained)
 
 
 def summary(values: list[float]) -> dict[str, float]:

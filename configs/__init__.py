@@ -2,7 +2,8 @@
 
 The algorithms' defaults have one source: their config dataclasses. Importing this package
 registers each one in Hydra's ConfigStore as ``algo/<name>_defaults`` (every field at its
-dataclass default, plus ``name``); ``algo/<name>.yaml`` starts from that node and holds only
+dataclass default, plus ``name``; a fine-tuner's head settings null: its pre-trained
+checkpoint's); ``algo/<name>.yaml`` starts from that node and holds only
 what the command line runs differently (long runs compile: ``compile: auto``). Per-env and
 per-dataset settings live in ``algo_env/`` and ``experiment/``. The composed ``algo`` node is
 validated into the dataclass by ``rlcore.registry.AlgoSpec.config_from_dict``.
@@ -26,11 +27,18 @@ def plain(value: Any) -> Any:
 
 
 def algorithm_defaults(name: str) -> dict[str, Any]:
-    """The ``algo`` node of algorithm ``name`` at its dataclass defaults."""
+    """The ``algo`` node of algorithm ``name`` at its dataclass defaults, except a
+    fine-tuner's head settings: null, "the pre-trained checkpoint's" (``algo.pretrained``;
+    rlcore.generative.resolve_head fills them in), so that any value there was set
+    explicitly and is checked against the checkpoint."""
     from rlcore import registry
+    from rlcore.generative import declared_head_fields
 
-    config = registry.get(name).config_class()
+    spec = registry.get(name)
+    config = spec.config_class()
     fields = {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
+    if spec.pretrained_head is not None:
+        fields.update(dict.fromkeys(declared_head_fields(spec.config_class)))
     return {"name": name, **fields}
 
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import typing
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -463,8 +464,8 @@ DDPM_ONLY = ("schedule", "clip_x0")
 
 def head_settings(kind: str, config: Any, pretrained: HeadSettings | None = None) -> HeadSettings:
     """The ``HeadSettings`` fields of ``config`` (a dataclass) that a ``kind`` head uses
-    (a flow head has no ``DDPM_ONLY`` ones). A fine-tuner's config that does not declare
-    the layout fields ``denoiser`` / ``activation`` (ResiP's, written before them) takes
+    (a flow head has no ``DDPM_ONLY`` ones). A fine-tuner's config whose layout fields
+    ``denoiser`` / ``activation`` are None (ResiP's defaults, written before them) takes
     them from the pre-trained run's settings ``pretrained`` when given, else the earlier
     layout ``LAYOUT_FIELDS``; every other field must be declared."""
     declared = dataclasses.asdict(config)
@@ -473,13 +474,79 @@ def head_settings(kind: str, config: Any, pretrained: HeadSettings | None = None
     for name in (field.name for field in dataclasses.fields(HeadSettings)):
         if kind != "ddpm" and name in DDPM_ONLY:
             settings[name] = None
+        elif name in LAYOUT_FIELDS and declared.get(name) is None:
+            settings[name] = layout[name]
         elif name in declared:
             settings[name] = declared[name]
-        elif name in LAYOUT_FIELDS:
-            settings[name] = layout[name]
         else:
             raise TypeError(f"{type(config).__name__} lacks the head setting {name!r}")
     return HeadSettings(**settings)
+
+
+HEAD_FIELDS = tuple(field.name for field in dataclasses.fields(HeadSettings))
+
+
+def declared_head_fields(config_class: type) -> list[str]:
+    """The ``HeadSettings`` fields that a config dataclass declares."""
+    return [field.name for field in dataclasses.fields(config_class) if field.name in HEAD_FIELDS]
+
+
+def override_text(value: Any) -> str:
+    """``value`` as a Hydra override writes it (``[256,256,256]``, ``4``, ``relu``, ``null``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(override_text(v) for v in value) + "]"
+    return str(value)
+
+
+def resolve_head(
+    kind: str, config_class: type, values: dict[str, Any], prefix: str = "algo."
+) -> dict[str, Any]:
+    """A fine-tuner's config node ``values`` with its head settings resolved, as the run
+    records them: the pre-trained checkpoint (``values["pretrained"]``, a ``kind`` head)
+    is their source. A head setting left unset (None: the command line's default,
+    rlcore.configs) takes the checkpoint's value, or the dataclass default when no
+    checkpoint is given; one set explicitly (command line, experiment or algo_env file)
+    that differs is refused with a ``ConfigError`` naming the override to drop."""
+    from rlcore.registry import ConfigError, coerce
+
+    names = declared_head_fields(config_class)
+    defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
+    out = dict(values)
+    path = values.get("pretrained")
+    if not path:
+        for name in names:
+            if out.get(name) is None:
+                out[name] = plain_value(defaults[name])
+        return out
+    theirs = dataclasses.asdict(load_bc(path, kind).head_settings())
+    hints = typing.get_type_hints(config_class)
+    conflicts = []
+    for name in names:
+        if out.get(name) is None:
+            out[name] = plain_value(theirs[name])
+            continue
+        try:
+            ours = coerce(out[name], hints[name])
+        except TypeError:
+            continue  # a wrong type: config_from_dict names it
+        if ours != theirs[name]:
+            conflicts.append(
+                f"drop {prefix}{name}={override_text(out[name])}: the pre-trained head has "
+                f"{theirs[name]!r}"
+            )
+    if conflicts:
+        raise ConfigError(
+            "; ".join(conflicts) + f" ({prefix}pretrained={path}: the head settings left "
+            "unset are read from it)"
+        )
+    return out
+
+
+def plain_value(value: Any) -> Any:
+    """A setting as a config node holds it: tuples become lists."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def make_head(kind: str, obs_dim: int, action_dim: int, cfg: HeadSettings) -> DDPMHead | FlowHead:

@@ -33,6 +33,9 @@ class AlgoSpec:
     config: str
     loop: str  # "off_policy" | "on_policy" | "offline"
     action_spaces: tuple[str, ...] = ("box",)  # kinds it acts in (rlcore.spaces.action_kind)
+    # the kind of head ("ddpm" | "flow") its ``algo.pretrained`` holds: a fine-tuner whose
+    # unset head settings are read from that checkpoint (rlcore.generative.resolve_head)
+    pretrained_head: str | None = None
 
     @property
     def agent_class(self) -> type:
@@ -195,11 +198,20 @@ ALGORITHMS: dict[str, AlgoSpec] = {
     "flow_bc": AlgoSpec(
         "flow_bc", "rlcore.algos.generative_bc", "GenerativeBC", "FlowBCConfig", "offline"
     ),
-    "dppo": AlgoSpec("dppo", "rlcore.algos.dppo", "DPPO", "DPPOConfig", "on_policy"),
-    "reinflow": AlgoSpec(
-        "reinflow", "rlcore.algos.reinflow", "ReinFlow", "ReinFlowConfig", "on_policy"
+    "dppo": AlgoSpec(
+        "dppo", "rlcore.algos.dppo", "DPPO", "DPPOConfig", "on_policy", pretrained_head="ddpm"
     ),
-    "resip": AlgoSpec("resip", "rlcore.algos.resip", "ResiP", "ResiPConfig", "on_policy"),
+    "reinflow": AlgoSpec(
+        "reinflow",
+        "rlcore.algos.reinflow",
+        "ReinFlow",
+        "ReinFlowConfig",
+        "on_policy",
+        pretrained_head="flow",
+    ),
+    "resip": AlgoSpec(
+        "resip", "rlcore.algos.resip", "ResiP", "ResiPConfig", "on_policy", pretrained_head="ddpm"
+    ),
     # constrained (safe) RL: tasks that report info["cost"] (envs/safety.py)
     "ppo_lag": AlgoSpec(
         "ppo_lag", "rlcore.algos.safe.ppo_lag", "PPOLag", "PPOLagConfig", "on_policy"

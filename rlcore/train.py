@@ -52,6 +52,7 @@ from rlcore.checkpoint import (
 )
 from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluate import EvalVideo
+from rlcore.generative import resolve_head
 from rlcore.logging import Logger
 from rlcore.loops import (
     NO_COST,
@@ -417,6 +418,8 @@ def train(
         # the run's length is the one budget: a top-level ``total_steps=`` override also
         # sets the algorithm's (IQL anneals its actor lr to 0 over it)
         cfg_dict["algo"]["total_steps"] = cfg_dict["total_steps"]
+    if spec.pretrained_head is not None:  # the head the run records is the checkpoint's
+        cfg_dict["algo"] = resolve_head(spec.pretrained_head, spec.config_class, cfg_dict["algo"])
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
     require(algo_cfg, Planned, "the composition root reads a run's schedule from")
     plan: RunPlan = algo_cfg.plan()
@@ -453,6 +456,7 @@ def train(
                 agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop"
             )
         if init_state is not None:
+            check_whole_agent(agent.state_dict(), init_state["agent"], cfg_dict["init_from"])
             agent.load_state_dict(init_state["agent"])
         lock = RunLock(run_dir)
         lock.acquire()  # the first write: the run is valid
@@ -898,6 +902,18 @@ def load_init_from(cfg_dict: dict[str, Any], spec: registry.AlgoSpec) -> dict[st
     if not cfg_dict.get("dataset"):
         cfg_dict["dataset"] = state.get("config", {}).get("dataset")
     return state
+
+
+def check_whole_agent(ours: dict[str, Any], saved: dict[str, Any], init_from: str) -> None:
+    """``init_from=`` continues training an agent: its checkpoint must hold every part
+    (``ours``), not an agent-only snapshot without optimisers or target networks (those
+    are for acting: ``rlcore.evaluate``, ``load_policy``, ``snapshot.teacher``)."""
+    missing = sorted(set(ours) - set(saved))
+    if missing:
+        raise ConfigError(
+            f"init_from={init_from} is an agent-only snapshot (it lacks {missing}): start from "
+            "the run directory it was taken from, or from a checkpoint of a whole run"
+        )
 
 
 @contextmanager

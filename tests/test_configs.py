@@ -76,15 +76,20 @@ BOX_ENVS = [env for env in ENVS if ENV_KINDS[env] == "box"]
 def test_algo_defaults_come_from_the_dataclass_alone(algo):
     """``algo=<name>`` composes the config dataclass's defaults (registered in Hydra's
     ConfigStore by rlcore.configs); the algorithm's YAML file holds only what the command
-    line runs differently: long runs compile (``compile: auto``), a hand-built agent not."""
+    line runs differently: long runs compile (``compile: auto``), a hand-built agent not.
+    A fine-tuner's head settings compose to null: its pre-trained checkpoint's
+    (tests/test_pretrained_head.py)."""
     from omegaconf import OmegaConf
 
     from rlcore.configs import plain
+    from rlcore.generative import declared_head_fields
 
     spec = registry.get(algo)
     composed = OmegaConf.to_container(make_config(f"algo={algo}").algo, resolve=True)
     assert composed.pop("name") == algo
     defaults = {f.name: f.default for f in dataclasses.fields(spec.config_class)}
+    if spec.pretrained_head is not None:
+        defaults.update(dict.fromkeys(declared_head_fields(spec.config_class)))
     assert set(composed) == set(defaults), "composed config and dataclass list different options"
     for key, value in composed.items():
         if key == "compile":

@@ -5,7 +5,6 @@ small behaviour-cloning learning test on a scripted expert."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import gymnasium as gym
@@ -722,9 +721,9 @@ def test_finetuner_contract(name):
 
 
 def test_head_settings_come_from_the_declared_config_fields():
-    """Each config's head fields, by their dataclass fields: ResiP declares no
-    ``denoiser`` (the pre-trained run's, else the earlier layout), a flow head has no DDPM
-    schedule, and a config lacking a head field is refused by name."""
+    """Each config's head fields, by their dataclass fields: ResiP's ``denoiser`` /
+    ``activation`` default to None (the pre-trained run's, else the earlier layout), a
+    flow head has no DDPM schedule, and a config lacking a head field is refused by name."""
     from dataclasses import dataclass
 
     from rlcore.generative import head_settings
@@ -736,9 +735,10 @@ def test_head_settings_come_from_the_declared_config_fields():
     from_bc = head_settings("ddpm", ResiPConfig(**SMALL), bc)
     assert (from_bc.denoiser, from_bc.activation) == ("dppo", "mish")  # the base is the BC run's
     # ResiP's residual / critic activation is its own option, never the head's
-    assert "activation" not in {f.name for f in dataclasses.fields(ResiPConfig)}
     other = head_settings("ddpm", ResiPConfig(**SMALL, residual_activation="tanh"), bc)
     assert other.activation == "mish"
+    declared = head_settings("ddpm", ResiPConfig(**SMALL, activation="relu", denoiser="dppo"))
+    assert (declared.denoiser, declared.activation) == ("dppo", "relu")
     flow = head_settings("flow", ReinFlowConfig(horizon=H, hidden=[32, 32, 32]))
     assert (flow.schedule, flow.clip_x0, flow.denoising_steps) == (None, None, 4)
     assert flow.hidden == (32, 32, 32)  # a config's list: the tuple a checkpoint compares

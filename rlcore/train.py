@@ -1023,7 +1023,7 @@ def _fail(message: str, code: int = 2, run_dir: Path | None = None) -> None:
 def _env_config_name(value: str) -> list[str]:
     """Override tokens for ``env=<value>``: a config file name, or the generic gym config."""
     key = value.lower().replace("-", "").replace("_", "")
-    if key in SHORT_NAMES:
+    if key in SHORT_NAMES or key == "gym":  # gym: the generic config, with env.id=<id>
         return [f"env={key}"]
     env_id = resolve_env_id(value)  # raises UnknownEnvError
     for short, full in SHORT_NAMES.items():

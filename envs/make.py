@@ -18,6 +18,7 @@ import copy
 import pickle
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -635,9 +636,13 @@ def make_vec_env(
             velocity_cost=safe[1:] if safe else None,
             **kwargs,
         )
+    elif backend == "async":
+        env = AsyncBackend(
+            [partial(_in_worker, make_one) for _ in range(num_envs)],
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
     else:
-        vector_cls = {"sync": SyncBackend, "async": AsyncBackend}
-        env = vector_cls[backend](
+        env = SyncBackend(
             [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
     for wrap in base_wrappers:
@@ -656,6 +661,14 @@ def make_vec_env(
         env.action_space.seed(seed)
         env.observation_space.seed(seed)
     return env
+
+
+def _in_worker(make_env: Callable[[], gym.Env]) -> gym.Env:
+    """An async back end's sub-env, built in its worker process on one torch thread: a
+    worker only steps its env, and a pool of threads per worker would spin against the
+    learner's for the same cores (rlcore/threads.py)."""
+    torch.set_num_threads(1)
+    return make_env()
 
 
 def _auto_backend(env_id: str) -> str:

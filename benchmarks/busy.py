@@ -11,8 +11,8 @@ Four cells per workload: {quiet, busy} x {default (``threads`` not given, i.e. a
 process, a pure-Python spin loop at normal priority (``--competitor-nice`` renices it),
 started by the benchmark before the run and killed after it. Each run is ``rlcore.train``
 in a fresh process (forked from a server that imported rlcore once, so a cell does not
-pay the imports) with a cap of ``--seconds``; a run still going then is stopped (SIGTERM:
-it checkpoints and ends) and its speed is what it logged until then. The speed is the
+pay the imports) with a cap of ``--seconds`` on its loop; a run still going then is stopped
+(SIGTERM: it checkpoints and ends) and its speed is what it logged until then. The speed is the
 loop's, read from ``time.csv`` between its first and last row (``time/sps`` or
 ``time/updates_per_s``: seconds since the loop started = step / rate), so set-up, the
 random warm-up, the first rollout and the final evaluation are left out.
@@ -70,6 +70,7 @@ CONDITIONS = ("quiet", "busy")
 CELLS = tuple(f"{c}/{s}" for c in CONDITIONS for s in SETTINGS)
 SPIN = "while True:\n    pass\n"  # the competitor: one core, pure Python, no I/O
 STOP_GRACE_S = 20.0  # after the cap, seconds a run gets to stop before it is killed
+SETUP_S = 300.0  # seconds a run may take to start its loop (the cap counts from there)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,11 +199,21 @@ def competitor(busy: bool, nice: int) -> Iterator[int | None]:
         process.wait()
 
 
+def _wait_for_loop(process: Any, meta: Path, deadline: float) -> bool:
+    """Wait until the run starts its loop (its ``meta.json`` is written right before) or
+    ends; False when ``deadline`` passes first."""
+    while process.is_alive() and not meta.is_file():
+        if time.perf_counter() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def run_cell(
     context: Any, overrides: list[str], run_dir: Path, seconds: float, busy: bool, nice: int
 ) -> dict[str, Any]:
     """One run in a fresh process, beside a competitor when ``busy``; its loop speed, the
-    torch threads it used and whether it hit the ``seconds`` cap."""
+    torch threads it used and whether it hit the cap of ``seconds`` in its loop."""
     import json
 
     with competitor(busy, nice):
@@ -210,7 +221,8 @@ def run_cell(
         start = time.perf_counter()
         process.start()
         try:
-            process.join(seconds)
+            loop_started = _wait_for_loop(process, run_dir / "meta.json", start + SETUP_S)
+            process.join(seconds if loop_started else 0)
             capped = process.is_alive()
         finally:  # capped, or the benchmark itself is stopped
             if process.is_alive():
@@ -279,7 +291,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=1, help="runs per cell (median)")
     parser.add_argument("--quick", action="store_true", help="tiny runs: a dry run (< 1 min)")
     parser.add_argument("--seconds", type=float, default=None,
-                        help="cap per run (default 90; --quick 20)")  # fmt: skip
+                        help="cap on each run's loop (default 90; --quick 10)")  # fmt: skip
     parser.add_argument("--all-threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="torch threads of the comparison setting (default: every CPU)")  # fmt: skip
     parser.add_argument("--competitor-nice", type=int, default=0,
@@ -290,7 +302,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="JSON (default results/busy.json; --quick busy_quick.json)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.seconds is None:
-        args.seconds = 20.0 if args.quick else 90.0
+        args.seconds = 10.0 if args.quick else 90.0
     if args.out is None:
         args.out = RESULTS / ("busy_quick.json" if args.quick else "busy.json")
     size = QUICK if args.quick else Size()

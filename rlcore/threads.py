@@ -11,8 +11,8 @@ arrived; when another process holds one of those cores, every barrier waits for 
 scheduler to hand the core back. Measured on a 2-core AMD EPYC beside one CPU-bound
 process: SAC's Hopper run 10 env steps/s on 2 threads against 57-67 on one, IQL 2
 updates/s against ~100 (docs/cli.md, "Threads and busy machines", has the table of
-``python -m rlcore.benchmarks.busy``). On an idle machine one thread gives up little at
-these sizes, and ``threads=N`` takes the cores back where they pay.
+``python -m rlcore.benchmarks.busy``, with what one thread gives up on an idle machine);
+``threads=N`` takes the cores back where they pay.
 
 The choice depends on the option only, never on the machine's load, so a seed and a
 config give the same numbers on one machine every time (the thread count changes float

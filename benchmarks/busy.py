@@ -55,7 +55,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +64,8 @@ from rlcore.benchmarks.throughput.common import fmt, markdown_table, ratio, writ
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DATASET = "busy/hopper-random-v0"
-SETTINGS = ("default", "all")
-CONDITIONS = ("quiet", "busy")
-CELLS = tuple(f"{c}/{s}" for c in CONDITIONS for s in SETTINGS)
+# {quiet, busy} x {default threads (auto), threads=<every CPU>}
+CELLS = ("quiet/default", "quiet/all", "busy/default", "busy/all")
 SPIN = "while True:\n    pass\n"  # the competitor: one core, pure Python, no I/O
 STOP_GRACE_S = 20.0  # after the cap, seconds a run gets to stop before it is killed
 SETUP_S = 300.0  # seconds a run may take to start its loop (the cap counts from there)
@@ -179,7 +177,7 @@ def _train_cell(overrides: list[str], run_dir: str) -> None:
         train(cfg, run_dir)
 
 
-@contextmanager
+@contextlib.contextmanager
 def competitor(busy: bool, nice: int) -> Iterator[int | None]:
     """A spinning process on one core for the block (``busy``), else nothing."""
     if not busy:

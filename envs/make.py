@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import warnings
 from collections.abc import Callable, Sequence
@@ -638,7 +639,7 @@ def make_vec_env(
         )
     elif backend == "async":
         env = AsyncBackend(
-            [partial(_in_worker, make_one) for _ in range(num_envs)],
+            [partial(_in_worker, make_one, os.getpid()) for _ in range(num_envs)],
             autoreset_mode=AutoresetMode.SAME_STEP,
         )
     else:
@@ -663,11 +664,14 @@ def make_vec_env(
     return env
 
 
-def _in_worker(make_env: Callable[[], gym.Env]) -> gym.Env:
+def _in_worker(make_env: Callable[[], gym.Env], parent_pid: int) -> gym.Env:
     """An async back end's sub-env, built in its worker process on one torch thread: a
     worker only steps its env, and a pool of threads per worker would spin against the
-    learner's for the same cores (rlcore/threads.py)."""
-    torch.set_num_threads(1)
+    learner's for the same cores (rlcore/threads.py). gymnasium also builds one sub-env
+    in the learner's own process (``parent_pid``) to read its spaces: that process keeps
+    its threads."""
+    if os.getpid() != parent_pid:
+        torch.set_num_threads(1)
     return make_env()
 
 

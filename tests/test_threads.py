@@ -123,8 +123,16 @@ def test_async_workers_build_envs_on_one_thread() -> None:
     from rlcore.envs.make import _in_worker
 
     assert torch.get_num_threads() == 2
-    _in_worker(lambda: None)
+    _in_worker(lambda: None, os.getpid())  # gymnasium's probe env in the learner's process
+    assert torch.get_num_threads() == 2
+    _in_worker(lambda: None, os.getpid() + 1)  # in a worker process
     assert torch.get_num_threads() == 1
+
+
+def test_async_backend_run_keeps_the_learners_threads(tmp_path: Path) -> None:
+    train(make_config(*SHORT, "env.backend=async", "env.num_envs=2", "threads=3"),
+          tmp_path / "run")  # fmt: skip
+    assert _meta_threads(tmp_path / "run") == 3
 
 
 def test_loop_rate_reads_time_csv(tmp_path: Path) -> None:

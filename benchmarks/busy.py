@@ -1,10 +1,11 @@
 """Training speed next to another CPU-bound process: rlcore's default ``threads: auto``
 (one torch thread) against torch on every core, each on a quiet and on a busy machine.
 
-    python -m rlcore.benchmarks.busy                        # the docs' table (~25 min on 2 cores)
-    python -m rlcore.benchmarks.busy --quick                # dry run of the code path (< 1 min)
+    python -m rlcore.benchmarks.busy                   # the docs' table (~15-20 min, 2 idle cores)
+    python -m rlcore.benchmarks.busy --quick           # tiny sizes (~2-4 min)
+    python -m rlcore.benchmarks.busy --quick --workloads sac   # < 1 min
     python -m rlcore.benchmarks.busy --workloads sac iql --rounds 3
-    python -m rlcore.benchmarks.busy --competitor-nice 10   # the competitor niced
+    python -m rlcore.benchmarks.busy --competitor-nice 10      # the competitor niced
 
 Four cells per workload: {quiet, busy} x {default (``threads`` not given, i.e. auto),
 ``threads=<all cores>`` (torch's own default, the old one)}. "busy" is one competitor
@@ -287,7 +288,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     default = [n for n, w in WORKLOADS.items() if not w.opt_in]
     parser.add_argument("--workloads", nargs="+", default=default, choices=list(WORKLOADS))
     parser.add_argument("--rounds", type=int, default=1, help="runs per cell (median)")
-    parser.add_argument("--quick", action="store_true", help="tiny runs: a dry run (< 1 min)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny runs: a dry run of the code path"
+    )
     parser.add_argument("--seconds", type=float, default=None,
                         help="cap on each run's loop (default 90; --quick 10)")  # fmt: skip
     parser.add_argument("--all-threads", type=int, default=len(os.sched_getaffinity(0)),

@@ -12,8 +12,9 @@ Four cells per workload: {quiet, busy} x {default (``threads`` not given, i.e. a
 process, a pure-Python spin loop at normal priority (``--competitor-nice`` renices it),
 started by the benchmark before the run and killed after it. Each run is ``rlcore.train``
 in a fresh process (forked from a server that imported rlcore once, so a cell does not
-pay the imports) with a cap of ``--seconds`` on its loop; a run still going then is stopped
-(SIGTERM: it checkpoints and ends) and its speed is what it logged until then. The speed is the
+pay the imports) with a cap of ``--seconds`` counted from its first logged speed; a run
+still going then is stopped (SIGTERM: it checkpoints and ends) and its speed is what it
+logged until then. The speed is the
 loop's, read from ``time.csv`` between its first and last row (``time/sps`` or
 ``time/updates_per_s``: seconds since the loop started = step / rate), so set-up, the
 random warm-up, the first rollout and the final evaluation are left out.
@@ -69,7 +70,7 @@ DATASET = "busy/hopper-random-v0"
 CELLS = ("quiet/default", "quiet/all", "busy/default", "busy/all")
 SPIN = "while True:\n    pass\n"  # the competitor: one core, pure Python, no I/O
 STOP_GRACE_S = 20.0  # after the cap, seconds a run gets to stop before it is killed
-SETUP_S = 300.0  # seconds a run may take to start its loop (the cap counts from there)
+SETUP_S = 300.0  # seconds a run may take to log its first speed (the cap counts from there)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,10 +199,11 @@ def competitor(busy: bool, nice: int) -> Iterator[int | None]:
         process.wait()
 
 
-def _wait_for_loop(process: Any, meta: Path, deadline: float) -> bool:
-    """Wait until the run starts its loop (its ``meta.json`` is written right before) or
-    ends; False when ``deadline`` passes first."""
-    while process.is_alive() and not meta.is_file():
+def _wait_for_first_row(process: Any, csv: Path, deadline: float) -> bool:
+    """Wait until the run logs its first speed row (``time.csv``: after SAC's random
+    warm-up, PPO's first iteration with any compilation, ...) or ends; False when
+    ``deadline`` passes first."""
+    while process.is_alive() and not csv.is_file():
         if time.perf_counter() > deadline:
             return False
         time.sleep(0.1)
@@ -212,7 +214,7 @@ def run_cell(
     context: Any, overrides: list[str], run_dir: Path, seconds: float, busy: bool, nice: int
 ) -> dict[str, Any]:
     """One run in a fresh process, beside a competitor when ``busy``; its loop speed, the
-    torch threads it used and whether it hit the cap of ``seconds`` in its loop."""
+    torch threads it used and whether it hit the cap (``seconds`` after its first row)."""
     import json
 
     with competitor(busy, nice):
@@ -220,8 +222,8 @@ def run_cell(
         start = time.perf_counter()
         process.start()
         try:
-            loop_started = _wait_for_loop(process, run_dir / "meta.json", start + SETUP_S)
-            process.join(seconds if loop_started else 0)
+            logging = _wait_for_first_row(process, run_dir / "time.csv", start + SETUP_S)
+            process.join(seconds if logging else 0)
             capped = process.is_alive()
         finally:  # capped, or the benchmark itself is stopped
             if process.is_alive():
@@ -292,7 +294,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="tiny runs: a dry run of the code path"
     )
     parser.add_argument("--seconds", type=float, default=None,
-                        help="cap on each run's loop (default 90; --quick 10)")  # fmt: skip
+                        help="cap per run, from its first logged speed (default 90; --quick 10)")  # fmt: skip
     parser.add_argument("--all-threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="torch threads of the comparison setting (default: every CPU)")  # fmt: skip
     parser.add_argument("--competitor-nice", type=int, default=0,

@@ -63,9 +63,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         return recipe_main(argv[1:])
     try:
         args = parse_args(argv, KEYS, required=("policy", "dataset_id"))
-        threads = args.get("threads", AUTO)
         try:
-            apply_threads(None if threads == "null" else threads)
+            apply_threads(args.get("threads", AUTO))
         except ValueError as error:
             raise UsageError(str(error)) from None
         summary = collect(

@@ -280,7 +280,7 @@ def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
             options[key] = int(value)
         elif key == "threads":
             try:
-                options[key] = check_threads(None if value == "null" else value)
+                options[key] = check_threads(value)
             except ValueError as error:
                 raise EvaluateError(str(error)) from None
         else:

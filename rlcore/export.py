@@ -334,7 +334,7 @@ def default_out(path: Path, fmt: str) -> Path:
 def _threads_arg(value: str) -> int | str | None:
     """``--threads`` as a ``threads`` setting (argparse reports the ValueError's text)."""
     try:
-        return check_threads(None if value == "null" else value)
+        return check_threads(value)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
 

@@ -40,8 +40,11 @@ RULE = "auto, an integer >= 1, or null (torch's own default)"
 
 def check_threads(value: Any) -> int | str | None:
     """``value`` as a ``threads`` setting (``"auto"``, an int >= 1, or None); else
-    ``ValueError`` naming the choices. Integral strings and floats become ints."""
-    if value is None or value == AUTO:
+    ``ValueError`` naming the choices. Command-line text is read too: ``"null"`` is None,
+    integral strings (and floats) are ints."""
+    if value is None or value == "null":
+        return None
+    if value == AUTO:
         return value
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)

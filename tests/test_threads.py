@@ -82,6 +82,7 @@ def test_train_refuses_bad_threads(tmp_path: Path, value: str) -> None:
 
 def test_check_threads_values() -> None:
     assert check_threads("auto") == "auto" and check_threads(None) is None
+    assert check_threads("null") is None  # command-line text (evaluate, export, collect)
     assert check_threads("4") == 4 and check_threads(2.0) == 2
     assert intra_op_threads("auto") == 1 and intra_op_threads(None) is None
     for bad in (0, True, "x", 1.5):
@@ -165,3 +166,16 @@ def test_busy_benchmark_tiniest_writes_table_and_json(
     assert summary["share"] == pytest.approx(
         summary["median"]["busy/default"] / summary["median"]["quiet/all"]
     )
+
+
+def test_collect_default_is_one_thread_and_honours_n(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlcore.offline.collect import main as collect_main
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    args = ["env=Hopper", "policy=random", "steps=20"]
+    collect_main([*args, "dataset_id=local/threads/a-v0"])
+    assert torch.get_num_threads() == 1
+    collect_main([*args, "dataset_id=local/threads/b-v0", "threads=3"])
+    assert torch.get_num_threads() == 3

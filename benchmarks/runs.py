@@ -191,6 +191,12 @@ def _exit_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
 
+def die_with_parent() -> None:
+    """In a process the benchmark started: SIGTERM when the benchmark process dies (a
+    ``kill`` of the benchmark alone leaves nothing running on the cores it held)."""
+    _exit_with_parent(os.getppid())
+
+
 def worker_pool(jobs: int) -> ProcessPoolExecutor:
     """``jobs`` spawned worker processes that exit when the benchmark process dies."""
     return ProcessPoolExecutor(

@@ -15,9 +15,11 @@
 from __future__ import annotations
 
 import copy
+import os
 import pickle
 import warnings
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -635,9 +637,13 @@ def make_vec_env(
             velocity_cost=safe[1:] if safe else None,
             **kwargs,
         )
+    elif backend == "async":
+        env = AsyncBackend(
+            [partial(_in_worker, make_one, os.getpid()) for _ in range(num_envs)],
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
     else:
-        vector_cls = {"sync": SyncBackend, "async": AsyncBackend}
-        env = vector_cls[backend](
+        env = SyncBackend(
             [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
     for wrap in base_wrappers:
@@ -656,6 +662,17 @@ def make_vec_env(
         env.action_space.seed(seed)
         env.observation_space.seed(seed)
     return env
+
+
+def _in_worker(make_env: Callable[[], gym.Env], parent_pid: int) -> gym.Env:
+    """An async back end's sub-env, built in its worker process on one torch thread: a
+    worker only steps its env, and a pool of threads per worker would spin against the
+    learner's for the same cores (rlcore/threads.py). gymnasium also builds one sub-env
+    in the learner's own process (``parent_pid``) to read its spaces: that process keeps
+    its threads."""
+    if os.getpid() != parent_pid:
+        torch.set_num_threads(1)
+    return make_env()
 
 
 def _auto_backend(env_id: str) -> str:

@@ -14,7 +14,8 @@ Gaussian ``noise``), or ``replay:<run dir>`` (the transitions in that run's chec
 replay buffer; with ``steps=n`` only those of its first n env steps). Optional keys:
 ``seed`` (env resets, noise and policy sampling), ``sample``, ``noise`` (std as a fraction
 of the action half-range), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
-both together). The dataset is written with ``minari.create_dataset_from_buffers`` under
+both together), ``threads`` (torch threads, as in ``rlcore.train``: ``auto`` = 1, N, or
+``null``). The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
 step budget, is stored as truncated. The recording itself is ``offline/recording.py``; this
 module is the command line, on top of it and of the recipes it dispatches to.
@@ -29,12 +30,13 @@ from typing import Any
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
 from rlcore.offline.datasets import DatasetError
 from rlcore.offline.recording import collect
+from rlcore.threads import AUTO, apply_threads
 
 USAGE = (
     "usage: python -m rlcore.offline.collect env=<env> policy=<run dir | random | replay:<run dir>> "
     "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [sample=false] [noise=0.0] "
     "[max_episode_steps=<n>] "
-    "[ref_min_score=<x> ref_max_score=<y>]\n"
+    "[ref_min_score=<x> ref_max_score=<y>] [threads=auto]\n"
     "       python -m rlcore.offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
 )
 KEYS = {
@@ -48,6 +50,7 @@ KEYS = {
     "max_episode_steps",
     "ref_min_score",
     "ref_max_score",
+    "threads",
 }
 
 
@@ -60,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
         return recipe_main(argv[1:])
     try:
         args = parse_args(argv, KEYS, required=("policy", "dataset_id"))
+        try:
+            apply_threads(args.get("threads", AUTO))
+        except ValueError as error:
+            raise UsageError(str(error)) from None
         summary = collect(
             env=args.get("env"),
             policy=args["policy"],

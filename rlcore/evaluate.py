@@ -3,13 +3,14 @@ and its pinned reference table, read by the datasets and by the report alike); a
 command line that evaluates a saved run:
 
     python -m rlcore.evaluate <run dir or checkpoint> [episodes=10] [seed=0]
-        [deterministic=true] [video=false] [video_dir=<run dir>/videos]
+        [deterministic=true] [video=false] [video_dir=<run dir>/videos] [threads=auto]
 
 It prints the return (and the cost, on a task that reports costs) of every episode and
 their mean, on the run's env recipe (its env id, kwargs, time limit and observation
 history; the observation normalisation comes with ``load_policy``). ``video=true`` writes
 one MP4 per episode (``pip install 'rlcore[video]'``); MuJoCo renders headless with
 ``MUJOCO_GL=egl`` (set when unset; ``MUJOCO_GL=osmesa`` where there is no EGL).
+``threads`` is the torch thread count, as in ``rlcore.train`` (``rlcore/threads.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 from rlcore.capabilities import PerEnvState
 from rlcore.envs.chunks import ChunkQueue
 from rlcore.spaces import to_env_action
+from rlcore.threads import AUTO, apply_threads, check_threads
 
 
 def evaluate(
@@ -140,7 +142,7 @@ def pinned_reference_scores(env_or_dataset_id: str) -> tuple[float, float] | Non
 # --------------------------------------------------------------------------- CLI
 
 EVALUATE_OPTIONS = {"episodes": 10, "seed": 0, "deterministic": True, "video": False,
-                    "video_dir": ""}  # fmt: skip
+                    "video_dir": "", "threads": AUTO}  # fmt: skip
 
 
 class EvaluateError(ValueError):
@@ -257,7 +259,8 @@ def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
     if len(paths) != 1:
         raise EvaluateError(
             "usage: python -m rlcore.evaluate <run dir or checkpoint> [episodes=N] "
-            "[seed=S] [deterministic=true|false] [video=true|false] [video_dir=DIR]"
+            "[seed=S] [deterministic=true|false] [video=true|false] [video_dir=DIR] "
+            "[threads=auto|N|null]"
         )
     options = dict(EVALUATE_OPTIONS)
     for arg in args:
@@ -275,6 +278,11 @@ def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
             if not value.lstrip("-").isdigit():
                 raise EvaluateError(f"{key}={value}: an integer is needed")
             options[key] = int(value)
+        elif key == "threads":
+            try:
+                options[key] = check_threads(value)
+            except ValueError as error:
+                raise EvaluateError(str(error)) from None
         else:
             options[key] = value
     if options["episodes"] < 1:
@@ -301,6 +309,7 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
     from rlcore.checkpoint import load_checkpoint, load_policy
     from rlcore.envs.make import make_vec_env
 
+    apply_threads(options["threads"])  # one torch thread by default (rlcore/threads.py)
     path = Path(path)
     state = load_checkpoint(path)
     cfg, env_cfg = state["config"], state["config"].get("env", {})

@@ -48,6 +48,7 @@ from torch import nn
 from rlcore.agent_state import Parts
 from rlcore.checkpoint import CheckpointReadError, load_agent, load_checkpoint
 from rlcore.spaces import action_space_from
+from rlcore.threads import AUTO, apply_threads, check_threads
 
 FORMATS = ("onnx", "torchscript")
 NOISE_MODES = ("input", "zero")
@@ -330,6 +331,14 @@ def default_out(path: Path, fmt: str) -> Path:
     return path / f"policy{suffix}" if path.is_dir() else path.with_suffix(f".policy{suffix}")
 
 
+def _threads_arg(value: str) -> int | str | None:
+    """``--threads`` as a ``threads`` setting (argparse reports the ValueError's text)."""
+    try:
+        return check_threads(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rlcore.export <run dir or checkpoint> --format onnx|torchscript``."""
     parser = argparse.ArgumentParser(
@@ -346,7 +355,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="diffusion / flow policies: a noise input, or zero noise")  # fmt: skip
     parser.add_argument("--batch", type=int, default=1,
                         help="batch size of a sampling policy's file (others take any)")  # fmt: skip
+    parser.add_argument("--threads", default=AUTO, type=_threads_arg,
+                        help="torch threads: auto (1), N, or null (torch's default)")  # fmt: skip
     args = parser.parse_args(argv)
+    apply_threads(args.threads)
     path = Path(args.path)
     try:
         policy, info = policy_from_checkpoint(path, args.noise)

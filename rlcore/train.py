@@ -68,6 +68,8 @@ from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
 from rlcore.registry import ConfigError, coerce
 from rlcore.run_lock import RunLock, RunLockedError
 from rlcore.spaces import action_storage, check_action_space, describe_action_space
+from rlcore.threads import AUTO, apply_threads
+from rlcore.threads import RULE as THREADS_RULE
 from rlcore.utils import seed_everything
 
 # Config fields that change tensor shapes or the meaning of saved state: a resumed run
@@ -143,7 +145,11 @@ _RUN_SCHEMA: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
     "checkpoint_every": (int, lambda v: v >= 0, ">= 0 (0: by time and at the end only)"),
     "checkpoint_every_s": (float, lambda v: v >= 0, ">= 0 (0: by steps only)"),
     "log_every": (int, lambda v: v > 0, "> 0"),
-    "threads": (int | None, lambda v: v is None or v >= 1, ">= 1 or null"),
+    "threads": (
+        int | str | None,
+        lambda v: v in (None, AUTO) or isinstance(v, int) and v >= 1,
+        THREADS_RULE,
+    ),
     "stop_at_return": (float | None, lambda v: True, "a number or null"),
     "keep_agent_snapshots": (bool, lambda v: True, "true or false"),
     "env.num_envs": (int, lambda v: v >= 1, ">= 1"),
@@ -429,8 +435,7 @@ def train(
     cfg_dict["env"]["id"] = env_id
 
     resume_state, resume_notes = _resume_state_or_new_run(cfg_dict, run_dir)
-    if cfg_dict.get("threads"):
-        torch.set_num_threads(int(cfg_dict["threads"]))
+    apply_threads(cfg_dict["threads"])  # auto: one thread (rlcore/threads.py says why)
     seed = int(cfg_dict["seed"])
     seed_everything(seed)
     device = torch.device(cfg_dict["device"])
@@ -498,6 +503,8 @@ def _train_valid(
         "env_backend": type(env.unwrapped).__name__,
         "precision": resolved.precision,
         "compile": resolved.compile,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
     }
     _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
     for note in resume_notes:

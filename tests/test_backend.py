@@ -3,6 +3,7 @@
 continue those envs exactly while the others run on untouched."""
 
 import ast
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -194,8 +195,28 @@ def test_envs_have_no_backend_dispatch_by_name_or_private_gymnasium_members():
     assert not problems, problems
 
 
-@pytest.mark.parametrize("backend", BACKENDS)  # last, mjx last: no async fork after JAX starts
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_backend_round_trips(backend):
     """States and restarts of chosen envs, on every back end ``make_vec_env`` builds."""
     _check_set_states(backend)
     _check_restart(backend)
+
+
+def test_async_workers_start_without_fork_once_jax_runs():
+    """JAX's threads are running (as after an mjx run in the same process): the async back
+    end starts, resets and steps its workers without any warning about ``os.fork``, whose
+    child of a multi-threaded process may deadlock."""
+    jnp = pytest.importorskip("jax.numpy")
+    jnp.ones(3).sum().block_until_ready()  # JAX's back end and its threads are up
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        env = make_vec_env("hopper", 2, seed=0, backend="async")
+        try:
+            obs, _ = env.reset(seed=0)
+            for action in _actions(1, 3):
+                obs, *_ = env.step(action[:2])
+        finally:
+            env.close()
+    assert obs.shape == (2, 11) and np.isfinite(obs).all()
+    forks = [str(w.message) for w in caught if "fork" in str(w.message)]
+    assert not forks, forks

@@ -428,14 +428,26 @@ def test_wsrl_refuses_bad_phase_and_normalised_states():
 # ---------------------------------------------------------------------------- compiled UTD
 
 
+# The compiled-UTD test's size: inductor's compile time grows with the graph (the unrolled
+# critic steps, and each LayerNorm critic's own layer_norm), not with what is checked; 2
+# critic steps in one graph and 4 critics (6 possible target pairs) still tell a graph
+# that draws other subsets or noise, or recompiles, from the eager update.
+COMPILED_UTD, COMPILED_CRITICS = 2, 4
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile on CPU needs a C++ compiler")
 @pytest.mark.parametrize("compile_steps", [1, None])
 def test_compiled_utd_update_equals_eager_and_compiles_once(compile_steps):
-    """utd_ratio 4, 10 LayerNorm critics, subset 2, mean-Q actor: the compiled update (all
-    4 critic steps in one graph, or one per graph call) draws the same subsets and noise
+    """UTD 2, 4 LayerNorm critics, subset 2, mean-Q actor: the compiled update (both
+    critic steps in one graph, or one per graph call) draws the same subsets and noise
     as the eager one (fallback_random) and is compiled once, not per call."""
-    config = RLPDConfig(hidden=(32, 32), utd_ratio=UTD, compile_steps=compile_steps)
+    config = RLPDConfig(
+        hidden=(32, 32),
+        num_critics=COMPILED_CRITICS,
+        utd_ratio=COMPILED_UTD,
+        compile_steps=compile_steps,
+    )
     torch.manual_seed(0)
     eager = RLPD(OBS, ACT, config)
     torch.manual_seed(0)
@@ -446,7 +458,7 @@ def test_compiled_utd_update_equals_eager_and_compiles_once(compile_steps):
     for step in range(4):
         if step == 1:  # compiled by the first call: later calls must not compile again
             graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-        batch = random_batch(UTD * B, seed=step)
+        batch = random_batch(COMPILED_UTD * B, seed=step)
         m_eager, m_fast = seeded_update(eager, batch, step), seeded_update(fast, batch, step)
         assert m_eager.keys() == m_fast.keys()
         for key in m_eager:
@@ -454,7 +466,7 @@ def test_compiled_utd_update_equals_eager_and_compiles_once(compile_steps):
     for p, q in zip(parameters(eager), parameters(fast)):
         torch.testing.assert_close(q, p, rtol=1e-4, atol=1e-5)
     assert any(not torch.equal(p0, p) for p0, p in zip(initial, parameters(eager)))
-    assert adam_steps(fast.critic_optimizer) == {4 * UTD}
+    assert adam_steps(fast.critic_optimizer) == {4 * COMPILED_UTD}
     assert adam_steps(fast.actor_optimizer) == {4}
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs  # no recompile
 

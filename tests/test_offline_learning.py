@@ -45,16 +45,23 @@ def mediocre_dataset(tmp_path_factory):
         os.environ["MINARI_DATASETS_PATH"] = old
 
 
+# Gradient steps per algorithm, measured on this dataset (behaviour mean 50.6): IQL run for
+# 3,000 steps (its cosine schedule over 3,000) ends at 1000 on seeds 0, 1 and 2; TD3+BC
+# evaluated every 1,000 steps of 5,000 reads 53 / 51 / 49 / 54 / 444 (seed 0): it needs
+# its 5,000.
+STEPS = {"iql": 3000, "td3_bc": 5000}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("algo", ["iql", "td3_bc"])
+@pytest.mark.parametrize("algo", list(STEPS))
 def test_offline_beats_behaviour_policy(algo, mediocre_dataset, tmp_path):
     behaviour = float(load_dataset(mediocre_dataset).episode_returns().mean())
     cfg = make_config(
         f"algo={algo}",
         "env=InvertedPendulum",
         f"dataset={mediocre_dataset}",
-        "total_steps=5000",
-        "eval_every=5000",
+        f"total_steps={STEPS[algo]}",
+        f"eval_every={STEPS[algo]}",
         "logger=quiet",
         "checkpoint_every=100000",
     )

@@ -210,16 +210,19 @@ def test_sac_compiled_update_matches_eager_across_settings(flags):
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="torch.compile on CPU needs a C++ compiler")
-def test_many_compiled_sacs_in_one_process():
-    """Agents of different shapes each compile their own graphs of the same method (2 per
-    SAC here): more than dynamo's default 8 per code object must not become a
-    recompile-limit error."""
-    for width in range(8, 13):
+def test_many_compiled_sacs_in_one_process(monkeypatch):
+    """Agents of different shapes each compile their own graph of the same method: more
+    graphs than dynamo's per-code-object limit must not become a recompile-limit error.
+    The limit starts at 2 here (8 by default) so that 3 one-graph SACs exceed it: the
+    check is the same, at the cost of 3 compiles instead of 9."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    for width in range(8, 11):
         torch.manual_seed(width)
-        agent = SAC(OBS, ACT, SACConfig(hidden=(width, width), compile=True))
-        for update in range(2):  # policy_frequency 2: the critic-only and the burst graph
-            agent.update(random_batch(seed=update))
-        assert agent.updates == 2
+        config = SACConfig(hidden=(width, width), compile=True, policy_frequency=1)
+        agent = SAC(OBS, ACT, config)  # policy_frequency 1: one graph, the burst every update
+        agent.update(random_batch(seed=width))
+        assert agent.updates == 1
+    assert torch._dynamo.config.recompile_limit > 3
 
 
 def test_compile_without_a_cxx_compiler_is_the_eager_update(monkeypatch):

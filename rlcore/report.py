@@ -772,6 +772,18 @@ def _new_figure(nrows: int, ncols: int, width: float, height: float):
     return fig, axes
 
 
+def _wrapped(label: str, width: int = 48) -> str:
+    """A group label broken over lines (labels list the differing config keys)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(label, width, break_on_hyphens=False)) or label
+
+
+def _legend_below(ax: Any) -> None:
+    """The legend under the panel, where long labels cannot cover the curves or run off."""
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+
+
 def _colors(n: int) -> list[Any]:
     from matplotlib import colormaps
 
@@ -794,14 +806,14 @@ def plot_learning_curves(
             label = (
                 f"{r.group.label} (n={n}{': band = min-max, not a CI' if n < MIN_SEEDS else ''})"
             )
-            ax.plot(r.curve_steps, r.curve[0], color=c, label=label, lw=1.6)
+            ax.plot(r.curve_steps, r.curve[0], color=c, label=_wrapped(label), lw=1.6)
             ax.fill_between(r.curve_steps, r.curve[1], r.curve[2], color=c, alpha=0.2, lw=0)
         ax.set_title(task, fontsize=10)
         ax.set_xlabel(X_LABEL)
         ax.set_ylabel(f"{metric_words(metric)} (IQM, {confidence:.0%} CI)")
         _thousands(ax.xaxis)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        _legend_below(ax)
     fig.savefig(path)
     return path
 
@@ -833,7 +845,8 @@ def plot_interval_estimates(results: Sequence[GroupResult], path: Path) -> Path:
             ax.set_xlim(*_padded_range([r.final[stat] for r in members]))
             ax.ticklabel_format(axis="x", useOffset=False)
             ax.set_yticks(range(len(members)))
-            ax.set_yticklabels([r.group.label for r in members] if col == 0 else [], fontsize=8)
+            labels = [_wrapped(r.group.label, 36) for r in members]
+            ax.set_yticklabels(labels if col == 0 else [], fontsize=8)
             ax.set_ylim(-0.6, len(members) - 0.4)
             ax.grid(axis="x", alpha=0.3)
             ax.set_title(STAT_TITLES[stat] + (f"  ({task})" if col == 0 else ""), fontsize=9)
@@ -860,7 +873,7 @@ def plot_performance_profiles(
         for r in members:
             c = color_of[id(r)]
             p, plow, phigh = performance_profile(r.final_scores, taus, reps, confidence, seed)
-            ax.plot(taus, p, color=c, label=r.group.label, lw=1.6)
+            ax.plot(taus, p, color=c, label=_wrapped(r.group.label), lw=1.6)
             ax.fill_between(taus, plow, phigh, color=c, alpha=0.2, lw=0)
             profiles[r.group.label] = {
                 "tau": taus.tolist(),
@@ -873,7 +886,7 @@ def plot_performance_profiles(
         ax.set_ylabel(r"fraction of runs with score > $\tau$")
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        _legend_below(ax)
     fig.savefig(path)
     return path, profiles
 

@@ -436,7 +436,7 @@ def test_fewer_than_three_seeds_are_warned_about_in_the_report_and_figure(tmp_pa
     assert "**Warning**: fewer than 3 seeds in sac InvertedPendulum-v5 (n=2)" in md
     assert "min-max), not a confidence interval" in md
     curves = figures["learning_curves.png"].axes[0]
-    legend = [t.get_text() for t in curves.get_legend().get_texts()]
+    legend = [" ".join(t.get_text().split()) for t in curves.get_legend().get_texts()]
     assert legend == ["sac InvertedPendulum-v5 (n=2: band = min-max, not a CI)"]
     # axes in words, numbers with thousands separators
     assert curves.get_xlabel() == "environment steps (offline runs: gradient steps)"

@@ -549,8 +549,9 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     return [
         f"finished: {why}; {evaluation}",
         f"run dir {run_dir}; checkpoint {checkpoint}",
-        f"continue: python -m rlcore.train resume={run_dir} total_steps=<more>; evaluate: "
-        f"rlcore.load_policy('{run_dir}')(obs)",
+        f"continue: python -m rlcore.train resume={run_dir} total_steps=<more>",
+        f"evaluate: python -m rlcore.evaluate {run_dir} [episodes=N] [video=true]; "
+        f"in Python: rlcore.load_policy('{run_dir}')(obs)",
     ]
 
 

@@ -210,6 +210,7 @@ def test_closing_summary_says_why_where_and_what_next(tmp_path):
     assert re.search(r"finished: all 300 steps done; final evaluation return -?\d", out.stdout)
     assert f"checkpoint {run_dir / 'checkpoints' / 'latest.pt'}" in out.stdout
     assert f"python -m rlcore.train resume={run_dir} total_steps=" in out.stdout
+    assert f"evaluate: python -m rlcore.evaluate {run_dir}" in out.stdout
     assert f"rlcore.load_policy('{run_dir}')" in out.stdout
     args = ["total_steps=900", "stop_at_return=-1000", "logger.console=true"]
     out = _cli([*SAC_TINY, *args, f"run_dir={tmp_path / 's'}"], tmp_path)

@@ -16,14 +16,7 @@ from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
-
-def plain(value: Any) -> Any:
-    """``value`` as Hydra accepts it: tuples become lists (recursively)."""
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
+from rlcore.registry import plain  # noqa: F401 - re-exported: configs.plain
 
 
 def algorithm_defaults(name: str) -> dict[str, Any]:

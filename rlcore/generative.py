@@ -509,7 +509,7 @@ def resolve_head(
     rlcore.configs) takes the checkpoint's value, or the dataclass default when no
     checkpoint is given; one set explicitly (command line, experiment or algo_env file)
     that differs is refused with a ``ConfigError`` naming the override to drop."""
-    from rlcore.registry import ConfigError, coerce
+    from rlcore.registry import ConfigError, coerce, plain
 
     names = declared_head_fields(config_class)
     defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
@@ -518,14 +518,14 @@ def resolve_head(
     if not path:
         for name in names:
             if out.get(name) is None:
-                out[name] = plain_value(defaults[name])
+                out[name] = plain(defaults[name])
         return out
     theirs = dataclasses.asdict(load_bc(path, kind).head_settings())
     hints = typing.get_type_hints(config_class)
     conflicts = []
     for name in names:
         if out.get(name) is None:
-            out[name] = plain_value(theirs[name])
+            out[name] = plain(theirs[name])
             continue
         try:
             ours = coerce(out[name], hints[name])
@@ -542,11 +542,6 @@ def resolve_head(
             "unset are read from it)"
         )
     return out
-
-
-def plain_value(value: Any) -> Any:
-    """A setting as a config node holds it: tuples become lists."""
-    return list(value) if isinstance(value, tuple) else value
 
 
 def make_head(kind: str, obs_dim: int, action_dim: int, cfg: HeadSettings) -> DDPMHead | FlowHead:

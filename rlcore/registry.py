@@ -92,6 +92,16 @@ def _type_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
+def plain(value: Any) -> Any:
+    """``value`` as a config node (Hydra / OmegaConf) holds it: tuples become lists
+    (recursively)."""
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
 def coerce(value: Any, hint: Any) -> Any:
     """``value`` converted to the annotated type ``hint`` (ints may be given as integral
     floats such as ``1e5``, floats as ints; lists become tuples), else ``TypeError``."""

@@ -189,6 +189,9 @@ def check_value(key: str, value: Any) -> Any:
 ALGORITHMS: dict[str, AlgoSpec] = {
     "sac": AlgoSpec("sac", "rlcore.algos.sac", "SAC", "SACConfig", "off_policy"),
     "td3": AlgoSpec("td3", "rlcore.algos.td3", "TD3", "TD3Config", "off_policy"),
+    "fast_td3": AlgoSpec(
+        "fast_td3", "rlcore.algos.fast_td3", "FastTD3", "FastTD3Config", "off_policy"
+    ),
     "ppo": AlgoSpec(
         "ppo", "rlcore.algos.ppo", "PPO", "PPOConfig", "on_policy", ("box", "discrete")
     ),

@@ -62,11 +62,13 @@ def categorical_projection(
     position = (moved - v_min) / spacing  # fractional atom index in [0, A - 1]
     lower = position.floor().clamp(0, num_atoms - 1)
     upper_weight = position - lower  # 0 when the atom is hit exactly
+    # a NaN target keeps its NaN weights (the loss turns NaN, caught by ensure_finite) but
+    # gets a valid index
+    lower = lower.nan_to_num(0.0)
     upper = (lower + 1).clamp(max=num_atoms - 1)
-    position_shape = probs.shape
-    lower = lower.long().expand(position_shape)
-    upper = upper.long().expand(position_shape)
-    upper_weight = upper_weight.expand(position_shape)
+    shape = probs.shape
+    lower, upper = lower.long().expand(shape), upper.long().expand(shape)
+    upper_weight = upper_weight.expand(shape)
     projected = torch.zeros_like(probs)
     projected.scatter_add_(-1, lower, probs * (1.0 - upper_weight))
     projected.scatter_add_(-1, upper, probs * upper_weight)

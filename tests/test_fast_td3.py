@@ -19,6 +19,7 @@ from rlcore.logging import read_csv
 from rlcore.losses import categorical_projection
 from rlcore.train import train
 from rlcore.types import Batch
+from rlcore.utils import NonFiniteLossError
 from tests.conftest import FAST, make_config
 
 OBS = gym.spaces.Box(-np.inf, np.inf, (3,), np.float32)
@@ -128,13 +129,43 @@ def test_noise_scale_per_env_is_drawn_again_when_its_episode_starts():
         ftd3.act(np.zeros((2, 3), np.float32))
 
 
-def test_state_dict_round_trip_keeps_the_noise_scales():
+def test_act_shapes_and_bounds():
+    """The agent contract of tests/test_algos_contract.py, with the noise table sized by
+    the loop's first ``episodes_started`` (exploring acts need one row per training env)."""
+    ftd3 = agent(std_min=0.4)
+    ftd3.episodes_started(np.ones(7, bool))
+    explored = ftd3.act(np.random.default_rng(0).normal(size=(7, 3)).astype(np.float32) * 100)
+    assert explored.shape == (7, 2) and explored.dtype == np.float32
+    assert (explored >= ACT.low).all() and (explored <= ACT.high).all()
+    single = ftd3.act(np.zeros(3, np.float32), deterministic=True)  # evaluation: any batch
+    assert single.shape == (2,)
+    np.testing.assert_array_equal(single, ftd3.act(np.zeros(3, np.float32), deterministic=True))
+
+
+def test_state_dict_round_trip_gives_identical_future():
     ftd3 = agent()
     ftd3.episodes_started(np.ones(3, bool))
     ftd3.update(batch())
     other = agent()
     other.load_state_dict(ftd3.state_dict())
     assert torch.equal(other.noise_scales, ftd3.noise_scales) and other.updates == 1
+    torch.manual_seed(5)
+    first = (ftd3.update(batch(seed=3)), ftd3.act(np.ones((3, 3), np.float32)))
+    torch.manual_seed(5)
+    second = (other.update(batch(seed=3)), other.act(np.ones((3, 3), np.float32)))
+    assert first[0] == second[0] and np.array_equal(first[1], second[1])
+    for a, b in zip(ftd3.parts.state_dict().values(), other.parts.state_dict().values()):
+        if isinstance(a, dict) and "state" not in a:  # modules (optimisers checked by the loss)
+            assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_nan_loss_raises_before_touching_parameters():
+    ftd3, bad = agent(), batch()
+    bad = Batch(**{**bad.__dict__, "reward": bad.reward.clone().fill_(float("nan"))})
+    before = {k: v.clone() for k, v in ftd3.critic.state_dict().items()}
+    with pytest.raises(NonFiniteLossError, match="critic_loss"):
+        ftd3.update(bad)
+    assert all(torch.equal(before[k], v) for k, v in ftd3.critic.state_dict().items())
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,16 @@ What it does (after the reference):
   data per update, not more updates; the warm-up (policy acting, no updates) is counted in
   vector steps too. Bootstrapping stops at terminations only (truncations bootstrap).
 
+Sizes: the defaults are the reference's for a GPU and 1,024+ envs. On a CPU they cost
+~15 s per update (Hopper, 32 native envs, 2 cores: ~1 env step/s); smaller batches and
+networks are the practical choice there, e.g. ``algo.batch_size=1024
+algo.critic_hidden=[256,256] algo.actor_hidden=[256,256]`` (~270 env steps/s on the same
+machine). The support [v_min, v_max] must cover the task's discounted returns: the
+Playground default [-10, 10] is too narrow for Gymnasium's locomotion tasks (Hopper's
+rewards reach ~5 a step: Q up to ~170 at gamma 0.97; HalfCheetah's ~15: ~500), so pass
+e.g. ``algo.v_min=-250 algo.v_max=250`` (the reference's HumanoidBench default) or
++-500 (its CheetahRun config).
+
 Departures (each a simplification or a choice of the shared core):
 * Observation normalisation is the env-side running standardisation of rlcore
   (``EnvRecipe.normalize_obs``: eps 1e-8, observations clipped to +-10, transitions stored

@@ -132,7 +132,9 @@ class FastTD3Config:
         return RunPlan(schedule, EnvRecipe(normalize_obs=self.normalize_obs), gamma=self.gamma)
 
 
-def adamw(params: list[torch.nn.Parameter], lr: float, weight_decay: float, fused: bool):
+def adamw(
+    params: list[torch.nn.Parameter], lr: float, weight_decay: float, fused: bool
+) -> torch.optim.AdamW:
     """AdamW (decoupled weight decay), fused single-kernel step when requested."""
     kwargs = {"fused": True} if fused else {"foreach": True}
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)

@@ -182,9 +182,17 @@ def test_bad_config_raises_a_clear_error(changes, match):
         FastTD3Config(**changes)
 
 
-def test_bad_support_from_the_command_line_names_the_options(tmp_path):
-    with pytest.raises(Exception, match="v_min=10.0 must be below v_max=-10.0"):
-        train(make_config("algo=fast_td3", "algo.v_min=10", "algo.v_max=-10", *FAST), tmp_path)
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        (("algo.v_min=10", "algo.v_max=-10"), "v_min=10.0 must be below v_max=-10.0"),
+        (("algo.updates_per_vector_step=0",), "algo.updates_per_vector_step=0.*must be > 0"),
+        (("algo.warmup_vector_steps=-1",), "algo.warmup_vector_steps=-1.*must be >= 0"),
+    ],
+)
+def test_bad_config_from_the_command_line_names_the_option(overrides, match, tmp_path):
+    with pytest.raises(Exception, match=match):
+        train(make_config("algo=fast_td3", *overrides, *FAST), tmp_path)
 
 
 def native_run(*extra: str) -> list[str]:

@@ -64,6 +64,8 @@ class LoopSettings:
     learning_starts: int = 5_000
     batch_size: int = 256
     updates_per_step: float = 1.0
+    # set: updates per vector step (any num_envs), in place of updates_per_step
+    updates_per_vector_step: float | None = None
     # minibatches of batch_size per update call (the agent splits them: Batch.chunks)
     utd_ratio: int = 1
     # on-policy only
@@ -307,7 +309,8 @@ class Phase:
     "offline" (gradient steps on ``sampler``, no environment), "warmup" (the environment
     is stepped into the replay buffer, no updates: the policy acts, or uniform random
     actions with ``random_actions``), "online" (env steps with ``updates_per_step``
-    updates each, on batches from ``sampler``) or "rollout" (on-policy iterations:
+    updates each, or ``updates_per_vector_step`` per vector step when set, on batches
+    from ``sampler``) or "rollout" (on-policy iterations:
     ``rollout.num_steps`` vector steps into ``rollout``, the returns' GAE, one
     ``agent.update``). ``steps`` counts gradient steps offline and environment steps
     (summed over sub-envs) otherwise; a rollout phase's is a whole number of rollouts.
@@ -318,6 +321,7 @@ class Phase:
     sampler: Sampler | None = None
     random_actions: bool = field(default=False, kw_only=True)
     updates_per_step: float = field(default=1.0, kw_only=True)
+    updates_per_vector_step: float | None = field(default=None, kw_only=True)
     rollout: RolloutBuffer | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
@@ -682,7 +686,8 @@ class _PhaseRun:
 
     def replay_step(self, phase: Phase) -> None:
         """One vector step into the replay buffer (warm-up, online); online, then the
-        updates due (``updates_per_step`` per env step, fractions carried over)."""
+        updates due (``updates_per_step`` per env step, or ``updates_per_vector_step``,
+        fractions carried over)."""
         env, counters = self.env, self.counters
         self.start_env()
         if phase.random_actions:
@@ -701,7 +706,10 @@ class _PhaseRun:
         step = self.env_stepped(next_obs, info, terminated, truncated)
         if phase.name != "online":
             return
-        counters["update_debt"] += phase.updates_per_step * env.num_envs
+        per_vector_step = phase.updates_per_vector_step
+        if per_vector_step is None:
+            per_vector_step = phase.updates_per_step * env.num_envs
+        counters["update_debt"] += per_vector_step
         first = counters["phase_step"] == env.num_envs
         while counters["update_debt"] >= 1.0:
             self.update(phase, step)
@@ -835,6 +843,7 @@ def off_policy(
             settings.total_steps - random_steps,
             buffer,
             updates_per_step=settings.updates_per_step,
+            updates_per_vector_step=settings.updates_per_vector_step,
         ),
     ]
     return run_phases(agent, phases, env, eval_env, settings, run, buffer)

@@ -44,6 +44,43 @@ def ensemble_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return (q - target).pow(2).mean(dim=-1).sum()
 
 
+def categorical_projection(
+    probs: torch.Tensor, reward: torch.Tensor, discount: torch.Tensor, support: torch.Tensor
+) -> torch.Tensor:
+    """Project the Bellman-updated distribution r + discount * Z onto the fixed ``support``
+    (C51's projection, Bellemare et al. 2017): atom z_i of ``probs`` moves to
+    clip(r + discount z_i, v_min, v_max), whose mass is split between the two neighbouring
+    atoms in proportion to closeness (all of it to an atom it lands on exactly).
+
+    ``probs`` (..., B, A) and ``support`` (A,) evenly spaced; ``reward`` and ``discount``
+    (B,) (``discount`` = gamma (1 - terminated): 0 collapses the target onto r). Returns
+    (..., B, A) probabilities; no gradient is meant to flow (targets)."""
+    num_atoms = support.shape[0]
+    v_min, v_max = support[0], support[-1]
+    spacing = (v_max - v_min) / (num_atoms - 1)
+    moved = (reward.unsqueeze(-1) + discount.unsqueeze(-1) * support).clamp(v_min, v_max)
+    position = (moved - v_min) / spacing  # fractional atom index in [0, A - 1]
+    lower = position.floor().clamp(0, num_atoms - 1)
+    upper_weight = position - lower  # 0 when the atom is hit exactly
+    # a NaN target keeps its NaN weights (the loss turns NaN, caught by ensure_finite) but
+    # gets a valid index
+    lower = lower.nan_to_num(0.0)
+    upper = (lower + 1).clamp(max=num_atoms - 1)
+    shape = probs.shape
+    lower, upper = lower.long().expand(shape), upper.long().expand(shape)
+    upper_weight = upper_weight.expand(shape)
+    projected = torch.zeros_like(probs)
+    projected.scatter_add_(-1, lower, probs * (1.0 - upper_weight))
+    projected.scatter_add_(-1, upper, probs * upper_weight)
+    return projected
+
+
+def categorical_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Sum over ensemble members (dim 0) of each member's batch-mean cross-entropy
+    -sum_j target_j log softmax(logits)_j; ``target`` (E, B, A) or one (B, A) for all."""
+    return -(target * torch.log_softmax(logits, dim=-1)).sum(-1).mean(-1).sum()
+
+
 def cosine_lr(base_lr: float, step: int, total_steps: int, periodic: bool = False) -> float:
     """Cosine annealing from ``base_lr`` to 0 over ``total_steps`` (constant 0 after).
 

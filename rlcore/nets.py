@@ -225,6 +225,48 @@ class QEnsemble(nn.Module):
         return self.net(torch.cat([obs, action], dim=-1), members).squeeze(-1)
 
 
+class CategoricalQEnsemble(nn.Module):
+    """E distributional (C51) critics: logits over ``num_atoms`` atoms of a fixed support
+    ``linspace(v_min, v_max, num_atoms)`` per (s, a), in one batched network.
+
+    ``forward`` returns logits (E, B, num_atoms); ``value`` turns probabilities into the
+    expected return sum_j p_j z_j. The target side is ``rlcore.losses.categorical_projection``
+    and the loss ``rlcore.losses.categorical_cross_entropy`` (Bellemare et al. 2017)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        num_critics: int = 2,
+        hidden: Sequence[int] = (256, 256),
+        num_atoms: int = 101,
+        v_min: float = -10.0,
+        v_max: float = 10.0,
+        activation_name: str = "relu",
+        layer_norm: bool = False,
+    ) -> None:
+        super().__init__()
+        if num_atoms < 2:
+            raise ValueError(f"num_atoms={num_atoms}: a categorical critic needs >= 2 atoms")
+        if not v_min < v_max:
+            raise ValueError(f"the support needs v_min < v_max, got v_min={v_min}, v_max={v_max}")
+        self.v_min, self.v_max, self.num_atoms = float(v_min), float(v_max), num_atoms
+        self.net = EnsembleMLP(
+            num_critics, obs_dim + action_dim, num_atoms, hidden, activation_name, layer_norm
+        )
+        self.register_buffer("support", torch.linspace(v_min, v_max, num_atoms))
+
+    def forward(
+        self, obs: torch.Tensor, action: torch.Tensor, members: slice | None = None
+    ) -> torch.Tensor:
+        """Logits (E, B, num_atoms) (E: the members evaluated)."""
+        return self.net(torch.cat([obs, action], dim=-1), members)
+
+    def value(self, probs: torch.Tensor) -> torch.Tensor:
+        """Expected return of categorical distributions ``probs`` (..., num_atoms) -> (...)."""
+        return (probs * self.support).sum(-1)
+
+
 class _ActionScale(nn.Module):
     """Maps (-1, 1) to the environment's [low, high] action box."""
 

@@ -24,10 +24,13 @@ class Schedule:
     """How a run spends its steps.
 
     A replay-based run is ``offline_steps`` gradient steps on the dataset, then
-    ``online_steps`` env steps (summed over sub-envs): ``warmup_steps`` with the policy
-    acting and no updates, ``learning_starts`` with uniform random actions, then
+    ``online_steps`` env steps (summed over sub-envs): ``warmup_steps`` (plus
+    ``warmup_vector_steps`` vector steps, i.e. that many times num_envs env steps) with
+    the policy acting and no updates, ``learning_starts`` with uniform random actions, then
     ``updates_per_step`` updates per env step (fractions carry over), each on
-    ``utd_ratio`` minibatches of ``batch_size``. An on-policy run is ``online_steps`` env
+    ``utd_ratio`` minibatches of ``batch_size``; ``updates_per_vector_step``, when set,
+    replaces ``updates_per_step``: that many updates after every vector step whatever the
+    number of sub-envs (FastTD3's cadence: more envs mean more data per update). An on-policy run is ``online_steps`` env
     steps in rollouts of ``rollout_steps`` per sub-env."""
 
     offline_steps: int = 0
@@ -37,7 +40,9 @@ class Schedule:
     buffer_size: int | None = None
     learning_starts: int = 0
     warmup_steps: int = 0
+    warmup_vector_steps: int = 0
     updates_per_step: float = 1.0
+    updates_per_vector_step: float | None = None
     utd_ratio: int = 1
     # on-policy: env steps per sub-env per rollout (0: a replay-based run) and minibatches
     rollout_steps: int = 0

@@ -152,10 +152,22 @@ def coerce(value: Any, hint: Any) -> Any:
 # Name rules for ranges, shared by every algorithm's config (no per-algorithm tables):
 # sizes, counts and learning rates must be positive; discounts and averaging rates lie
 # in (0, 1]; warm-up lengths, coefficients and noise scales are non-negative.
-_POSITIVE_NAMES = {"total_steps", "rollout_steps", "updates_per_step", "cql_n_actions"}
+_POSITIVE_NAMES = {
+    "total_steps",
+    "rollout_steps",
+    "updates_per_step",
+    "updates_per_vector_step",
+    "cql_n_actions",
+}
 _POSITIVE_SUFFIXES = ("_lr", "_size", "_frequency", "_epochs", "_minibatches")
 _UNIT_NAMES = {"gamma", "tau", "gae_lambda"}
-_NONNEGATIVE_NAMES = {"learning_starts", "bc_steps", "noise_clip", "max_grad_norm"}
+_NONNEGATIVE_NAMES = {
+    "learning_starts",
+    "warmup_vector_steps",
+    "bc_steps",
+    "noise_clip",
+    "max_grad_norm",
+}
 _NONNEGATIVE_SUFFIXES = ("_coef", "_noise")
 
 
@@ -189,6 +201,9 @@ def check_value(key: str, value: Any) -> Any:
 ALGORITHMS: dict[str, AlgoSpec] = {
     "sac": AlgoSpec("sac", "rlcore.algos.sac", "SAC", "SACConfig", "off_policy"),
     "td3": AlgoSpec("td3", "rlcore.algos.td3", "TD3", "TD3Config", "off_policy"),
+    "fast_td3": AlgoSpec(
+        "fast_td3", "rlcore.algos.fast_td3", "FastTD3", "FastTD3Config", "off_policy"
+    ),
     "ppo": AlgoSpec(
         "ppo", "rlcore.algos.ppo", "PPO", "PPOConfig", "on_policy", ("box", "discrete")
     ),

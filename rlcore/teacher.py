@@ -24,6 +24,7 @@ import torch
 from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
 from rlcore.envs.make import resolve_env_id
 from rlcore.envs.snapshot import SnapshotMismatchError, Snapshots, collect_snapshots
+from rlcore.nets import CategoricalQEnsemble
 
 
 @runtime_checkable
@@ -50,7 +51,7 @@ class _NormalisesObs(Protocol):
 
 # algorithms whose policy is deterministic: the reference's TD3 teacher acts with pi(s),
 # no exploration noise (their act(deterministic=False) would add noise, or ignores the flag)
-DETERMINISTIC_POLICIES = frozenset({"td3", "td3_bc", "rebrac"})
+DETERMINISTIC_POLICIES = frozenset({"td3", "td3_bc", "rebrac", "fast_td3"})
 
 
 def teacher_samples(algo: str, algo_config: dict[str, Any]) -> bool:
@@ -91,6 +92,8 @@ def teacher_from_checkpoint(
             if isinstance(agent, _ActionValued):
                 action = agent.act(transform(obs), deterministic=deterministic)
                 q = agent.critic(seen, torch.as_tensor(action, device=agent.device).float())
+                if isinstance(agent.critic, CategoricalQEnsemble):  # C51: expected returns
+                    q = agent.critic.value(torch.softmax(q, dim=-1))
                 return q.min(0).values.cpu().numpy().astype(np.float64)
         raise ValueError(f"{type(agent).__name__} has no critic to label snapshots with")
 

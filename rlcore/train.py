@@ -64,7 +64,7 @@ from rlcore.loops import (
     rollout_phase,
     run_phases,
 )
-from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
+from rlcore.plan import OFFLINE_DATA_MODES, RunPlan, Schedule
 from rlcore.registry import ConfigError, coerce
 from rlcore.run_lock import RunLock, RunLockedError
 from rlcore.spaces import action_storage, check_action_space, describe_action_space
@@ -180,6 +180,12 @@ def check_run_config(cfg_dict: dict[str, Any]) -> None:
         node[key] = value
 
 
+def warmup_length(schedule: Schedule, num_envs: int) -> int:
+    """Env steps of the policy-acting warm-up: ``warmup_steps`` plus ``warmup_vector_steps``
+    vector steps of ``num_envs`` sub-envs."""
+    return schedule.warmup_steps + schedule.warmup_vector_steps * num_envs
+
+
 def check_schedule(plan: RunPlan, num_envs: int, init_from: bool, online_option: str) -> None:
     """Refuse schedules that would end before any learning happens. ``online_option`` is the
     option that sets the online phase's length (``total_steps`` for online algorithms,
@@ -188,22 +194,24 @@ def check_schedule(plan: RunPlan, num_envs: int, init_from: bool, online_option:
     online = phase_lengths(plan, init_from)[1]
     on_policy = schedule.rollout_steps > 0
     if online > 0 and not on_policy:
-        starts, warmup = schedule.learning_starts, schedule.warmup_steps
+        starts, warmup = schedule.learning_starts, warmup_length(schedule, num_envs)
         name = online_option
         if online <= starts + warmup:
+            # the warm-up's option: in vector steps (FastTD3) or in env steps
+            warmup_name = (
+                "algo.warmup_vector_steps x env.num_envs"
+                if schedule.warmup_vector_steps
+                else "algo.warmup_steps"
+            )
             what = (
-                f"algo.learning_starts + algo.warmup_steps = {starts + warmup:,}"
+                f"algo.learning_starts + {warmup_name} = {starts + warmup:,}"
                 if warmup
                 else f"algo.learning_starts={starts:,}"
             )
             raise ConfigError(
                 f"{name}={online:,} <= {what}: the run would end before the first online "
                 f"gradient update. Raise {name} or lower "
-                + (
-                    "algo.learning_starts / algo.warmup_steps."
-                    if warmup
-                    else "algo.learning_starts."
-                )
+                + (f"algo.learning_starts / {warmup_name}." if warmup else "algo.learning_starts.")
             )
     if schedule.offline_data not in OFFLINE_DATA_MODES:
         raise ConfigError(
@@ -751,6 +759,7 @@ def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan, compiled: bool) -> L
         learning_starts=plan.schedule.learning_starts,
         batch_size=plan.schedule.batch_size,
         updates_per_step=plan.schedule.updates_per_step,
+        updates_per_vector_step=plan.schedule.updates_per_vector_step,
         utd_ratio=plan.schedule.utd_ratio,
         rollout_steps=plan.schedule.rollout_steps,
         returns=plan.returns,
@@ -849,7 +858,7 @@ def _replay_phases(
             sampler = built.stateful["mixed"] = MixedSampler(
                 [(dataset, fraction), (buffer, 1 - fraction)]
             )
-        warmup = min(plan.schedule.warmup_steps, online_steps)
+        warmup = min(warmup_length(plan.schedule, env.num_envs), online_steps)
         random_steps = min(plan.schedule.learning_starts, online_steps - warmup)
         built.phases += [
             Phase("warmup", warmup),
@@ -859,6 +868,7 @@ def _replay_phases(
                 online_steps - warmup - random_steps,
                 sampler,
                 updates_per_step=settings.updates_per_step,
+                updates_per_vector_step=settings.updates_per_vector_step,
             ),
         ]
     built.phases = [phase for phase in built.phases if phase.steps > 0]

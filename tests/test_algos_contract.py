@@ -84,6 +84,8 @@ AGENTS["wsrl"] = lambda: WSRL(OBS, ACT, WSRLConfig(hidden=(32, 32), num_critics=
 CHUNKED = {"diffusion_bc", "flow_bc", "dppo", "reinflow", "resip"}  # + test_finetune.py
 # constrained agents learn from costs: their contract is tests/test_safe_rl.py
 CONSTRAINED = {"ppo_lag", "sac_lag", "cpo", "fisor"}  # + test_fisor.py
+# exploration noise per training env (act needs the loop's envs): tests/test_fast_td3.py
+PER_ENV_NOISE = {"fast_td3"}
 OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
 
 
@@ -257,7 +259,7 @@ def test_every_registered_algorithm_is_in_the_contract():
     from rlcore import registry
 
     continuous = {name for name, spec in registry.ALGORITHMS.items() if "box" in spec.action_spaces}
-    assert continuous <= set(AGENTS) | CHUNKED | CONSTRAINED
+    assert continuous <= set(AGENTS) | CHUNKED | CONSTRAINED | PER_ENV_NOISE
     assert set(registry.ALGORITHMS) - continuous == {"dqn"}
 
 

@@ -144,12 +144,23 @@ def _smoke_overrides(algo: str) -> list[str]:
             "algo.num_minibatches=4",
             "algo.update_epochs=2",
             "total_steps=256",
+            "algo.hidden=[32,32]",
+        ]
+    if algo == "fast_td3":  # a policy-acting warm-up in vector steps; two network widths
+        return [
+            "algo.warmup_vector_steps=100",
+            "algo.batch_size=32",
+            "total_steps=250",
+            "algo.buffer_size=1000",
+            "algo.actor_hidden=[32,32]",
+            "algo.critic_hidden=[32,32]",
         ]
     return [
         "algo.learning_starts=100",
         "algo.batch_size=32",
         "total_steps=250",
         "algo.buffer_size=1000",
+        "algo.hidden=[32,32]",
     ]
 
 
@@ -164,7 +175,6 @@ def test_every_algo_env_pair_runs(algo, env, tmp_path):
         "eval_every=200",
         "checkpoint_every=200",
         "eval_episodes=1",
-        "algo.hidden=[32,32]",
         "log_every=50",
     )
     result = train(cfg, tmp_path)

@@ -19,6 +19,7 @@ import torch
 pytest.importorskip("jax")
 pytest.importorskip("mujoco.mjx")
 
+from rlcore.checkpoint import load_checkpoint  # noqa: E402
 from rlcore.envs.make import RunningMeanStd, final_next_obs, make_vec_env  # noqa: E402
 from rlcore.envs.mjx import (  # noqa: E402
     MjxVectorEnv,
@@ -325,6 +326,22 @@ def test_sac_trains_on_mjx(tmp_path):
     summary = train(cfg, tmp_path)
     assert np.isfinite(summary["eval/return"])
     assert "critic_loss" in (tmp_path / "train.csv").read_text()
+
+
+@pytest.mark.slow
+def test_fast_td3_trains_on_mjx(tmp_path):
+    """FastTD3 through the same off-policy loop on the device env: per-env noise told of
+    episode ends by device (tensor) masks, 2 updates per vector step."""
+    cfg = make_config(
+        "algo=fast_td3", "env=Hopper", "env.backend=mjx", f"env.num_envs={N}",
+        "total_steps=90", "algo.warmup_vector_steps=15", "algo.batch_size=32",
+        "algo.actor_hidden=[32,32]", "algo.critic_hidden=[32,32]", "eval_every=90",
+        "log_every=30", "env.max_episode_steps=10", *FAST,
+    )  # fmt: skip
+    summary = train(cfg, tmp_path)
+    assert np.isfinite(summary["eval/return"])
+    assert "critic_loss" in (tmp_path / "train.csv").read_text()
+    assert load_checkpoint(tmp_path)["loop"]["counters"]["updates"] == 2 * (30 - 15)
 
 
 def _teacher_snapshots(episodes: int = 2):

@@ -114,6 +114,13 @@ CASES["resip"] = [
     *_FINETUNE,
 ]  # fmt: skip (the last 2 observations: history in the env state)
 # a native task whose reward reads derived quantities (body xpos, cfrc_ext), not only state
+# FastTD3: per-env exploration noise (drawn again at episode starts) and updates per
+# vector step on 4 native envs
+CASES["fast_td3"] = ["algo=fast_td3", "env=Hopper", "env.backend=native", "env.num_envs=4",
+                     "total_steps=2400", "algo.warmup_vector_steps=50", "algo.batch_size=64",
+                     "algo.critic_hidden=[64,64]", "algo.actor_hidden=[64,64]",
+                     "checkpoint_every=400", "eval_every=800", "log_every=100",
+                     "env.max_episode_steps=100"]  # fmt: skip
 CASES["sac_native_ant"] = [arg.replace("env=Hopper", "env=Ant") for arg in CASES["sac_native"]]
 # constrained: costs, cost critics, lambda and the episode-cost window all resume exactly
 _SAFE = ["env=SafetyHopperVelocity", "algo.cost_limit=5", "env.max_episode_steps=100",

@@ -286,13 +286,38 @@ def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
     assert not np.allclose(snaps.labels, agent.value(torch.as_tensor(snaps.obs).float()).numpy())
 
 
+def test_fast_td3_teacher_labels_are_the_lower_expected_return(tmp_path):
+    """A FastTD3 teacher acts with pi(s) and labels with min_i E[Z_i(s, pi(s))] of its C51
+    critics, on the observations as it saw them (its env-side normalisation)."""
+    import torch
+
+    from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+    from rlcore.teacher import teacher_from_checkpoint
+    from rlcore.train import train
+
+    train(make_config("algo=fast_td3", "env=Hopper", "env.num_envs=2", "total_steps=60",
+                      "algo.warmup_vector_steps=10", "algo.batch_size=16",
+                      "algo.actor_hidden=[16,16]", "algo.critic_hidden=[16,16]",
+                      "eval_every=60", *FAST), tmp_path)  # fmt: skip
+    policy, value_fn, _ = teacher_from_checkpoint(tmp_path)
+    snaps = collect_snapshots("Hopper", policy, episodes=1, every=3, value_fn=value_fn,
+                              max_episode_steps=30)  # fmt: skip
+    agent, transform = load_agent(tmp_path), obs_transform(load_checkpoint(tmp_path))
+    with torch.no_grad():
+        obs = torch.as_tensor(transform(snaps.obs)).float()
+        probs = torch.softmax(agent.critic(obs, agent.actor(obs)), -1)
+        expected = agent.critic.value(probs).min(0).values.numpy()
+    assert snaps.labels.shape == expected.shape
+    np.testing.assert_allclose(snaps.labels, expected, rtol=1e-5, atol=1e-6)
+
+
 def test_which_teachers_sample_their_actions():
     """As the reference: SAC and PPO teachers sample, TD3 acts deterministically."""
     from rlcore.teacher import teacher_samples
 
     assert teacher_samples("sac", {}) and teacher_samples("ppo", {}) and teacher_samples("iql", {})
     assert not teacher_samples("td3", {}) and not teacher_samples("TD3_BC", {})
-    assert not teacher_samples("rebrac", {})
+    assert not teacher_samples("rebrac", {}) and not teacher_samples("fast_td3", {})
     assert not teacher_samples("iql", {"deterministic_actor": True})
 
 

@@ -36,6 +36,8 @@ from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.buffers import RolloutBuffer, compute_gae
 from rlcore.generative import FlowHead
 from rlcore.losses import (
+    categorical_cross_entropy,
+    categorical_projection,
     clipped_surrogate,
     ensemble_mse,
     expectile_loss,
@@ -540,3 +542,83 @@ def test_cpo_line_search_accepts_a_cost_rise_within_the_slack():
     metrics = agent.update(buffer.compute(torch.zeros(256), 0.99, 0.95, torch.zeros(256)))
     assert metrics["accepted_step"] > 0
     assert agent.nets.actor.distribution(obs[:1]).mean[0, 0].item() > mean_before  # costlier
+
+
+# ------------------------------------------------- C51 (FastTD3's distributional critic)
+SUPPORT = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])  # 5 atoms, spacing 1
+
+
+def project(probs: list[list[float]], reward: list[float], discount: list[float]) -> torch.Tensor:
+    return categorical_projection(
+        torch.tensor(probs), torch.tensor(reward), torch.tensor(discount), SUPPORT
+    )
+
+
+def test_categorical_projection_splits_mass_between_neighbouring_atoms():
+    """z' = r + d z between two atoms: its mass goes to both, in proportion to closeness."""
+    one_hot_2 = [0.0, 0.0, 1.0, 0.0, 0.0]
+    # 0.5 + 2 = 2.5: half to atom 2, half to atom 3; 0.25 + 2 = 2.25: 3/4 and 1/4
+    torch.testing.assert_close(
+        project([one_hot_2, one_hot_2], [0.5, 0.25], [1.0, 1.0]),
+        torch.tensor([[0.0, 0.0, 0.5, 0.5, 0.0], [0.0, 0.0, 0.75, 0.25, 0.0]]),
+        rtol=0, atol=1e-7,
+    )  # fmt: skip
+    # uniform 0.2 each, r = 0.25, d = 0.5: z' = 0.25, 0.75, 1.25, 1.75, 2.25
+    torch.testing.assert_close(
+        project([[0.2] * 5], [0.25], [0.5]),
+        torch.tensor([[0.2, 0.4, 0.35, 0.05, 0.0]]),
+        rtol=0, atol=1e-7,
+    )  # fmt: skip
+
+
+def test_categorical_projection_clips_at_the_support_edges():
+    """Targets beyond [v_min, v_max] land on the edge atoms (a landing exactly on an atom,
+    the top one included, keeps all of its mass there)."""
+    torch.testing.assert_close(
+        project(
+            [[0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0], [0.0, 0.5, 0.0, 0.0, 0.5]],
+            [3.5, -2.0, 1.0],
+            [1.0, 1.0, 1.0],
+        ),
+        torch.tensor(
+            [[0.0, 0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.5, 0.0, 0.5]]
+        ),
+        rtol=0, atol=1e-7,
+    )  # fmt: skip
+
+
+def test_categorical_projection_of_terminal_rows_collapses_to_the_reward():
+    """discount 0 (terminated): every atom moves to r, whatever the next distribution."""
+    torch.testing.assert_close(
+        project([[0.2] * 5, [0.1, 0.2, 0.3, 0.4, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]],
+                [1.25, 2.0, 9.0], [0.0, 0.0, 0.0]),
+        torch.tensor([[0.0, 0.75, 0.25, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0],
+                      [0.0, 0.0, 0.0, 0.0, 1.0]]),
+        rtol=0, atol=1e-7,
+    )  # fmt: skip
+
+
+def test_categorical_projection_keeps_each_ensemble_member_apart():
+    """(E, B, A) input: each member projected with the same rewards, mass conserved."""
+    probs = torch.softmax(torch.randn(3, 4, 5, generator=torch.Generator().manual_seed(0)), -1)
+    reward, discount = torch.tensor([0.3, -1.0, 2.7, 0.0]), torch.tensor([0.9, 0.9, 0.0, 0.5])
+    joint = categorical_projection(probs, reward, discount, SUPPORT)
+    for member in range(3):
+        alone = categorical_projection(probs[member], reward, discount, SUPPORT)
+        torch.testing.assert_close(joint[member], alone)
+    torch.testing.assert_close(joint.sum(-1), torch.ones(3, 4))
+
+
+def test_categorical_cross_entropy_hand_computed():
+    """Uniform logits over 5 atoms: -log(1/5) per row whatever the target, summed over
+    members; a confident correct member costs ~0."""
+    target = torch.tensor([[0.0, 1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0, 0.0]])
+    uniform = torch.zeros(2, 2, 5)
+    assert categorical_cross_entropy(uniform, target).item() == pytest.approx(2 * math.log(5))
+    sure = torch.tensor([[0.0, 50.0, 0.0, 0.0, 0.0]]).expand(2, 5)  # all mass on atom 1
+    logits = torch.stack([sure, torch.zeros(2, 5)])  # member 0 sure, member 1 uniform
+    one_row = target[:1].expand(2, 5)
+    assert categorical_cross_entropy(logits, one_row).item() == pytest.approx(math.log(5), abs=1e-5)
+    # a per-member target (E, B, A)
+    per_member = torch.stack([target, target])
+    assert categorical_cross_entropy(uniform, per_member).item() == pytest.approx(2 * math.log(5))

@@ -129,6 +129,7 @@ class Plan:
     steps: int  # timed vector steps per round (MJX)
     rounds: int
     native_env_steps: int  # env steps per native measurement (at least 3 vector steps)
+    native_rounds: int
     lever_envs: int  # row b's batch (Hopper)
     lever_iterations: tuple[int, ...]  # Newton iterations besides the default 4
     lever_parts: bool  # physics alone and one forward pass
@@ -137,7 +138,9 @@ class Plan:
     fast_td3_extra: tuple[str, ...]
     finetune_rollout: int  # chunks per sub-env per iteration (x 4 env steps)
     finetune_extra: tuple[str, ...]
-    updates: int  # gradient steps per measurement (row f)
+    updates: int  # SAC gradient steps per measurement (row f)
+    update_modes: tuple[str, ...]  # of eager, compile, compile_cudagraphs (CUDA only)
+    ppo_epochs: int | None  # None: PPO's default (10) in row f
     compile_workers: int  # warm jobs at once
     caps: dict[str, float]  # row -> seconds
     native_caps: dict[str, float]  # baseline -> seconds
@@ -149,7 +152,8 @@ FULL = Plan(
     num_envs=(65536, 16384, 4096),
     steps=20,
     rounds=3,
-    native_env_steps=200_000,
+    native_env_steps=100_000,
+    native_rounds=1,
     lever_envs=4096,
     lever_iterations=(1, 2),
     lever_parts=True,
@@ -159,15 +163,17 @@ FULL = Plan(
     finetune_rollout=8,
     finetune_extra=("eval_every=1000000000", "eval_episodes=1"),
     updates=200,
+    update_modes=("eager", "compile", "compile_cudagraphs"),
+    ppo_epochs=None,
     compile_workers=6,
     caps={
-        "updates": 70,
+        "updates": 80,
         "throughput": 150,
-        "levers": 60,
+        "levers": 80,
         "ppo": 180,
         "fast_td3": 90,
         "finetune": 70,
-    },  # fmt: skip
+    },
     native_caps={"throughput": 120, "finetune": 60, "ppo": 60},
 )
 DRY = Plan(
@@ -177,6 +183,7 @@ DRY = Plan(
     steps=3,
     rounds=1,
     native_env_steps=400,
+    native_rounds=1,
     lever_envs=4,
     lever_iterations=(),
     lever_parts=False,
@@ -190,22 +197,21 @@ DRY = Plan(
         "eval_every=32",
         "eval_episodes=1",
         "eval_envs=1",
-        "env.max_episode_steps=20",
-    ),  # fmt: skip
+    ),
     fast_td3_extra=(
         "total_steps=64",
         "eval_every=32",
         "eval_episodes=1",
-        "env.max_episode_steps=20",
-    ),  # fmt: skip
+    ),
     finetune_rollout=2,
     finetune_extra=(
         "eval_every=1000000000",
         "eval_episodes=1",
         "eval_envs=1",
-        "env.max_episode_steps=20",
-    ),  # fmt: skip
+    ),
     updates=4,
+    update_modes=("eager",),  # CPU compilation costs ~1 min: not in the dry run
+    ppo_epochs=1,
     compile_workers=1,
     caps={
         "updates": 150,
@@ -214,7 +220,7 @@ DRY = Plan(
         "ppo": 150,
         "fast_td3": 90,
         "finetune": 150,
-    },  # fmt: skip
+    },
     native_caps={"throughput": 60, "finetune": 90, "ppo": 90},
 )
 MIN_ROW_S = 15.0  # a row with less time left than this is skipped
@@ -520,10 +526,10 @@ def _updates_rate(update: Callable[[], None], steps_per_call: int, calls: int,
 def worker_updates(params: dict[str, Any], result: Path) -> None:
     """SAC and PPO gradient steps/s at their default batch sizes (SAC 256 from a
     replay buffer; PPO 2,048-sample rollouts in 32 minibatches of 64, 10 epochs per
-    update call), eager / compiled / compiled with CUDA graphs, and SB3's on ``device``."""
+    update call) on ``device``: rlcore eager, SB3, then rlcore compiled and compiled with
+    CUDA graphs (the slowest to build last; results written after each)."""
     import gymnasium as gym
     import torch
-    from torch._dynamo.utils import counters
 
     from rlcore.algos.ppo import PPO, PPOConfig
     from rlcore.algos.sac import SAC, SACConfig
@@ -541,46 +547,48 @@ def worker_updates(params: dict[str, Any], result: Path) -> None:
         torch.randn(2048, HOPPER_OBS, generator=gen), torch.rand(2048, HOPPER_ACT, generator=gen) * 2 - 1,
         -torch.rand(2048, generator=gen), torch.randn(2048, generator=gen),
         torch.randn(2048, generator=gen), torch.randn(2048, generator=gen))))  # fmt: skip
-    ppo_steps = PPOConfig().update_epochs * PPOConfig().num_minibatches
+    ppo_config = PPOConfig(update_epochs=params["ppo_epochs"] or PPOConfig().update_epochs)
+    ppo_steps = ppo_config.update_epochs * ppo_config.num_minibatches
     out: dict[str, Any] = {"unit": "gradient steps/s", "device": device, "rates": {},
-                           "notes": {}}  # fmt: skip
-    if not cuda:
-        out["notes"]["cudagraphs"] = "skipped: CUDA graphs need a CUDA device (this is a CPU run)"
-    out["notes"]["cxx_compiler"] = cxx_compiler()
-    for mode in ("eager", "compile", "compile_cudagraphs"):
-        if (mode == "compile_cudagraphs" and not cuda) or (mode != "eager" and not cxx_compiler()):
-            continue  # without a C++ compiler compile=true would run eager (rlcore.speed)
-        patch = {"triton.cudagraphs": mode == "compile_cudagraphs"}
-        for algo in ("sac", "ppo"):
-            name = f"rlcore_{algo}_{mode}"
-            skips = counters["inductor"]["cudagraph_skips"]
-            try:
-                torch.manual_seed(0)
-                with torch._inductor.config.patch(patch):
-                    if algo == "sac":
-                        config = SACConfig(compile=mode != "eager")
-                        sac = SAC(*spaces, config, device=device)
-                        rate = _updates_rate(
-                            lambda a=sac, b=config.batch_size: a.update(buffer.sample(b)),
-                            1,
-                            calls,
-                            device,
-                        )
-                    else:
-                        ppo = PPO(*spaces, PPOConfig(compile=mode != "eager"), device=device)
-                        rate = _updates_rate(lambda a=ppo: a.update(rollout), ppo_steps,
-                                             max(1, calls // ppo_steps), device)  # fmt: skip
-                out["rates"][name] = rate
-                if mode == "compile_cudagraphs":
-                    skipped = counters["inductor"]["cudagraph_skips"] - skips
-                    out["notes"][name] = f"inductor skipped CUDA graphs {skipped} times"
-            except Exception as error:  # noqa: BLE001
-                out["rates"][name] = None
-                out["notes"][name] = f"failed: {type(error).__name__}: {error}"[-300:]
-            print(name, out["rates"][name], flush=True)
-            write_json(result, out)
-    try:
-        from stable_baselines3 import PPO as SB3PPO
+                           "notes": {"cxx_compiler": cxx_compiler()}}  # fmt: skip
+
+    def measure(name: str, rate: Callable[[], float]) -> None:
+        try:
+            out["rates"][name] = rate()
+        except Exception as error:  # noqa: BLE001 (one contender's failure is its record)
+            out["rates"][name] = None
+            out["notes"][name] = f"failed: {type(error).__name__}: {error}"[-300:]
+        print(name, out["rates"][name], flush=True)
+        for algo in ("sac", "ppo"):  # every rlcore rate against SB3's
+            sb3 = out["rates"].get(f"sb3_{algo}")
+            for other, value in out["rates"].items():
+                if other.startswith(f"rlcore_{algo}_") and value and sb3:
+                    out.setdefault("vs_sb3", {})[other] = value / sb3
+        write_json(result, out)
+
+    def rlcore_rate(algo: str, mode: str) -> float:
+        from torch._dynamo.utils import counters
+
+        skips = counters["inductor"]["cudagraph_skips"]
+        torch.manual_seed(0)
+        # inductor's CUDA graphs (what mode="reduce-overhead" sets) around rlcore's graph
+        with torch._inductor.config.patch({"triton.cudagraphs": mode == "compile_cudagraphs"}):
+            if algo == "sac":
+                config = SACConfig(compile=mode != "eager")
+                sac = SAC(*spaces, config, device=device)
+                rate = _updates_rate(lambda: sac.update(buffer.sample(config.batch_size)), 1,
+                                     calls, device)  # fmt: skip
+            else:
+                ppo = PPO(*spaces, dataclasses.replace(ppo_config, compile=mode != "eager"),
+                          device=device)  # fmt: skip
+                rate = _updates_rate(lambda: ppo.update(rollout), ppo_steps,
+                                     max(1, calls // ppo_steps), device)  # fmt: skip
+        if mode == "compile_cudagraphs":
+            skipped = counters["inductor"]["cudagraph_skips"] - skips
+            out["notes"][f"rlcore_{algo}_{mode}"] = f"inductor skipped CUDA graphs {skipped} times"
+        return rate
+
+    def sb3_sac() -> float:
         from stable_baselines3.common.logger import Logger
 
         from rlcore.benchmarks.sac_hopper_vs_sb3 import make_sb3_sac
@@ -588,21 +596,36 @@ def worker_updates(params: dict[str, Any], result: Path) -> None:
         model = make_sb3_sac(gym.make("Hopper-v5"), 100_000, 0, 0, device=device)
         model.set_logger(Logger(folder=None, output_formats=[]))
         _fill_sb3_replay(model.replay_buffer)
-        out["rates"]["sb3_sac"] = _updates_rate(
-            lambda: model.train(gradient_steps=calls, batch_size=256), calls, 1, device
-        )
-        sb3_ppo = SB3PPO("MlpPolicy", gym.make("Hopper-v5"), device=device, seed=0, verbose=0)
-        sb3_ppo.set_logger(Logger(folder=None, output_formats=[]))
-        _fill_sb3_rollout(sb3_ppo.rollout_buffer)
-        sb3_steps = sb3_ppo.n_epochs * (sb3_ppo.n_steps // sb3_ppo.batch_size)
-        out["rates"]["sb3_ppo"] = _updates_rate(sb3_ppo.train, sb3_steps, 1, device)
-    except Exception as error:  # noqa: BLE001
-        out["notes"]["sb3"] = f"failed: {type(error).__name__}: {error}"[-300:]
+        return _updates_rate(lambda: model.train(gradient_steps=calls, batch_size=256), calls,
+                             1, device)  # fmt: skip
+
+    def sb3_ppo() -> float:
+        from stable_baselines3 import PPO as SB3PPO
+        from stable_baselines3.common.logger import Logger
+
+        model = SB3PPO("MlpPolicy", gym.make("Hopper-v5"), n_epochs=ppo_config.update_epochs,
+                       device=device, seed=0, verbose=0)  # fmt: skip
+        model.set_logger(Logger(folder=None, output_formats=[]))
+        _fill_sb3_rollout(model.rollout_buffer)
+        steps = model.n_epochs * (model.n_steps // model.batch_size)
+        return _updates_rate(model.train, steps, 1, device)
+
+    modes = params["modes"]
+    if not cuda and "compile_cudagraphs" in modes:
+        out["notes"]["rlcore_compile_cudagraphs"] = "skipped: CUDA graphs need a CUDA device"
+    if cxx_compiler() is None:  # compile=true would run eager (rlcore.speed)
+        out["notes"]["rlcore_compile"] = "skipped: no C++ compiler for torch.compile"
+    compiled = [m for m in modes
+                if m != "eager" and cxx_compiler() and (cuda or m != "compile_cudagraphs")]  # fmt: skip
     for algo in ("sac", "ppo"):
-        sb3 = out["rates"].get(f"sb3_{algo}")
-        for name, rate in list(out["rates"].items()):
-            if name.startswith(f"rlcore_{algo}_") and rate and sb3:
-                out.setdefault("vs_sb3", {})[name] = rate / sb3
+        measure(f"rlcore_{algo}_eager", lambda a=algo: rlcore_rate(a, "eager"))
+    measure("sb3_sac", sb3_sac)
+    measure("sb3_ppo", sb3_ppo)
+    for mode in compiled:
+        for algo in ("sac", "ppo"):
+            measure(f"rlcore_{algo}_{mode}", lambda a=algo, m=mode: rlcore_rate(a, m))
+    if "compile_cudagraphs" not in modes or "compile" not in modes:
+        out["notes"]["modes"] = f"this plan times {', '.join(modes)} only"
     write_json(result, out)
 
 
@@ -714,12 +737,14 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
                              cores["native"], result)  # fmt: skip
         return outcome
 
-    native_common = {"threads": 2, "seed": seed, "rounds": plan.rounds,
+    native_common = {"threads": 2, "seed": seed, "rounds": plan.native_rounds,
                      "native_env_steps": plan.native_env_steps}  # fmt: skip
     tp_native = None
     if "throughput" not in blocked:
+        # smallest first: 4,096 envs is the size of the target's definition
+        by_size = sorted(tp_items, key=lambda i: (plan.tasks.index(i["task"]), i["num_envs"]))
         tp_native = lane.submit(native, "throughput", "native",
-                                {**native_common, "items": tp_items},
+                                {**native_common, "items": by_size},
                                 plan.native_caps["throughput"])  # fmt: skip
 
     def train_params(overrides: list[str], backend: str, seconds: float, target: float) -> dict:
@@ -763,7 +788,8 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
     if (cap := cap_of("updates")) is not None:
         rec.set("updates", status="running", config={"updates": plan.updates})
         result = work / "updates.json"
-        params = {"device": plan.device, "updates": plan.updates}
+        params = {"device": plan.device, "updates": plan.updates, "modes": plan.update_modes,
+                  "ppo_epochs": plan.ppo_epochs}  # fmt: skip
         o = runner.run("updates", worker_command("updates", params, result), cap, cores["rows"], result)  # fmt: skip
         rec.set("updates", status=o.status, wall_s=o.wall_s, numbers=o.result,
                 baseline="Stable-Baselines3 on the same device (sb3_sac, sb3_ppo)",

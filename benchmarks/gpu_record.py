@@ -692,7 +692,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         runner.stop_all()
         raise SystemExit(f"stopped by signal {signum}")
 
-    signal.signal(signal.SIGTERM, terminated)
+    previous = signal.signal(signal.SIGTERM, terminated)
     cores = core_split(os.cpu_count())
     missing = missing_modules()
     for line in missing:
@@ -945,6 +945,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
             compilations={k: json.loads(p.read_text()) for k in warm_items
                           if (p := warm_dir / f"{k}.json").exists()})  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
+    signal.signal(signal.SIGTERM, previous)
     return rec.path
 
 

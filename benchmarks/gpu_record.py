@@ -291,6 +291,7 @@ class Runner:
         self.lock = threading.Lock()
         self.procs: set[subprocess.Popen] = set()
         self.count = 0
+        self.closed = False  # after stop_all nothing starts
 
     def left(self) -> float:
         return self.deadline - time.time()
@@ -304,6 +305,8 @@ class Runner:
         """Run ``command`` (under ``taskset -c cores``) for at most ``cap`` seconds (and
         never past the deadline); its output goes to the log when it ends."""
         with self.lock:
+            if self.closed:
+                return Outcome("skipped: the record had ended", 0.0, None)
             self.count += 1
             output = self.work / f"{self.count:03d}_{name}.out"
         if cores and shutil.which("taskset"):
@@ -334,6 +337,7 @@ class Runner:
 
     def stop_all(self) -> None:
         with self.lock:
+            self.closed = True
             procs = list(self.procs)
         for proc in procs:
             stop(proc)
@@ -396,8 +400,8 @@ def open_part(item: dict[str, Any], device: str, seed: int) -> tuple[Callable[[]
     env = MjxVectorEnv(env_id, n, device=device, solver_iterations=iterations)  # its model
     low, high = env.single_action_space.low, env.single_action_space.high
     with jax.default_device(env.jax_device):
-        model = mjx.put_model(env.model, device=env.jax_device)
-        one = mjx.make_data(env.model, device=env.jax_device)
+        model = mjx.put_model(env.model, device=env.jax_device, impl=env.impl)
+        one = mjx.make_data(env.model, device=env.jax_device, impl=env.impl)
         data = jax.tree_util.tree_map(lambda x: jnp.repeat(x[None], n, axis=0), one)
         ctrl = jax.random.uniform(jax.random.PRNGKey(seed), (n, low.size), minval=low, maxval=high)
     data = data.replace(ctrl=ctrl)
@@ -409,7 +413,8 @@ def open_part(item: dict[str, Any], device: str, seed: int) -> tuple[Callable[[]
     else:
         fn = jax.jit(jax.vmap(lambda d: mjx.forward(model, d)))
     start = time.perf_counter()
-    holder = {"data": fn(data)}
+    # twice: a step's output differs from make_data's in weak types, which retraces once
+    holder = {"data": fn(fn(data))}
     jax.block_until_ready(holder["data"])
     first_s = time.perf_counter() - start
 
@@ -505,6 +510,8 @@ def worker_train(params: dict[str, Any], result: Path) -> None:
     row = train_to_target(params["overrides"], params["backend"], params["device"],
                           params["seconds"], params["target"], params["threads"])  # fmt: skip
     write_json(result, row)
+    if row["stopped"].startswith("exit code"):  # the row fails with the run's last line
+        sys.exit(1)
 
 
 def _updates_rate(update: Callable[[], None], steps_per_call: int, calls: int,
@@ -624,8 +631,7 @@ def worker_updates(params: dict[str, Any], result: Path) -> None:
     for mode in compiled:
         for algo in ("sac", "ppo"):
             measure(f"rlcore_{algo}_{mode}", lambda a=algo, m=mode: rlcore_rate(a, m))
-    if "compile_cudagraphs" not in modes or "compile" not in modes:
-        out["notes"]["modes"] = f"this plan times {', '.join(modes)} only"
+    out["modes"] = ["eager", "sb3", *compiled]  # what this run timed
     write_json(result, out)
 
 
@@ -786,7 +792,10 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
 
     # f: update throughput (no JAX), while the compilations run
     if (cap := cap_of("updates")) is not None:
-        rec.set("updates", status="running", config={"updates": plan.updates})
+        rec.set("updates", status="running",
+                config={"updates": plan.updates, "modes": plan.update_modes,
+                        "ppo_epochs": plan.ppo_epochs or 10, "sac_batch": 256,
+                        "ppo_minibatch": 64, "hopper_shapes": "obs 11, act 3"})  # fmt: skip
         result = work / "updates.json"
         params = {"device": plan.device, "updates": plan.updates, "modes": plan.update_modes,
                   "ppo_epochs": plan.ppo_epochs}  # fmt: skip

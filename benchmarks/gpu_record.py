@@ -1004,6 +1004,23 @@ def finetune_overrides(method: str, plan: Plan, seed: int) -> list[str]:
             f"seed={seed}", *plan.finetune_extra]  # fmt: skip
 
 
+def summary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per row (status, wall) and its headline numbers, for the console."""
+    keys = {"throughput": "ratio", "levers": "numbers", "finetune": "ratio", "updates": "numbers"}
+    run_keys = ("reached_at_step", "best_return", "process_wall_s", "stopped", "last_sps")
+    lines = []
+    for row in rows:
+        wall = row.get("wall_s") or 0.0
+        lines.append(f"[{row['row']}] {row['name']}: {row.get('status')} ({wall:.0f} s)")
+        headline = row.get(keys.get(row["name"], ""))
+        if row["name"] in ("ppo", "fast_td3") and isinstance(row.get("numbers"), dict):
+            headline = {k: row["numbers"].get(k) for k in run_keys}
+            headline["vs_native"] = row.get("ratio")
+        if headline:
+            lines.append("    " + json.dumps(headline, default=str)[:1500])
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "benchmarks/results/gpu_record")))  # fmt: skip
@@ -1020,6 +1037,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     started = args.started if args.started is not None else time.time()
     path = record(DRY if args.dry else FULL, args.out, started, args.seconds)
+    for line in summary_lines(json.loads(path.read_text())["rows"]):
+        print(line, flush=True)
     print(f"wrote {path}", flush=True)
 
 

@@ -147,3 +147,25 @@ def test_dry_run_records_every_row_end_to_end(tmp_path):
     assert all(rates[k] > 0 for k in ("rlcore_sac_eager", "rlcore_ppo_eager", "sb3_sac", "sb3_ppo"))
     assert "CUDA device" in rows["updates"]["numbers"]["notes"]["rlcore_compile_cudagraphs"]
     assert "===== throughput (ok" in (out / "gpu_record.log").read_text()
+
+
+def test_a_training_run_that_fails_fails_its_row_with_the_error(tmp_path):
+    runner = _runner(tmp_path)
+    result = tmp_path / "train.json"
+    params = {"overrides": ["algo=no_such_algo", "env=hopper"], "backend": "native",
+              "device": "cpu", "seconds": 60, "target": 1.0, "threads": 1}  # fmt: skip
+    outcome = runner.run("train", gpu_record.worker_command("train", params, result), 90,
+                         result=result)  # fmt: skip
+    assert outcome.status.startswith("failed (exit 1): ")
+    assert "unknown algorithm 'no_such_algo'" in outcome.status  # the run's own last line
+    assert outcome.result["stopped"].startswith("exit code")
+
+
+def test_the_console_summary_has_a_line_per_row_and_each_run_headline():
+    rows = [{"row": "c", "name": "ppo", "status": "ok", "wall_s": 12.0, "ratio": {"x": 2.0},
+             "numbers": {"reached_at_step": 100, "best_return": 2600.0}},
+            {"row": "d", "name": "fast_td3", "status": "skipped: algo missing"}]  # fmt: skip
+    lines = gpu_record.summary_lines(rows)
+    assert lines[0] == "[c] ppo: ok (12 s)"
+    assert '"reached_at_step": 100' in lines[1] and '"vs_native": {"x": 2.0}' in lines[1]
+    assert lines[2] == "[d] fast_td3: skipped: algo missing (0 s)"

@@ -795,7 +795,8 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         rec.set("updates", status="running",
                 config={"updates": plan.updates, "modes": plan.update_modes,
                         "ppo_epochs": plan.ppo_epochs or 10, "sac_batch": 256,
-                        "ppo_minibatch": 64, "hopper_shapes": "obs 11, act 3"})  # fmt: skip
+                        "ppo_minibatch": 64, "hopper_shapes": "obs 11, act 3"},
+                notes="runs first, beside the MJX compilations (other cores, same GPU)")  # fmt: skip
         result = work / "updates.json"
         params = {"device": plan.device, "updates": plan.updates, "modes": plan.update_modes,
                   "ppo_epochs": plan.ppo_epochs}  # fmt: skip
@@ -812,7 +813,11 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         o = mjx_row("throughput", tp_items, cap)
         tp_rows = (o.result or {}).get("rows", [])
         rec.set("throughput", status=o.status, wall_s=o.wall_s, numbers=tp_rows,
-                baseline="native back end, 2 C threads on 2 cores (taskset), same run")  # fmt: skip
+                baseline="native back end, 2 C threads on 2 cores (taskset), same run",
+                notes=f"compile.compile_s: a warm job's reset + first step (the compilation; "
+                      f"{plan.compile_workers} compiled at once on cores {cores['compile']}); "
+                      "first_step_s: this row's, loaded from JAX's cache; ms per vector step "
+                      f"is the median of {plan.rounds} rounds of {plan.steps} steps")  # fmt: skip
 
     def native_rows(wait: float) -> list[dict[str, Any]]:
         if tp_native is None:

@@ -314,8 +314,11 @@ class Runner:
         cap = max(1.0, min(cap, self.left()))
         start = time.time()
         with output.open("w") as handle:
-            proc = subprocess.Popen(list(command), stdout=handle, stderr=subprocess.STDOUT,
-                                    start_new_session=True)  # fmt: skip
+            try:
+                proc = subprocess.Popen(list(command), stdout=handle, stderr=subprocess.STDOUT,
+                                        start_new_session=True)  # fmt: skip
+            except OSError as error:
+                return Outcome(f"failed: {error}", 0.0, None)
             with self.lock:
                 self.procs.add(proc)
             try:
@@ -332,8 +335,7 @@ class Runner:
         if status is None:
             status = f"failed (exit {code}): {last_line(text)}"
         self.write_log(f"\n===== {name} ({status}, {wall:.1f} s): {' '.join(command)}\n{text}")
-        loaded = json.loads(result.read_text()) if result and result.exists() else None
-        return Outcome(status, wall, loaded)
+        return Outcome(status, wall, load(result))
 
     def stop_all(self) -> None:
         with self.lock:
@@ -355,6 +357,22 @@ def stop(proc: subprocess.Popen) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def save(path: Path, payload: dict[str, Any]) -> None:
+    """``write_json`` through a temporary file and a rename: a reader, or a kill in the
+    middle, never leaves half a file."""
+    temporary = path.with_name(path.name + ".tmp")
+    write_json(temporary, payload)
+    os.replace(temporary, path)
+
+
+def load(path: Path | None) -> dict[str, Any] | None:
+    """A result file, or None where it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text()) if path else None
+    except (OSError, ValueError):
+        return None
 
 
 def last_line(text: str) -> str:
@@ -439,7 +457,7 @@ def _wait(value: Any) -> None:
 def worker_warm(params: dict[str, Any], result: Path) -> None:
     """Compile one MJX function into JAX's persistent cache (reset and first step)."""
     _, first_s = open_part(params["item"], params["device"], 0)
-    write_json(result, {"compile_s": first_s})
+    save(result, {"compile_s": first_s})
 
 
 def worker_mjx(params: dict[str, Any], result: Path) -> None:
@@ -452,7 +470,7 @@ def worker_mjx(params: dict[str, Any], result: Path) -> None:
         while not warm.exists() and time.time() < limit:
             time.sleep(0.5)
         row: dict[str, Any] = dict(item)
-        row["compile"] = json.loads(warm.read_text()) if warm.exists() else "not waited for"
+        row["compile"] = load(warm) or "not waited for"
         try:
             step, row["first_step_s"] = open_part(item, params["device"], params["seed"])
             samples = []
@@ -469,7 +487,7 @@ def worker_mjx(params: dict[str, Any], result: Path) -> None:
             row["error"] = f"{type(error).__name__}: {error}"[-300:]
         rows.append(row)
         print(json.dumps(row), flush=True)
-        write_json(result, {"rows": rows})
+        save(result, {"rows": rows})
         import gc
 
         gc.collect()
@@ -500,7 +518,7 @@ def worker_native(params: dict[str, Any], result: Path) -> None:
             row["error"] = f"{type(error).__name__}: {error}"[-300:]
         rows.append(row)
         print(json.dumps(row), flush=True)
-        write_json(result, {"rows": rows})
+        save(result, {"rows": rows})
 
 
 def worker_train(params: dict[str, Any], result: Path) -> None:
@@ -509,7 +527,7 @@ def worker_train(params: dict[str, Any], result: Path) -> None:
 
     row = train_to_target(params["overrides"], params["backend"], params["device"],
                           params["seconds"], params["target"], params["threads"])  # fmt: skip
-    write_json(result, row)
+    save(result, row)
     if row["stopped"].startswith("exit code"):  # the row fails with the run's last line
         sys.exit(1)
 
@@ -571,7 +589,7 @@ def worker_updates(params: dict[str, Any], result: Path) -> None:
             for other, value in out["rates"].items():
                 if other.startswith(f"rlcore_{algo}_") and value and sb3:
                     out.setdefault("vs_sb3", {})[other] = value / sb3
-        write_json(result, out)
+        save(result, out)
 
     def rlcore_rate(algo: str, mode: str) -> float:
         from torch._dynamo.utils import counters
@@ -632,7 +650,7 @@ def worker_updates(params: dict[str, Any], result: Path) -> None:
         for algo in ("sac", "ppo"):
             measure(f"rlcore_{algo}_{mode}", lambda a=algo, m=mode: rlcore_rate(a, m))
     out["modes"] = ["eager", "sb3", *compiled]  # what this run timed
-    write_json(result, out)
+    save(result, out)
 
 
 def _fill_sb3_replay(rb: Any) -> None:
@@ -681,7 +699,7 @@ class Record:
                 name, {"name": name, "row": LETTERS[name], "device": self.header["device"]}
             )
             self.rows[name].update(fields)
-            write_json(self.path, {**self.header, "written": time.strftime("%H:%M:%S"),
+            save(self.path, {**self.header, "written": time.strftime("%H:%M:%S"),
                                    "rows": list(self.rows.values())})  # fmt: skip
 
 
@@ -731,7 +749,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         cmd = worker_command("warm", {"item": item, "device": plan.device}, result)
         outcome = runner.run(f"warm_{key}", cmd, 300, cores["compile"], result)
         payload = {"status": outcome.status, "wall_s": outcome.wall_s, **(outcome.result or {})}
-        write_json(warm_dir / f"{key}.json", payload)
+        save(warm_dir / f"{key}.json", payload)
 
     if not {"throughput", "levers"} <= blocked:
         for key, item in warm_items.items():
@@ -791,7 +809,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         return runner.run(name, worker_command("mjx", params, result), cap, cores["rows"], result)
 
     # f: update throughput (no JAX), while the compilations run
-    if (cap := cap_of("updates")) is not None:
+    def row_updates(cap: float) -> None:
         rec.set("updates", status="running",
                 config={"updates": plan.updates, "modes": plan.update_modes,
                         "ppo_epochs": plan.ppo_epochs or 10, "sac_batch": 256,
@@ -807,7 +825,9 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
 
     # a: throughput
     tp_rows: list[dict[str, Any]] = []
-    if (cap := cap_of("throughput")) is not None:
+
+    def row_throughput(cap: float) -> None:
+        nonlocal tp_rows
         rec.set("throughput", status="running", config={"items": tp_items, "steps": plan.steps,
                                                         "rounds": plan.rounds})  # fmt: skip
         o = mjx_row("throughput", tp_items, cap)
@@ -858,7 +878,8 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
                 baseline={"native_steps_per_s": native_rate, "ms_per_step_for_30x": target_ms},
                 ratio={r["iterations"]: r.get("ratio") for r in lever_rows if r["part"] == "env"})  # fmt: skip
 
-    if (cap := cap_of("levers")) is not None:
+    def row_levers(cap: float) -> None:
+        nonlocal lever_rows
         rec.set("levers", status="running", config={"items": lever_items},
                 not_measured={
                     "euler": "not a config switch: MjxVectorEnv integrates as the XML says "
@@ -887,7 +908,9 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
                        if mjx_sps and native_sps else None})  # fmt: skip
 
     ppo_result: dict[str, Any] | None = None
-    if (cap := cap_of("ppo")) is not None:
+
+    def row_ppo(cap: float) -> None:
+        nonlocal ppo_native, ppo_result
         overrides = ["+experiment=ppo_hopper_mjx", f"seed={seed}",
                      f"env.num_envs={plan.train_envs}", *plan.ppo_extra]  # fmt: skip
         rec.set("ppo", status="running", config={"overrides": overrides, "target": 2500})
@@ -904,7 +927,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         ppo_baseline(_result(ppo_native, 5), ppo_result)
 
     # d: fast_td3 (written by another part of issue 36)
-    if (cap := cap_of("fast_td3")) is not None:
+    def row_fast_td3(cap: float) -> None:
         target = float(os.environ.get("FAST_TD3_TARGET", "2500"))
         overrides = ["algo=fast_td3", "env=hopper", f"env.num_envs={plan.train_envs}",
                      f"seed={seed}", *plan.fast_td3_extra,
@@ -921,7 +944,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
                              "(fast_td3 on native envs) is the comparison")  # fmt: skip
 
     # e: DPPO / ReinFlow seconds per iteration, native (run earlier, beside a-b) for ratio
-    if (cap := cap_of("finetune")) is not None:
+    def row_finetune(cap: float) -> None:
         rec.set("finetune", status="running", config={"overrides": finetune})
         numbers: dict[str, Any] = {}
         baselines: dict[str, Any] = {}
@@ -945,19 +968,31 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         rec.set("finetune", status="; ".join(statuses), numbers=numbers, baseline=baselines,
                 ratio=ratio, heads=heads or "randomly initialised (no assets)")  # fmt: skip
 
-    # what came late: the throughput baseline (and the levers' ratios), PPO's baseline
-    if tp_rows or lever_rows:
-        natives = native_rows(max(0.0, runner.left() - 3))
-        throughput_ratios(natives)
-        lever_ratios(natives)
-    if ppo_native is not None:
-        ppo_baseline(_result(ppo_native, max(0.0, runner.left() - 2)), ppo_result)
-    runner.stop_all()
-    pool.shutdown(wait=False, cancel_futures=True)
+    rows = {"updates": row_updates, "throughput": row_throughput, "levers": row_levers,
+            "ppo": row_ppo, "fast_td3": row_fast_td3, "finetune": row_finetune}  # fmt: skip
+    for name, row in rows.items():  # f first (no JAX: beside the compilations), then a-e
+        if (cap := cap_of(name)) is None:
+            continue
+        try:
+            row(cap)
+        except Exception as error:  # noqa: BLE001 (the driver's own slip fails one row)
+            rec.set(name, status=f"failed (driver): {type(error).__name__}: {error}"[:300])
+
+    status = "ok"
+    try:  # what came late: the throughput baseline (and the levers' ratios), PPO's baseline
+        if tp_rows or lever_rows:
+            natives = native_rows(max(0.0, runner.left() - 3))
+            throughput_ratios(natives)
+            lever_ratios(natives)
+        if ppo_native is not None:
+            ppo_baseline(_result(ppo_native, max(0.0, runner.left() - 2)), ppo_result)
+    except Exception as error:  # noqa: BLE001
+        status = f"failed (driver): {type(error).__name__}: {error}"[:300]
+    pool.shutdown(wait=False, cancel_futures=True)  # nothing queued starts,
     lane.shutdown(wait=False, cancel_futures=True)
-    rec.set("summary", status="ok", wall_s=time.time() - started,
-            compilations={k: json.loads(p.read_text()) for k in warm_items
-                          if (p := warm_dir / f"{k}.json").exists()})  # fmt: skip
+    runner.stop_all()  # and nothing running stays
+    rec.set("summary", status=status, wall_s=time.time() - started,
+            compilations={k: c for k in warm_items if (c := load(warm_dir / f"{k}.json"))})  # fmt: skip
     shutil.rmtree(work, ignore_errors=True)
     signal.signal(signal.SIGTERM, previous)
     return rec.path

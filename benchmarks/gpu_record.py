@@ -179,15 +179,15 @@ FULL = Plan(
 DRY = Plan(
     device="cpu",
     tasks=("Hopper",),
-    num_envs=(4,),
+    num_envs=(3,),  # tests/test_mjx.py's Hopper env: its compilation, where cached, serves
     steps=3,
     rounds=1,
     native_env_steps=400,
     native_rounds=1,
-    lever_envs=4,
+    lever_envs=3,
     lever_iterations=(),
     lever_parts=False,
-    train_envs=4,
+    train_envs=3,
     ppo_extra=(
         "algo.rollout_steps=8",
         "algo.num_minibatches=2",
@@ -636,10 +636,13 @@ def worker_updates(params: dict[str, Any], result: Path) -> None:
         return _updates_rate(model.train, steps, 1, device)
 
     modes = params["modes"]
-    if not cuda and "compile_cudagraphs" in modes:
+    if not cuda:
         out["notes"]["rlcore_compile_cudagraphs"] = "skipped: CUDA graphs need a CUDA device"
     if cxx_compiler() is None:  # compile=true would run eager (rlcore.speed)
         out["notes"]["rlcore_compile"] = "skipped: no C++ compiler for torch.compile"
+    for mode in ("compile", "compile_cudagraphs"):
+        if mode not in modes:
+            out["notes"].setdefault(f"rlcore_{mode}", "skipped: not in this plan (dry run)")
     compiled = [m for m in modes
                 if m != "eager" and cxx_compiler() and (cuda or m != "compile_cudagraphs")]  # fmt: skip
     for algo in ("sac", "ppo"):

@@ -114,12 +114,17 @@ def test_finetune_rows_use_the_committed_heads_for_three_iterations():
 @pytest.mark.slow
 def test_dry_run_records_every_row_end_to_end(tmp_path):
     """``RECORD_DRY=1 bash benchmarks/mjx_gpu.sh record``: tiny sizes, mjx on JAX's CPU
-    device, one shared compilation (a fresh cache)."""
+    device. Every MJX row uses one compilation (Hopper, 3 envs), the one tests/test_mjx.py
+    makes: JAX's cache is rlcore's per-host default here, so a suite run compiles it once
+    (the script's own default is a folder under /tmp)."""
     pytest.importorskip("mujoco.mjx")
     pytest.importorskip("stable_baselines3")
+    from rlcore.envs.mjx import host_cpu_tag
+
+    cache = os.environ.get("RLCORE_JAX_CACHE") or Path.home() / ".cache/rlcore/jax" / host_cpu_tag()
     out = tmp_path / "out"
     env = {**os.environ, "RECORD_DRY": "1", "OUT": str(out), "OMP_NUM_THREADS": "1",
-           "RLCORE_JAX_CACHE": str(tmp_path / "cache"), "RECORD_SECONDS": "500",
+           "RLCORE_JAX_CACHE": str(cache), "RECORD_SECONDS": "500",
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}  # fmt: skip
     subprocess.run(["bash", str(ROOT / "benchmarks/mjx_gpu.sh"), "record"], env=env, check=True,
                    timeout=600, cwd=tmp_path)  # fmt: skip

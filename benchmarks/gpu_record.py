@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import importlib.metadata
 import importlib.util
@@ -341,22 +342,22 @@ class Runner:
         with self.lock:
             self.closed = True
             procs = list(self.procs)
+        stop(*procs)
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    """End processes and their children (each its own session): SIGTERM to all, then,
+    after 5 s, SIGKILL to those left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         for proc in procs:
-            stop(proc)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """End a process and its children (its own session): SIGTERM, then SIGKILL."""
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        limit = time.time() + 5
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, limit - time.time()))
+        if all(proc.poll() is not None for proc in procs):
             return
-        try:
-            proc.wait(timeout=wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def save(path: Path, payload: dict[str, Any]) -> None:
@@ -726,7 +727,8 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         print(f"missing package: {line}", flush=True)
     info = device_info()
     header = {"dry_run": plan is DRY, "budget_s": seconds, "plan": dataclasses.asdict(plan),
-              "cores": cores, "missing": missing, "device": info,
+              "cores": cores, "taskset": shutil.which("taskset") is not None,
+              "missing": missing, "device": info,
               "target_ratio": TARGET_RATIO}  # fmt: skip
     rec = Record(out / "gpu_record.json", header)
     log.write_text(f"gpu_record: {json.dumps(header)}\n")

@@ -13,7 +13,7 @@
 # installed first.
 # Results: JSON under ${OUT:-benchmarks/results} and the printed tables.
 set -uo pipefail
-started=$(date +%s.%N)  # record's budget includes the installation below
+started=$(date +%s)  # record's budget includes the installation below
 cd "$(dirname "$0")/.."
 out=${OUT:-benchmarks/results}
 if ! python3 -c "import mujoco.mjx, gymnasium, hydra, stable_baselines3" 2>/dev/null \
@@ -33,9 +33,9 @@ PY
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 lscpu | grep -E "Model name|^CPU\(s\)" || true
 case "${1:-all}" in
-  record)  # hard stop 20 s after the budget; the JSON is rewritten after every row
+  record)  # hard stop 15 s after the budget; the JSON is rewritten after every row
     seconds=${RECORD_SECONDS:-510}
-    timeout -k 10 "$(( ${seconds%.*} + 20 ))" python3 -m rlcore.benchmarks.gpu_record \
+    timeout -k 10 "$(( started + ${seconds%.*} + 15 - $(date +%s) ))" python3 -m rlcore.benchmarks.gpu_record \
       --out "${OUT:-benchmarks/results/gpu_record}" --started "$started" --seconds "$seconds" ;;
   ppo) python3 -m rlcore.benchmarks.throughput --sections mjx_ppo --out "$out/mjx_ppo.json" \
          --mjx-ppo-minutes "${PPO_MINUTES:-10}" --mjx-ppo-baseline-minutes "${BASELINE_MINUTES:-2}" ;;

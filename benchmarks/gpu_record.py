@@ -137,6 +137,7 @@ class Plan:
     train_envs: int  # rows c-e
     ppo_extra: tuple[str, ...]
     fast_td3_extra: tuple[str, ...]
+    finetune_methods: tuple[str, ...]  # row e
     finetune_rollout: int  # chunks per sub-env per iteration (x 4 env steps)
     finetune_extra: tuple[str, ...]
     updates: int  # SAC gradient steps per measurement (row f)
@@ -161,6 +162,7 @@ FULL = Plan(
     train_envs=1024,
     ppo_extra=(),
     fast_td3_extra=("eval_every=100000",),
+    finetune_methods=("dppo", "reinflow"),
     finetune_rollout=8,
     finetune_extra=("eval_every=1000000000", "eval_episodes=1"),
     updates=200,
@@ -204,6 +206,7 @@ DRY = Plan(
         "eval_every=32",
         "eval_episodes=1",
     ),
+    finetune_methods=("reinflow",),  # DPPO's path is the same (tests/test_mjx.py runs it)
     finetune_rollout=2,
     finetune_extra=(
         "eval_every=1000000000",
@@ -781,7 +784,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
                 "target": target, "threads": 2,
                 "device": plan.device if backend == "mjx" else "cpu"}  # fmt: skip
 
-    finetune = {m: finetune_overrides(m, plan, seed) for m in ("dppo", "reinflow")}
+    finetune = {m: finetune_overrides(m, plan, seed) for m in plan.finetune_methods}
     ft_native = {}
     if "finetune" not in blocked:
         for method, overrides in finetune.items():
@@ -969,9 +972,10 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
             native_s = _median_iteration(baselines.get(method))
             ratio[method] = {"mjx_s_per_iteration": mjx_s, "native_s_per_iteration": native_s,
                              "native_over_mjx": native_s / mjx_s if mjx_s and native_s else None}  # fmt: skip
-        heads = {m: str(a) for m, a in finetune_assets().items()}
+        heads = {m: str(a) for m, a in finetune_assets().items() if m in finetune}
+        wall = sum((n or {}).get("process_wall_s") or 0.0 for n in numbers.values())
         rec.set("finetune", status="; ".join(statuses), numbers=numbers, baseline=baselines,
-                ratio=ratio, heads=heads or "randomly initialised (no assets)")  # fmt: skip
+                wall_s=wall, ratio=ratio, heads=heads or "randomly initialised (no assets)")  # fmt: skip
 
     rows = {"updates": row_updates, "throughput": row_throughput, "levers": row_levers,
             "ppo": row_ppo, "fast_td3": row_fast_td3, "finetune": row_finetune}  # fmt: skip

@@ -145,7 +145,7 @@ def test_dry_run_records_every_row_end_to_end(tmp_path):
     assert rows["levers"]["baseline"]["ms_per_step_for_30x"] > 0
     assert rows["ppo"]["numbers"]["curve"] and rows["ppo"]["baseline"]["curve"]
     assert rows["fast_td3"]["status"] in ("skipped: algo missing", "ok")
-    for method in ("dppo", "reinflow"):
+    for method in DRY.finetune_methods:
         ratio = rows["finetune"]["ratio"][method]
         assert ratio["mjx_s_per_iteration"] > 0 and ratio["native_s_per_iteration"] > 0
     rates = rows["updates"]["numbers"]["rates"]

@@ -34,6 +34,7 @@ beside the GPU rows; the GPU rows on 2-5; the compilations on the rest. Row f ne
 JAX and runs first, while the compilations run. The total budget (``RECORD_SECONDS``,
 510) counts from ``--started`` (the shell script's start, wheel installation included);
 each row gets ``min(its cap, what is left)`` and is skipped below its minimum.
+``RECORD_SKIP="updates fast_td3"`` skips rows by name.
 """
 
 from __future__ import annotations
@@ -793,8 +794,13 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
             ft_native[method] = lane.submit(native, f"finetune_{method}", "train", params,
                                             cap + 30)  # fmt: skip
 
+    skip = set(os.environ.get("RECORD_SKIP", "").replace(",", " ").split())
+
     def cap_of(name: str) -> float | None:
         left = runner.left() - 5
+        if name in skip:
+            rec.set(name, status="skipped: RECORD_SKIP")
+            return None
         if name in blocked:
             rec.set(name, status="skipped: missing " + ", ".join(sorted(lacking)))
             return None

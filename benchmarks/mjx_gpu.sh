@@ -5,7 +5,8 @@
 #   TP_SECONDS=200 PPO_MINUTES=6 bash benchmarks/mjx_gpu.sh all   # both within one budget
 #   bash benchmarks/mjx_gpu.sh record      # every GPU row of record (issue 36) within
 #       RECORD_SECONDS (510, counted from this script's start) into $OUT/gpu_record.json
-#       and $OUT/gpu_record.log (benchmarks/gpu_record.py); RECORD_DRY=1: tiny, JAX's CPU
+#       and $OUT/gpu_record.log (benchmarks/gpu_record.py); RECORD_DRY=1: tiny, JAX's CPU;
+#       RECORD_SKIP="updates fast_td3" skips rows; FAST_TD3_TARGET, FAST_TD3_OVERRIDES
 # PPO's baseline is the same experiment on the native back end on 2 cores (taskset), for
 # BASELINE_MINUTES (2: the device time is short; the table says how far it got).
 # Needs torch with CUDA, JAX with CUDA, mujoco>=4.0, mujoco-mjx, gymnasium, hydra-core.

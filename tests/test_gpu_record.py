@@ -94,10 +94,12 @@ def test_rows_without_their_packages_or_time_are_skipped_and_recorded(tmp_path, 
     monkeypatch.setattr(
         gpu_record, "missing_modules", lambda: ["jax (pip install jax)", "hydra (pip install x)"]
     )
+    monkeypatch.setenv("RECORD_SKIP", "levers,fast_td3")
     path = gpu_record.record(DRY, tmp_path / "out", time.time(), seconds=18)
     rows = {r["name"]: r for r in json.loads(path.read_text())["rows"]}
     assert rows["throughput"]["status"] == "skipped: missing hydra, jax"
     assert rows["ppo"]["status"] == "skipped: missing hydra, jax"
+    assert rows["levers"]["status"] == rows["fast_td3"]["status"] == "skipped: RECORD_SKIP"
     assert rows["summary"]["compilations"] == {}
     # updates needs neither, but the budget (18 s, 5 s kept back) is under a row's minimum
     assert rows["updates"]["status"].startswith("skipped: budget")

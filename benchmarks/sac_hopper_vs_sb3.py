@@ -63,9 +63,11 @@ def rlcore_sac_overrides(
     ]
 
 
-def make_sb3_sac(env: Any, buffer_size: int, learning_starts: int, seed: int) -> Any:
+def make_sb3_sac(
+    env: Any, buffer_size: int, learning_starts: int, seed: int, device: str = "cpu"
+) -> Any:
     """Stable-Baselines3 SAC with the hyper-parameters rlcore gets from
-    ``rlcore_sac_overrides`` (SB3's defaults made explicit), on CPU."""
+    ``rlcore_sac_overrides`` (SB3's defaults made explicit), on ``device`` (CPU here)."""
     from stable_baselines3 import SAC
 
     return SAC(
@@ -83,7 +85,7 @@ def make_sb3_sac(env: Any, buffer_size: int, learning_starts: int, seed: int) ->
         target_entropy="auto",
         policy_kwargs={"net_arch": [256, 256]},
         seed=seed,
-        device="cpu",
+        device=device,
         verbose=0,
     )
 

@@ -30,7 +30,7 @@ def _mjx_device(requested: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _mjx_rate(env: Any, actions: Any, steps: int) -> float:
+def mjx_rate(env: Any, actions: Any, steps: int) -> float:
     """Env steps/s of an MJX env over ``steps`` steps of pre-drawn device actions (the
     last observation is synchronised before the clock stops)."""
     import torch
@@ -44,13 +44,34 @@ def _mjx_rate(env: Any, actions: Any, steps: int) -> float:
     return steps * env.num_envs / (time.perf_counter() - start)
 
 
+def open_mjx(
+    env_id: str, num_envs: int, device: str, seed: int, **env_kwargs: Any
+) -> tuple[Any, Any, float]:
+    """An MJX env, 8 batches of uniform random actions on its device (drawn on the CPU
+    from ``seed``, so the native back end can replay them) and the seconds its reset and
+    first step took (compilation, or loading it from JAX's cache)."""
+    import torch
+
+    from rlcore.envs.mjx import MjxVectorEnv
+
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    env = MjxVectorEnv(env_id, num_envs, device=device, **env_kwargs)
+    space = env.single_action_space
+    low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
+    draws = torch.rand((8, num_envs, low.numel()), generator=generator)
+    actions = (low + (high - low) * draws).to(device)
+    start = time.perf_counter()
+    env.reset(seed=seed)
+    env.step(actions[0])[0].cpu()
+    return env, actions, time.perf_counter() - start
+
+
 def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
     """Env steps/s of ``backend="mjx"`` (on ``--mjx-device``: cuda when torch sees a GPU)
     vs the native back end on ``--mjx-native-threads`` C threads (the 2-core machine's
     back end), at ``--mjx-num-envs`` envs; the first MJX step's compile time beside it."""
     import torch
 
-    from rlcore.envs.mjx import MjxVectorEnv
     from rlcore.envs.native import NativeVectorEnv
 
     device = _mjx_device(args.mjx_device)
@@ -71,25 +92,18 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
         env_id = f"{name}-v5"
         for num_envs in args.mjx_num_envs:
             steps = max(args.mjx_min_steps, min(args.mjx_max_steps, args.mjx_env_steps // num_envs))
-            generator = torch.Generator(device="cpu").manual_seed(args.seed)
             row: dict[str, Any] = {"env": env_id, "num_envs": num_envs, "steps": steps,
                                    "impl": args.mjx_impl}  # fmt: skip
-            mjx_env = MjxVectorEnv(env_id, num_envs, device=device, impl=args.mjx_impl)
-            space = mjx_env.single_action_space
-            low, high = torch.as_tensor(space.low), torch.as_tensor(space.high)
-            draws = torch.rand((8, num_envs, low.numel()), generator=generator)
-            actions = (low + (high - low) * draws).to(device)
-            t0 = time.perf_counter()
-            mjx_env.reset(seed=args.seed)
-            mjx_env.step(actions[0])[0].cpu()
-            row["mjx_compile_s"] = time.perf_counter() - t0
+            mjx_env, actions, row["mjx_compile_s"] = open_mjx(
+                env_id, num_envs, device, args.seed, impl=args.mjx_impl
+            )
             native = NativeVectorEnv(env_id, num_envs, num_threads=args.mjx_native_threads)
             native.reset(seed=args.seed)
             native_actions = actions.cpu().numpy()
             native_steps = max(3, min(steps, args.mjx_native_env_steps // num_envs))
             samples: dict[str, list[float]] = {"mjx": [], "native": []}
             for _ in range(args.rounds):
-                samples["mjx"].append(_mjx_rate(mjx_env, actions, steps))
+                samples["mjx"].append(mjx_rate(mjx_env, actions, steps))
                 samples["native"].append(
                     env_rate(native, native_actions[np.arange(native_steps) % 8])
                 )
@@ -117,51 +131,69 @@ def section_mjx(args: argparse.Namespace) -> dict[str, Any]:
             "device": device, "notes": notes}  # fmt: skip
 
 
-def _ppo_to_target(
-    args: argparse.Namespace, backend: str, device: str, minutes: float
+def train_to_target(
+    overrides: list[str],
+    backend: str,
+    device: str,
+    seconds: float,
+    target: float,
+    native_threads: int = 2,
 ) -> dict[str, Any]:
-    """One ``+experiment=ppo_hopper_mjx`` run on ``backend`` until an evaluation reaches
-    ``--mjx-ppo-target`` or ``minutes`` pass: the process's wall time and the evaluation
-    curve."""
+    """One ``python -m rlcore.train`` run (``overrides`` plus the back end, device, target
+    and a fresh run_dir) until an evaluation reaches ``target`` or ``seconds`` pass: the
+    process's wall time, the evaluation curve and the logged seconds per iteration. A
+    ``native`` run gets ``native_threads`` threads on as many cores (``taskset``)."""
     import torch
 
     from rlcore.logging import read_csv
 
-    run_dir = Path(tempfile.mkdtemp(prefix=f"ppo_{backend}_"))
-    overrides = ["+experiment=ppo_hopper_mjx", f"env.backend={backend}", f"device={device}",
-                 f"seed={args.seed}", f"env.num_envs={args.mjx_ppo_envs}",
-                 f"stop_at_return={args.mjx_ppo_target}", f"run_dir={run_dir}",
-                 "logger.tensorboard=false"]  # fmt: skip
+    run_dir = Path(tempfile.mkdtemp(prefix=f"train_{backend}_"))
+    overrides = [*overrides, f"env.backend={backend}", f"device={device}",
+                 f"stop_at_return={target}", f"run_dir={run_dir}", "logger.tensorboard=false"]  # fmt: skip
+    command = [sys.executable, "-m", "rlcore.train", *overrides]
+    cpus = os.cpu_count()
+    if backend == "native":  # the envs' and torch's threads on native_threads cores
+        command.append(f"threads={native_threads}")
+        if shutil.which("taskset") and (os.cpu_count() or 1) > native_threads:
+            command = ["taskset", "-c", f"0-{native_threads - 1}", *command]
+            cpus = native_threads
+    print(" ".join(command), flush=True)
+    start = time.perf_counter()
+    try:
+        result = subprocess.run(command, timeout=seconds, check=False)
+        stopped = "finished" if result.returncode == 0 else f"exit code {result.returncode}"
+    except subprocess.TimeoutExpired:
+        stopped = f"stopped at the {seconds:.0f} s limit"
+    wall = time.perf_counter() - start
+    evals = read_csv(run_dir / "eval.csv") if (run_dir / "eval.csv").exists() else []
+    times = read_csv(run_dir / "time.csv") if (run_dir / "time.csv").exists() else []
+    reached = next((r for r in evals if r["eval/return"] >= target), None)
+    cuda = device.startswith("cuda")
+    return {"backend": backend, "device": device,
+            "gpu": torch.cuda.get_device_name(device) if cuda else None,
+            "overrides": overrides, "target": target, "cpus": cpus,
+            "reached_at_step": None if reached is None else int(reached["step"]),
+            "process_wall_s": wall, "stopped": stopped, "run_dir": str(run_dir),
+            "best_return": max((r["eval/return"] for r in evals), default=None),
+            "curve": [{"step": int(r["step"]), "return": r["eval/return"]} for r in evals],
+            "iteration_s": [r["time/iteration_s"] for r in times if "time/iteration_s" in r],
+            "last_sps": next((r["time/sps"] for r in reversed(times) if "time/sps" in r), None)}  # fmt: skip
+
+
+def _ppo_to_target(
+    args: argparse.Namespace, backend: str, device: str, minutes: float
+) -> dict[str, Any]:
+    """One ``+experiment=ppo_hopper_mjx`` run on ``backend`` until an evaluation reaches
+    ``--mjx-ppo-target`` or ``minutes`` pass (``train_to_target``)."""
+    overrides = ["+experiment=ppo_hopper_mjx", f"seed={args.seed}",
+                 f"env.num_envs={args.mjx_ppo_envs}"]  # fmt: skip
     if backend == "mjx":
         overrides.append(f"env.mjx_impl={args.mjx_impl}")
     if args.mjx_ppo_eval_every:
         overrides.append(f"eval_every={args.mjx_ppo_eval_every}")
-    command = [sys.executable, "-m", "rlcore.train", *overrides]
-    cpus = os.cpu_count()
-    if backend == "native":  # the envs' and torch's threads on --mjx-native-threads cores
-        threads = args.mjx_native_threads
-        command.append(f"threads={threads}")
-        if shutil.which("taskset") and (os.cpu_count() or 1) > threads:
-            command = ["taskset", "-c", f"0-{threads - 1}", *command]
-            cpus = threads
-    print(" ".join(command), flush=True)
-    start = time.perf_counter()
-    try:
-        subprocess.run(command, timeout=minutes * 60, check=False)
-        stopped = "finished"
-    except subprocess.TimeoutExpired:
-        stopped = f"stopped at the {minutes} min limit"
-    wall = time.perf_counter() - start
-    evals = read_csv(run_dir / "eval.csv") if (run_dir / "eval.csv").exists() else []
-    reached = next((r for r in evals if r["eval/return"] >= args.mjx_ppo_target), None)
-    cuda = device.startswith("cuda")
-    return {"backend": backend, "device": device,
-            "gpu": torch.cuda.get_device_name(device) if cuda else None,
-            "num_envs": args.mjx_ppo_envs, "target": args.mjx_ppo_target, "cpus": cpus,
-            "reached_at_step": None if reached is None else int(reached["step"]),
-            "process_wall_s": wall, "stopped": stopped,
-            "best_return": max((r["eval/return"] for r in evals), default=None),
-            "curve": [{"step": int(r["step"]), "return": r["eval/return"]} for r in evals]}  # fmt: skip
+    row = train_to_target(overrides, backend, device, minutes * 60, args.mjx_ppo_target,
+                          args.mjx_native_threads)  # fmt: skip
+    return {**row, "num_envs": args.mjx_ppo_envs}
 
 
 def section_mjx_ppo(args: argparse.Namespace) -> dict[str, Any]:

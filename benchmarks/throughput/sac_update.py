@@ -25,12 +25,16 @@ from rlcore.benchmarks.throughput.common import (
 )
 
 
-def filled_replay_buffer(capacity: int, obs_dim: int, act_dim: int, seed: int = 0) -> Any:
-    """An rlcore ReplayBuffer filled with ``capacity`` random transitions."""
+def filled_replay_buffer(
+    capacity: int, obs_dim: int, act_dim: int, seed: int = 0, device: str = "cpu"
+) -> Any:
+    """An rlcore ReplayBuffer on ``device`` filled with ``capacity`` random transitions."""
     from rlcore.buffers import ReplayBuffer
 
     chunk = min(capacity, 10_000)
-    buffer = ReplayBuffer(capacity, (obs_dim,), (act_dim,), num_envs=chunk, seed=seed)
+    buffer = ReplayBuffer(
+        capacity, (obs_dim,), (act_dim,), num_envs=chunk, device=device, seed=seed
+    )
     rng = np.random.default_rng(seed)
     for _ in range(capacity // chunk):
         buffer.add(

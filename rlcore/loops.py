@@ -33,6 +33,7 @@ from rlcore.capabilities import (
     require,
 )
 from rlcore.checkpoint import CheckpointReadError
+from rlcore.distributed import Transitions, TransitionSource
 from rlcore.envs.make import (
     NormalizeObservation,
     final_next_obs,
@@ -447,6 +448,7 @@ def run_phases(
     score: Callable[[float], float] | None = None,
     reward_transform: Callable[[np.ndarray], np.ndarray] | None = None,
     evaluate_first: bool = False,
+    source: TransitionSource | None = None,
 ) -> dict[str, float]:
     """Training as a sequence of phases, e.g. ``offline`` -> ``warmup`` -> ``online``
     (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline`` (IQL) or
@@ -466,10 +468,13 @@ def run_phases(
     buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
     generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
     evaluates at step 0 (an agent loaded from a finished run: its return before any
-    online step).
+    online step). ``source`` (``rlcore.distributed.RayActors``) gives the replay phases'
+    vector steps instead of ``env`` (which then only evaluates and names the spaces):
+    the counters and the updates due advance by the rows received, and the source is
+    told the policy after every update (it publishes weights when due).
     """
     loop = _PhaseRun(agent, phases, env, eval_env, settings, run, buffer, stateful, score,
-                     reward_transform)  # fmt: skip
+                     reward_transform, source)  # fmt: skip
     return loop.execute(evaluate_first)
 
 
@@ -489,8 +494,12 @@ class _PhaseRun:
         stateful: dict[str, Any] | None,
         score: Callable[[float], float] | None,
         reward_transform: Callable[[np.ndarray], np.ndarray] | None,
+        source: TransitionSource | None = None,
     ) -> None:
         _check_phases(phases, env, buffer)
+        if source is not None and any(phase.name == "rollout" for phase in phases):
+            raise ValueError("a transition source feeds replay phases, not rollouts")
+        self.source = source
         self.agent, self.phases, self.env, self.eval_env = agent, phases, env, eval_env
         self.settings, self.run, self.buffer, self.score = settings, run, buffer, score
         self.reward_transform = reward_transform
@@ -651,6 +660,8 @@ class _PhaseRun:
         else:
             return
         env_counters = wrapper_metrics(self.env) if phase.interacts else {}
+        if self.source is not None and phase.interacts:
+            env_counters = self.source.metrics()
         metrics = {f"train/{k}": v for k, v in self.record.metrics.items()}
         self.run.logger.log({**metrics, **timing, **env_counters}, step)
 
@@ -671,19 +682,25 @@ class _PhaseRun:
         if self.episodes_started is not None:
             self.episodes_started(terminated | truncated)
         self.obs = next_obs
-        counters, num_envs = self.counters, self.env.num_envs
-        counters["step"] += num_envs
-        counters["env_steps"] += num_envs
-        counters["phase_step"] += num_envs
+        return self.count_rows(self.env.num_envs, info)
+
+    def count_rows(self, rows: int, info: dict[str, Any]) -> int:
+        """Advance the counters by ``rows`` env steps and log the episodes that ended in
+        them; returns the new step."""
+        counters = self.counters
+        counters["step"] += rows
+        counters["env_steps"] += rows
+        counters["phase_step"] += rows
         if finished := _log_episodes(self.run, info, counters["step"], self.record_costs):
             counters["episodes"] += len(finished)
             self.record.last_return = finished[-1]
         return counters["step"]
 
-    def replay_step(self, phase: Phase) -> None:
-        """One vector step into the replay buffer (warm-up, online); online, then the
-        updates due (``updates_per_step`` per env step, fractions carried over)."""
-        env, counters = self.env, self.counters
+    def step_env(self, phase: Phase) -> tuple[Transitions, int]:
+        """One vector step of the loop's own env (the local transition source): the
+        policy's actions, or uniform random ones in a random warm-up; returns the step's
+        transitions and the new step."""
+        env = self.env
         self.start_env()
         if phase.random_actions:
             action = random_actions(env.single_action_space, self.warmup_rng, env.num_envs)
@@ -692,17 +709,33 @@ class _PhaseRun:
         next_obs, reward, terminated, truncated, info = env.step(
             to_env_action(action, env.single_action_space)
         )
+        rows = Transitions(self.obs, action, reward, final_next_obs(next_obs, info), terminated,
+                           truncated, info)  # fmt: skip
+        return rows, self.env_stepped(next_obs, info, terminated, truncated)
+
+    def replay_step(self, phase: Phase) -> None:
+        """One vector step into the replay buffer (warm-up, online), from the loop's env
+        or from the transition source; online, then the updates due
+        (``updates_per_step`` per env step received, fractions carried over)."""
+        counters, source = self.counters, self.source
+        if source is None:
+            rows, step = self.step_env(phase)
+        else:
+            if not phase.random_actions:  # the actors act with the policy (when published)
+                source.policy_changed(self.agent, counters["updates"])
+            rows = source.next_step()
+            step = self.count_rows(len(rows), rows.info)
+        reward = rows.reward
         stored = reward if self.reward_transform is None else self.reward_transform(reward)
-        channels = {"cost": _step_cost(info)} if "cost" in self.buffer.specs else {}
+        channels = {"cost": _step_cost(rows.info)} if "cost" in self.buffer.specs else {}
         self.buffer.add(
-            self.obs, action, stored, final_next_obs(next_obs, info), terminated, truncated,
+            rows.obs, rows.action, stored, rows.next_obs, rows.terminated, rows.truncated,
             **channels,
         )  # fmt: skip
-        step = self.env_stepped(next_obs, info, terminated, truncated)
         if phase.name != "online":
             return
-        counters["update_debt"] += phase.updates_per_step * env.num_envs
-        first = counters["phase_step"] == env.num_envs
+        counters["update_debt"] += phase.updates_per_step * len(rows)
+        first = counters["phase_step"] == len(rows)
         while counters["update_debt"] >= 1.0:
             self.update(phase, step)
             counters["update_debt"] -= 1.0

@@ -1,0 +1,347 @@
+"""Actor-learner runs on Ray: actors step their own envs with a policy-only copy of the
+agent and stream transitions; the learner (``rlcore.loops``' replay phases) owns the
+replay buffer and the updates and publishes weights every ``publish_every`` updates.
+
+The seam is ``TransitionSource``: where a replay phase's vector steps come from. Without
+one the loop steps its own env (``_PhaseRun.step_env``); with ``RayActors`` the steps come
+from N actors, one vector step (``num_envs`` rows, the buffer's layout) per loop tick, so
+the counters, the updates due (``updates_per_step`` x rows received), evaluation,
+checkpoints and resume are the single-process loop's.
+
+Actors act with uniform random actions until the first weights arrive (the learner
+publishes them when a phase where the policy acts starts), then with the newest weights
+they hold: each batch of ``batch_steps`` vector steps is collected with the weights the
+learner had published when the batch was asked for, and carries their version (the
+learner's update count), so the learner logs the policy lag. Local Ray binds to
+127.0.0.1 with the dashboard and usage reporting off; ``address=auto`` joins the cluster
+this node belongs to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from rlcore.registry import ConfigError
+
+RAY_MISSING = 'distributed.actors needs Ray, which is not installed: pip install "rlcore[ray]"'
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class DistributedSettings:
+    """The ``distributed.*`` options (configs/config.yaml)."""
+
+    actors: int = 0  # actor workers; 0: the single-process run
+    publish_every: int = 1  # learner updates between published weights
+    batch_steps: int = 16  # vector steps an actor collects per batch it sends
+    address: str | None = None  # None: local Ray on 127.0.0.1; "auto": the node's cluster
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per actor
+
+    @classmethod
+    def from_config(cls, node: dict[str, Any] | None) -> DistributedSettings:
+        """From the config's ``distributed`` node (absent: single process)."""
+        node = dict(node or {})
+        settings = cls(
+            actors=int(node.get("actors", 0)),
+            publish_every=int(node.get("publish_every", 1)),
+            batch_steps=int(node.get("batch_steps", 16)),
+            address=node.get("address"),
+            resources={str(k): float(v) for k, v in (node.get("resources") or {}).items()},
+        )
+        if settings.publish_every < 1 or settings.batch_steps < 1:
+            raise ConfigError("distributed.publish_every and distributed.batch_steps must be >= 1")
+        if settings.actors < 0:
+            raise ConfigError("distributed.actors must be >= 0 (0: one process)")
+        return settings
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a one-line ConfigError that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(RAY_MISSING) from None
+    return ray
+
+
+def start_ray(address: str | None, num_cpus: int | None = None) -> Any:
+    """Connect to Ray: ``address`` None starts a local instance bound to 127.0.0.1 (node
+    IP, no dashboard, no usage reporting); ``"auto"`` or ``ray://...`` joins a cluster.
+    Returns the ``ray`` module. A Ray already initialised in this process is kept."""
+    ray = import_ray()
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if ray.is_initialized():
+        return ray
+    if address is None:
+        ray.init(
+            address="local",
+            _node_ip_address=LOOPBACK,
+            include_dashboard=False,
+            num_cpus=num_cpus,
+            log_to_driver=False,
+        )
+    else:
+        ray.init(address=address, log_to_driver=False)
+    return ray
+
+
+def node_addresses(ray: Any) -> list[str]:
+    """Every address the connected Ray reports for its nodes (node IPs and the GCS)."""
+    addresses = [str(ray.get_runtime_context().gcs_address).rsplit(":", 1)[0]]
+    for node in ray.nodes():
+        addresses += [node["NodeManagerAddress"], node.get("NodeName", LOOPBACK)]
+    return addresses
+
+
+@dataclass
+class Transitions:
+    """One vector step as the replay buffer stores it: ``num_envs`` rows; ``next_obs`` is
+    the final observation where an episode ended; ``info`` holds what the loop logs and
+    stores besides (``episode_return`` / ``episode_length``, NaN where no episode ended;
+    ``cost`` on a task with costs)."""
+
+    obs: Any
+    action: Any
+    reward: Any
+    next_obs: Any
+    terminated: Any
+    truncated: Any
+    info: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+
+class TransitionSource(Protocol):
+    """Where a replay phase's vector steps come from when the loop does not step its own
+    env (``rlcore.loops.run_phases(source=...)``)."""
+
+    def next_step(self) -> Transitions:
+        """The next vector step (blocks until one arrives)."""
+        ...
+
+    def policy_changed(self, agent: Any, updates: int) -> None:
+        """The learner's policy after ``updates`` updates (called before every vector
+        step of a phase where the policy acts): publish it when due."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """``dist/*`` values to log with the training metrics (since the last call)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def policy_weights(agent: Any) -> list[dict[str, torch.Tensor]]:
+    """The state of the agent's modules (``agent.parts``, in declaration order; no
+    optimiser states): what an actor's copy needs to act, as CPU tensors."""
+    from rlcore.export import agent_modules
+
+    return [
+        {k: v.detach().cpu() for k, v in module.state_dict().items()}
+        for module in agent_modules(agent)
+    ]
+
+
+def load_policy_weights(agent: Any, weights: list[dict[str, torch.Tensor]]) -> None:
+    """Load ``policy_weights`` of a learner into an actor's agent of the same algorithm."""
+    from rlcore.export import agent_modules
+
+    modules = agent_modules(agent)
+    if len(modules) != len(weights):
+        raise ValueError(f"{len(weights)} module states for an agent of {len(modules)} modules")
+    for module, state in zip(modules, weights):
+        module.load_state_dict(state)
+
+
+@dataclass(frozen=True)
+class ActorRecipe:
+    """What an actor process builds (picklable): the algorithm and its config, and the
+    ``rlcore.envs.make.make_vec_env`` keyword arguments of its env (seed excluded)."""
+
+    algo: str
+    algo_config: dict[str, Any]
+    env: dict[str, Any]
+    seed: int
+
+    def actor_seed(self, index: int, incarnation: int) -> int:
+        """A seed of its own for each actor and each restart / resume of it."""
+        return int(np.random.SeedSequence([self.seed, index, incarnation]).generate_state(1)[0])
+
+
+class EnvWorker:
+    """One actor: its own vector env and a policy-only agent copy. ``collect`` steps the
+    env ``steps`` vector steps (uniform random actions until it holds weights) and returns
+    them stacked with the weights' version and its env steps/s. A plain class (tested
+    without Ray); ``RayActors`` runs it as a Ray actor."""
+
+    def __init__(self, recipe: ActorRecipe, index: int, incarnation: int) -> None:
+        from rlcore import registry
+        from rlcore.envs.make import make_vec_env
+
+        torch.set_num_threads(1)
+        seed = recipe.actor_seed(index, incarnation)
+        torch.manual_seed(seed)
+        self.env = make_vec_env(seed=seed, **recipe.env)
+        spec = registry.get(recipe.algo)
+        config = spec.config_from_dict(recipe.algo_config)
+        self.agent = spec.agent_class(
+            self.env.single_observation_space, self.env.single_action_space, config, device="cpu"
+        )
+        self.rng = np.random.default_rng(seed)
+        self.obs, _ = self.env.reset(seed=seed)
+        self.version = -1  # no weights yet: uniform random actions
+
+    def collect(self, weights: Any, version: int, steps: int) -> dict[str, Any]:
+        """``steps`` vector steps with the weights of ``version`` (loaded when newer)."""
+        from rlcore.envs.make import final_next_obs
+        from rlcore.spaces import random_actions, to_env_action
+
+        if version > self.version:
+            load_policy_weights(self.agent, weights)
+            self.version = version
+        env, rows = self.env, []
+        started = time.perf_counter()
+        for _ in range(steps):
+            if self.version < 0:
+                action = random_actions(env.single_action_space, self.rng, env.num_envs)
+            else:
+                action = self.agent.act(self.obs)
+            next_obs, reward, terminated, truncated, info = env.step(
+                to_env_action(action, env.single_action_space)
+            )
+            extra = {"cost": info["cost"]} if "cost" in info else {}
+            rows.append(
+                (self.obs, action, reward, final_next_obs(next_obs, info), terminated, truncated,
+                 {"episode_return": info["episode_return"],
+                  "episode_length": info["episode_length"], **extra})
+            )  # fmt: skip
+            self.obs = next_obs
+        seconds = time.perf_counter() - started
+        return {
+            "steps": rows,
+            "version": self.version,
+            "sps": steps * env.num_envs / max(seconds, 1e-9),
+        }
+
+    def ping(self) -> bool:
+        return True
+
+
+class RayActors:
+    """N ``EnvWorker`` Ray actors feeding the learner: one outstanding ``collect`` per
+    actor; ``next_step`` hands out the received vector steps one at a time and asks the
+    actor that delivered for its next batch with the newest published weights. An actor
+    that dies is replaced (its unsent batch is lost, said in the log) and the run goes on."""
+
+    def __init__(
+        self,
+        recipe: ActorRecipe,
+        settings: DistributedSettings,
+        note: Any = print,
+        incarnation_base: int = 0,
+    ) -> None:
+        self.ray = ray = start_ray(settings.address, num_cpus=max(os.cpu_count() or 1,
+                                                                  settings.actors))  # fmt: skip
+        self.recipe, self.settings, self.note = recipe, settings, note
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
+        if settings.resources:
+            options["resources"] = dict(settings.resources)
+        self.remote = ray.remote(**options)(EnvWorker)
+        self.base = incarnation_base
+        self.incarnations = [0] * settings.actors
+        self.actors = [self.spawn(i) for i in range(settings.actors)]
+        self.weights: Any = None  # object ref of the newest published weights
+        self.version = -1
+        self.pending: dict[Any, int] = {}
+        self.queue: deque[Transitions] = deque()
+        self.restarts = 0
+        self.lost_steps = 0  # env steps (rows) of the batches lost with dead actors
+        self.updates = 0
+        self.lags: list[int] = []
+        self.sps: dict[int, float] = {}
+        for i in range(settings.actors):
+            self.request(i)
+
+    def spawn(self, index: int) -> Any:
+        incarnation = self.base + self.incarnations[index]
+        return self.remote.remote(self.recipe, index, incarnation)
+
+    def request(self, index: int) -> None:
+        ref = self.actors[index].collect.remote(
+            self.weights, self.version, self.settings.batch_steps
+        )
+        self.pending[ref] = index
+
+    def policy_changed(self, agent: Any, updates: int) -> None:
+        self.updates = updates
+        if self.version < 0 or updates - self.version >= self.settings.publish_every:
+            self.weights = self.ray.put(policy_weights(agent))
+            self.version = updates
+
+    def next_step(self) -> Transitions:
+        while not self.queue:
+            self.receive()
+        return self.queue.popleft()
+
+    def receive(self) -> None:
+        """Wait for one actor's batch, queue its vector steps and ask it for the next."""
+        ready, _ = self.ray.wait(list(self.pending), num_returns=1)
+        index = self.pending.pop(ready[0])
+        try:
+            batch = self.ray.get(ready[0])
+        except self.ray.exceptions.RayActorError as error:
+            self.replace(index, error)
+            return
+        for *arrays, info in batch["steps"]:  # Ray's zero-copy arrays are read-only: copies
+            self.queue.append(Transitions(*(np.array(array) for array in arrays), info))
+        if batch["version"] >= 0:
+            self.lags.append(self.updates - batch["version"])
+        self.sps[index] = batch["sps"]
+        self.request(index)
+
+    def replace(self, index: int, error: BaseException) -> None:
+        """A dead actor: start a new one (a fresh env seed) and ask it for a batch."""
+        lost = self.settings.batch_steps * int(self.recipe.env.get("num_envs", 1))
+        self.restarts += 1
+        self.lost_steps += lost
+        self.incarnations[index] += 1
+        self.note(
+            f"actor {index} died ({type(error).__name__}); restarted it; lost its unsent "
+            f"transitions (up to {lost} env steps)"
+        )
+        self.actors[index] = self.spawn(index)
+        self.request(index)
+
+    def kill(self, index: int) -> None:
+        """End actor ``index`` now (a fault, or the run stopping)."""
+        self.ray.kill(self.actors[index], no_restart=True)
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {
+            "dist/restarts": float(self.restarts),
+            "dist/lost_steps": float(self.lost_steps),
+        }
+        if self.lags:
+            out["dist/policy_lag"] = float(np.mean(self.lags))
+            out["dist/policy_lag_max"] = float(max(self.lags))
+            self.lags = []
+        for index, sps in sorted(self.sps.items()):
+            out[f"dist/actor{index}_sps"] = sps
+        return out
+
+    def close(self) -> None:
+        """Stop every actor (a finished, failed or interrupted run)."""
+        for index in range(len(self.actors)):
+            with contextlib.suppress(Exception):  # an actor already gone
+                self.kill(index)
+        self.pending.clear()

@@ -33,6 +33,7 @@ from rlcore.registry import ConfigError
 
 RAY_MISSING = 'distributed.actors needs Ray, which is not installed: pip install "rlcore[ray]"'
 LOOPBACK = "127.0.0.1"
+LOCAL_ONLY_FLAG = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 @dataclass(frozen=True)
@@ -76,21 +77,32 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> Any:
     """Connect to Ray: ``address`` None starts a local instance bound to 127.0.0.1 (node
     IP, no dashboard, no usage reporting); ``"auto"`` or ``ray://...`` joins a cluster.
     Returns the ``ray`` module. A Ray already initialised in this process is kept."""
-    ray = import_ray()
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    if address is None:
+        # Ray (2.60) turns a node IP of 127.0.0.1 into the host's routable address unless
+        # this flag (read when ray is imported) says the host runs no cluster
+        os.environ.setdefault(LOCAL_ONLY_FLAG, "0")
+    ray = import_ray()
     if ray.is_initialized():
         return ray
-    if address is None:
-        ray.init(
-            address="local",
-            _node_ip_address=LOOPBACK,
-            include_dashboard=False,
-            num_cpus=num_cpus,
-            log_to_driver=False,
-        )
-    else:
+    if address is not None:
         ray.init(address=address, log_to_driver=False)
+        return ray
+    ray.init(
+        address="local",
+        _node_ip_address=LOOPBACK,
+        include_dashboard=False,
+        num_cpus=num_cpus,
+        log_to_driver=False,
+    )
+    outside = [a for a in node_addresses(ray) if not a.startswith("127.")]
+    if outside:
+        ray.shutdown()
+        raise RuntimeError(
+            f"local Ray reports non-loopback addresses {sorted(set(outside))}: ray was "
+            f"imported before rlcore could set {LOCAL_ONLY_FLAG}=0; set it in the environment"
+        )
     return ray
 
 
@@ -176,6 +188,12 @@ class ActorRecipe:
     def actor_seed(self, index: int, incarnation: int) -> int:
         """A seed of its own for each actor and each restart / resume of it."""
         return int(np.random.SeedSequence([self.seed, index, incarnation]).generate_state(1)[0])
+
+
+def publish_due(published: int, updates: int, every: int) -> bool:
+    """True when weights are due: none published yet (``published`` -1) or ``every``
+    updates since the version ``published``."""
+    return published < 0 or updates - published >= every
 
 
 class EnvWorker:
@@ -284,7 +302,7 @@ class RayActors:
 
     def policy_changed(self, agent: Any, updates: int) -> None:
         self.updates = updates
-        if self.version < 0 or updates - self.version >= self.settings.publish_every:
+        if publish_due(self.version, updates, self.settings.publish_every):
             self.weights = self.ray.put(policy_weights(agent))
             self.version = updates
 

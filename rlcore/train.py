@@ -853,16 +853,16 @@ def check_distributed(
     if dist.actors == 0:
         return
     init_from = bool(cfg_dict.get("init_from"))
-    unsupported = {
-        spec.loop == "on_policy": "rollout (on-policy) algorithms",
-        plan.env.normalize_obs or plan.env.normalize_reward: "env normalisation (per-actor "
-        "statistics)",
-        bool((cfg_dict.get("snapshot") or {}).get("teacher")): "snapshot reset",
-        isinstance(agent, PerEnvState): "agents with per-env state",
-        needs_dataset(plan, spec.loop == "offline", init_from): "online phases next to a "
-        "dataset (their buffer's next actions assume one env stream)",
-    }
-    reasons = [reason for bad, reason in unsupported.items() if bad]
+    unsupported = [
+        (spec.loop == "on_policy", "rollout (on-policy) algorithms"),
+        (plan.env.normalize_obs or plan.env.normalize_reward, "env normalisation (per-actor "
+         "statistics)"),
+        (bool((cfg_dict.get("snapshot") or {}).get("teacher")), "snapshot reset"),
+        (isinstance(agent, PerEnvState), "agents with per-env state"),
+        (needs_dataset(plan, spec.loop == "offline", init_from), "online phases next to a "
+         "dataset (their buffer's next actions assume one env stream)"),
+    ]  # fmt: skip
+    reasons = [reason for bad, reason in unsupported if bad]
     if reasons:
         raise ConfigError(
             f"distributed.actors={dist.actors}: not supported yet for {', '.join(reasons)}; "

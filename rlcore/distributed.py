@@ -20,6 +20,7 @@ this node belongs to.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import time
 from collections import deque
@@ -64,12 +65,18 @@ class DistributedSettings:
         return settings
 
 
+def require_ray() -> None:
+    """Raise a one-line ConfigError that says how to install Ray when it is missing
+    (without importing it: ``start_ray`` sets Ray's environment first)."""
+    if importlib.util.find_spec("ray") is None:
+        raise ConfigError(RAY_MISSING)
+
+
 def import_ray() -> Any:
-    """The ``ray`` module, or a one-line ConfigError that says how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError(RAY_MISSING) from None
+    """The ``ray`` module, or the one-line ConfigError of ``require_ray``."""
+    require_ray()
+    import ray
+
     return ray
 
 

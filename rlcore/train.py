@@ -51,7 +51,7 @@ from rlcore.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from rlcore.distributed import ActorRecipe, DistributedSettings, RayActors, import_ray
+from rlcore.distributed import ActorRecipe, DistributedSettings, RayActors, require_ray
 from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluate import EvalVideo
 from rlcore.generative import resolve_head
@@ -868,7 +868,7 @@ def check_distributed(
             f"distributed.actors={dist.actors}: not supported yet for {', '.join(reasons)}; "
             "use distributed.actors=0"
         )
-    import_ray()
+    require_ray()
 
 
 def _actors(

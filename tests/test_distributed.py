@@ -32,6 +32,7 @@ from tests.conftest import FAST, make_config
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
 SAC_IP = ["algo=sac", "env=InvertedPendulum", *FAST, "checkpoint_every=1000000"]
+SMALL = ["algo.hidden=[64,64]"]  # faster updates: the Ray tests stay short
 
 
 class InProcessActors:
@@ -85,7 +86,8 @@ def test_replay_loop_counts_rows_received_and_keeps_the_update_to_data_ratio(tmp
         return sources[-1]
 
     monkeypatch.setattr("rlcore.train._actors", in_process)
-    args = [*SAC_IP, "total_steps=300", "algo.learning_starts=100", "algo.updates_per_step=0.5",
+    args = [*SAC_IP, *SMALL, "total_steps=300", "algo.learning_starts=100",
+            "algo.updates_per_step=0.5",
             "log_every=100", "eval_every=0"]  # fmt: skip
     train(make_config(*args, "distributed.actors=2"), tmp_path)
     source = sources[0]
@@ -156,21 +158,16 @@ def local_ray():
 
 @needs_ray
 @pytest.mark.slow
-def test_local_ray_reports_only_loopback_addresses(local_ray):
+def test_two_actors_learn_inverted_pendulum_on_loopback_ray(tmp_path, local_ray):
     addresses = distributed.node_addresses(local_ray)
     assert addresses and all(address.startswith("127.") for address in addresses), addresses
-
-
-@needs_ray
-@pytest.mark.slow
-def test_two_actors_learn_inverted_pendulum(tmp_path, local_ray):
-    # random actions hold the pole ~5-10 steps; 1.5k SAC updates on the actors' steps
-    # reach >= 60 (measured: 77 at 1k steps, 119 at 2k)
-    args = [*SAC_IP, "total_steps=2000", "algo.learning_starts=500", "eval_every=500",
+    # a random policy holds the pole ~5-13 steps; measured with 2 actors: 75 and 77 at 1k
+    # steps (88 and 119 later)
+    args = [*SAC_IP, *SMALL, "total_steps=1000", "algo.learning_starts=300", "eval_every=500",
             "eval_episodes=5", "log_every=500", "distributed.actors=2"]  # fmt: skip
     train(make_config(*args), tmp_path)
     best = max(row["eval/return"] for row in read_csv(tmp_path / "eval.csv"))
-    assert best >= 60, best
+    assert best >= 40, best
     logged = read_csv(tmp_path / "dist.csv")[-1]
     assert logged["dist/actor0_sps"] > 0 and logged["dist/actor1_sps"] > 0
     assert 0 <= logged["dist/policy_lag"] <= logged["dist/policy_lag_max"]
@@ -179,9 +176,12 @@ def test_two_actors_learn_inverted_pendulum(tmp_path, local_ray):
 
 @needs_ray
 @pytest.mark.slow
-def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, local_ray, monkeypatch):
-    receive = distributed.RayActors.receive
-    calls = []
+def test_killed_actor_is_replaced_then_ctrl_c_saves_and_the_run_resumes(
+    tmp_path, local_ray, monkeypatch
+):
+    receive, replay_step, close = (distributed.RayActors.receive, _PhaseRun.replay_step,
+                                   distributed.RayActors.close)  # fmt: skip
+    calls, closed = [], []
 
     def kill_actor_0_once(self):
         calls.append(1)
@@ -189,39 +189,29 @@ def test_killed_actor_is_replaced_and_the_run_finishes(tmp_path, local_ray, monk
             self.kill(0)  # its pending batch is lost
         receive(self)
 
-    monkeypatch.setattr(distributed.RayActors, "receive", kill_actor_0_once)
-    args = [*SAC_IP, "total_steps=600", "algo.learning_starts=300", "log_every=300",
-            "distributed.actors=2"]  # fmt: skip
-    train(make_config(*args), tmp_path)
-    assert load_checkpoint(tmp_path)["loop"]["counters"]["env_steps"] == 600
-    assert "actor 0 died (ActorDiedError); restarted it" in (tmp_path / "train.log").read_text()
-    logged = read_csv(tmp_path / "dist.csv")[-1]
-    assert logged["dist/restarts"] == 1 and logged["dist/lost_steps"] == 16
-
-
-@needs_ray
-@pytest.mark.slow
-def test_interrupted_run_stops_its_actors_saves_and_resumes(tmp_path, local_ray, monkeypatch):
-    replay_step, close = _PhaseRun.replay_step, distributed.RayActors.close
-    closed = []
-
-    def ctrl_c_at_400(self, phase):
+    def ctrl_c_at_320(self, phase):
         replay_step(self, phase)
-        if self.counters["step"] == 400 and self.run.resume is None:
+        if self.counters["step"] == 320 and self.run.resume is None:
             self.run.stop_request = "SIGINT"  # what rlcore.train's Ctrl-C handler sets
 
     def counted_close(self):
         closed.append(len(self.actors))
         close(self)
 
-    monkeypatch.setattr(_PhaseRun, "replay_step", ctrl_c_at_400)
+    monkeypatch.setattr(distributed.RayActors, "receive", kill_actor_0_once)
+    monkeypatch.setattr(_PhaseRun, "replay_step", ctrl_c_at_320)
     monkeypatch.setattr(distributed.RayActors, "close", counted_close)
-    args = [*SAC_IP, "total_steps=700", "algo.learning_starts=300", "distributed.actors=2"]
+    args = [*SAC_IP, *SMALL, "total_steps=400", "algo.learning_starts=300", "log_every=10",
+            "eval_every=0", "distributed.actors=2"]  # fmt: skip
     with pytest.raises(TrainingInterrupted):
         train(make_config(*args), tmp_path)
     assert closed == [2]  # every actor stopped
-    assert load_checkpoint(tmp_path)["loop"]["counters"]["step"] == 400
+    log = (tmp_path / "train.log").read_text()
+    assert "actor 0 died (ActorDiedError); restarted it; lost its unsent transitions" in log
+    logged = read_csv(tmp_path / "dist.csv")[-1]
+    assert logged["dist/restarts"] == 1 and logged["dist/lost_steps"] == 16
+    assert load_checkpoint(tmp_path)["loop"]["counters"]["step"] == 320
     train(make_config(*args, f"resume={tmp_path}"), tmp_path)
     state = load_checkpoint(tmp_path)["loop"]
-    assert state["counters"]["step"] == 700 and state["counters"]["updates"] == 400
-    assert len(state["stateful"]["buffer"]["data"]["obs"]) == 700  # the buffer resumed whole
+    assert state["counters"]["step"] == 400 and state["counters"]["updates"] == 100
+    assert len(state["stateful"]["buffer"]["data"]["obs"]) == 400  # the buffer resumed whole

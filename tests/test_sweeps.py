@@ -131,6 +131,7 @@ def test_submitit_local_sweeps_envs_by_friendly_names(tmp_path):
 def test_ray_local_runs_a_job(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep the 127.0.0.1 node IP
     launcher = _compose_launcher("rlcore_ray")["ray"]
     assert launcher["remote"]["num_cpus"] == 1
     # local Ray on the loopback interface only, no dashboard

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class DistributedSettings:
     batch_steps: int = 16  # vector steps an actor collects per batch it sends
     address: str | None = None  # None: local Ray on 127.0.0.1; "auto": the node's cluster
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per actor
+    outbox: int = 0  # 0: lockstep actors; N: act continuously, keep up to N vector steps
 
     @classmethod
     def from_config(cls, node: dict[str, Any] | None) -> DistributedSettings:
@@ -57,9 +59,12 @@ class DistributedSettings:
             batch_steps=int(node.get("batch_steps", 16)),
             address=node.get("address"),
             resources={str(k): float(v) for k, v in (node.get("resources") or {}).items()},
+            outbox=int(node.get("outbox", 0)),
         )
         if settings.publish_every < 1 or settings.batch_steps < 1:
             raise ConfigError("distributed.publish_every and distributed.batch_steps must be >= 1")
+        if settings.outbox < 0:
+            raise ConfigError("distributed.outbox must be >= 0 (0: lockstep actors)")
         if settings.actors < 0:
             raise ConfigError("distributed.actors must be >= 0 (0: one process)")
         return settings
@@ -204,10 +209,16 @@ def publish_due(published: int, updates: int, every: int) -> bool:
 
 
 class EnvWorker:
-    """One actor: its own vector env and a policy-only agent copy. ``collect`` steps the
-    env ``steps`` vector steps (uniform random actions until it holds weights) and returns
-    them stacked with the weights' version and its env steps/s. A plain class (tested
-    without Ray); ``RayActors`` runs it as a Ray actor."""
+    """One actor: its own vector env and a policy-only agent copy (uniform random actions
+    until it holds weights). A plain class (tested without Ray); ``RayActors`` runs it as
+    a Ray actor.
+
+    Lockstep (the default): ``collect`` steps the env ``steps`` vector steps and returns
+    them. Continuous (``start(outbox)``, a robot's control loop): a thread acts at the
+    env's own rate whether or not the learner asks, with the last weights it received;
+    the steps wait in a bounded outbox (when it is full the oldest is dropped, and
+    counted) and ``collect`` hands over what is there. A link to the learner that drops
+    is a pause between ``collect`` calls: the robot keeps acting and buffering."""
 
     def __init__(self, recipe: ActorRecipe, index: int, incarnation: int) -> None:
         from rlcore import registry
@@ -225,41 +236,76 @@ class EnvWorker:
         self.rng = np.random.default_rng(seed)
         self.obs, _ = self.env.reset(seed=seed)
         self.version = -1  # no weights yet: uniform random actions
+        self.policy_lock = threading.Lock()  # the control thread acts, collect loads weights
+        self.outbox: deque[tuple[Any, ...]] | None = None
+        self.dropped = 0  # env steps dropped from a full outbox since the last collect
+        self.stepped = 0  # vector steps since the last collect
+        self.since = time.perf_counter()
+        self.running = False
 
-    def collect(self, weights: Any, version: int, steps: int) -> dict[str, Any]:
-        """``steps`` vector steps with the weights of ``version`` (loaded when newer)."""
+    def step(self) -> tuple[Any, ...]:
+        """One vector step with the current policy: (obs, action, reward, final next obs,
+        terminated, truncated, episode info)."""
         from rlcore.envs.make import final_next_obs
         from rlcore.spaces import random_actions, to_env_action
 
-        if version > self.version:
-            load_policy_weights(self.agent, weights)
-            self.version = version
-        env, rows = self.env, []
-        started = time.perf_counter()
-        for _ in range(steps):
+        env = self.env
+        with self.policy_lock:
             if self.version < 0:
                 action = random_actions(env.single_action_space, self.rng, env.num_envs)
             else:
                 action = self.agent.act(self.obs)
-            next_obs, reward, terminated, truncated, info = env.step(
-                to_env_action(action, env.single_action_space)
-            )
-            extra = {"cost": info["cost"]} if "cost" in info else {}
-            rows.append(
-                (self.obs, action, reward, final_next_obs(next_obs, info), terminated, truncated,
-                 {"episode_return": info["episode_return"],
-                  "episode_length": info["episode_length"], **extra})
-            )  # fmt: skip
-            self.obs = next_obs
-        seconds = time.perf_counter() - started
-        return {
-            "steps": rows,
-            "version": self.version,
-            "sps": steps * env.num_envs / max(seconds, 1e-9),
-        }
+        next_obs, reward, terminated, truncated, info = env.step(
+            to_env_action(action, env.single_action_space)
+        )
+        extra = {"cost": info["cost"]} if "cost" in info else {}
+        row = (self.obs, action, reward, final_next_obs(next_obs, info), terminated, truncated,
+               {"episode_return": info["episode_return"],
+                "episode_length": info["episode_length"], **extra})  # fmt: skip
+        self.obs = next_obs
+        self.stepped += 1
+        return row
 
-    def ping(self) -> bool:
-        return True
+    def start(self, outbox: int) -> None:
+        """Act continuously in a thread, keeping up to ``outbox`` vector steps."""
+        self.outbox = deque(maxlen=outbox)
+        self.running = True
+        threading.Thread(target=self._control_loop, daemon=True).start()
+
+    def _control_loop(self) -> None:
+        while self.running:
+            row = self.step()
+            with self.policy_lock:
+                if len(self.outbox) == self.outbox.maxlen:
+                    self.dropped += self.env.num_envs
+                self.outbox.append(row)
+
+    def stop(self) -> None:
+        """End the control loop (after its current step)."""
+        self.running = False
+
+    def collect(self, weights: Any, version: int, steps: int) -> dict[str, Any]:
+        """Load the weights of ``version`` when newer, then ``steps`` new vector steps
+        (lockstep) or up to ``steps`` from the outbox, waiting for at least one
+        (continuous); with the weights' version, env steps/s since the last call and the
+        env steps dropped meanwhile."""
+        with self.policy_lock:
+            if version > self.version:
+                load_policy_weights(self.agent, weights)
+                self.version = version
+        if self.outbox is None:  # speed while collecting (not while the learner works)
+            self.stepped, self.since = 0, time.perf_counter()
+            rows = [self.step() for _ in range(steps)]
+        else:
+            while not self.outbox:
+                time.sleep(0.001)
+            with self.policy_lock:
+                rows = [self.outbox.popleft() for _ in range(min(steps, len(self.outbox)))]
+        with self.policy_lock:
+            now, dropped = time.perf_counter(), self.dropped
+            sps = self.stepped * self.env.num_envs / max(now - self.since, 1e-9)
+            self.dropped, self.stepped, self.since = 0, 0, now
+        return {"steps": rows, "version": self.version, "sps": sps, "dropped": dropped}
 
 
 class RayActors:
@@ -291,6 +337,7 @@ class RayActors:
         self.queue: deque[Transitions] = deque()
         self.restarts = 0
         self.lost_steps = 0  # env steps (rows) of the batches lost with dead actors
+        self.dropped_steps = 0  # env steps continuous actors dropped from a full outbox
         self.updates = 0
         self.lags: list[int] = []
         self.sps: dict[int, float] = {}
@@ -299,7 +346,10 @@ class RayActors:
 
     def spawn(self, index: int) -> Any:
         incarnation = self.base + self.incarnations[index]
-        return self.remote.remote(self.recipe, index, incarnation)
+        actor = self.remote.remote(self.recipe, index, incarnation)
+        if self.settings.outbox:
+            actor.start.remote(self.settings.outbox)
+        return actor
 
     def request(self, index: int) -> None:
         ref = self.actors[index].collect.remote(
@@ -332,11 +382,15 @@ class RayActors:
         if batch["version"] >= 0:
             self.lags.append(self.updates - batch["version"])
         self.sps[index] = batch["sps"]
+        self.dropped_steps += batch["dropped"]
         self.request(index)
 
     def replace(self, index: int, error: BaseException) -> None:
         """A dead actor: start a new one (a fresh env seed) and ask it for a batch."""
-        lost = self.settings.batch_steps * int(self.recipe.env.get("num_envs", 1))
+        # its pending batch, and what waited in its outbox (continuous actors)
+        lost = (self.settings.batch_steps + self.settings.outbox) * int(
+            self.recipe.env.get("num_envs", 1)
+        )
         self.restarts += 1
         self.lost_steps += lost
         self.incarnations[index] += 1
@@ -355,6 +409,7 @@ class RayActors:
         out: dict[str, float] = {
             "dist/restarts": float(self.restarts),
             "dist/lost_steps": float(self.lost_steps),
+            "dist/dropped_steps": float(self.dropped_steps),
         }
         if self.lags:
             out["dist/policy_lag"] = float(np.mean(self.lags))

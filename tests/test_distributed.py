@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from itertools import cycle
 
 import pytest
@@ -215,3 +216,25 @@ def test_killed_actor_is_replaced_then_ctrl_c_saves_and_the_run_resumes(
     state = load_checkpoint(tmp_path)["loop"]
     assert state["counters"]["step"] == 400 and state["counters"]["updates"] == 100
     assert len(state["stateful"]["buffer"]["data"]["obs"]) == 400  # the buffer resumed whole
+
+
+ROBOT = "examples.remote_robot.robot:SimulatedRobot-v0"
+
+
+def test_robot_actor_keeps_its_control_rate_and_last_weights_while_the_link_is_down():
+    algo = OmegaConf.to_container(make_config("algo=sac", *SMALL).algo, resolve=True)
+    env = {"name": ROBOT, "env_kwargs": {"control_hz": 200.0}}
+    robot = EnvWorker(ActorRecipe("sac", algo, env, 0), 0, 0)
+    weights = policy_weights(robot.agent)
+    robot.start(outbox=40)
+    try:
+        first = robot.collect(weights, 3, 10)  # link up: the learner's weights arrive
+        assert 1 <= len(first["steps"]) <= 10 and first["version"] == 3
+        time.sleep(0.6)  # link down: ~120 control steps, the outbox keeps the last 40
+        later = robot.collect(None, -1, 1000)  # the link is back (no newer weights)
+    finally:
+        robot.stop()
+    assert len(later["steps"]) == 40
+    assert later["dropped"] >= 50  # counted, not silently lost
+    assert later["version"] == 3  # it kept acting with the last weights it had
+    assert 120 <= later["sps"] <= 210  # the robot's control rate, not the learner's

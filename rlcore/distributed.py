@@ -20,17 +20,19 @@ this node belongs to.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import torch
 
+from rlcore.loops import RolloutRow, Transitions, explore_step
 from rlcore.registry import ConfigError
 
 RAY_MISSING = 'distributed.actors needs Ray, which is not installed: pip install "rlcore[ray]"'
@@ -126,45 +128,6 @@ def node_addresses(ray: Any) -> list[str]:
     return addresses
 
 
-@dataclass
-class Transitions:
-    """One vector step as the replay buffer stores it: ``num_envs`` rows; ``next_obs`` is
-    the final observation where an episode ended; ``info`` holds what the loop logs and
-    stores besides (``episode_return`` / ``episode_length``, NaN where no episode ended;
-    ``cost`` on a task with costs)."""
-
-    obs: Any
-    action: Any
-    reward: Any
-    next_obs: Any
-    terminated: Any
-    truncated: Any
-    info: dict[str, Any]
-
-    def __len__(self) -> int:
-        return len(self.reward)
-
-
-class TransitionSource(Protocol):
-    """Where a replay phase's vector steps come from when the loop does not step its own
-    env (``rlcore.loops.run_phases(source=...)``)."""
-
-    def next_step(self) -> Transitions:
-        """The next vector step (blocks until one arrives)."""
-        ...
-
-    def policy_changed(self, agent: Any, updates: int) -> None:
-        """The learner's policy after ``updates`` updates (called before every vector
-        step of a phase where the policy acts): publish it when due."""
-        ...
-
-    def metrics(self) -> dict[str, float]:
-        """``dist/*`` values to log with the training metrics (since the last call)."""
-        ...
-
-    def close(self) -> None: ...
-
-
 def policy_weights(agent: Any) -> list[dict[str, torch.Tensor]]:
     """The state of the agent's modules (``agent.parts``, in declaration order; no
     optimiser states): what an actor's copy needs to act, as CPU tensors."""
@@ -201,6 +164,22 @@ class ActorRecipe:
         """A seed of its own for each actor and each restart / resume of it."""
         return int(np.random.SeedSequence([self.seed, index, incarnation]).generate_state(1)[0])
 
+    def build(self, index: int, incarnation: int) -> tuple[Any, Any, int]:
+        """(the actor's vector env, its CPU agent, its seed), torch on one thread."""
+        from rlcore import registry
+        from rlcore.envs.make import make_vec_env
+
+        torch.set_num_threads(1)
+        seed = self.actor_seed(index, incarnation)
+        torch.manual_seed(seed)
+        env = make_vec_env(seed=seed, **self.env)
+        spec = registry.get(self.algo)
+        config = spec.config_from_dict(self.algo_config)
+        agent = spec.agent_class(
+            env.single_observation_space, env.single_action_space, config, device="cpu"
+        )
+        return env, agent, seed
+
 
 def publish_due(published: int, updates: int, every: int) -> bool:
     """True when weights are due: none published yet (``published`` -1) or ``every``
@@ -221,18 +200,7 @@ class EnvWorker:
     is a pause between ``collect`` calls: the robot keeps acting and buffering."""
 
     def __init__(self, recipe: ActorRecipe, index: int, incarnation: int) -> None:
-        from rlcore import registry
-        from rlcore.envs.make import make_vec_env
-
-        torch.set_num_threads(1)
-        seed = recipe.actor_seed(index, incarnation)
-        torch.manual_seed(seed)
-        self.env = make_vec_env(seed=seed, **recipe.env)
-        spec = registry.get(recipe.algo)
-        config = spec.config_from_dict(recipe.algo_config)
-        self.agent = spec.agent_class(
-            self.env.single_observation_space, self.env.single_action_space, config, device="cpu"
-        )
+        self.env, self.agent, seed = recipe.build(index, incarnation)
         self.rng = np.random.default_rng(seed)
         self.obs, _ = self.env.reset(seed=seed)
         self.version = -1  # no weights yet: uniform random actions
@@ -425,3 +393,194 @@ class RayActors:
             with contextlib.suppress(Exception):  # an actor already gone
                 self.kill(index)
         self.pending.clear()
+
+
+# --- synchronous rollout workers (PPO) ---------------------------------------------------
+
+EPISODE_KEYS = ("episode_return", "episode_length", "episode_cost")
+
+
+def normalizer_stats(env: Any) -> dict[str, dict[str, Any] | None]:
+    """The running statistics of ``env``'s observation and reward normalisers (None where
+    it has none)."""
+    from rlcore.envs.make import NormalizeObservation, NormalizeReward, find_wrapper
+
+    obs, reward = find_wrapper(env, NormalizeObservation), find_wrapper(env, NormalizeReward)
+    return {
+        "obs": None if obs is None else obs.rms.state_dict(),
+        "reward": None if reward is None else reward.rms.state_dict(),
+    }
+
+
+def load_normalizer_stats(env: Any, stats: dict[str, dict[str, Any] | None]) -> None:
+    """Set ``env``'s normalisers' running statistics (a reward normaliser keeps its
+    per-env discounted returns)."""
+    from rlcore.envs.make import NormalizeObservation, NormalizeReward, find_wrapper
+
+    for key, kind in (("obs", NormalizeObservation), ("reward", NormalizeReward)):
+        wrapper = find_wrapper(env, kind)
+        if wrapper is not None and stats[key] is not None:
+            wrapper.rms.load_state_dict(stats[key])
+
+
+def rms_combine(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """The statistics of two disjoint sets of samples together (Chan et al.)."""
+    count = a["count"] + b["count"]
+    delta = b["mean"] - a["mean"]
+    m2 = a["var"] * a["count"] + b["var"] * b["count"] + delta**2 * a["count"] * b["count"] / count
+    return {"mean": a["mean"] + delta * b["count"] / count, "var": m2 / count, "count": count}
+
+
+def rms_since(after: dict[str, Any], before: dict[str, Any]) -> dict[str, Any] | None:
+    """The statistics of the samples added to ``before`` to give ``after`` (the inverse
+    of ``rms_combine``; None when none were added)."""
+    count = after["count"] - before["count"]
+    if count <= 0:
+        return None
+    mean = (after["mean"] * after["count"] - before["mean"] * before["count"]) / count
+    delta = mean - before["mean"]
+    m2 = (after["var"] * after["count"] - before["var"] * before["count"]
+          - delta**2 * before["count"] * count / after["count"])  # fmt: skip
+    return {"mean": mean, "var": np.maximum(m2 / count, 0.0), "count": count}
+
+
+def merge_stats(
+    start: dict[str, dict[str, Any] | None], ends: list[dict[str, dict[str, Any] | None]]
+) -> dict[str, dict[str, Any] | None]:
+    """The statistics after every worker's samples: ``start`` plus what each of ``ends``
+    (a worker's statistics after its rollout from ``start``) added."""
+    merged = dict(start)
+    for key, base in start.items():
+        if base is None:
+            continue
+        for end in ends:
+            added = rms_since(end[key], base)
+            if added is not None:
+                merged[key] = rms_combine(merged[key], added)
+    return merged
+
+
+class RolloutWorker:
+    """A synchronous rollout worker (PPO): its own vector env and an agent copy. Each
+    ``rollout`` loads the learner's weights and normaliser statistics, collects
+    ``num_steps`` vector steps with ``rlcore.loops.explore_step`` (the loop's own step)
+    and returns them with the statistics after them."""
+
+    def __init__(self, recipe: ActorRecipe, index: int, incarnation: int) -> None:
+        from rlcore.capabilities import CostCritic
+
+        self.env, self.agent, seed = recipe.build(index, incarnation)
+        self.cost_value = self.agent.cost_value if isinstance(self.agent, CostCritic) else None
+        self.obs, _ = self.env.reset(seed=seed)
+
+    def rollout(self, weights: Any, stats: dict[str, Any], num_steps: int) -> dict[str, Any]:
+        load_policy_weights(self.agent, weights)
+        load_normalizer_stats(self.env, stats)
+        rows, started = [], time.perf_counter()
+        for _ in range(num_steps):
+            row, self.obs = explore_step(self.agent, self.cost_value, self.env, self.obs,
+                                         torch.device("cpu"))  # fmt: skip
+            row.info = {k: row.info[k] for k in EPISODE_KEYS if k in row.info}
+            rows.append(row)
+        seconds = time.perf_counter() - started
+        return {"rows": rows, "obs": self.obs, "stats": normalizer_stats(self.env),
+                "sps": num_steps * self.env.num_envs / max(seconds, 1e-9)}  # fmt: skip
+
+
+def _cat(parts: list[Any]) -> Any:
+    """Concatenate along the env axis (tensors, arrays, dicts and tuples of them)."""
+    first = parts[0]
+    if first is None:
+        return None
+    if isinstance(first, dict):
+        return {key: _cat([part[key] for part in parts]) for key in first}
+    if isinstance(first, tuple):
+        return tuple(_cat([part[i] for part in parts]) for i in range(len(first)))
+    if isinstance(first, torch.Tensor):
+        return torch.cat(parts)
+    return np.concatenate([np.asarray(part) for part in parts])
+
+
+def gather_rows(rollouts: list[list[RolloutRow]]) -> list[RolloutRow]:
+    """Workers' rollouts (each a list of vector steps) as one rollout over all their envs."""
+    fields = [f.name for f in dataclasses.fields(RolloutRow)]
+    return [
+        RolloutRow(**{name: _cat([getattr(row, name) for row in step]) for name in fields})
+        for step in zip(*rollouts)
+    ]
+
+
+class RayRollouts:
+    """N ``RolloutWorker`` Ray actors collecting each PPO iteration together with the
+    learner's current weights (no policy lag); the rollouts are gathered along the env
+    axis, and the normalisers' statistics merged and handed to every worker and to the
+    learner's env (evaluation, checkpoints). A worker that dies is replaced and its
+    part collected again."""
+
+    def __init__(
+        self,
+        recipe: ActorRecipe,
+        settings: DistributedSettings,
+        env: Any,
+        note: Any = print,
+        incarnation_base: int = 0,
+    ) -> None:
+        self.ray = ray = start_ray(settings.address, num_cpus=max(os.cpu_count() or 1,
+                                                                  settings.actors))  # fmt: skip
+        self.recipe, self.settings, self.env, self.note = recipe, settings, env, note
+        options: dict[str, Any] = {"num_cpus": 1, "max_restarts": 0}
+        if settings.resources:
+            options["resources"] = dict(settings.resources)
+        self.remote = ray.remote(**options)(RolloutWorker)
+        self.base = incarnation_base
+        self.incarnations = [0] * settings.actors
+        self.workers = [self.spawn(i) for i in range(settings.actors)]
+        self.num_envs = settings.actors * int(recipe.env.get("num_envs", 1))
+        self.stats = normalizer_stats(env)
+        self.restarts = 0
+        self.sps: dict[int, float] = {}
+
+    def spawn(self, index: int) -> Any:
+        return self.remote.remote(self.recipe, index, self.base + self.incarnations[index])
+
+    def rollout(self, agent: Any, num_steps: int) -> tuple[list[RolloutRow], Any]:
+        weights = self.ray.put(policy_weights(agent))
+        pending = {w.rollout.remote(weights, self.stats, num_steps): i
+                   for i, w in enumerate(self.workers)}  # fmt: skip
+        results: dict[int, dict[str, Any]] = {}
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1)
+            index = pending.pop(ready[0])
+            try:
+                results[index] = self.ray.get(ready[0])
+            except self.ray.exceptions.RayActorError as error:
+                self.restarts += 1
+                self.incarnations[index] += 1
+                self.note(f"rollout worker {index} died ({type(error).__name__}); restarted "
+                          "it; collecting its part of the rollout again")  # fmt: skip
+                self.workers[index] = self.spawn(index)
+                pending[self.workers[index].rollout.remote(weights, self.stats, num_steps)] = index
+        order = [results[i] for i in range(len(self.workers))]
+        self.stats = merge_stats(self.stats, [result["stats"] for result in order])
+        load_normalizer_stats(self.env, self.stats)
+        self.sps = {i: result["sps"] for i, result in enumerate(order)}
+        rows = gather_rows([result["rows"] for result in order])
+        return rows, _cat([result["obs"] for result in order])
+
+    def metrics(self) -> dict[str, float]:
+        out = {"dist/restarts": float(self.restarts), "dist/policy_lag": 0.0}
+        out.update({f"dist/actor{i}_sps": sps for i, sps in sorted(self.sps.items())})
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The merged normaliser statistics (the learner's env never steps)."""
+        return {"stats": self.stats}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stats = state["stats"]
+        load_normalizer_stats(self.env, self.stats)
+
+    def close(self) -> None:
+        for worker in self.workers:
+            with contextlib.suppress(Exception):  # a worker already gone
+                self.ray.kill(worker, no_restart=True)

@@ -51,7 +51,13 @@ from rlcore.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from rlcore.distributed import ActorRecipe, DistributedSettings, RayActors, require_ray
+from rlcore.distributed import (
+    ActorRecipe,
+    DistributedSettings,
+    RayActors,
+    RayRollouts,
+    require_ray,
+)
 from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluate import EvalVideo
 from rlcore.generative import resolve_head
@@ -803,11 +809,14 @@ def _run_loop(
 ) -> dict[str, float]:
     """Build the phases the algorithm's plan declares and run them in the one loop
     skeleton (``rlcore.loops.run_phases``)."""
+    dist = DistributedSettings.from_config(cfg_dict.get("distributed"))
     if spec.loop == "on_policy":
         obs_shape = env.single_observation_space.shape
         action_shape, action_dtype = action_storage(env.single_action_space)
+        # rollout workers: each worker's envs side by side in one rollout
+        rollout_envs = env.num_envs * max(dist.actors, 1)
         rollout = RolloutBuffer(
-            settings.rollout_steps, env.num_envs, obs_shape, action_shape, agent.device,
+            settings.rollout_steps, rollout_envs, obs_shape, action_shape, agent.device,
             action_dtype,
         )  # fmt: skip
         built = _Phases([rollout_phase(rollout, settings.total_steps)])
@@ -822,7 +831,7 @@ def _run_loop(
             f"[{run.name}] phases: {steps}; offline data online: {plan.schedule.offline_data}",
             force=True,
         )
-    source = _actors(spec, cfg_dict, plan, agent, env, built, run, logger)
+    source, rollouts = _actors(spec, cfg_dict, dist, plan, agent, env, built, run, logger)
     try:
         return run_phases(
             agent,
@@ -837,10 +846,12 @@ def _run_loop(
             reward_transform=built.reward_transform,
             evaluate_first=built.evaluate_first,
             source=source,
+            rollouts=rollouts,
         )
     finally:  # a finished, failed or interrupted (Ctrl-C) run stops every actor
-        if source is not None:
-            source.close()
+        for remote in (source, rollouts):
+            if remote is not None:
+                remote.close()
 
 
 def check_distributed(
@@ -854,9 +865,10 @@ def check_distributed(
         return
     init_from = bool(cfg_dict.get("init_from"))
     unsupported = [
-        (spec.loop == "on_policy", "rollout (on-policy) algorithms"),
-        (plan.env.normalize_obs or plan.env.normalize_reward, "env normalisation (per-actor "
-         "statistics)"),
+        (spec.loop == "on_policy" and dist.outbox > 0, "continuous actors (outbox) of a "
+         "rollout algorithm"),
+        (spec.loop != "on_policy" and (plan.env.normalize_obs or plan.env.normalize_reward),
+         "env normalisation of replay runs (per-actor statistics)"),
         (bool((cfg_dict.get("snapshot") or {}).get("teacher")), "snapshot reset"),
         (isinstance(agent, PerEnvState), "agents with per-env state"),
         (needs_dataset(plan, spec.loop == "offline", init_from), "online phases next to a "
@@ -874,31 +886,37 @@ def check_distributed(
 def _actors(
     spec: registry.AlgoSpec,
     cfg_dict: dict[str, Any],
+    dist: DistributedSettings,
     plan: RunPlan,
     agent: Any,
     env: Any,
     built: _Phases,
     run: RunContext,
     logger: Logger,
-) -> RayActors | None:
-    """The Ray actors that feed the replay phases when ``distributed.actors`` > 0 (None:
-    the loop steps its own env; ``check_distributed`` refused what they cannot run)."""
-    dist = DistributedSettings.from_config(cfg_dict.get("distributed"))
+) -> tuple[RayActors | None, RayRollouts | None]:
+    """When ``distributed.actors`` > 0, the Ray actors that feed the replay phases, or
+    the rollout workers of a rollout phase (None: the loop steps its own env;
+    ``check_distributed`` refused what they cannot run)."""
     if dist.actors == 0:
-        return None
-    if not any(phase.replays for phase in built.phases):
-        return None
+        return None, None
     recipe = ActorRecipe(
         spec.name, cfg_dict["algo"], train_env_recipe(cfg_dict, plan, env.num_envs),
         int(cfg_dict["seed"]),
     )  # fmt: skip
     resumed = run.resume["counters"]["step"] if run.resume is not None else 0
+    if spec.loop == "on_policy":
+        workers = RayRollouts(recipe, dist, env, note=logger.note, incarnation_base=resumed)
+        built.stateful["rollout_workers"] = workers  # the merged normaliser statistics
+        logger.note(f"{dist.actors} Ray rollout workers ({env.num_envs} env(s) each)")
+        return None, workers
+    if not any(phase.replays for phase in built.phases):
+        return None, None
     actors = RayActors(recipe, dist, note=logger.note, incarnation_base=resumed)
     logger.note(
         f"{dist.actors} Ray actors ({env.num_envs} env(s) each, batches of {dist.batch_steps} "
         f"vector steps; weights published every {dist.publish_every} update(s))"
     )
-    return actors
+    return actors, None
 
 
 def _replay_phases(

@@ -134,8 +134,9 @@ def test_missing_ray_says_how_to_install_it_in_one_line(tmp_path, monkeypatch):
 
 
 def test_actors_refuse_what_they_cannot_run_yet(tmp_path):
-    with pytest.raises(ConfigError, match="rollout"):
-        train(make_config("algo=ppo", "env=InvertedPendulum", *FAST, "distributed.actors=2"),
+    with pytest.raises(ConfigError, match="continuous actors"):
+        train(make_config("algo=ppo", "env=InvertedPendulum", *FAST, "distributed.actors=2",
+                          "distributed.outbox=10"),
               tmp_path / "run")  # fmt: skip
     assert not (tmp_path / "run").exists()
 

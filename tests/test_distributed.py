@@ -10,6 +10,7 @@ import sys
 import time
 from itertools import cycle
 
+import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -19,16 +20,20 @@ from rlcore.checkpoint import load_checkpoint
 from rlcore.distributed import (
     ActorRecipe,
     EnvWorker,
+    RolloutWorker,
     Transitions,
+    gather_rows,
     import_ray,
     load_policy_weights,
+    merge_stats,
+    normalizer_stats,
     policy_weights,
     publish_due,
 )
 from rlcore.logging import read_csv
 from rlcore.loops import TrainingInterrupted, _PhaseRun
 from rlcore.registry import ConfigError
-from rlcore.train import train
+from rlcore.train import train, train_env_recipe
 from tests.conftest import FAST, make_config
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
@@ -239,3 +244,63 @@ def test_robot_actor_keeps_its_control_rate_and_last_weights_while_the_link_is_d
     assert later["dropped"] >= 50  # counted, not silently lost
     assert later["version"] == 3  # it kept acting with the last weights it had
     assert 120 <= later["sps"] <= 210  # the robot's control rate, not the learner's
+
+
+def test_merged_normaliser_statistics_equal_those_of_all_samples():
+    rng = np.random.default_rng(0)
+    start_samples = rng.normal(size=(50, 3))
+    worker_samples = [rng.normal(2.0, 3.0, size=(n, 3)) for n in (30, 70)]
+    start = stats_of(start_samples)
+    ends = [{"obs": stats_of(np.concatenate([start_samples, s]))} for s in worker_samples]
+    merged = merge_stats({"obs": start, "reward": None}, ends)
+    everything = stats_of(np.concatenate([start_samples, *worker_samples]))
+    assert merged["reward"] is None and merged["obs"]["count"] == 150
+    np.testing.assert_allclose(merged["obs"]["mean"], everything["mean"], rtol=1e-12)
+    np.testing.assert_allclose(merged["obs"]["var"], everything["var"], rtol=1e-12)
+
+
+def stats_of(samples: np.ndarray) -> dict:
+    return {"mean": samples.mean(0), "var": samples.var(0), "count": len(samples)}
+
+
+class InProcessRollouts:
+    """A RolloutSource over RolloutWorkers in this process: the seam without Ray."""
+
+    def __init__(self, recipe: ActorRecipe, workers: int, env) -> None:
+        self.workers = [RolloutWorker(recipe, i, 0) for i in range(workers)]
+        self.num_envs = workers * recipe.env["num_envs"]
+        self.stats = normalizer_stats(env)
+        self.calls = 0
+
+    def rollout(self, agent, num_steps: int):
+        self.calls += 1
+        weights = policy_weights(agent)
+        results = [w.rollout(weights, self.stats, num_steps) for w in self.workers]
+        self.stats = merge_stats(self.stats, [r["stats"] for r in results])
+        rows = gather_rows([r["rows"] for r in results])
+        return rows, np.concatenate([r["obs"] for r in results])
+
+    def metrics(self) -> dict[str, float]:
+        return {"dist/rollouts": float(self.calls)}
+
+    def close(self) -> None:
+        pass
+
+
+def test_rollout_workers_fill_one_rollout_along_the_env_axis(tmp_path, monkeypatch):
+    made = []
+
+    def in_process(spec, cfg_dict, dist, plan, agent, env, built, run, logger):
+        recipe = ActorRecipe(spec.name, cfg_dict["algo"], train_env_recipe(cfg_dict, plan, 1), 0)
+        made.append(InProcessRollouts(recipe, dist.actors, env))
+        return None, made[-1]
+
+    monkeypatch.setattr("rlcore.train._actors", in_process)
+    args = ["algo=ppo", "env=InvertedPendulum", *FAST, "total_steps=256", "algo.rollout_steps=64",
+            "algo.hidden=[16,16]", "eval_every=0", "distributed.actors=2"]  # fmt: skip
+    train(make_config(*args), tmp_path)
+    counters = load_checkpoint(tmp_path)["loop"]["counters"]
+    # two workers x 64 steps = one 128-step rollout per update: 2 iterations for 256 steps
+    assert made[0].calls == counters["updates"] == 2 and counters["env_steps"] == 256
+    assert made[0].stats["obs"]["count"] > 256  # both workers' observations merged
+    assert [row["step"] for row in read_csv(tmp_path / "dist.csv")] == [128, 256]

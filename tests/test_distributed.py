@@ -85,11 +85,11 @@ def test_publish_due_every_k_updates_and_first_at_once():
 def test_replay_loop_counts_rows_received_and_keeps_the_update_to_data_ratio(tmp_path, monkeypatch):
     sources = []
 
-    def in_process(spec, cfg_dict, plan, agent, env, built, run, logger):
+    def in_process(spec, cfg_dict, dist, plan, agent, env, built, run, logger):
         recipe = ActorRecipe(spec.name, cfg_dict["algo"], {"name": cfg_dict["env"]["id"],
                              "num_envs": env.num_envs}, 0)  # fmt: skip
-        sources.append(InProcessActors(recipe, actors=2, batch_steps=8, every=10))
-        return sources[-1]
+        sources.append(InProcessActors(recipe, actors=dist.actors, batch_steps=8, every=10))
+        return sources[-1], None
 
     monkeypatch.setattr("rlcore.train._actors", in_process)
     args = [*SAC_IP, *SMALL, "total_steps=300", "algo.learning_starts=100",

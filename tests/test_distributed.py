@@ -19,6 +19,7 @@ from rlcore import distributed
 from rlcore.checkpoint import load_checkpoint
 from rlcore.distributed import (
     ActorRecipe,
+    DistributedSettings,
     EnvWorker,
     RolloutWorker,
     Transitions,
@@ -304,3 +305,24 @@ def test_rollout_workers_fill_one_rollout_along_the_env_axis(tmp_path, monkeypat
     assert made[0].calls == counters["updates"] == 2 and counters["env_steps"] == 256
     assert made[0].stats["obs"]["count"] > 256  # both workers' observations merged
     assert [row["step"] for row in read_csv(tmp_path / "dist.csv")] == [128, 256]
+
+
+@needs_ray
+@pytest.mark.slow
+def test_ray_rollout_worker_that_died_is_replaced_and_its_part_collected(local_ray):
+    algo = OmegaConf.to_container(make_config("algo=ppo", "algo.hidden=[16,16]").algo,
+                                  resolve=True)  # fmt: skip
+    env_recipe = {"name": "InvertedPendulum-v5", "num_envs": 1, "normalize_obs": True}
+    recipe = ActorRecipe("ppo", algo, env_recipe, 0)
+    env, agent, _ = recipe.build(0, 0)  # the learner's
+    notes = []
+    # one worker (two would spawn a third process: the gathering is tested in-process)
+    workers = distributed.RayRollouts(recipe, DistributedSettings(actors=1), env, notes.append)
+    try:
+        local_ray.kill(workers.workers[0], no_restart=True)
+        rows, last_obs = workers.rollout(agent, 8)
+    finally:
+        workers.close()
+    assert len(rows) == 8 and rows[0].obs.shape == (1, 4) and last_obs.shape == (1, 4)
+    assert workers.restarts == 1 and "rollout worker 0 died" in notes[0]
+    assert workers.stats["obs"]["count"] > 8  # the new worker's observations merged

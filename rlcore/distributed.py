@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -100,16 +101,24 @@ def start_ray(address: str | None, num_cpus: int | None = None) -> Any:
     ray = import_ray()
     if ray.is_initialized():
         return ray
-    if address is not None:
-        ray.init(address=address, log_to_driver=False)
-        return ray
-    ray.init(
-        address="local",
-        _node_ip_address=LOOPBACK,
-        include_dashboard=False,
-        num_cpus=num_cpus,
-        log_to_driver=False,
-    )
+    # ray.init replaces the SIGTERM handler (with an exit): the run's own (save, then
+    # stop: rlcore.train.stop_signals) is put back
+    main = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        if address is not None:
+            ray.init(address=address, log_to_driver=False)
+            return ray
+        ray.init(
+            address="local",
+            _node_ip_address=LOOPBACK,
+            include_dashboard=False,
+            num_cpus=num_cpus,
+            log_to_driver=False,
+        )
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, sigterm)
     outside = [a for a in node_addresses(ray) if not a.startswith("127.")]
     if outside:
         ray.shutdown()

@@ -6,9 +6,11 @@ killed actor replaced, and an interrupted run resumed."""
 from __future__ import annotations
 
 import importlib.util
+import signal
 import sys
 import time
 from itertools import cycle
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -159,16 +161,24 @@ def local_ray():
 
     os.environ["RAY_AUTH_MODE"] = "disabled"
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    previous = signal.signal(signal.SIGTERM, _sigterm_sentinel)
     ray = distributed.start_ray(None, num_cpus=2)
-    yield ray
+    started = SimpleNamespace(ray=ray, sigterm=signal.getsignal(signal.SIGTERM))
+    signal.signal(signal.SIGTERM, previous)
+    yield started
     ray.shutdown()
+
+
+def _sigterm_sentinel(signum, frame):
+    """A SIGTERM handler that must survive ray.init (rlcore.train's saves the run)."""
 
 
 @needs_ray
 @pytest.mark.slow
 def test_two_actors_learn_inverted_pendulum_on_loopback_ray(tmp_path, local_ray):
-    addresses = distributed.node_addresses(local_ray)
+    addresses = distributed.node_addresses(local_ray.ray)
     assert addresses and all(address.startswith("127.") for address in addresses), addresses
+    assert local_ray.sigterm is _sigterm_sentinel  # the run's handler was kept
     # a random policy holds the pole ~5-13 steps; measured with 2 actors: 75 and 77 at 1k
     # steps (88 and 119 later)
     args = [*SAC_IP, *SMALL, "total_steps=1000", "algo.learning_starts=300", "eval_every=500",
@@ -319,7 +329,7 @@ def test_ray_rollout_worker_that_died_is_replaced_and_its_part_collected(local_r
     # one worker (two would spawn a third process: the gathering is tested in-process)
     workers = distributed.RayRollouts(recipe, DistributedSettings(actors=1), env, notes.append)
     try:
-        local_ray.kill(workers.workers[0], no_restart=True)
+        local_ray.ray.kill(workers.workers[0], no_restart=True)
         rows, last_obs = workers.rollout(agent, 8)
     finally:
         workers.close()

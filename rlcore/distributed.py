@@ -15,6 +15,12 @@ learner had published when the batch was asked for, and carries their version (t
 learner's update count), so the learner logs the policy lag. Local Ray binds to
 127.0.0.1 with the dashboard and usage reporting off; ``address=auto`` joins the cluster
 this node belongs to.
+
+PPO runs synchronous rollout workers instead (``RayRollouts``, the loop's
+``RolloutSource``): each iteration every worker collects a rollout with the learner's
+current weights, and the rollouts are gathered along the env axis into one. With
+``outbox`` > 0 an actor acts continuously at its env's own rate (a robot,
+examples/remote_robot), keeping its steps for the learner in a bounded outbox.
 """
 
 from __future__ import annotations
@@ -54,16 +60,14 @@ class DistributedSettings:
 
     @classmethod
     def from_config(cls, node: dict[str, Any] | None) -> DistributedSettings:
-        """From the config's ``distributed`` node (absent: single process)."""
+        """From the config's ``distributed`` node (absent: single process); the defaults
+        are this class's."""
         node = dict(node or {})
-        settings = cls(
-            actors=int(node.get("actors", 0)),
-            publish_every=int(node.get("publish_every", 1)),
-            batch_steps=int(node.get("batch_steps", 16)),
-            address=node.get("address"),
-            resources={str(k): float(v) for k, v in (node.get("resources") or {}).items()},
-            outbox=int(node.get("outbox", 0)),
-        )
+        known = {option.name for option in dataclasses.fields(cls)}
+        unknown = sorted(set(node) - known)
+        if unknown:
+            raise ConfigError(f"unknown distributed option(s) {unknown}; known: {sorted(known)}")
+        settings = cls(**node)
         if settings.publish_every < 1 or settings.batch_steps < 1:
             raise ConfigError("distributed.publish_every and distributed.batch_steps must be >= 1")
         if settings.outbox < 0:

@@ -336,3 +336,11 @@ def test_ray_rollout_worker_that_died_is_replaced_and_its_part_collected(local_r
     assert len(rows) == 8 and rows[0].obs.shape == (1, 4) and last_obs.shape == (1, 4)
     assert workers.restarts == 1 and "rollout worker 0 died" in notes[0]
     assert workers.stats["obs"]["count"] > 8  # the new worker's observations merged
+
+
+def test_distributed_options_are_checked_with_the_fix_named():
+    assert DistributedSettings.from_config(None) == DistributedSettings()  # one process
+    with pytest.raises(ConfigError, match=r"unknown distributed option\(s\) \['actor'\]"):
+        DistributedSettings.from_config({"actor": 2})
+    with pytest.raises(ConfigError, match="publish_every"):
+        DistributedSettings.from_config({"actors": 2, "publish_every": 0})

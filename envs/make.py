@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import pickle
 import warnings
@@ -54,7 +55,13 @@ class UnknownEnvError(ValueError):
 
 
 def resolve_env_id(name: str) -> str:
-    """Short name (case-insensitive, e.g. ``hopper``) or full gymnasium id -> gymnasium id."""
+    """Short name (case-insensitive, e.g. ``hopper``) or full gymnasium id -> gymnasium id;
+    ``module:Id`` (a user's env, registered when its module is imported) stays whole."""
+    if ":" in name:  # gymnasium's "module:Id": the module registers Id when imported
+        module, _, env_id = name.partition(":")
+        importlib.import_module(module)
+        if env_id in gym.registry:
+            return name  # kept whole: every process that makes it imports the module
     key = name.lower().replace("-", "").replace("_", "")
     if key in SHORT_NAMES:
         return SHORT_NAMES[key]

@@ -119,6 +119,11 @@ def _modules(parts: Parts) -> list[nn.Module]:
     return found
 
 
+def agent_modules(agent: Any) -> list[nn.Module]:
+    """The networks of an agent (the modules of its ``parts``, in declaration order)."""
+    return _modules(agent.parts)
+
+
 class DeployedPolicy(nn.Module):
     """Raw observations -> env actions: the run's observation pipeline, the agent's
     deterministic act (``act.__wrapped__`` of ``rlcore.utils.numpy_act``: the torch

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -298,6 +298,113 @@ def _stop_on_nan(
     ) from error
 
 
+@dataclass
+class Transitions:
+    """One vector step as the replay buffer stores it: ``num_envs`` rows; ``next_obs`` is
+    the final observation where an episode ended; ``info`` holds what the loop logs and
+    stores besides (``episode_return`` / ``episode_length``, NaN where no episode ended;
+    ``cost`` on a task with costs)."""
+
+    obs: Any
+    action: Any
+    reward: Any
+    next_obs: Any
+    terminated: Any
+    truncated: Any
+    info: dict[str, Any]
+
+    def __len__(self) -> int:
+        return len(self.reward)
+
+
+class TransitionSource(Protocol):
+    """Where a replay phase's vector steps come from when the loop does not step its own
+    env (``rlcore.loops.run_phases(source=...)``)."""
+
+    def next_step(self) -> Transitions:
+        """The next vector step (blocks until one arrives)."""
+        ...
+
+    def policy_changed(self, agent: Any, updates: int) -> None:
+        """The learner's policy after ``updates`` updates (called before every vector
+        step of a phase where the policy acts): publish it when due."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """``dist/*`` values to log with the training metrics (since the last call)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class RolloutRow:
+    """One vector step of a rollout, as ``RolloutBuffer.add`` stores it, with the
+    episode info the loop logs (``explore_step`` makes it)."""
+
+    obs: Any
+    action: Any
+    log_prob: Any
+    reward: Any
+    value: Any
+    terminated: Any
+    truncated: Any
+    bootstrap: Any
+    extras: dict[str, torch.Tensor] | None
+    costs: tuple[Any, Any, Any] | None
+    info: dict[str, Any]
+
+    def add_to(self, rollout: RolloutBuffer) -> None:
+        rollout.add(
+            self.obs, self.action, self.log_prob, self.reward, self.value, self.terminated,
+            self.truncated, bootstrap_value=self.bootstrap, extras=self.extras, costs=self.costs,
+        )  # fmt: skip
+
+
+class RolloutSource(Protocol):
+    """Where a rollout phase's iterations come from when the loop does not step its own
+    env (``run_phases(rollouts=...)``): synchronous rollout workers."""
+
+    num_envs: int  # envs over all workers: the rollout buffer's env axis
+
+    def rollout(self, agent: Any, num_steps: int) -> tuple[list[RolloutRow], Any]:
+        """``num_steps`` vector steps of every worker with ``agent``'s current policy,
+        concatenated along the env axis, and the observation after the last step."""
+        ...
+
+    def metrics(self) -> dict[str, float]: ...
+    def close(self) -> None: ...
+
+
+def explore_step(
+    learner: OnPolicy,
+    cost_value: Callable[[torch.Tensor], torch.Tensor] | None,
+    env: VectorEnv,
+    obs: np.ndarray | torch.Tensor,
+    device: torch.device,
+) -> tuple[RolloutRow, Any]:
+    """One on-policy vector step of ``env`` from ``obs``: the rollout's row and the next
+    observation. Actions are clipped to the action box for the env but stored unclipped
+    (discrete ones as the int64 indices the agent drew); the agent's rollout channels (a
+    denoising chain, a base action) are stored by name. ``cost_value`` (a constrained
+    agent's V_c): the step's cost, V_c(obs) and V_c(final obs) where truncated."""
+    obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
+    action, log_prob, value, *channels = learner.explore(obs_t)
+    # a device back end (mjx) takes the device tensor, the others numpy
+    env_action = action if isinstance(obs, torch.Tensor) else action.cpu().numpy()
+    next_obs, reward, terminated, truncated, info = env.step(
+        to_env_action(env_action, env.single_action_space)
+    )
+    bootstrap = _bootstrap_values(learner.value, next_obs, info, truncated, device)
+    costs = None
+    if cost_value is not None:
+        costs = (_step_cost(info), cost_value(obs_t),
+                 _bootstrap_values(cost_value, next_obs, info, truncated, device))  # fmt: skip
+    row = RolloutRow(obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap,
+                     channels[0] if channels else None, costs, info)  # fmt: skip
+    return row, next_obs
+
+
 PHASE_KINDS = ("offline", "warmup", "online", "rollout")
 
 
@@ -451,6 +558,8 @@ def run_phases(
     score: Callable[[float], float] | None = None,
     reward_transform: Callable[[np.ndarray], np.ndarray] | None = None,
     evaluate_first: bool = False,
+    source: TransitionSource | None = None,
+    rollouts: RolloutSource | None = None,
 ) -> dict[str, float]:
     """Training as a sequence of phases, e.g. ``offline`` -> ``warmup`` -> ``online``
     (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline`` (IQL) or
@@ -470,10 +579,16 @@ def run_phases(
     buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
     generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
     evaluates at step 0 (an agent loaded from a finished run: its return before any
-    online step).
+    online step). ``source`` (``rlcore.distributed.RayActors``) gives the replay phases'
+    vector steps instead of ``env`` (which then only evaluates and names the spaces):
+    the counters and the updates due advance by the rows received, and the source is
+    told the policy before every vector step (it publishes weights when due).
+    ``rollouts`` (``rlcore.distributed.RayRollouts``) collects a rollout phase's
+    iterations on synchronous workers, gathered along the env axis into the phase's
+    rollout buffer (the same GAE and update follow).
     """
     loop = _PhaseRun(agent, phases, env, eval_env, settings, run, buffer, stateful, score,
-                     reward_transform)  # fmt: skip
+                     reward_transform, source, rollouts)  # fmt: skip
     return loop.execute(evaluate_first)
 
 
@@ -493,8 +608,13 @@ class _PhaseRun:
         stateful: dict[str, Any] | None,
         score: Callable[[float], float] | None,
         reward_transform: Callable[[np.ndarray], np.ndarray] | None,
+        source: TransitionSource | None = None,
+        rollouts: RolloutSource | None = None,
     ) -> None:
-        _check_phases(phases, env, buffer)
+        _check_phases(phases, env, buffer, None if rollouts is None else rollouts.num_envs)
+        if source is not None and any(phase.name == "rollout" for phase in phases):
+            raise ValueError("a transition source feeds replay phases, not rollouts")
+        self.source, self.rollouts = source, rollouts
         self.agent, self.phases, self.env, self.eval_env = agent, phases, env, eval_env
         self.settings, self.run, self.buffer, self.score = settings, run, buffer, score
         self.reward_transform = reward_transform
@@ -655,6 +775,9 @@ class _PhaseRun:
         else:
             return
         env_counters = wrapper_metrics(self.env) if phase.interacts else {}
+        remote = self.source if phase.name != "rollout" else self.rollouts
+        if remote is not None and phase.interacts:
+            env_counters = remote.metrics()
         metrics = {f"train/{k}": v for k, v in self.record.metrics.items()}
         self.run.logger.log({**metrics, **timing, **env_counters}, step)
 
@@ -675,20 +798,25 @@ class _PhaseRun:
         if self.episodes_started is not None:
             self.episodes_started(terminated | truncated)
         self.obs = next_obs
-        counters, num_envs = self.counters, self.env.num_envs
-        counters["step"] += num_envs
-        counters["env_steps"] += num_envs
-        counters["phase_step"] += num_envs
+        return self.count_rows(self.env.num_envs, info)
+
+    def count_rows(self, rows: int, info: dict[str, Any]) -> int:
+        """Advance the counters by ``rows`` env steps and log the episodes that ended in
+        them; returns the new step."""
+        counters = self.counters
+        counters["step"] += rows
+        counters["env_steps"] += rows
+        counters["phase_step"] += rows
         if finished := _log_episodes(self.run, info, counters["step"], self.record_costs):
             counters["episodes"] += len(finished)
             self.record.last_return = finished[-1]
         return counters["step"]
 
-    def replay_step(self, phase: Phase) -> None:
-        """One vector step into the replay buffer (warm-up, online); online, then the
-        updates due (``updates_per_step`` per env step, or ``updates_per_vector_step``,
-        fractions carried over)."""
-        env, counters = self.env, self.counters
+    def step_env(self, phase: Phase) -> tuple[Transitions, int]:
+        """One vector step of the loop's own env (the local transition source): the
+        policy's actions, or uniform random ones in a random warm-up; returns the step's
+        transitions and the new step."""
+        env = self.env
         self.start_env()
         if phase.random_actions:
             action = random_actions(env.single_action_space, self.warmup_rng, env.num_envs)
@@ -697,20 +825,36 @@ class _PhaseRun:
         next_obs, reward, terminated, truncated, info = env.step(
             to_env_action(action, env.single_action_space)
         )
+        rows = Transitions(self.obs, action, reward, final_next_obs(next_obs, info), terminated,
+                           truncated, info)  # fmt: skip
+        return rows, self.env_stepped(next_obs, info, terminated, truncated)
+
+    def replay_step(self, phase: Phase) -> None:
+        """One vector step into the replay buffer (warm-up, online), from the loop's env
+        or from the transition source; online, then the updates due
+        (``updates_per_step`` per env step received, fractions carried over)."""
+        counters, source = self.counters, self.source
+        if source is None:
+            rows, step = self.step_env(phase)
+        else:
+            if not phase.random_actions:  # the actors act with the policy (when published)
+                source.policy_changed(self.agent, counters["updates"])
+            rows = source.next_step()
+            step = self.count_rows(len(rows), rows.info)
+        reward = rows.reward
         stored = reward if self.reward_transform is None else self.reward_transform(reward)
-        channels = {"cost": _step_cost(info)} if "cost" in self.buffer.specs else {}
+        channels = {"cost": _step_cost(rows.info)} if "cost" in self.buffer.specs else {}
         self.buffer.add(
-            self.obs, action, stored, final_next_obs(next_obs, info), terminated, truncated,
+            rows.obs, rows.action, stored, rows.next_obs, rows.terminated, rows.truncated,
             **channels,
         )  # fmt: skip
-        step = self.env_stepped(next_obs, info, terminated, truncated)
         if phase.name != "online":
             return
         per_vector_step = phase.updates_per_vector_step
         if per_vector_step is None:
-            per_vector_step = phase.updates_per_step * env.num_envs
+            per_vector_step = phase.updates_per_step * len(rows)
         counters["update_debt"] += per_vector_step
-        first = counters["phase_step"] == env.num_envs
+        first = counters["phase_step"] == len(rows)
         while counters["update_debt"] >= 1.0:
             self.update(phase, step)
             counters["update_debt"] -= 1.0
@@ -751,11 +895,17 @@ class _PhaseRun:
         rollout, counters, record = phase.rollout, self.counters, self.record
         per_iteration = rollout.num_steps * rollout.num_envs
         progress = (counters["phase_step"] // per_iteration) / (phase.steps // per_iteration)
-        self.start_env()
         rollout.reset()
-        for _ in range(rollout.num_steps):
-            self.collect(rollout)
-            self.progress.show(counters["step"], record.last_return, record.last_eval)
+        if self.rollouts is None:
+            self.start_env()
+            for _ in range(rollout.num_steps):
+                self.collect(rollout)
+                self.progress.show(counters["step"], record.last_return, record.last_eval)
+        else:  # the workers' rollouts side by side, then the same GAE and update
+            rows, self.obs = self.rollouts.rollout(self.agent, rollout.num_steps)
+            for row in rows:
+                row.add_to(rollout)
+                self.count_rows(rollout.num_envs, row.info)
         samples = self.returns(rollout)
         try:
             with self.compilation():
@@ -765,29 +915,12 @@ class _PhaseRun:
         counters["updates"] += 1
 
     def collect(self, rollout: RolloutBuffer) -> None:
-        """One vector step into ``rollout``. Actions are clipped to the action box for the
-        env but stored unclipped (discrete ones as the int64 indices the agent drew); the
-        agent's rollout channels (a denoising chain, a base action) are stored by name and
-        reach ``update`` as ``RolloutBatch.extras``. On an env built with action chunks
-        (``rlcore.envs.make.ActionChunks``) a step is one chunk."""
-        env, learner, device = self.env, self.learner, rollout.device
-        obs = torch.as_tensor(self.obs, dtype=torch.float32, device=device)
-        action, log_prob, value, *channels = learner.explore(obs)
-        # a device back end (mjx) takes the device tensor, the others numpy
-        env_action = action if isinstance(self.obs, torch.Tensor) else action.cpu().numpy()
-        next_obs, reward, terminated, truncated, info = env.step(
-            to_env_action(env_action, env.single_action_space)
-        )
-        bootstrap = _bootstrap_values(learner.value, next_obs, info, truncated, device)
-        costs = None
-        if self.cost_value is not None:
-            costs = (_step_cost(info), self.cost_value(obs),
-                     _bootstrap_values(self.cost_value, next_obs, info, truncated, device))  # fmt: skip
-        rollout.add(
-            obs, action, log_prob, reward, value, terminated, truncated,
-            bootstrap_value=bootstrap, extras=channels[0] if channels else None, costs=costs,
-        )  # fmt: skip
-        self.env_stepped(next_obs, info, terminated, truncated)
+        """One vector step into ``rollout`` (``explore_step``). On an env built with
+        action chunks (``rlcore.envs.make.ActionChunks``) a step is one chunk."""
+        row, next_obs = explore_step(self.learner, self.cost_value, self.env, self.obs,
+                                     rollout.device)  # fmt: skip
+        row.add_to(rollout)
+        self.env_stepped(next_obs, row.info, row.terminated, row.truncated)
 
     def returns(self, rollout: RolloutBuffer) -> Any:
         """The collected rollout with its GAE (and the cost's), bootstrapped from the value
@@ -801,26 +934,32 @@ class _PhaseRun:
         )  # fmt: skip
 
 
-def _check_phases(phases: list[Phase], env: VectorEnv | None, buffer: ReplayBuffer | None) -> None:
-    """Refuse phases that lack what they step or fill."""
+def _check_phases(
+    phases: list[Phase],
+    env: VectorEnv | None,
+    buffer: ReplayBuffer | None,
+    rollout_envs: int | None = None,
+) -> None:
+    """Refuse phases that lack what they step or fill (``rollout_envs``: the envs of
+    rollout workers, when they collect instead of ``env``)."""
     if not phases:
         raise ValueError("run_phases needs at least one phase")
     if any(p.interacts for p in phases) and env is None:
         raise ValueError("phases that step the environment need an env")
     if any(p.replays for p in phases) and buffer is None:
         raise ValueError("warm-up and online phases need a replay buffer")
+    num_envs = env.num_envs if rollout_envs is None and env is not None else rollout_envs
     for phase in phases:
         if phase.name != "rollout":
             continue
-        if phase.rollout.num_envs != env.num_envs:
+        if phase.rollout.num_envs != num_envs:
             raise ValueError(
-                f"the rollout buffer holds {phase.rollout.num_envs} envs, the env has "
-                f"{env.num_envs}"
+                f"the rollout buffer holds {phase.rollout.num_envs} envs, the env has {num_envs}"
             )
-        if phase.steps % (phase.rollout.num_steps * env.num_envs):
+        if phase.steps % (phase.rollout.num_steps * num_envs):
             raise ValueError(
                 f"a rollout phase's steps ({phase.steps:,}) must be a multiple of "
-                f"rollout steps x num_envs ({phase.rollout.num_steps * env.num_envs:,})"
+                f"rollout steps x num_envs ({phase.rollout.num_steps * num_envs:,})"
             )
 
 

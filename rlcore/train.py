@@ -38,6 +38,7 @@ from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
 from rlcore.capabilities import (
     DatasetUser,
     OnPolicy,
+    PerEnvState,
     Planned,
     StateStatistics,
     require,
@@ -49,6 +50,13 @@ from rlcore.checkpoint import (
     CheckpointWriteError,
     read_checkpoint,
     save_checkpoint,
+)
+from rlcore.distributed import (
+    ActorRecipe,
+    DistributedSettings,
+    RayActors,
+    RayRollouts,
+    require_ray,
 )
 from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluate import EvalVideo
@@ -468,6 +476,7 @@ def train(
             require(
                 agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop"
             )
+        check_distributed(spec, plan, cfg_dict, agent)
         if init_state is not None:
             check_whole_agent(agent.state_dict(), init_state["agent"], cfg_dict["init_from"])
             agent.load_state_dict(init_state["agent"])
@@ -630,7 +639,31 @@ def _build_envs(
     """The training vector env (the plan's env recipe, a snapshot-reset base wrapper when
     configured; one env for a run that never steps it) and the evaluation vector env."""
     env_cfg, env_id, seed = cfg_dict["env"], cfg_dict["env"]["id"], int(cfg_dict["seed"])
-    normalize = {
+    normalize = _env_recipe(cfg_dict, plan)
+    base_wrappers = []
+    num_envs = 1 if offline_run else int(env_cfg["num_envs"])
+    if (cfg_dict.get("snapshot") or {}).get("teacher"):
+        if offline_run:
+            raise ConfigError(
+                f"snapshot.teacher: algo={spec.name} does not step the env here; snapshot "
+                "reset needs an online phase"
+            )
+        base_wrappers.append(snapshot_reset(cfg_dict, spec.name, env_id, normalize, run_dir))
+    env = make_vec_env(
+        seed=seed,
+        base_wrappers=base_wrappers,
+        device=device,  # where backend=mjx simulates (the other back ends run on the CPU)
+        **train_env_recipe(cfg_dict, plan, num_envs),
+    )
+    eval_envs = max(1, min(int(cfg_dict["eval_envs"]), int(cfg_dict["eval_episodes"])))
+    eval_env = make_vec_env(env_id, eval_envs, seed=seed + 1, **normalize)
+    return env, eval_env
+
+
+def _env_recipe(cfg_dict: dict[str, Any], plan: RunPlan) -> dict[str, Any]:
+    """The ``make_vec_env`` options that training and evaluation envs share."""
+    env_cfg = cfg_dict["env"]
+    return {
         "normalize_obs": plan.env.normalize_obs,
         "gamma": plan.env.reward_gamma,
         "clip_obs": float(env_cfg.get("clip_obs", 10.0)),
@@ -640,33 +673,25 @@ def _build_envs(
         # diffusion / flow policies conditioned on the last T observations
         "obs_history": plan.env.obs_history,
     }
-    base_wrappers = []
-    if (cfg_dict.get("snapshot") or {}).get("teacher"):
-        if offline_run:
-            raise ConfigError(
-                f"snapshot.teacher: algo={spec.name} does not step the env here; snapshot "
-                "reset needs an online phase"
-            )
-        base_wrappers.append(snapshot_reset(cfg_dict, spec.name, env_id, normalize, run_dir))
-    env = make_vec_env(
-        env_id,
-        1 if offline_run else int(env_cfg["num_envs"]),
-        seed=seed,
-        backend=env_cfg.get("backend", "sync"),
+
+
+def train_env_recipe(cfg_dict: dict[str, Any], plan: RunPlan, num_envs: int) -> dict[str, Any]:
+    """The training env's ``make_vec_env`` options (picklable: distributed actors build
+    their envs from it), without the seed, the device and snapshot reset's base wrapper."""
+    env_cfg = cfg_dict["env"]
+    return {
+        "name": env_cfg["id"],
+        "num_envs": num_envs,
+        "backend": env_cfg.get("backend", "sync"),
         # the env's running-std reward scaling (PPO family); offline recipes scale rewards by
         # the dataset's return range instead (``normalize_reward_by_returns``, applied to
         # dataset and online rewards alike by ``_prepare_offline``'s reward transform)
-        normalize_reward=plan.env.normalize_reward,
-        clip_reward=float(env_cfg.get("clip_reward", 10.0)),
-        base_wrappers=base_wrappers,
-        action_chunk=plan.env.action_chunk,  # DPPO / ReinFlow act in chunks
-        device=device,  # where backend=mjx simulates (the other back ends run on the CPU)
-        mjx_impl=str(env_cfg.get("mjx_impl", "jax")),
-        **normalize,
-    )
-    eval_envs = max(1, min(int(cfg_dict["eval_envs"]), int(cfg_dict["eval_episodes"])))
-    eval_env = make_vec_env(env_id, eval_envs, seed=seed + 1, **normalize)
-    return env, eval_env
+        "normalize_reward": plan.env.normalize_reward,
+        "clip_reward": float(env_cfg.get("clip_reward", 10.0)),
+        "action_chunk": plan.env.action_chunk,  # DPPO / ReinFlow act in chunks
+        "mjx_impl": str(env_cfg.get("mjx_impl", "jax")),
+        **_env_recipe(cfg_dict, plan),
+    }
 
 
 def _eval_video(
@@ -793,11 +818,14 @@ def _run_loop(
 ) -> dict[str, float]:
     """Build the phases the algorithm's plan declares and run them in the one loop
     skeleton (``rlcore.loops.run_phases``)."""
+    dist = DistributedSettings.from_config(cfg_dict.get("distributed"))
     if spec.loop == "on_policy":
         obs_shape = env.single_observation_space.shape
         action_shape, action_dtype = action_storage(env.single_action_space)
+        # rollout workers: each worker's envs side by side in one rollout
+        rollout_envs = env.num_envs * max(dist.actors, 1)
         rollout = RolloutBuffer(
-            settings.rollout_steps, env.num_envs, obs_shape, action_shape, agent.device,
+            settings.rollout_steps, rollout_envs, obs_shape, action_shape, agent.device,
             action_dtype,
         )  # fmt: skip
         built = _Phases([rollout_phase(rollout, settings.total_steps)])
@@ -812,19 +840,92 @@ def _run_loop(
             f"[{run.name}] phases: {steps}; offline data online: {plan.schedule.offline_data}",
             force=True,
         )
-    return run_phases(
-        agent,
-        built.phases,
-        env,
-        eval_env,
-        settings,
-        run,
-        buffer=built.buffer,
-        stateful=built.stateful,
-        score=built.score,
-        reward_transform=built.reward_transform,
-        evaluate_first=built.evaluate_first,
+    source, rollouts = _actors(spec, cfg_dict, dist, plan, agent, env, built, run, logger)
+    try:
+        return run_phases(
+            agent,
+            built.phases,
+            env,
+            eval_env,
+            settings,
+            run,
+            buffer=built.buffer,
+            stateful=built.stateful,
+            score=built.score,
+            reward_transform=built.reward_transform,
+            evaluate_first=built.evaluate_first,
+            source=source,
+            rollouts=rollouts,
+        )
+    finally:  # a finished, failed or interrupted (Ctrl-C) run stops every actor
+        for remote in (source, rollouts):
+            if remote is not None:
+                remote.close()
+
+
+def check_distributed(
+    spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, Any], agent: Any
+) -> None:
+    """Refuse ``distributed.*`` options that are invalid, or that actors cannot run yet,
+    with one message naming the fix (before anything is written); without Ray installed,
+    say how to install it."""
+    dist = DistributedSettings.from_config(cfg_dict.get("distributed"))
+    if dist.actors == 0:
+        return
+    init_from = bool(cfg_dict.get("init_from"))
+    unsupported = [
+        (spec.loop == "on_policy" and dist.outbox > 0, "continuous actors (outbox) of a "
+         "rollout algorithm"),
+        (spec.loop != "on_policy" and (plan.env.normalize_obs or plan.env.normalize_reward),
+         "env normalisation of replay runs (per-actor statistics)"),
+        (bool((cfg_dict.get("snapshot") or {}).get("teacher")), "snapshot reset"),
+        (isinstance(agent, PerEnvState), "agents with per-env state"),
+        (needs_dataset(plan, spec.loop == "offline", init_from), "online phases next to a "
+         "dataset (their buffer's next actions assume one env stream)"),
+    ]  # fmt: skip
+    reasons = [reason for bad, reason in unsupported if bad]
+    if reasons:
+        raise ConfigError(
+            f"distributed.actors={dist.actors}: not supported yet for {', '.join(reasons)}; "
+            "use distributed.actors=0"
+        )
+    require_ray()
+
+
+def _actors(
+    spec: registry.AlgoSpec,
+    cfg_dict: dict[str, Any],
+    dist: DistributedSettings,
+    plan: RunPlan,
+    agent: Any,
+    env: Any,
+    built: _Phases,
+    run: RunContext,
+    logger: Logger,
+) -> tuple[RayActors | None, RayRollouts | None]:
+    """When ``distributed.actors`` > 0, the Ray actors that feed the replay phases, or
+    the rollout workers of a rollout phase (None: the loop steps its own env;
+    ``check_distributed`` refused what they cannot run)."""
+    if dist.actors == 0:
+        return None, None
+    recipe = ActorRecipe(
+        spec.name, cfg_dict["algo"], train_env_recipe(cfg_dict, plan, env.num_envs),
+        int(cfg_dict["seed"]),
+    )  # fmt: skip
+    resumed = run.resume["counters"]["step"] if run.resume is not None else 0
+    if spec.loop == "on_policy":
+        workers = RayRollouts(recipe, dist, env, note=logger.note, incarnation_base=resumed)
+        built.stateful["rollout_workers"] = workers  # the merged normaliser statistics
+        logger.note(f"{dist.actors} Ray rollout workers ({env.num_envs} env(s) each)")
+        return None, workers
+    if not any(phase.replays for phase in built.phases):
+        return None, None
+    actors = RayActors(recipe, dist, note=logger.note, incarnation_base=resumed)
+    logger.note(
+        f"{dist.actors} Ray actors ({env.num_envs} env(s) each, batches of {dist.batch_steps} "
+        f"vector steps; weights published every {dist.publish_every} update(s))"
     )
+    return actors, None
 
 
 def _replay_phases(

@@ -126,11 +126,17 @@ def test_submitit_local_sweeps_envs_by_friendly_names(tmp_path):
 
 @pytest.mark.skipif(
     importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is None,
-    reason="hydra-ray-launcher (pip install 'rlcore[ray]') is not installed",
+    reason="hydra-ray-launcher (pip install 'rlcore[ray-sweep]') is not installed",
 )
 def test_ray_local_runs_a_job(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    assert _compose_launcher("rlcore_ray")["ray"]["remote"]["num_cpus"] == 1
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.setenv("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # keep the 127.0.0.1 node IP
+    launcher = _compose_launcher("rlcore_ray")["ray"]
+    assert launcher["remote"]["num_cpus"] == 1
+    # local Ray on the loopback interface only, no dashboard
+    assert launcher["init"]["_node_ip_address"] == "127.0.0.1"
+    assert launcher["init"]["include_dashboard"] is False
     out = _sweep(
         tmp_path,
         "algo=sac",

@@ -480,8 +480,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "online_reward_normalised_twice",
         "rlcore/train.py",
-        "normalize_reward=plan.env.normalize_reward,",
-        "normalize_reward=plan.env.normalize_reward or plan.data.normalize_reward_by_returns,",
+        '"normalize_reward": plan.env.normalize_reward,',
+        '"normalize_reward": plan.env.normalize_reward or plan.data.normalize_reward_by_returns,',  # noqa: E501
         "the dataset's reward recipe also wraps the env in running-std reward scaling",
         ("tests/test_reward_transform.py",),
     ),
@@ -537,6 +537,38 @@ MUTATIONS: list[Mutation] = [
         "new = log_prob",
         "ReinFlow's new log-likelihood not clamped to [-1, 1] before the ratio",
         ("tests/test_finetune.py::test_reinflow_clamps_both_log_likelihoods_before_the_ratio",),
+    ),
+    Mutation(
+        "c51_upper_weight_flipped",
+        "rlcore/losses.py",
+        "upper_weight = position - lower  # 0 when the atom is hit exactly",
+        "upper_weight = 1.0 - (position - lower)",
+        "C51 projection gives each neighbouring atom the other one's share of the mass",
+        _t("test_categorical_projection_splits_mass_between_neighbouring_atoms"),
+    ),
+    Mutation(
+        "c51_no_terminal_mask",
+        "algos/fast_td3.py",
+        "discount = cfg.gamma * (1.0 - batch.terminated)",
+        "discount = cfg.gamma * torch.ones_like(batch.terminated)",
+        "FastTD3's distributional target bootstraps terminal rows",
+        ("tests/test_fast_td3.py::test_target_is_the_lower_valued_projection_for_both_critics",),
+    ),
+    Mutation(
+        "fast_td3_cdq_picks_the_higher",
+        "algos/fast_td3.py",
+        "pick = last - values.flip(0).argmin(0)",
+        "pick = last - values.flip(0).argmax(0)",
+        "FastTD3's clipped double Q takes the higher-valued projection",
+        ("tests/test_fast_td3.py::test_target_is_the_lower_valued_projection_for_both_critics",),
+    ),
+    Mutation(
+        "fast_td3_actor_ascends_the_max",
+        "algos/fast_td3.py",
+        "q = q.min(0).values if self.config.use_cdq else q.mean(0)",
+        "q = q.max(0).values if self.config.use_cdq else q.mean(0)",
+        "FastTD3's actor maximises the higher critic's expected return",
+        ("tests/test_fast_td3.py::test_actor_loss_is_minus_the_mean_of_the_lower_expected_q",),
     ),
 ]
 

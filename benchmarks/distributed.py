@@ -82,7 +82,8 @@ def _read_csv(path: Path) -> list[dict[str, float]]:
 
 def loop_speeds(run_dir: Path, first_step: int) -> dict[str, float | None]:
     """Env steps/s and updates/s of the loop between its first and last ``time.csv`` row
-    at or after ``first_step`` (seconds since the loop started = step / ``time/sps``)."""
+    at or after ``first_step`` (seconds since the loop started = step / ``time/sps``);
+    a rollout phase (PPO, one row per iteration) gives iterations/s."""
     rows = [r for r in _read_csv(run_dir / "time.csv")
             if r.get("time/sps") and r["step"] >= first_step]  # fmt: skip
     if len(rows) < 2:
@@ -92,7 +93,10 @@ def loop_speeds(run_dir: Path, first_step: int) -> dict[str, float | None]:
     if span <= 0:
         return {"env_steps_per_s": None, "updates_per_s": None, "rows": len(rows)}
     updates = [r.get("time/updates") for r in rows]
-    per_s = (updates[-1] - updates[0]) / span if None not in (updates[0], updates[-1]) else None
+    if None in (updates[0], updates[-1]):  # a rollout phase logs a row per iteration
+        per_s = (len(rows) - 1) / span
+    else:
+        per_s = (updates[-1] - updates[0]) / span
     return {"env_steps_per_s": (rows[-1]["step"] - rows[0]["step"]) / span,
             "updates_per_s": per_s, "rows": len(rows)}  # fmt: skip
 
@@ -164,7 +168,7 @@ def table(cells: list[dict[str, Any]], model: dict[str, Any]) -> str:
                      fmt(ratio(c.get("env_steps_per_s"), base), True),
                      fmt(c.get("updates_per_s")), fmt(c.get("actor_sps_mean")),
                      fmt(c.get("policy_lag")), "ok" if not c["returncode"] else "failed"])  # fmt: skip
-    out = markdown_table(["algo", "actors", "env steps/s", "vs one process", "learner updates/s",
+    out = markdown_table(["algo", "actors", "env steps/s", "vs one process", "learner updates/s (PPO: iterations/s)",
                           "env steps/s per actor", "policy lag", "run"], rows)  # fmt: skip
     lines = [out, ""]
     for algo, m in model.items():

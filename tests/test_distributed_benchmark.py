@@ -22,6 +22,13 @@ def test_loop_speeds_use_the_rows_of_the_measured_phase(tmp_path: Path) -> None:
     assert speeds["env_steps_per_s"] == pytest.approx(600 / 2)
     assert speeds["updates_per_s"] == pytest.approx(600 / 2)
     assert bench.loop_speeds(tmp_path, first_step=1000)["env_steps_per_s"] is None
+    # PPO: one row per iteration, no update counter -> iterations/s
+    _write(
+        tmp_path / "time.csv",
+        "step,time/iteration_s,time/sps",
+        ["100,1,100", "400,1,200", "1000,1,250"],
+    )
+    assert bench.loop_speeds(tmp_path, first_step=100)["updates_per_s"] == pytest.approx(2 / 3)
 
 
 def test_actor_stats_average_each_actor_and_the_lag(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The GPU numbers of record (issue 36, sections 2 and 3) in one prepared device call.
+"""The GPU numbers of record (MJX, training on MJX, GPU updates) in one prepared device call.
 
     bash benchmarks/mjx_gpu.sh record                 # $OUT/gpu_record.json and .log
     RECORD_DRY=1 bash benchmarks/mjx_gpu.sh record    # tiny sizes, JAX's CPU device
@@ -947,7 +947,7 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
         rec.set("ppo", status=o.status, wall_s=o.wall_s, numbers=o.result)
         ppo_baseline(_result(ppo_native, 5), ppo_result)
 
-    # d: fast_td3 (written by another part of issue 36)
+    # d: fast_td3 on MJX
     def row_fast_td3(cap: float) -> None:
         target = float(os.environ.get("FAST_TD3_TARGET", "2500"))
         overrides = ["algo=fast_td3", "env=hopper", f"env.num_envs={plan.train_envs}",
@@ -961,8 +961,8 @@ def record(plan: Plan, out: Path, started: float, seconds: float, seed: int = 0)
             cmd = worker_command("train", train_params(overrides, "mjx", cap, target), result)
             o = runner.run("fast_td3", cmd, cap + 30, cores["rows"], result)
             rec.set("fast_td3", status=o.status, wall_s=o.wall_s, numbers=o.result,
-                    baseline="none measured: the CPU table of issue 36 section 1 "
-                             "(fast_td3 on native envs) is the comparison")  # fmt: skip
+                    baseline="none measured here: the comparison is fast_td3's CPU "
+                             "table on native envs")  # fmt: skip
 
     # e: DPPO / ReinFlow seconds per iteration, native (run earlier, beside a-b) for ratio
     def row_finetune(cap: float) -> None:
@@ -1040,7 +1040,7 @@ def _median_iteration(row: Any) -> float | None:
 
 
 def fast_td3_available() -> bool:
-    """Whether this checkout has ``algo=fast_td3`` (issue 36 section 1, written apart)."""
+    """Whether this checkout has ``algo=fast_td3`` (the row is skipped where it does not)."""
     from rlcore.configs import __file__ as configs_init
 
     config = Path(configs_init).parent / "algo" / "fast_td3.yaml"

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rlcore.benchmarks.runs import cpu_info
-from rlcore.benchmarks.throughput.common import fmt, markdown_table, ratio, write_json
+from rlcore.benchmarks.runs import cpu_info, write_result
+from rlcore.benchmarks.throughput.common import fmt, markdown_table, ratio
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUN = ["logger=quiet", "eval_every=100000000", "checkpoint_every=100000000",
@@ -211,9 +211,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                "machine": {"lscpu": cpu_info(), "cpu_count": os.cpu_count()},
                "command": " ".join(["python -m rlcore.benchmarks.distributed",
                                     *(argv if argv is not None else sys.argv[1:])])}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(args.out, payload)
-    print(f"wrote {args.out}")
+    write_result(args, payload)
     return payload
 
 

@@ -230,12 +230,15 @@ def report_dir(out: Path) -> Path:
     return out.with_name(out.stem + "_report")
 
 
-def write_figures(run_dirs: Sequence[Path], out: Path, reps: int = 2000) -> dict[str, Path]:
+def write_figures(
+    run_dirs: Sequence[Path], out: Path, reps: int = 2000, x: str = "step"
+) -> dict[str, Path]:
     """The report of ``run_dirs`` (report.md, report.json, learning-curve, final-score and
     performance-profile PNGs) written into ``out`` by ``rlcore.report``, the one place
     figures are drawn. The metric is ``eval/normalized_score`` when every run logged it
     (offline runs), else ``eval/return``. report.md quotes the equivalent
-    ``python -m rlcore.report`` command, which redraws the same files."""
+    ``python -m rlcore.report`` command, which redraws the same files. ``x`` is the eval
+    column the curves and the AUC run along (``rlcore.report --x``)."""
     from rlcore import report
 
     runs = report.load_runs(list(run_dirs))
@@ -243,10 +246,11 @@ def write_figures(run_dirs: Sequence[Path], out: Path, reps: int = 2000) -> dict
     runs, skipped = report.split_by_metric(runs, metric)
     if skipped:
         print(f"note: report skips {len(skipped)} run(s) without '{metric}' values")
-    results = report.aggregate(report.group_runs(runs), metric, reps=reps)
+    results = report.aggregate(report.group_runs(runs), metric, reps=reps, x=x)
     command = " ".join(
         ["python -m rlcore.report", *(shlex.quote(str(d)) for d in run_dirs)]
         + ["--metric", metric, "--reps", str(reps), "--out", shlex.quote(str(out))]
+        + (["--x", x] if x != "step" else [])
     )
     files = report.write_report(results, out, metric, reps=reps, sources=run_dirs, command=command)
     print(f"wrote the report ({metric}, {len(results)} groups) and figures to {out}")

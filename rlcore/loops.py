@@ -73,12 +73,19 @@ class LoopSettings:
     returns: Returns = field(default_factory=Returns)  # the advantages' discounting
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
+    # stop (with an evaluation and a checkpoint) once the training time, the seconds spent
+    # in env steps, updates and rollouts (evaluations and checkpoints left out, summed over
+    # resumes), reaches this (None: never); equal-wall-time comparisons
+    stop_after_s: float | None = None
     # the agent's update is torch.compile'd: its first call (the compilation, tens of
     # seconds on a CPU) is announced with its duration and left out of the progress ETA
     compiled: bool = False
 
     def reached_target(self, eval_return: float) -> bool:
         return self.stop_at_return is not None and eval_return >= self.stop_at_return
+
+    def out_of_time(self, train_seconds: float) -> bool:
+        return self.stop_after_s is not None and train_seconds >= self.stop_after_s
 
 
 @dataclass
@@ -451,6 +458,8 @@ class Phase:
 
 
 # the counters of a run_phases checkpoint (the run's position)
+_clock = time.perf_counter  # the training time's clock (a test's fake clock replaces it)
+
 _COUNTERS = {
     "step": 0,  # the log's x-axis: gradient steps offline, then env steps
     "phase": 0,
@@ -508,6 +517,9 @@ class _Record:
     last_eval_cost: float = math.nan  # a task with costs: the last evaluation's episode cost
     best: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
+    # wall seconds spent training (ticks only; not evaluations or checkpoints): kept out of
+    # ``counters``, which equal runs share exactly, since no two runs take the same time
+    train_seconds: float = 0.0
 
     def evaluated(self, result: dict[str, float]) -> None:
         """Remember an evaluation's mean return (and cost)."""
@@ -520,6 +532,7 @@ class _Record:
             "eval_cost": self.last_eval_cost,
             "returns": (self.last_return, self.last_eval, dict(self.best)),
             "metrics": dict(self.metrics),
+            "train_seconds": self.train_seconds,
             "rng": get_rng_state(),
         }
 
@@ -531,6 +544,7 @@ class _Record:
         self.last_eval_cost = state.get("eval_cost", math.nan)
         self.best = dict(best)
         self.metrics = dict(state.get("metrics", {}))
+        self.train_seconds = float(state.get("train_seconds", 0.0))  # older checkpoints: 0
 
     def summary(self, score: Callable[[float], float] | None = None) -> dict[str, float]:
         out = {
@@ -564,7 +578,8 @@ def run_phases(
     """Training as a sequence of phases, e.g. ``offline`` -> ``warmup`` -> ``online``
     (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline`` (IQL) or
     ``rollout`` (PPO): the one skeleton of every run, with one place for evaluation,
-    checkpoint cadence, stop requests, logging, ``stop_at_return`` and resume.
+    checkpoint cadence, stop requests, logging, ``stop_at_return``, ``stop_after_s``
+    and resume.
 
     Replay phases' environment steps write into ``buffer`` (after ``reward_transform``,
     e.g. the dataset's reward normalisation); each online update draws
@@ -575,7 +590,10 @@ def run_phases(
     (``agent.set_phase(name)``, if it has one) when it starts and after a resume. Every
     phase ends with an evaluation (not a random-action warm-up), and the online phase
     evaluates again after its first update: the returns right before and right after the
-    switch are always logged. ``stateful`` names the objects besides the agent and the
+    switch are always logged. Every evaluation also logs ``eval/train_seconds``, the
+    run's training time so far (ticks only, summed over resumes: curves against wall
+    time); a run that reaches ``settings.stop_after_s`` of it is evaluated, checkpointed
+    and ends there. ``stateful`` names the objects besides the agent and the
     buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
     generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
     evaluates at step 0 (an agent loaded from a finished run: its return before any
@@ -684,8 +702,11 @@ class _PhaseRun:
             self.set_phase(phases[counters["phase"]].name)
         if evaluate_first and counters["step"] == 0:
             self.evaluate(0)
-        reached = False
+        reached = out_of_time = False
         while counters["phase"] < len(phases):
+            if self.settings.out_of_time(record.train_seconds):  # resumed with no time left
+                out_of_time = True
+                break
             phase = phases[counters["phase"]]
             if counters["phase_step"] >= phase.steps:  # empty phase
                 counters["phase"] += 1
@@ -695,15 +716,21 @@ class _PhaseRun:
                 self.run.logger.note(
                     f"phase {phase.name} ({phase.steps:,} steps) from step {counters['step']:,}"
                 )
-            prev, started = counters["step"], time.perf_counter()
+            prev, started = counters["step"], _clock()
             self.tick(phase)
+            tick_s = _clock() - started
+            record.train_seconds += tick_s
             step = counters["step"]
             phase_done = counters["phase_step"] >= phase.steps
             last = phase_done and counters["phase"] == len(phases) - 1
-            self.log_training(phase, step, prev, time.perf_counter() - started)
-            # a phase's end is evaluated (not a random-action warm-up: no policy was involved)
-            if _crossed(step, prev, self.settings.eval_every) or (
-                phase_done and (last or not phase.random_actions)
+            out_of_time = not last and self.settings.out_of_time(record.train_seconds)
+            self.log_training(phase, step, prev, tick_s)
+            # a phase's end is evaluated (not a random-action warm-up: no policy was
+            # involved), and so is the step where the time budget ran out
+            if (
+                _crossed(step, prev, self.settings.eval_every)
+                or (phase_done and (last or not phase.random_actions))
+                or out_of_time
             ):
                 self.evaluate(step)
             else:
@@ -711,13 +738,18 @@ class _PhaseRun:
             if phase_done and not last:
                 self.next_phase()
             reached = not last and self.settings.reached_target(record.last_eval)
-            done = last or reached
+            done = last or reached or out_of_time
             _checkpoint_if_due(self.run, self.settings, step, prev, done, self.snapshot)
             if done:
                 break
         self.run.logger.flush()
         # where and why the run ended, for the closing summary
-        end = {"run/step": counters["step"], "run/reached_stop_at_return": float(reached)}
+        end = {
+            "run/step": counters["step"],
+            "run/reached_stop_at_return": float(reached),
+            "run/out_of_time": float(out_of_time and not reached),
+            "run/train_seconds": record.train_seconds,
+        }
         return {**record.summary(self.score), **end}
 
     def tick(self, phase: Phase) -> None:
@@ -747,13 +779,13 @@ class _PhaseRun:
             return
         self.evaluated_at = step
         counters, record = self.counters, self.record
-        extra = {
-            "eval/env_steps": counters["env_steps"],
-            "eval/phase": self.phases[min(counters["phase"], len(self.phases) - 1)].name,
-        }
+        extra: dict[str, Any] = {"eval/train_seconds": record.train_seconds}
+        if self.eval_extra:
+            extra["eval/env_steps"] = counters["env_steps"]
+            extra["eval/phase"] = self.phases[min(counters["phase"], len(self.phases) - 1)].name
         record.evaluated(_evaluate_and_log(
             self.agent, self.env, self.eval_env, self.settings, self.run, step, record.best,
-            self.score, extra=extra if self.eval_extra else None,
+            self.score, extra=extra,
         ))  # fmt: skip
         if self.run.eval_video is not None:
             one = replace(self.settings, eval_episodes=1)

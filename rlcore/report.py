@@ -272,12 +272,19 @@ class Run:
         rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
         return any(_finite(r.get(metric)) for r in rows)
 
-    def series(self, metric: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of ``metric`` over the rows that have it, in step order."""
+    def series(self, metric: str, x: str = "step") -> tuple[np.ndarray, np.ndarray]:
+        """(x, values) of ``metric`` over the rows that have both, in x order; ``x`` is a
+        column of the same table (``step``, ``eval/env_steps``, ``eval/train_seconds``)."""
         rows = self.tables.get(metric.split("/", 1)[0] if "/" in metric else "train", [])
         pairs = sorted(
-            (r["step"], r[metric]) for r in rows if "step" in r and _finite(r.get(metric))
+            (r[x], r[metric]) for r in rows if _finite(r.get(x)) and _finite(r.get(metric))
         )
+        if not pairs and x != "step" and any(_finite(r.get(metric)) for r in rows):
+            raise ReportError(
+                f"x-axis '{x}' not found next to '{metric}' in run {self.path} (a run "
+                "logged before it existed?); available columns: "
+                + ", ".join(self.available_metrics())
+            )
         if not pairs:
             raise ReportError(
                 f"metric '{metric}' not found in run {self.path}; available metrics: "
@@ -460,8 +467,11 @@ class GroupResult:
     normalized_best: dict[str, Estimate] | None
     normalized_final_scores: np.ndarray | None
     reference: str  # where the normalised scores come from, or why there are none
-    curve_steps: np.ndarray
+    curve_steps: np.ndarray  # the curve's x values (the ``curve_x`` column)
     curve: tuple[np.ndarray, np.ndarray, np.ndarray]  # IQM, low, high
+    auc: dict[str, Estimate] = field(default_factory=dict)
+    auc_scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    curve_x: str = "step"
 
     def to_dict(self) -> dict[str, Any]:
         def est(d: dict[str, Estimate] | None) -> dict[str, Any] | None:
@@ -477,12 +487,15 @@ class GroupResult:
             "runs": [str(r.path) for r in self.group.runs],
             "final_scores": self.final_scores.tolist(),
             "best_scores": self.best_scores.tolist(),
+            "auc_scores": self.auc_scores.tolist(),
             "final": est(self.final),
             "best": est(self.best),
+            "auc": est(self.auc),
             "normalized_final": est(self.normalized_final),
             "normalized_best": est(self.normalized_best),
             "normalization": self.reference,
             "curve": {
+                "x": self.curve_x,
                 "step": self.curve_steps.tolist(),
                 "iqm": self.curve[0].tolist(),
                 "low": self.curve[1].tolist(),
@@ -559,11 +572,22 @@ def _normalised_scores(
     return None, None, "no reference"
 
 
+def area_under_curve(xs: np.ndarray, values: np.ndarray) -> float:
+    """The curve's mean height: trapezoid area over [first x, last x] divided by that
+    range (one point: its value), in the metric's units, so runs of different lengths
+    compare; higher means it learned sooner or better."""
+    if len(xs) < 2 or xs[-1] <= xs[0]:
+        return float(values[-1])
+    widths = np.diff(xs)
+    return float(np.sum(widths * (values[1:] + values[:-1]) / 2.0) / (xs[-1] - xs[0]))
+
+
 def _scores(
-    run: Run, metric: str, last_k: int
-) -> tuple[float, float, tuple[np.ndarray, np.ndarray]]:
-    steps, values = run.series(metric)
-    return float(np.mean(values[-last_k:])), float(np.max(values)), (steps, values)
+    run: Run, metric: str, last_k: int, x: str = "step"
+) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray]]:
+    xs, values = run.series(metric, x)
+    final, best = float(np.mean(values[-last_k:])), float(np.max(values))
+    return final, best, area_under_curve(xs, values), (xs, values)
 
 
 def aggregate(
@@ -574,26 +598,30 @@ def aggregate(
     confidence: float = 0.95,
     seed: int = 0,
     references: References | None = d4rl_references,
+    x: str = "step",
 ) -> list[GroupResult]:
     """Final and best scores per group with interval estimates, plus learning curves.
 
     ``final`` = mean of a run's last ``last_k`` evaluations of ``metric``; ``best`` = its
-    maximum over evaluations. Each group is one task, so its bootstrap resamples seeds.
+    maximum over evaluations; ``auc`` = the mean height of its curve over ``x``
+    (``area_under_curve``). Each group is one task, so its bootstrap resamples seeds.
     ``references`` maps an env or dataset id to (random, expert) returns for normalised
-    scores (None: none).
+    scores (None: none). ``x`` is the eval column the curves and the AUC run along:
+    ``step`` (default), ``eval/env_steps`` or ``eval/train_seconds`` (equal wall time).
     """
     if last_k < 1:
         raise ReportError(f"--last-k must be >= 1, got {last_k}")
     results = []
     for group in groups:
-        per_run = [_scores(run, metric, last_k) for run in group.runs]
+        per_run = [_scores(run, metric, last_k, x) for run in group.runs]
         final = np.asarray([p[0] for p in per_run])
         best = np.asarray([p[1] for p in per_run])
-        steps, curves = align_curves([p[2] for p in per_run])
+        auc = np.asarray([p[2] for p in per_run])
+        steps, curves = align_curves([p[3] for p in per_run])
         norm_final, norm_best, reference = _normalised_scores(
             group, metric, final, best, last_k, references
         )
-        score_dict: dict[str, np.ndarray] = {"final": final, "best": best}
+        score_dict: dict[str, np.ndarray] = {"final": final, "best": best, "auc": auc}
         if norm_final is not None and norm_best is not None:
             score_dict.update(normalized_final=norm_final, normalized_best=norm_best)
         est = interval_estimates(score_dict, reps=reps, confidence=confidence, seed=seed)
@@ -610,6 +638,9 @@ def aggregate(
                 reference=reference,
                 curve_steps=steps,
                 curve=aggregate_curves(curves, reps, confidence, seed),
+                auc=est["auc"],
+                auc_scores=auc,
+                curve_x=x,
             )
         )
     return results
@@ -675,12 +706,13 @@ def fmt_estimate(e: Estimate) -> str:
 
 
 def markdown_table(results: Sequence[GroupResult]) -> str:
-    """One row per group: seeds, final IQM / mean / median, best IQM, normalised."""
+    """One row per group: seeds, final IQM / mean / median, best IQM, AUC IQM (the
+    curve's mean height), normalised."""
     header = (
         "| group | seeds | n | final IQM [CI] | final mean [CI] | final median [CI] "
-        "| best IQM [CI] | normalised final IQM [CI] |"
+        "| best IQM [CI] | AUC IQM [CI] | normalised final IQM [CI] |"
     )
-    lines = [header, "|" + "---|" * 8]
+    lines = [header, "|" + "---|" * 9]
     for r in results:
         norm = (
             fmt_estimate(r.normalized_final["iqm"])
@@ -691,9 +723,13 @@ def markdown_table(results: Sequence[GroupResult]) -> str:
         lines.append(
             f"| {r.group.label} | {seeds} | {len(r.group.runs)} | {fmt_estimate(r.final['iqm'])} "
             f"| {fmt_estimate(r.final['mean'])} | {fmt_estimate(r.final['median'])} "
-            f"| {fmt_estimate(r.best['iqm'])} | {norm} |"
+            f"| {fmt_estimate(r.best['iqm'])} | {_auc_cell(r)} | {norm} |"
         )
     return "\n".join(lines)
+
+
+def _auc_cell(r: GroupResult) -> str:
+    return fmt_estimate(r.auc["iqm"]) if r.auc else "-"
 
 
 def across_tasks_table(rows: Sequence[AcrossTasks]) -> str:
@@ -711,10 +747,13 @@ def across_tasks_table(rows: Sequence[AcrossTasks]) -> str:
     return "\n".join(lines)
 
 
-def _settings_line(metric: str, last_k: int, reps: int, confidence: float, seed: int) -> str:
+def _settings_line(
+    metric: str, last_k: int, reps: int, confidence: float, seed: int, x: str = "step"
+) -> str:
     final = "last evaluation" if last_k == 1 else f"mean of the last {last_k} evaluations"
     return (
-        f"metric `{metric}`; final = {final}, best = max over evaluations; "
+        f"metric `{metric}`; final = {final}, best = max over evaluations, AUC = the "
+        f"curve's mean height over `{x}`; "
         f"IQM = 25% trimmed mean; {confidence:.0%} percentile intervals from {reps} "
         f"stratified bootstrap resamples of runs (seed {seed})"
     )
@@ -735,6 +774,11 @@ _METRIC_WORDS = {
     "eval/cost": "evaluation episode cost",
 }
 X_LABEL = "environment steps (offline runs: gradient steps)"
+X_LABELS = {
+    "step": X_LABEL,
+    "eval/env_steps": "environment steps",
+    "eval/train_seconds": "training time, s (evaluations not counted)",
+}
 
 
 def metric_words(metric: str) -> str:
@@ -809,7 +853,7 @@ def plot_learning_curves(
             ax.plot(r.curve_steps, r.curve[0], color=c, label=_wrapped(label), lw=1.6)
             ax.fill_between(r.curve_steps, r.curve[1], r.curve[2], color=c, alpha=0.2, lw=0)
         ax.set_title(task, fontsize=10)
-        ax.set_xlabel(X_LABEL)
+        ax.set_xlabel(X_LABELS.get(members[0].curve_x, members[0].curve_x))
         ax.set_ylabel(f"{metric_words(metric)} (IQM, {confidence:.0%} CI)")
         _thousands(ax.xaxis)
         ax.grid(alpha=0.3)
@@ -921,7 +965,8 @@ def write_report(
     files["performance_profile"], profiles = plot_performance_profiles(
         results, out / "performance_profile.png", reps, confidence, seed
     )
-    settings = _settings_line(metric, last_k, reps, confidence, seed)
+    x = results[0].curve_x if results else "step"
+    settings = _settings_line(metric, last_k, reps, confidence, seed, x)
     lines = [
         "# Run report",
         "",
@@ -964,9 +1009,9 @@ def write_report(
         "",
         "## Learning curves",
         "",
-        f"IQM over a group's runs at each evaluation step, with its {confidence:.0%} bootstrap "
-        "band; a curve covers the steps every run of its group reached (runs with different "
-        "evaluation steps are linearly interpolated onto a common grid).",
+        f"IQM over a group's runs at each evaluation (x: `{x}`), with its {confidence:.0%} "
+        "bootstrap band; a curve covers the range every run of its group reached (runs "
+        "evaluated at different x are linearly interpolated onto a common grid).",
         "",
         "![learning curves](learning_curves.png)",
         "",
@@ -983,6 +1028,7 @@ def write_report(
     files["markdown"].write_text("\n".join(lines))
     payload = {
         "metric": metric,
+        "x": x,
         "last_k": last_k,
         "reps": reps,
         "confidence": confidence,
@@ -1016,6 +1062,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--confidence", type=float, default=0.95, help="interval size")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument(
+        "--x", default="step",
+        help="eval column the curves and the AUC run along: step (default), eval/env_steps, "
+        "or eval/train_seconds (training time: equal-wall-time comparisons)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         if args.reps < 1 or not 0.0 < args.confidence < 1.0:
@@ -1028,8 +1079,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         results = aggregate(
-            group_runs(runs), args.metric, args.last_k, args.reps, args.confidence, args.seed
-        )
+            group_runs(runs), args.metric, args.last_k, args.reps, args.confidence, args.seed,
+            x=args.x,
+        )  # fmt: skip
         across = aggregate_across_tasks(results, args.reps, args.confidence, args.seed)
         if warning := few_seeds_warning(results):
             print(f"warning: {warning}", file=sys.stderr)
@@ -1049,7 +1101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReportError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(_settings_line(args.metric, args.last_k, args.reps, args.confidence, args.seed))
+    print(_settings_line(args.metric, args.last_k, args.reps, args.confidence, args.seed, args.x))
     print(f"{len(runs)} runs in {len(results)} groups\n")
     print(markdown_table(results))
     if across:

@@ -159,6 +159,7 @@ _RUN_SCHEMA: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
         THREADS_RULE,
     ),
     "stop_at_return": (float | None, lambda v: True, "a number or null"),
+    "stop_after_s": (float | None, lambda v: v is None or v > 0, "> 0 (seconds) or null"),
     "keep_agent_snapshots": (bool, lambda v: True, "true or false"),
     "env.num_envs": (int, lambda v: v >= 1, ">= 1"),
     "env.max_episode_steps": (int | None, lambda v: v is None or v >= 1, ">= 1 or null"),
@@ -553,6 +554,11 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     step = int(result["run/step"])
     if result["run/reached_stop_at_return"]:
         why = f"stop_at_return={settings.stop_at_return:g} reached at step {step:,}"
+    elif result.get("run/out_of_time"):
+        why = (
+            f"stop_after_s={settings.stop_after_s:g} reached at step {step:,} "
+            f"({result['run/train_seconds']:,.0f} s of training)"
+        )
     else:
         why = f"all {step:,} steps done"
     final, best = result["eval/return"], result["eval/best_return"]
@@ -789,6 +795,7 @@ def _loop_settings(cfg_dict: dict[str, Any], plan: RunPlan, compiled: bool) -> L
         rollout_steps=plan.schedule.rollout_steps,
         returns=plan.returns,
         stop_at_return=cfg_dict.get("stop_at_return"),
+        stop_after_s=cfg_dict.get("stop_after_s"),
         compiled=compiled,
     )
 

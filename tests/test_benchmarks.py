@@ -659,3 +659,40 @@ def test_every_mutation_applies_to_the_current_code() -> None:
     ]
     assert not stale, f"mutations whose original text is not found exactly once: {stale}"
     assert all(m.original != m.replacement for m in MUTATIONS)
+
+
+def test_walltime_benchmark_end_to_end(tmp_path, capsys):
+    """benchmarks/walltime.py with a 1.5 s budget: every run stops on its training time
+    (not on steps), the table and both reports (against time, against env steps); a second
+    invocation reads the spent runs back without training them further."""
+    from rlcore.benchmarks.walltime import main as walltime_main
+    from rlcore.benchmarks.walltime import method_overrides
+
+    argv = [
+        "--tasks", "Hopper", "--methods", "fast_td3", "sac", "--seeds", "0", "--seconds", "1.5",
+        "--fast-envs", "2", "--eval-every", "300", "--eval-episodes", "1", "--jobs", "1",
+        "--reps", "20", "--set", "sac:algo.learning_starts=100", "sac:algo.hidden=[16,16]",
+        "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "w.json"),
+    ]  # fmt: skip
+    table = walltime_main(argv)["table"]["Hopper"]
+    for method in ("fast_td3", "sac"):
+        (run,) = table[method]["seeds"]
+        # stopped by the budget: at most a few ticks past 1.5 s, long before the step limit
+        assert 1.5 <= run["train_seconds"] < 30.0, run
+        assert 0 < run["env_steps"] < 100_000, run
+    assert table["fast_td3"]["seeds"][0]["env_steps"] % 2 == 0  # 2 envs per vector step
+    saved = json.loads((tmp_path / "w.json").read_text())
+    time_report = json.loads((tmp_path / "w_report_time" / "report.json").read_text())
+    assert time_report["x"] == "eval/train_seconds" and len(time_report["groups"]) == 2
+    steps_report = json.loads((tmp_path / "w_report_steps" / "report.json").read_text())
+    assert steps_report["x"] == "eval/env_steps"
+    assert saved["args"]["seconds"] == 1.5 and saved["cpu"]["model"] is not None
+    assert "| Hopper | fast_td3 | 1 |" in capsys.readouterr().out
+    again = walltime_main(argv)["table"]["Hopper"]  # resumed with the budget spent
+    assert again["sac"]["seeds"][0]["env_steps"] == table["sac"]["seeds"][0]["env_steps"]
+    read = walltime_main([*argv, "--read-only"])["table"]["Hopper"]
+    assert read["fast_td3"]["final_return"] == table["fast_td3"]["final_return"]
+    args = method_overrides("fast_td3", "HalfCheetah", 16)
+    assert "algo.v_min=-500" in args and "env.num_envs=16" in args
+    with pytest.raises(SystemExit, match="no C51 support known for Walker2d"):
+        method_overrides("fast_td3", "Walker2d", 16)

@@ -103,3 +103,47 @@ def test_rollout_phase_refuses_what_it_cannot_run(tmp_path):
         _run(tmp_path, SpyLearner(1), [Phase("rollout", 8, rollout=_rollout(one_env))], env,
              eval_env)  # fmt: skip
     assert not list(tmp_path.glob("*.csv"))  # refused before a step was logged
+
+
+def test_stop_after_s_ends_on_training_time_and_adds_up_over_a_resume(tmp_path, monkeypatch):
+    """Every tick takes 1 s of the (fake) clock and nothing else does: a budget of 5.5 s
+    stops after the 6th gradient step, evaluated and checkpointed there; the resumed run
+    counts from 6 s, and ``eval/train_seconds`` is the x-axis for wall-time curves."""
+    from rlcore import loops
+
+    now = [0.0]
+
+    def clock() -> float:  # 1 s between two readings: a tick's start and its end
+        now[0] += 1.0
+        return now[0]
+
+    monkeypatch.setattr(loops, "_clock", clock)
+    env, eval_env = _envs()
+
+    def run(out, budget, resume=None):
+        logger = Logger(out, tensorboard=False, console=False)
+        saved = []
+        ctx = RunContext("spy", logger, save=lambda s: saved.append(s) or out, resume=resume)
+        settings = LoopSettings(total_steps=0, eval_every=4, eval_episodes=1,
+                                checkpoint_every=0, batch_size=4, stop_after_s=budget)  # fmt: skip
+        result = run_phases(SpyAgent(1), [Phase("offline", 20, Source(0.0))], env, eval_env,
+                            settings, ctx)  # fmt: skip
+        logger.close()
+        return result, saved, read_csv(out / "eval.csv")
+
+    result, saved, evals = run(tmp_path / "a", 5.5)
+    assert result["run/step"] == 6 and result["run/out_of_time"] == 1.0
+    assert result["run/train_seconds"] == 6.0
+    assert [(r["step"], r["eval/train_seconds"]) for r in evals] == [(4, 4.0), (6, 6.0)]
+    assert saved[-1]["counters"]["step"] == 6 and saved[-1]["train_seconds"] == 6.0
+    # resumed with the budget spent: nothing runs, nothing is evaluated again
+    result, _, evals = run(tmp_path / "spent", 5.5, resume=saved[-1])
+    assert result["run/step"] == 6 and result["run/out_of_time"] == 1.0 and evals == []
+    # a larger budget on resume: the time already spent counts
+    result, _, evals = run(tmp_path / "b", 9.0, resume=saved[-1])
+    assert result["run/step"] == 9 and result["run/train_seconds"] == 9.0
+    assert [(r["step"], r["eval/train_seconds"]) for r in evals] == [(8, 8.0), (9, 9.0)]
+    # no budget: all 20 steps, and the last evaluation is the phase's end
+    result, _, evals = run(tmp_path / "c", None)
+    assert result["run/step"] == 20 and result["run/out_of_time"] == 0.0
+    assert evals[-1]["step"] == 20 and evals[-1]["eval/train_seconds"] == 20.0

@@ -204,6 +204,48 @@ def test_aggregate_final_best_last_k_and_no_reference(tmp_path):
     assert k2.final["mean"].point == pytest.approx(34.0 + 2.5)
 
 
+def _add_train_seconds(run: Path, seconds: list[float]) -> None:
+    """Give a fake run's eval rows the training-time column rlcore.train logs."""
+    rows = list(csv.reader((run / "eval.csv").open()))
+    rows[0].append("eval/train_seconds")
+    for row, value in zip(rows[1:], seconds):
+        row.append(str(value))
+    with (run / "eval.csv").open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def test_auc_is_the_curves_mean_height_along_steps_or_training_time(tmp_path, capsys):
+    # steps 1000, 2000, 4000 with returns 0, 10, 40: trapezoids 5 x 1000 + 25 x 2000 over
+    # 3000 steps = 55000 / 3000; the same run against time 0, 30, 60 s: (150 + 750) / 60
+    a = write_run(tmp_path / "a", "sac", 0, [0.0, 10.0, 40.0], steps=[1000, 2000, 4000])
+    b = write_run(tmp_path / "b", "sac", 1, [20.0, 20.0, 20.0], steps=[1000, 2000, 4000])
+    _add_train_seconds(a, [0.0, 30.0, 60.0])
+    _add_train_seconds(b, [0.0, 10.0, 50.0])
+    assert report.area_under_curve(np.array([5.0]), np.array([7.0])) == 7.0
+    runs = report.group_runs(report.load_runs([tmp_path]))
+    (by_step,) = report.aggregate(runs, reps=50)
+    assert by_step.auc_scores.tolist() == pytest.approx([55000 / 3000, 20.0])
+    assert by_step.final_scores.tolist() == [40.0, 20.0]  # the final score ignores the x-axis
+    (by_time,) = report.aggregate(runs, reps=50, x="eval/train_seconds")
+    assert by_time.auc_scores.tolist() == pytest.approx([900 / 60, 20.0])
+    # the curves run along training time, on the range both runs reached (0-50 s)
+    assert by_time.curve_x == "eval/train_seconds"
+    assert by_time.curve_steps.tolist() == [0.0, 10.0, 30.0, 50.0]
+    assert by_time.curve[0].tolist() == pytest.approx([10.0, (20 + 10 / 3) / 2, 15.0, 25.0])
+    out = tmp_path / "out"
+    args = [str(tmp_path / "a"), str(tmp_path / "b"), "--reps", "50", "--out", str(out)]
+    assert report.main([*args, "--x", "eval/train_seconds"]) == 0
+    saved = json.loads((out / "report.json").read_text())
+    assert saved["x"] == "eval/train_seconds"
+    assert saved["groups"][0]["auc_scores"] == pytest.approx([15.0, 20.0])
+    assert "AUC IQM [CI]" in capsys.readouterr().out
+    # an x column the runs never logged: one clear error, exit 2
+    (tmp_path / "old").mkdir()
+    write_run(tmp_path / "old" / "r", "sac", 0, [1.0, 2.0])
+    assert report.main([str(tmp_path / "old"), "--x", "eval/train_seconds"]) == 2
+    assert "x-axis 'eval/train_seconds' not found" in capsys.readouterr().err
+
+
 def test_normalised_scores_from_d4rl_reference(tmp_path):
     for seed in range(2):
         write_run(tmp_path / f"r{seed}", "sac", seed, [1000.0, 2000.0], env_id="Hopper-v5")

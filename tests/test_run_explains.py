@@ -216,6 +216,14 @@ def test_closing_summary_says_why_where_and_what_next(tmp_path):
     out = _cli([*SAC_TINY, *args, f"run_dir={tmp_path / 's'}"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert "finished: stop_at_return=-1000 reached at step 300;" in out.stdout, out.stdout
+    # a time budget far below one evaluation's worth of steps ends the run on the step
+    # that used it up, with the time said
+    args = ["total_steps=900", "stop_after_s=0.001", "logger.console=true"]
+    out = _cli([*SAC_TINY, *args, f"run_dir={tmp_path / 't'}"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    found = re.search(r"finished: stop_after_s=0.001 reached at step (\d+) \(0 s of training\)",
+                      out.stdout)  # fmt: skip
+    assert found and int(found[1]) < 900, out.stdout
 
 
 def test_exit_codes_are_documented():

@@ -267,6 +267,7 @@ def test_full_disk_keeps_the_previous_checkpoint_and_stops_clearly(tmp_path, mon
         ("total_steps=0", "total_steps=0: must be > 0"),
         ("total_steps=50", "total_steps=50 <= algo.learning_starts=100"),
         ("eval_episodes=0", "eval_episodes=0: must be >= 1"),
+        ("stop_after_s=0", "stop_after_s=0: must be > 0 (seconds) or null"),
         ("env.num_envs=0", "env.num_envs=0: must be >= 1"),
         ("seed=-1", "seed=-1: must be >= 0"),
         ("+foo=1", "unknown option(s) ['foo']"),

@@ -166,8 +166,18 @@ class _Progress:
     Speed and ETA come from the last ``window_s`` seconds, not the whole run: a fast
     random warm-up or a slow compilation at the start must not skew the estimate."""
 
-    def __init__(self, run: RunContext, total: int, start: int, window_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        run: RunContext,
+        total: int,
+        start: int,
+        window_s: float = 60.0,
+        seconds_left: Callable[[], float] | None = None,
+    ) -> None:
+        # seconds_left: the training time a stop_after_s budget leaves (the ETA is the
+        # sooner of the steps' and the budget's end)
         self.run, self.total, self.window_s = run, total, window_s
+        self.seconds_left = seconds_left
         self.t0, self.s0 = time.monotonic(), start
         self._samples: deque[tuple[float, int]] = deque([(self.t0, start)])
 
@@ -194,6 +204,8 @@ class _Progress:
     def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
         sps = self.recent_sps(step)
         eta = (self.total - step) / sps if sps > 0 else float("inf")
+        if self.seconds_left is not None:
+            eta = min(eta, max(self.seconds_left(), 0.0))
         text = (
             f"[{self.run.name}] step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%)"
             f" | {sps:,.0f} steps/s | episode return {_number(last_return)}"
@@ -658,7 +670,11 @@ class _PhaseRun:
             self.cost_value = agent.cost_value if isinstance(agent, CostCritic) else None
         if run.resume is not None:
             self.restore()
-        self.progress = _Progress(run, sum(p.steps for p in phases), self.counters["step"])
+        budget = settings.stop_after_s
+        self.progress = _Progress(
+            run, sum(p.steps for p in phases), self.counters["step"],
+            seconds_left=None if budget is None else lambda: budget - self.record.train_seconds,
+        )  # fmt: skip
 
     @property
     def counters(self) -> dict[str, Any]:

@@ -256,6 +256,22 @@ def test_progress_speed_leaves_a_compilation_stall_out(monkeypatch):
     assert stalled.recent_sps(1020) == pytest.approx(1020 / 61)
 
 
+def test_progress_eta_of_a_time_budget_is_the_time_it_leaves(monkeypatch):
+    from rlcore import loops
+
+    clock, shown, left = [100.0], [], [30.0]
+    monkeypatch.setattr(loops.time, "monotonic", lambda: clock[0])
+    run = loops.RunContext("x", logger=None, save=lambda state: None)
+    run.logger = type("L", (), {"progress": lambda self, text, force=False: shown.append(text)})()
+    progress = loops._Progress(run, total=10**8, start=0, seconds_left=lambda: left[0])
+    clock[0] += 10.0
+    progress.show(1000, 1.0, 2.0)  # 100 steps/s: 10**8 steps would take 11 days
+    assert shown[-1].endswith("ETA 0m30s"), shown
+    left[0] = -1.0  # overrun by the last tick: nothing left, never negative
+    progress.show(1100, 1.0, 2.0)
+    assert shown[-1].endswith("ETA 0m00s"), shown
+
+
 @pytest.mark.parametrize("compiled", [True, False])
 def test_first_update_of_a_compiled_agent_is_announced_with_its_duration(compiled, tmp_path):
     import time

@@ -16,7 +16,9 @@ FastTD3 is sized for two CPU cores, not the GPU defaults (batch 32,768, 1024-wid
 critics: about 1 env step/s here): ``--fast-envs`` native envs (default 32), batch 1024,
 256x256 actor and critics, a 1M-transition buffer. Gymnasium's MuJoCo tasks take the
 reference's HumanoidBench settings rather than Playground's: gamma 0.99 and a support
-wide enough for the discounted returns (``SUPPORT``). SAC and TD3 run their defaults.
+wide enough for the discounted returns (``SUPPORT``). SAC and TD3 run their defaults
+(SAC compiles its update, ``algo.compile=auto``: the compilation is not counted in the
+budget, nor are evaluations and checkpoints).
 """
 
 from __future__ import annotations

@@ -74,8 +74,9 @@ class LoopSettings:
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
     # stop (with an evaluation and a checkpoint) once the training time, the seconds spent
-    # in env steps, updates and rollouts (evaluations and checkpoints left out, summed over
-    # resumes), reaches this (None: never); equal-wall-time comparisons
+    # in env steps, updates and rollouts (evaluations, checkpoints and a compiled update's
+    # compilation left out, summed over resumes), reaches this (None: never);
+    # equal-wall-time comparisons
     stop_after_s: float | None = None
     # the agent's update is torch.compile'd: its first call (the compilation, tens of
     # seconds on a CPU) is announced with its duration and left out of the progress ETA
@@ -603,8 +604,8 @@ def run_phases(
     phase ends with an evaluation (not a random-action warm-up), and the online phase
     evaluates again after its first update: the returns right before and right after the
     switch are always logged. Every evaluation also logs ``eval/train_seconds``, the
-    run's training time so far (ticks only, summed over resumes: curves against wall
-    time); a run that reaches ``settings.stop_after_s`` of it is evaluated, checkpointed
+    run's training time so far (ticks only, less a compiled update's compilation,
+    summed over resumes: curves against wall time); a run that reaches ``settings.stop_after_s`` of it is evaluated, checkpointed
     and ends there. ``stateful`` names the objects besides the agent and the
     buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
     generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
@@ -659,6 +660,7 @@ class _PhaseRun:
         self.set_phase = agent.set_phase if isinstance(agent, Phased) else None
         self.record_costs = agent.record_episode_costs if isinstance(agent, CostRecorder) else None
         self.compile_pending = settings.compiled  # the first update compiles
+        self.compile_s = 0.0  # seconds the current tick spent compiling
         # an agent that keeps state per sub-env (a residual policy's open-loop base chunk)
         self.episodes_started = agent.episodes_started if isinstance(agent, PerEnvState) else None
         self.learner: OnPolicy | None = None
@@ -732,10 +734,10 @@ class _PhaseRun:
                 self.run.logger.note(
                     f"phase {phase.name} ({phase.steps:,} steps) from step {counters['step']:,}"
                 )
-            prev, started = counters["step"], _clock()
+            prev, started, self.compile_s = counters["step"], _clock(), 0.0
             self.tick(phase)
             tick_s = _clock() - started
-            record.train_seconds += tick_s
+            record.train_seconds += tick_s - self.compile_s  # a compilation is not training
             step = counters["step"]
             phase_done = counters["phase_step"] >= phase.steps
             last = phase_done and counters["phase"] == len(phases) - 1
@@ -934,6 +936,7 @@ class _PhaseRun:
         started = time.monotonic()
         yield
         took = time.monotonic() - started
+        self.compile_s = took  # left out of the training time (stop_after_s)
         self.run.logger.note(f"compiled in {took:.1f} s; speed and ETA are measured from now on")
         self.progress.restart(self.counters["step"])
 

@@ -292,12 +292,17 @@ def test_first_update_of_a_compiled_agent_is_announced_with_its_duration(compile
     run = RunContext("spy", logger, save=lambda state: tmp_path)
     settings = LoopSettings(total_steps=0, eval_every=1000, eval_episodes=1,
                             checkpoint_every=0, batch_size=4, compiled=compiled)  # fmt: skip
-    run_phases(Compiling(1), [Phase("offline", 3, Source(0.0))], env, eval_env, settings, run)
+    result = run_phases(
+        Compiling(1), [Phase("offline", 3, Source(0.0))], env, eval_env, settings, run
+    )
     logger.close()
     log = (tmp_path / "train.log").read_text()
     if compiled:
         assert log.count("compiling the update") == 1
         took = float(re.search(r"compiled in (\d+\.\d) s", log).group(1))
         assert 0.3 <= took < 5.0
+        # the compilation is not training time (stop_after_s, eval/train_seconds)
+        assert result["run/train_seconds"] < 0.3
     else:
         assert "compil" not in log
+        assert result["run/train_seconds"] >= 0.3

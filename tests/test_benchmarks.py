@@ -672,6 +672,7 @@ def test_walltime_benchmark_end_to_end(tmp_path, capsys):
         "--tasks", "Hopper", "--methods", "fast_td3", "sac", "--seeds", "0", "--seconds", "1.5",
         "--fast-envs", "2", "--eval-every", "300", "--eval-episodes", "1", "--jobs", "1",
         "--reps", "20", "--set", "sac:algo.learning_starts=100", "sac:algo.hidden=[16,16]",
+        "sac:algo.compile=false",
         "--run-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "w.json"),
     ]  # fmt: skip
     table = walltime_main(argv)["table"]["Hopper"]

@@ -470,9 +470,9 @@ class Phase:
         return self.name in ("warmup", "online")
 
 
-# the counters of a run_phases checkpoint (the run's position)
 _clock = time.perf_counter  # the training time's clock (a test's fake clock replaces it)
 
+# the counters of a run_phases checkpoint (the run's position)
 _COUNTERS = {
     "step": 0,  # the log's x-axis: gradient steps offline, then env steps
     "phase": 0,
@@ -530,8 +530,8 @@ class _Record:
     last_eval_cost: float = math.nan  # a task with costs: the last evaluation's episode cost
     best: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
-    # wall seconds spent training (ticks only; not evaluations or checkpoints): kept out of
-    # ``counters``, which equal runs share exactly, since no two runs take the same time
+    # wall seconds spent training (ticks less compilation; not evaluations or
+    # checkpoints): kept out of ``counters``, which equal runs share exactly, since no two runs take the same time
     train_seconds: float = 0.0
 
     def evaluated(self, result: dict[str, float]) -> None:
@@ -605,9 +605,9 @@ def run_phases(
     evaluates again after its first update: the returns right before and right after the
     switch are always logged. Every evaluation also logs ``eval/train_seconds``, the
     run's training time so far (ticks only, less a compiled update's compilation,
-    summed over resumes: curves against wall time); a run that reaches ``settings.stop_after_s`` of it is evaluated, checkpointed
-    and ends there. ``stateful`` names the objects besides the agent and the
-    buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
+    summed over resumes: curves against wall time); a run that reaches
+    ``settings.stop_after_s`` of it is evaluated, checkpointed and ends there.
+    ``stateful`` names the objects besides the agent and the buffer whose ``state_dict`` a checkpoint must hold (dataset and MixedSampler
     generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
     evaluates at step 0 (an agent loaded from a finished run: its return before any
     online step). ``source`` (``rlcore.distributed.RayActors``) gives the replay phases'

@@ -531,7 +531,8 @@ class _Record:
     best: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     # wall seconds spent training (ticks less compilation; not evaluations or
-    # checkpoints): kept out of ``counters``, which equal runs share exactly, since no two runs take the same time
+    # checkpoints): kept out of ``counters``, which equal runs share exactly, since no
+    # two runs take the same time
     train_seconds: float = 0.0
 
     def evaluated(self, result: dict[str, float]) -> None:

@@ -609,7 +609,8 @@ def run_phases(
     summed over resumes: curves against wall time); a run that reaches
     ``settings.stop_after_s`` of it is evaluated, checkpointed and ends there.
     ``stateful`` names the objects besides the agent and the buffer whose ``state_dict``
-    a checkpoint must hold (dataset and MixedSampler generators); resuming gives the uninterrupted run's numbers (CPU). ``evaluate_first``
+    a checkpoint must hold (dataset and MixedSampler generators); resuming gives the
+    uninterrupted run's numbers (CPU). ``evaluate_first``
     evaluates at step 0 (an agent loaded from a finished run: its return before any
     online step). ``source`` (``rlcore.distributed.RayActors``) gives the replay phases'
     vector steps instead of ``env`` (which then only evaluates and names the spaces):

@@ -74,7 +74,7 @@ class CalQLConfig(CQLConfig):
         )  # fmt: skip
         data = super().plan().data  # CQL's dataset recipe
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
-                       compile=bool(self.compile))  # fmt: skip
+                       compile=self.compile)  # fmt: skip
 
 
 class CalQL(CQL, Phased):

@@ -155,7 +155,7 @@ class CQLConfig:
                           normalize_states=self.normalize_states)  # fmt: skip
         schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
-                       compile=bool(self.compile))  # fmt: skip
+                       compile=self.compile)  # fmt: skip
 
 
 def cql_gap(

@@ -136,7 +136,7 @@ class IQLConfig:
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
                           normalize_states=self.normalize_states)  # fmt: skip
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
-                       compile=bool(self.compile))  # fmt: skip
+                       compile=self.compile)  # fmt: skip
 
 
 class IQL(Phased, StateStatistics):

@@ -91,7 +91,7 @@ class PPOConfig:
         env = EnvRecipe(normalize_obs=self.normalize_obs, normalize_reward=self.normalize_reward,
                         reward_gamma=self.gamma)  # fmt: skip
         return RunPlan(schedule, env, returns=Returns(self.gamma, self.gae_lambda),
-                       gamma=self.gamma, compile=bool(self.compile))  # fmt: skip
+                       gamma=self.gamma, compile=self.compile)  # fmt: skip
 
 
 class PPO(OnPolicy):

@@ -79,7 +79,7 @@ class RLPDConfig(SACConfig):
             offline_fraction=self.offline_fraction,
         )  # fmt: skip
         return RunPlan(schedule, gamma=self.gamma, precision=self.precision,
-                       compile=bool(self.compile))  # fmt: skip
+                       compile=self.compile)  # fmt: skip
 
 
 class RLPD(SAC):

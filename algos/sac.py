@@ -156,7 +156,7 @@ class SACConfig:
             updates_per_step=self.updates_per_step, utd_ratio=self.utd_ratio,
         )  # fmt: skip
         return RunPlan(schedule, gamma=self.gamma, precision=self.precision,
-                       compile=bool(self.compile))  # fmt: skip
+                       compile=self.compile)  # fmt: skip
 
 
 class SAC:

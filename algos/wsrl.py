@@ -156,7 +156,7 @@ class WSRLConfig(CQLConfig):
         )  # fmt: skip
         data = super().plan().data  # CQL's dataset recipe
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
-                       compile=bool(self.compile))  # fmt: skip
+                       compile=self.compile)  # fmt: skip
 
 
 def _subset(cls: type, config: WSRLConfig, **changes: object) -> object:

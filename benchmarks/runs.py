@@ -38,7 +38,8 @@ def train_run(
     from hydra import compose, initialize_config_module
 
     from rlcore.logging import read_csv
-    from rlcore.train import existing_run_markers, train
+    from rlcore.run_dir import existing_run_markers
+    from rlcore.train import train
 
     overrides = [*overrides, "keep_agent_snapshots=false", "logger=quiet"]
     if threads > 0:

@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from rlcore.registry import plain  # noqa: F401 - re-exported: configs.plain
 
@@ -45,3 +46,6 @@ def register_algorithm_defaults() -> None:
 
 
 register_algorithm_defaults()
+# configs/env/gym.yaml: a gymnasium id's run folder in lower case, as the short names'
+# (runs/ppo_lag/safetyhoppervelocity-v1/, not .../SafetyHopperVelocity-v1/)
+OmegaConf.register_new_resolver("lower", lambda text: str(text).lower(), replace=True)

@@ -30,6 +30,7 @@ gymnasium env that reports ``info["cost"]`` works as a safe task.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import gymnasium as gym
@@ -97,7 +98,11 @@ def make_velocity_task(task: str, body: str = "v4", **kwargs: Any) -> gym.Env:
         )
     if body not in BODY_VERSIONS:
         raise ValueError(f"body='{body}': choose from {BODY_VERSIONS}")
-    env = gym.make(f"{task}-{body}", **kwargs)
+    with warnings.catch_warnings():
+        # the v4 bodies are Safety-Gymnasium's, chosen on purpose: gymnasium's "is out of
+        # date" notice would only tell the user to change a task they did not pick
+        warnings.filterwarnings("ignore", message=".*is out of date", category=DeprecationWarning)
+        env = gym.make(f"{task}-{body}", **kwargs)
     return VelocityCost(env, VELOCITY_THRESHOLDS[task], planar=task in PLANAR_SPEED)
 
 

@@ -27,6 +27,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rlcore.commands import print_help_if_asked
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
 from rlcore.offline.datasets import DatasetError
 from rlcore.offline.recording import collect
@@ -57,6 +58,8 @@ KEYS = {
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     """Command line: see the module docstring; exit code 2 on a usage error."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not (argv and argv[0] == "recipe") and print_help_if_asked(argv, f"{__doc__}\n{USAGE}"):
+        return None
     if argv and argv[0] == "recipe":
         from rlcore.offline.recipe import main as recipe_main
 

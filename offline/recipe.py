@@ -48,6 +48,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlcore.commands import print_help_if_asked
 from rlcore.envs.make import resolve_env_id
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
 from rlcore.offline.recording import (
@@ -264,6 +265,8 @@ def build_d4rl_like(
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line for ``build_d4rl_like``; ``train.<key>=<value>`` goes to rlcore.train."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if print_help_if_asked(argv, f"{__doc__}\n{USAGE}"):
+        return {}
     train_overrides = [a.removeprefix("train.") for a in argv if a.startswith("train.")]
     try:
         args = parse_args([a for a in argv if not a.startswith("train.")], KEYS, ("env",))

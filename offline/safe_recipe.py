@@ -32,6 +32,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from rlcore.commands import print_help_if_asked
 from rlcore.envs.make import resolve_env_id
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
 from rlcore.offline.datasets import DatasetError
@@ -139,6 +140,8 @@ def record(
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     """Command line: see the module docstring; exit code 2 on a usage error."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if print_help_if_asked(argv, f"{__doc__}\n{USAGE}"):
+        return None
     try:
         args = parse_args(argv, KEYS, required=("env", "dataset_id", "sources"))
         summary = record(

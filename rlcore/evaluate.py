@@ -252,6 +252,17 @@ class EvalVideo:
         return path
 
 
+USAGE = """usage: python -m rlcore.evaluate <run dir or checkpoint> [episodes=10] [seed=0]
+           [deterministic=true] [video=false] [video_dir=<run dir>/videos] [threads=auto]
+
+Evaluates a saved run's policy on the run's env recipe (env id, kwargs, time limit,
+observation history and normalisation): the return (and the cost, on a task that reports
+costs) of every episode and their mean. video=true writes one MP4 per episode (pip install
+'rlcore[video]'; MuJoCo renders headless with MUJOCO_GL=egl). threads: torch threads, as in
+rlcore.train (auto = 1). Exit codes: 0 done, 1 missing or unreadable checkpoint, 2 bad
+option."""
+
+
 def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
     """(path, options) from ``<path> key=value ...``; unknown keys and bad values raise
     ``EvaluateError`` naming the choices."""
@@ -260,7 +271,7 @@ def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
         raise EvaluateError(
             "usage: python -m rlcore.evaluate <run dir or checkpoint> [episodes=N] "
             "[seed=S] [deterministic=true|false] [video=true|false] [video_dir=DIR] "
-            "[threads=auto|N|null]"
+            "[threads=auto|N|null] (--help for more)"
         )
     options = dict(EVALUATE_OPTIONS)
     for arg in args:
@@ -350,8 +361,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rlcore.evaluate <run dir or checkpoint> [key=value ...]``: 0 when done,
     1 for a missing or unreadable checkpoint, 2 for a bad option."""
     from rlcore.checkpoint import CheckpointReadError
+    from rlcore.commands import print_help_if_asked
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if print_help_if_asked(args, USAGE):
+        return 0
     try:
         path, options = parse_options(args)
         result = evaluate_saved_run(path, options)

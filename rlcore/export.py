@@ -38,7 +38,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -344,9 +344,17 @@ def _threads_arg(value: str) -> int | str | None:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one ``error:`` line naming ``--help`` (exit 2),
+    not the usage text followed by the error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (python -m rlcore.export --help shows the usage)\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m rlcore.export <run dir or checkpoint> --format onnx|torchscript``."""
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="python -m rlcore.export",
         description="Write a trained policy as one ONNX or TorchScript file: raw "
         "observations in, env actions out.",

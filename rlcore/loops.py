@@ -47,6 +47,11 @@ from rlcore.plan import Returns
 from rlcore.spaces import random_actions, to_env_action
 from rlcore.utils import NonFiniteLossError, get_rng_state, set_rng_state, tensors_finite
 
+# The first checkpoint of a process comes after at most this many seconds (then every
+# ``checkpoint_every_s``): a kill in a run's first minutes loses at most this much, and a
+# run killed before even that has nothing to continue (rlcore.run_dir starts it again).
+FIRST_CHECKPOINT_S = 60.0
+
 
 @dataclass
 class LoopSettings:
@@ -106,6 +111,7 @@ class RunContext:
     summary: dict[str, float] = field(default_factory=dict)
     stop_request: str | None = None
     last_save_time: float = field(default_factory=time.monotonic)
+    saves: int = 0  # checkpoints this process wrote
     # rlcore.evaluate.EvalVideo: called after each evaluation with a function that
     # evaluates the agent on a given env, and the step (it records when due)
     eval_video: Callable[[Callable[[VectorEnv], dict[str, float]], int], Any] | None = None
@@ -114,6 +120,7 @@ class RunContext:
         """Write ``state`` through ``save`` and remember when (time-based cadence)."""
         path = self.save(state)
         self.last_save_time = time.monotonic()
+        self.saves += 1
         return path
 
 
@@ -143,17 +150,23 @@ def _checkpoint_if_due(
     snapshot: Callable[[], dict[str, Any]],
 ) -> None:
     """Checkpoint at the end, every ``checkpoint_every`` steps, every
-    ``checkpoint_every_s`` seconds and on a stop request (then raise TrainingInterrupted).
+    ``checkpoint_every_s`` seconds (the process's first after at most
+    ``FIRST_CHECKPOINT_S``) and on a stop request (then raise TrainingInterrupted).
     Call it only where the loop's state is complete (between steps / iterations)."""
-    overdue = (
-        settings.checkpoint_every_s > 0
-        and time.monotonic() - run.last_save_time >= settings.checkpoint_every_s
-    )
+    every_s = settings.checkpoint_every_s
+    if run.saves == 0:
+        every_s = min(every_s, FIRST_CHECKPOINT_S)
+    overdue = every_s > 0 and time.monotonic() - run.last_save_time >= every_s
     stop = run.stop_request
     if done or stop or overdue or _crossed(step, prev, settings.checkpoint_every):
         path = run.checkpoint(snapshot())
         if stop and not done:
             raise TrainingInterrupted(stop, step, path)
+
+
+def _cost_text(cost: float) -> str:
+    """`` (cost 4.0)`` on a task with costs, else nothing."""
+    return f" (cost {cost:.1f})" if math.isfinite(cost) else ""
 
 
 def _number(value: float) -> str:
@@ -164,8 +177,15 @@ def _number(value: float) -> str:
 class _Progress:
     """Console progress line: steps, steps/s, last episode return, eval, ETA.
 
-    Speed and ETA come from the last ``window_s`` seconds, not the whole run: a fast
-    random warm-up or a slow compilation at the start must not skew the estimate."""
+    Speed and ETA come from measured rates only: the rate of the current phase over its
+    last ``window_s`` seconds, sampled at tick boundaries from the end of the phase's
+    first tick (a JIT compilation of the env, a reset, a first update are not its pace),
+    restarted after a compilation stall. Until a phase has ``MIN_MEASURED_S`` of samples
+    the ETA says ``estimating``; a phase that is followed by others, whose pace is not
+    known yet, shows its own time left beside it (``ETA estimating (offline phase: 4m10s
+    left)``). A ``stop_after_s`` budget caps the ETA at the training time it leaves."""
+
+    MIN_MEASURED_S = 2.0
 
     def __init__(
         self,
@@ -180,21 +200,43 @@ class _Progress:
         self.run, self.total, self.window_s = run, total, window_s
         self.seconds_left = seconds_left
         self.t0, self.s0 = time.monotonic(), start
+        # the current phase (start_phase): its name, the step it ends at, whether it is last
+        self.phase_name, self.phase_end, self.final_phase = "", total, True
         self._samples: deque[tuple[float, int]] = deque([(self.t0, start)])
 
     def sps(self, step: int) -> float:
         """Mean steps/s since this process started (logged as ``time/sps``)."""
         return (step - self.s0) / max(time.monotonic() - self.t0, 1e-9)
 
-    def recent_sps(self, step: int) -> float:
-        """Steps/s over the last ``window_s`` seconds."""
+    def start_phase(self, name: str, step: int, end: int, final: bool) -> None:
+        """A phase starts at ``step`` (or continues after a resume) and ends at step
+        ``end``: its rate is measured from the end of its first tick."""
+        self.phase_name, self.phase_end, self.final_phase = name, end, final
+        self._samples = deque()
+
+    def mark(self, step: int) -> None:
+        """A tick ended at ``step``: a rate sample (at most one a second)."""
         now = time.monotonic()
-        if now - self._samples[-1][0] >= 1.0:
+        if not self._samples or now - self._samples[-1][0] >= 1.0:
             self._samples.append((now, step))
         while len(self._samples) > 2 and now - self._samples[1][0] >= self.window_s:
             self._samples.popleft()
+
+    def recent_sps(self, step: int) -> float:
+        """Steps/s over the last ``window_s`` seconds up to ``step`` (a tick boundary)."""
+        self.mark(step)
         t_old, s_old = self._samples[0]
-        return (step - s_old) / max(now - t_old, 1e-9)
+        return (step - s_old) / max(time.monotonic() - t_old, 1e-9)
+
+    def measured_rate(self) -> float | None:
+        """The current phase's steps/s between its samples, None until they span
+        ``MIN_MEASURED_S``."""
+        if len(self._samples) < 2:
+            return None
+        (t_old, s_old), (t_new, s_new) = self._samples[0], self._samples[-1]
+        if t_new - t_old < self.MIN_MEASURED_S:
+            return None
+        return (s_new - s_old) / (t_new - t_old)
 
     def restart(self, step: int) -> None:
         """Measure the recent speed from now on: a stall that just ended (a compilation)
@@ -202,15 +244,37 @@ class _Progress:
         so the ETA stays honest through it (``sps``, the logged mean, keeps them)."""
         self._samples = deque([(time.monotonic(), step)])
 
-    def show(self, step: int, last_return: float, last_eval: float, force: bool = False) -> None:
-        sps = self.recent_sps(step)
-        eta = (self.total - step) / sps if sps > 0 else float("inf")
-        if self.seconds_left is not None:
-            eta = min(eta, max(self.seconds_left(), 0.0))
+    def eta_text(self, step: int) -> str:
+        """``4m10s``, or ``estimating`` (with the current phase's time left when known)."""
+        rate = self.measured_rate()
+        budget = None if self.seconds_left is None else max(self.seconds_left(), 0.0)
+        if rate is None or rate <= 0:
+            return "estimating" if budget is None else f"<= {format_duration(budget)} (budget)"
+        phase_left = max(self.phase_end - step, 0) / rate
+        if not self.final_phase:
+            if budget is not None and budget <= phase_left:
+                return format_duration(budget)
+            return f"estimating ({self.phase_name} phase: {format_duration(phase_left)} left)"
+        return format_duration(phase_left if budget is None else min(phase_left, budget))
+
+    def show(
+        self,
+        step: int,
+        last_return: float,
+        last_eval: float,
+        force: bool = False,
+        last_cost: float = math.nan,
+        last_eval_cost: float = math.nan,
+    ) -> None:
+        """Print the line (at most every ``progress_interval_s`` unless ``force``); on a
+        task with costs the last episode's and evaluation's costs beside their returns."""
+        rate = self.measured_rate()
         text = (
             f"[{self.run.name}] step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%)"
-            f" | {sps:,.0f} steps/s | episode return {_number(last_return)}"
-            f" | eval {_number(last_eval)} | ETA {format_duration(eta) if math.isfinite(eta) else '?'}"
+            f" | {'-' if rate is None else f'{rate:,.0f}'} steps/s"
+            f" | episode return {_number(last_return)}{_cost_text(last_cost)}"
+            f" | eval {_number(last_eval)}{_cost_text(last_eval_cost)}"
+            f" | ETA {self.eta_text(step)}"
         )
         self.run.logger.progress(text, force=force)
 
@@ -265,10 +329,11 @@ def _log_episodes(
     info: dict[str, Any],
     step: int,
     record_costs: Callable[[list[float]], None] | None = None,
-) -> list[float]:
+) -> tuple[list[float], list[float]]:
     """Log every episode that ended in this vector step (return, length and, on a task with
-    costs, ``train/episode_cost``); returns their returns. ``record_costs`` (a constrained
-    agent's ``record_episode_costs``) is handed the episodes' costs."""
+    costs, ``train/episode_cost``); returns their returns and costs (none on a task
+    without). ``record_costs`` (a constrained agent's ``record_episode_costs``) is handed
+    the episodes' costs."""
     returns, lengths = info["episode_return"], info["episode_length"]
     if isinstance(returns, torch.Tensor):  # device back end: one small copy per step
         returns, lengths = torch.stack((returns, lengths.to(returns.dtype))).cpu().numpy()
@@ -284,7 +349,7 @@ def _log_episodes(
         if costs is None:
             raise ValueError(NO_COST)
         record_costs([float(c) for c in costs])
-    return [float(r) for r in returns]
+    return [float(r) for r in returns], [] if costs is None else [float(c) for c in costs]
 
 
 NO_COST = (
@@ -526,6 +591,7 @@ class _Record:
 
     counters: dict[str, Any]
     last_return: float = math.nan
+    last_cost: float = math.nan  # a task with costs: the last training episode's cost
     last_eval: float = math.nan
     last_eval_cost: float = math.nan  # a task with costs: the last evaluation's episode cost
     best: dict[str, float] = field(default_factory=dict)
@@ -675,6 +741,7 @@ class _PhaseRun:
         if run.resume is not None:
             self.restore()
         budget = settings.stop_after_s
+        self.progress_phase = -1  # the phase the progress line measures
         self.progress = _Progress(
             run, sum(p.steps for p in phases), self.counters["step"],
             seconds_left=None if budget is None else lambda: budget - self.record.train_seconds,
@@ -736,9 +803,17 @@ class _PhaseRun:
                 self.run.logger.note(
                     f"phase {phase.name} ({phase.steps:,} steps) from step {counters['step']:,}"
                 )
+            if self.progress_phase != counters["phase"]:  # its pace is measured anew
+                self.progress_phase = counters["phase"]
+                self.progress.start_phase(
+                    "random warm-up" if phase.random_actions else phase.name,
+                    counters["step"], counters["step"] + phase.steps - counters["phase_step"],
+                    final=counters["phase"] == len(phases) - 1,
+                )  # fmt: skip
             prev, started, self.compile_s = counters["step"], _clock(), 0.0
             self.tick(phase)
             tick_s = _clock() - started
+            self.progress.mark(counters["step"])
             record.train_seconds += tick_s - self.compile_s  # a compilation is not training
             step = counters["step"]
             phase_done = counters["phase_step"] >= phase.steps
@@ -754,7 +829,7 @@ class _PhaseRun:
             ):
                 self.evaluate(step)
             else:
-                self.progress.show(step, record.last_return, record.last_eval)
+                self.show_progress()
             if phase_done and not last:
                 self.next_phase()
             reached = not last and self.settings.reached_target(record.last_eval)
@@ -813,7 +888,13 @@ class _PhaseRun:
                 self.run.eval_video(
                     lambda env: _evaluate_agent(self.agent, self.env, env, one), step
                 )
-        self.progress.show(step, record.last_return, record.last_eval, force=True)
+        self.show_progress(force=True)
+
+    def show_progress(self, force: bool = False) -> None:
+        """The progress line at the current step."""
+        record = self.record
+        self.progress.show(self.counters["step"], record.last_return, record.last_eval, force,
+                           record.last_cost, record.last_eval_cost)  # fmt: skip
 
     def log_training(self, phase: Phase, step: int, prev: int, tick_s: float) -> None:
         """The training metrics and speeds: every rollout iteration (with its duration:
@@ -859,9 +940,11 @@ class _PhaseRun:
         counters["step"] += rows
         counters["env_steps"] += rows
         counters["phase_step"] += rows
-        if finished := _log_episodes(self.run, info, counters["step"], self.record_costs):
+        finished, costs = _log_episodes(self.run, info, counters["step"], self.record_costs)
+        if finished:
             counters["episodes"] += len(finished)
             self.record.last_return = finished[-1]
+            self.record.last_cost = costs[-1] if costs else math.nan
         return counters["step"]
 
     def step_env(self, phase: Phase) -> tuple[Transitions, int]:
@@ -953,7 +1036,7 @@ class _PhaseRun:
             self.start_env()
             for _ in range(rollout.num_steps):
                 self.collect(rollout)
-                self.progress.show(counters["step"], record.last_return, record.last_eval)
+                self.show_progress()
         else:  # the workers' rollouts side by side, then the same GAE and update
             rows, self.obs = self.rollouts.rollout(self.agent, rollout.num_steps)
             for row in rows:

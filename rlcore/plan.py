@@ -90,7 +90,8 @@ class RunPlan:
     """An algorithm's whole declaration to the core. ``gamma`` discounts the dataset's
     Monte-Carlo returns; ``needs_pretrained`` marks fine-tuners that must start from a
     pre-trained policy, ``pretrained`` the one given (``algo.pretrained``); ``precision``
-    / ``compile`` are recorded in the run's metadata."""
+    / ``compile`` are recorded in the run's metadata (``compile`` as the config says it:
+    ``"auto"`` is settled by ``rlcore.speed.settle_compile`` from the run's real length)."""
 
     schedule: Schedule
     env: EnvRecipe = field(default_factory=EnvRecipe)
@@ -100,4 +101,4 @@ class RunPlan:
     needs_pretrained: bool = False
     pretrained: str | None = None
     precision: str = "float32"
-    compile: bool = False
+    compile: bool | str = False

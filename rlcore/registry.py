@@ -71,7 +71,10 @@ class AlgoSpec:
                 converted[key] = check_value(key, coerce(value, hints[key]))
             except (TypeError, ValueError) as error:
                 raise ConfigError(f"{prefix}{key}={value!r}: {error}{example}") from None
-        return cls(**converted)
+        try:
+            return cls(**converted)
+        except ValueError as error:  # the config's own checks across options (__post_init__)
+            raise ConfigError(f"{prefix.rstrip('.')}={self.name}: {error}") from None
 
 
 # Options renamed so that one name has one meaning: old name -> (new name, why).

@@ -71,17 +71,32 @@ class RunLock:
                 if self._stale(holder):
                     self.path.unlink(missing_ok=True)
                     continue
-                raise RunLockedError(
-                    f"run dir {self.path.parent} is being written by another process "
-                    f"({_holder_text(holder)}); wait for it to end or stop it (a lock left by "
-                    f"a process that no longer runs on this host is taken over: remove "
-                    f"{self.path} only if that process runs on another host and has ended)"
-                ) from None
+                raise self._locked(holder) from None
             with os.fdopen(fd, "w") as f:
                 json.dump(record, f)
             self.held = True
             return
         raise RunLockedError(f"could not take the lock {self.path}: it keeps changing")
+
+    def check_free(self) -> None:
+        """Raise RunLockedError when a live process holds the lock (nothing is taken or
+        written: a check before a run decides what to do with the directory)."""
+        if not self.path.exists():
+            return
+        holder = _read(self.path)
+        if holder is None:
+            time.sleep(0.05)  # being written right now: read it again
+            holder = _read(self.path) or {}
+        if not self._stale(holder):
+            raise self._locked(holder)
+
+    def _locked(self, holder: dict[str, Any]) -> RunLockedError:
+        return RunLockedError(
+            f"run dir {self.path.parent} is being written by another process "
+            f"({_holder_text(holder)}); wait for it to end or stop it (a lock left by "
+            f"a process that no longer runs on this host is taken over: remove "
+            f"{self.path} only if that process runs on another host and has ended)"
+        )
 
     @staticmethod
     def _stale(holder: dict[str, Any]) -> bool:

@@ -148,6 +148,20 @@ def resolve_compile(compile: bool | str, total_steps: int | None) -> bool:
     return False
 
 
+def settle_compile(config: T, run_steps: int) -> T:
+    """``config`` with ``compile="auto"`` decided for a run of ``run_steps`` steps, the
+    phases it will really run (``rlcore.train``: pre-training skipped by ``init_from``
+    counts nothing; WSRL's CQL pre-training and online steps both count); any other
+    value, or a config without ``compile``, unchanged."""
+    names = {field.name for field in dataclasses.fields(config)}  # type: ignore[arg-type]
+    if "compile" not in names:
+        return config
+    value = config.compile  # type: ignore[attr-defined]
+    if not (isinstance(value, str) and value.lower() == "auto"):
+        return config
+    return dataclasses.replace(config, compile=resolve_compile("auto", run_steps))  # type: ignore[type-var]
+
+
 def resolve_speed_modes(config: T, device: str | torch.device = "cpu") -> T:
     """A copy of an algorithm's config with its effective ``precision`` and ``compile``
     (whichever of the two fields it has; ``compile="auto"`` reads the length of the run

@@ -12,12 +12,10 @@ algorithm's loop. ``train(cfg, run_dir)`` does the same from Python.
 
 from __future__ import annotations
 
-import json
 import os
-import platform
+import re
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +56,13 @@ from rlcore.distributed import (
     RayRollouts,
     require_ray,
 )
-from rlcore.envs.make import SHORT_NAMES, UnknownEnvError, make_vec_env, resolve_env_id
+from rlcore.envs.make import (
+    BACKENDS,
+    SHORT_NAMES,
+    UnknownEnvError,
+    make_vec_env,
+    resolve_env_id,
+)
 from rlcore.evaluate import EvalVideo
 from rlcore.generative import resolve_head
 from rlcore.logging import Logger
@@ -72,10 +76,21 @@ from rlcore.loops import (
     rollout_phase,
     run_phases,
 )
+from rlcore.overrides import check_overrides, train_help
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan, Schedule
 from rlcore.registry import ConfigError, coerce
+from rlcore.run_dir import (
+    RunDirExistsError,
+    check_new_run_dir,
+    clear_uncheckpointed_run,
+    has_checkpoint,
+    replaced_run_note,
+    resume_run_dir,
+    write_run_metadata,
+)
 from rlcore.run_lock import RunLock, RunLockedError
 from rlcore.spaces import action_storage, check_action_space, describe_action_space
+from rlcore.speed import settle_compile
 from rlcore.threads import AUTO, apply_threads
 from rlcore.threads import RULE as THREADS_RULE
 from rlcore.utils import seed_everything
@@ -103,37 +118,10 @@ SHAPE_FIELDS = (
     "dataset",
     "init_from",
 )
-PACKAGES = ("torch", "numpy", "mujoco", "gymnasium", "minari", "hydra-core", "rlcore")
 
 
 class ResumeMismatchError(ValueError):
     """The resumed checkpoint was trained with a different shape-changing setting."""
-
-
-class RunDirExistsError(ValueError):
-    """``run_dir`` already holds a run and ``resume=`` was not given: never overwrite it."""
-
-
-# Files and folders that make a directory a run (Hydra's own .hydra/ and an empty
-# train.log do not: Hydra creates them before the run starts).
-RUN_MARKERS = ("config.yaml", "meta.json", "train.csv", "eval.csv", CHECKPOINT_DIR, "tb")
-
-
-def existing_run_markers(run_dir: str | Path) -> list[str]:
-    """The run files already in ``run_dir`` (empty for a new or empty directory)."""
-    run_dir = Path(run_dir)
-    return [name for name in RUN_MARKERS if (run_dir / name).exists()]
-
-
-def check_new_run_dir(run_dir: str | Path) -> None:
-    """Raise RunDirExistsError when ``run_dir`` already holds a run."""
-    found = existing_run_markers(run_dir)
-    if found:
-        raise RunDirExistsError(
-            f"run_dir={run_dir} already holds a run ({', '.join(found)}); refusing to write a "
-            f"new run into it. Continue that run with resume={run_dir}, or choose another "
-            "run_dir= (or leave it out for a fresh time-stamped one)."
-        )
 
 
 def _top_level_keys() -> set[str]:
@@ -164,7 +152,17 @@ _RUN_SCHEMA: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
     "env.num_envs": (int, lambda v: v >= 1, ">= 1"),
     "env.max_episode_steps": (int | None, lambda v: v is None or v >= 1, ">= 1 or null"),
     "env.flatten_obs": (bool, lambda v: True, "true or false"),
+    "env.backend": (str, lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"),
+    "device": (str, lambda v: _torch_device(v) is not None, "a torch device: cpu, cuda, cuda:N"),
 }
+
+
+def _torch_device(name: str) -> torch.device | None:
+    """``torch.device(name)``, or None for a string torch does not accept (``gpu``)."""
+    try:
+        return torch.device(name)
+    except RuntimeError:
+        return None
 
 
 def check_run_config(cfg_dict: dict[str, Any]) -> None:
@@ -337,15 +335,6 @@ def _resuming(resume: str | None) -> bool:
     return resume not in (None, "", "None", "null")
 
 
-def resume_run_dir(resume: str | Path) -> Path:
-    """The run directory ``resume=`` names: the directory itself, or the run a checkpoint
-    file belongs to (``<run>/checkpoints/latest.pt``; a loose .pt: its folder)."""
-    path = Path(resume)
-    if path.is_dir():
-        return path
-    return path.parent.parent if path.parent.name == CHECKPOINT_DIR else path.parent
-
-
 def _select(cfg: dict[str, Any], dotted: str) -> Any:
     node: Any = cfg
     for part in dotted.split("."):
@@ -366,59 +355,6 @@ def check_resume_compatible(saved: dict[str, Any], current: dict[str, Any]) -> N
                 f"cannot resume: '{name}' is {new!r} now but the checkpoint was trained with "
                 f"{old!r}. Pass {name}={old!r} (or start a new run without resume=)."
             )
-
-
-def _package_versions() -> dict[str, str]:
-    versions = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "not installed"
-    return versions
-
-
-def _git_commit() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        commit = out.stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-        return (commit + ("-dirty" if dirty else "")) if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _write_run_metadata(
-    run_dir: Path, cfg_dict: dict[str, Any], resumed: bool, effective: dict[str, Any]
-) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    name = "config_resumed.yaml" if resumed else "config.yaml"
-    (run_dir / name).write_text(OmegaConf.to_yaml(OmegaConf.create(cfg_dict)))
-    meta = {
-        "git_commit": _git_commit(),
-        "versions": _package_versions(),
-        "command": sys.argv,
-        "host": platform.node(),
-        "pid": os.getpid(),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        # what actually ran where the config left a choice (auto back end, speed modes)
-        "effective": effective,
-    }
-    (run_dir / ("meta_resumed.json" if resumed else "meta.json")).write_text(
-        json.dumps(meta, indent=2)
-    )
 
 
 def train(
@@ -447,11 +383,13 @@ def train(
     require(algo_cfg, Planned, "the composition root reads a run's schedule from")
     plan: RunPlan = algo_cfg.plan()
     init_from = bool(cfg_dict.get("init_from"))
+    # compile=auto decides on the steps this run really takes (init_from skips pre-training)
+    algo_cfg = settle_compile(algo_cfg, sum(phase_lengths(plan, init_from)))
     env_cfg = cfg_dict["env"]
     env_id = resolve_env_id(env_cfg["id"])
     cfg_dict["env"]["id"] = env_id
 
-    resume_state, resume_notes = _resume_state_or_new_run(cfg_dict, run_dir)
+    resume_state, resume_notes, replaces = _resume_state_or_new_run(cfg_dict, run_dir)
     apply_threads(cfg_dict["threads"])  # auto: one thread (rlcore/threads.py says why)
     seed = int(cfg_dict["seed"])
     seed_everything(seed)
@@ -464,10 +402,16 @@ def train(
         init_state = load_init_from(cfg_dict, spec)
     offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
     _check_inputs(spec, plan, cfg_dict, resuming=resume_state is not None)
+    dataset = _load_dataset(spec, plan, cfg_dict)  # a download, too, before any write
     env, eval_env = _build_envs(spec, plan, cfg_dict, run_dir, offline_run, device)
     try:
         obs_space, action_space = env.single_observation_space, env.single_action_space
         check_spaces(spec, env_id, obs_space, action_space)
+        if dataset is not None:
+            try:
+                dataset.check_env(obs_space, action_space)
+            except ValueError as error:
+                raise ConfigError(f"dataset={cfg_dict['dataset']}: {error}") from None
         online_option = "algo.online_steps" if spec.loop == "offline" else "total_steps"
         check_schedule(plan, int(env_cfg["num_envs"]), init_from, online_option)
         if plan.env.cost:
@@ -484,11 +428,13 @@ def train(
         lock = RunLock(run_dir)
         lock.acquire()  # the first write: the run is valid
         try:
+            if replaces:  # a run without a checkpoint: nothing in it to continue
+                clear_uncheckpointed_run(run_dir)
             if on_valid is not None:
                 on_valid()
             return _train_valid(
-                spec, cfg_dict, plan, agent, env, eval_env, run_dir, resume_state, resume_notes,
-                label,
+                spec, cfg_dict, plan, agent, env, eval_env, dataset, run_dir, resume_state,
+                resume_notes, label,
             )  # fmt: skip
         finally:
             lock.release()
@@ -504,6 +450,7 @@ def _train_valid(
     agent: Any,
     env: Any,
     eval_env: Any,
+    dataset: Any,
     run_dir: Path,
     resume_state: dict[str, Any] | None,
     resume_notes: list[str],
@@ -521,10 +468,14 @@ def _train_valid(
         "env_backend": type(env.unwrapped).__name__,
         "precision": resolved.precision,
         "compile": resolved.compile,
+        # the phases' lengths: init_from skips the pre-training that algo.total_steps
+        # (an offline algorithm's gradient steps) counts
+        "offline_steps": phase_lengths(plan, bool(cfg_dict.get("init_from")))[0],
+        "online_steps": phase_lengths(plan, bool(cfg_dict.get("init_from")))[1],
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
     }
-    _write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
+    write_run_metadata(run_dir, cfg_dict, resume_state is not None, effective)
     for note in resume_notes:
         logger.note(note)
     spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
@@ -540,7 +491,9 @@ def _train_valid(
     logger.progress(f"[{run.name}] run dir {run_dir}", force=True)
     with stop_signals(run, logger), log_warnings(logger):
         try:
-            result = _run_loop(spec, cfg_dict, plan, agent, env, eval_env, settings, run, logger)
+            result = _run_loop(
+                spec, cfg_dict, plan, agent, env, eval_env, dataset, settings, run, logger
+            )
             for line in closing_summary(result, settings, run_dir):
                 logger.progress(line, force=True)
             return result
@@ -562,7 +515,8 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     else:
         why = f"all {step:,} steps done"
     final, best = result["eval/return"], result["eval/best_return"]
-    evaluation = f"final evaluation return {final:.1f}, best {best:.1f}"
+    cost = f" (cost {result['eval/cost']:.1f})" if "eval/cost" in result else ""
+    evaluation = f"final evaluation return {final:.1f}{cost}, best {best:.1f}"
     if "eval/normalized_score" in result:
         evaluation += (
             f" (normalised score {result['eval/normalized_score']:.1f}, "
@@ -580,18 +534,25 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
 
 def _resume_state_or_new_run(
     cfg_dict: dict[str, Any], run_dir: Path
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """The checkpoint ``resume=`` names, checked against this config, and the notes to log
-    about it; without ``resume=``, check that ``run_dir`` holds no run yet."""
-    if not cfg_dict.get("resume"):
-        check_new_run_dir(run_dir)
-        return None, []
-    state, resume_file, problems = read_checkpoint(cfg_dict["resume"])
+) -> tuple[dict[str, Any] | None, list[str], bool]:
+    """(the checkpoint ``resume=`` names, checked against this config; the notes to log;
+    whether the run replaces one without a checkpoint in ``run_dir``). Without
+    ``resume=``, ``run_dir`` must hold no checkpointed run; a ``resume=`` of a run that
+    has no checkpoint starts it again (``rlcore.run_dir``). A run dir a live process
+    writes is refused first (RunLockedError), whatever it holds."""
+    resume = cfg_dict.get("resume")
+    if not resume:
+        replaces = check_new_run_dir(run_dir)
+        return None, [replaced_run_note(run_dir, resumed=False)] if replaces else [], replaces
+    RunLock(run_dir).check_free()
+    if Path(resume).is_dir() and not has_checkpoint(resume):
+        return None, [replaced_run_note(run_dir, resumed=True)], True
+    state, resume_file, problems = read_checkpoint(resume)
     check_resume_compatible(state["config"], cfg_dict)
     step = state["loop"]["counters"]["step"]
     notes = [f"note: {problem}" for problem in problems]
     notes.append(f"resuming from {resume_file} (step {step:,})")
-    return state, notes
+    return state, notes, False
 
 
 def _check_inputs(
@@ -819,6 +780,7 @@ def _run_loop(
     agent: Any,
     env: Any,
     eval_env: Any,
+    dataset: Any,
     settings: LoopSettings,
     run: RunContext,
     logger: Logger,
@@ -837,7 +799,7 @@ def _run_loop(
         )  # fmt: skip
         built = _Phases([rollout_phase(rollout, settings.total_steps)])
     else:
-        built = _replay_phases(spec, cfg_dict, plan, agent, env, settings, logger)
+        built = _replay_phases(cfg_dict, plan, agent, env, dataset, settings, logger)
     if len(built.phases) > 1:
         steps = " -> ".join(
             f"{p.name}{' (random actions)' if p.random_actions else ''} {p.steps:,}"
@@ -936,23 +898,23 @@ def _actors(
 
 
 def _replay_phases(
-    spec: registry.AlgoSpec,
     cfg_dict: dict[str, Any],
     plan: RunPlan,
     agent: Any,
     env: Any,
+    dataset: Any,
     settings: LoopSettings,
     logger: Logger,
 ) -> _Phases:
-    """Offline pre-training on the dataset, warm-up and online phases on a replay buffer
-    (or on the dataset mixed in, as ``offline_data`` says), as the plan's schedule asks."""
+    """Offline pre-training on the dataset (``_load_dataset``'s, None when the run needs
+    none), warm-up and online phases on a replay buffer (or on the dataset mixed in, as
+    ``offline_data`` says), as the plan's schedule asks."""
     init_from = bool(cfg_dict.get("init_from"))
     offline_steps, online_steps = phase_lengths(plan, init_from)
     built = _Phases([], evaluate_first=init_from)
-    dataset = None
-    if needs_dataset(plan, spec.loop == "offline", init_from):
+    if dataset is not None:
         dataset, built.score, built.reward_transform = _prepare_offline(
-            cfg_dict, plan, agent, env, logger
+            cfg_dict, plan, agent, dataset, logger
         )
         dataset.seed(settings.seed)
         built.stateful["dataset"] = dataset
@@ -1069,12 +1031,17 @@ def stop_signals(run: RunContext, logger: Logger) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
 @contextmanager
 def log_warnings(logger: Logger) -> Iterator[None]:
     """Warnings raised during the run are shown as usual and also written to train.log."""
     original = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None) -> None:  # noqa: ANN001
+        # gymnasium colours its warnings with terminal escape codes: plain text here
+        message = ANSI_ESCAPE.sub("", str(message))
         original(message, category, filename, lineno, file, line)
         logger.write_log(f"{category.__name__}: {message}")
 
@@ -1085,19 +1052,36 @@ def log_warnings(logger: Logger) -> Iterator[None]:
         warnings.showwarning = original
 
 
+def _load_dataset(spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, Any]) -> Any:
+    """The offline dataset the run trains on or mixes in (None when it needs none), its
+    observations stacked as the env shows them; loaded (downloaded, for a Minari id not
+    on disk) before the run writes anything. One not available here raises
+    FileNotFoundError (a missing input), a malformed one ConfigError."""
+    from rlcore.offline.datasets import DatasetError, DatasetNotAvailableError, load_dataset
+
+    init_from = bool(cfg_dict.get("init_from"))
+    if spec.loop == "on_policy" or not needs_dataset(plan, spec.loop == "offline", init_from):
+        return None
+    source = cfg_dict["dataset"]
+    try:
+        dataset = load_dataset(source, gamma=plan.gamma, env_id=cfg_dict["env"]["id"])
+        dataset.stack_observations(plan.env.obs_history)  # as the env shows
+    except DatasetNotAvailableError as error:
+        raise FileNotFoundError(str(error)) from None
+    except DatasetError as error:
+        raise ConfigError(f"dataset={source}: {error}") from None
+    return dataset
+
+
 def _prepare_offline(
-    cfg_dict: dict[str, Any], plan: RunPlan, agent: Any, env: Any, logger: Logger
+    cfg_dict: dict[str, Any], plan: RunPlan, agent: Any, dataset: Any, logger: Logger
 ) -> tuple[Any, Any, Callable[[Any], Any] | None]:
-    """Load and check the dataset, apply the recipe's reward/state normalisation, and
-    build the normalised-score function (None, with a note, when no reference exists) and
-    the reward transform online rewards need to match (None when rewards are unchanged)."""
-    from rlcore.offline.datasets import load_dataset
+    """Apply the recipe's reward/state normalisation to the loaded dataset, and build the
+    normalised-score function (None, with a note, when no reference exists) and the
+    reward transform online rewards need to match (None when rewards are unchanged)."""
     from rlcore.offline.scores import ScoreReferenceError, normalized_score
 
     env_id = cfg_dict["env"]["id"]
-    dataset = load_dataset(cfg_dict["dataset"], gamma=plan.gamma, env_id=env_id)
-    dataset.stack_observations(plan.env.obs_history)  # as the env shows
-    dataset.check_env(env.single_observation_space, env.single_action_space)
     factor = 1.0
     if plan.data.normalize_reward_by_returns:
         factor = dataset.normalize_rewards_by_return_range()
@@ -1216,6 +1200,11 @@ def _saved_config(resume: str | Path) -> dict[str, Any]:
     for name in ("config_resumed.yaml", "config.yaml"):
         if (run_dir / name).is_file():
             return OmegaConf.to_container(OmegaConf.load(run_dir / name))  # type: ignore[return-value]
+    if Path(resume).is_dir() and not has_checkpoint(resume):
+        raise FileNotFoundError(
+            f"resume={resume}: {run_dir} holds no run (no config.yaml, no checkpoint); pass "
+            "the directory of an earlier run, or start a new one with run_dir="
+        )
     return read_checkpoint(resume)[0]["config"]
 
 
@@ -1371,8 +1360,8 @@ def check_run_dir_overrides(args: list[str]) -> None:
         return
     if "run_dir" in values:  # hydra.run.dir= was mapped onto it (normalize_overrides)
         try:
-            check_new_run_dir(values["run_dir"])
-        except RunDirExistsError as error:
+            check_new_run_dir(values["run_dir"])  # one without a checkpoint is reused
+        except (RunDirExistsError, RunLockedError) as error:
             _fail(str(error), EXIT_CONFIG)
 
 
@@ -1381,12 +1370,17 @@ def cli(argv: list[str] | None = None) -> None:
     import hydra
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--help" in args or "-h" in args:
+        print(train_help())
+        raise SystemExit(0)
+    multirun = "-m" in args or "--multirun" in args
     try:
         args = normalize_overrides(args)
-    except (registry.UnknownAlgorithmError, UnknownEnvError) as error:
+        check_overrides(args, multirun)
+    except (registry.UnknownAlgorithmError, UnknownEnvError, ConfigError) as error:
         _fail(str(error))
     check_run_dir_overrides(args)
-    if "-m" in args or "--multirun" in args:
+    if multirun:
         os.environ[SWEPT_KEYS_ENV] = ",".join(swept_keys(args))
     sys.argv = [sys.argv[0], *args]
     main = hydra.main(version_base="1.3", config_path="pkg://rlcore.configs", config_name="config")(

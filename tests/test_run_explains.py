@@ -265,11 +265,45 @@ def test_progress_eta_of_a_time_budget_is_the_time_it_leaves(monkeypatch):
     run.logger = type("L", (), {"progress": lambda self, text, force=False: shown.append(text)})()
     progress = loops._Progress(run, total=10**8, start=0, seconds_left=lambda: left[0])
     clock[0] += 10.0
+    progress.mark(1000)
     progress.show(1000, 1.0, 2.0)  # 100 steps/s: 10**8 steps would take 11 days
     assert shown[-1].endswith("ETA 0m30s"), shown
     left[0] = -1.0  # overrun by the last tick: nothing left, never negative
     progress.show(1100, 1.0, 2.0)
     assert shown[-1].endswith("ETA 0m00s"), shown
+
+
+def test_eta_comes_from_measured_rates_only(monkeypatch):
+    """A fast random warm-up does not set the online ETA, the online phase's slow first
+    tick (a JIT compilation, the first update) is left out, and until a phase has a
+    measured rate the line says so: SAC Hopper once showed ETA 0m29s at step 5,098 of
+    20,000 (8.5 minutes were needed), an MJX run on the CPU ETA 47h37m."""
+    from rlcore import loops
+
+    clock, shown = [0.0], []
+    monkeypatch.setattr(loops.time, "monotonic", lambda: clock[0])
+    run = loops.RunContext("x", logger=None, save=lambda state: None)
+    run.logger = type("L", (), {"progress": lambda self, text, force=False: shown.append(text)})()
+    progress = loops._Progress(run, total=20_000, start=0)
+    progress.start_phase("random warm-up", 0, 5_000, final=False)
+    progress.show(0, 1.0, 2.0)
+    assert shown[-1].endswith("| - steps/s | episode return 1.0 | eval 2.0 | ETA estimating")
+    for second in range(1, 5):  # 1,000 steps/s
+        clock[0] = float(second)
+        progress.mark(1_000 * second)
+    progress.show(4_000, 1.0, 2.0)  # 2 s of samples (from the end of the first tick)
+    assert shown[-1].endswith("ETA estimating (random warm-up phase: 0m01s left)"), shown
+    progress.start_phase("online", 5_000, 20_000, final=True)
+    clock[0] = 105.0  # the first online tick: 100 s (a compilation, the first update)
+    progress.mark(5_001)
+    progress.show(5_001, 1.0, 2.0)
+    assert shown[-1].endswith("| - steps/s | episode return 1.0 | eval 2.0 | ETA estimating")
+    for second in range(1, 4):  # then 25 steps/s
+        clock[0] = 105.0 + second
+        progress.mark(5_001 + 25 * second)
+    progress.show(5_076, 1.0, 2.0)
+    assert "| 25 steps/s |" in shown[-1]
+    assert shown[-1].endswith(f"ETA {loops.format_duration((20_000 - 5_076) / 25)}")  # 9m56s
 
 
 @pytest.mark.parametrize("compiled", [True, False])

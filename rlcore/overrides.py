@@ -1,0 +1,243 @@
+"""The command line of ``python -m rlcore.train`` before Hydra runs it: every override is
+composed once here, so a bad one (an unknown key, a malformed value, a missing config
+file, a sweep without ``-m``) is refused with one ``error:`` line naming the fix and exit
+code 2, instead of Hydra's multi-line report and exit code 1 (docs/cli.md, "Exit codes").
+``train_help`` is the ``--help`` text: the algorithms, environments and options that
+``algo=`` / ``env=`` / ``key=value`` accept, read from the registry and the packaged
+configs (Hydra's own help lists the config dataclasses' ``*_defaults`` entries too,
+which are not choices; ``--hydra-help`` still shows Hydra's).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from importlib import resources
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from rlcore import registry
+from rlcore.registry import ConfigError
+
+CONFIG_MODULE = "rlcore.configs"
+LOOP_LABELS = {"off_policy": "online, replay", "on_policy": "online, rollouts", "offline": "offline"}
+# the command line's flags that take the next token as their value
+_FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp",
+                     "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}  # fmt: skip
+
+
+def override_tokens(args: list[str]) -> list[str]:
+    """The ``key=value`` overrides of a command line (its flags and their values left out)."""
+    tokens, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg in _FLAGS_WITH_VALUE
+        else:
+            tokens.append(arg)
+    return tokens
+
+
+def _first_of_sweeps(tokens: list[str], multirun: bool) -> list[str]:
+    """The overrides of a sweep's first job (``seed=0,1,2`` -> ``seed=0``), which is the
+    one composed here; a single run's tokens unchanged (Hydra refuses its sweeps itself)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(tokens)
+    if not multirun:
+        return tokens
+    first = []
+    for override in parsed:
+        if not override.is_sweep_override():
+            first.append(override.input_line)
+            continue
+        try:
+            value = next(iter(override.sweep_string_iterator()))
+        except Exception:  # noqa: BLE001 - glob(): needs Hydra's config loader; Hydra checks it
+            continue
+        first.append(f"{override.get_key_element()}={value}")
+    return first
+
+
+def _keys(node: Any, prefix: str = "") -> list[str]:
+    """Every dotted key of a config (lists and values are leaves)."""
+    if not isinstance(node, dict):
+        return []
+    out = []
+    for key, value in node.items():
+        dotted = f"{prefix}{key}"
+        out.append(dotted)
+        out += _keys(value, f"{dotted}.")
+    return out
+
+
+def _suggestion(key: str, known: list[str]) -> str:
+    """`` (did you mean algo.batch_size?)`` for the closest known key, by whole key or by
+    its last part (``learning_starts`` -> ``algo.learning_starts``); empty when none."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+    if not close:
+        last = key.rpartition(".")[2]
+        by_last = {k.rpartition(".")[2]: k for k in known}
+        match = difflib.get_close_matches(last, list(by_last), n=1, cutoff=0.75)
+        close = [by_last[match[0]]] if match else []
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return compose("config", overrides=overrides, return_hydra_config=True)
+
+
+def _algo_of(tokens: list[str]) -> str:
+    for token in tokens:
+        key, _, value = token.partition("=")
+        if key == "algo" and value:
+            return value.split(",")[0]
+    return "sac"
+
+
+def _unknown_key_message(key: str, value: str, tokens: list[str]) -> str:
+    """One line for an override of a key the config does not have."""
+    algo = _algo_of(tokens)
+    rest = [t for t in tokens if t.split("=", 1)[0] in ("algo", "env")]
+    try:
+        known = _keys(OmegaConf.to_container(_compose(rest)))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 - the suggestion is a courtesy
+        known = []
+    where = "an algo option" if key.startswith("algo.") else "an option"
+    return (
+        f"{key}={value}: not {where} of this run{_suggestion(key, known)}; "
+        f"`python -m rlcore.train algo={algo} --cfg job` lists every option"
+    )
+
+
+def _parse_error_message(token: str, text: str) -> str:
+    """One line for an override Hydra's grammar cannot read."""
+    lines = [line for line in text.splitlines() if line and not line.startswith("See https")]
+    detail = next((line for line in lines if not line.startswith("Error parsing")), "")
+    detail = re.sub(r" expecting \{.*\}", "", detail)  # the grammar's token list
+    return (
+        f"malformed override '{token}'{f': {detail}' if detail else ''}; write key=value "
+        "(one '=', lists as [a,b], strings with spaces in quotes)"
+    )
+
+
+def check_overrides(args: list[str], multirun: bool) -> None:
+    """Compose the config ``args`` ask for (a sweep's first job) and raise ``ConfigError``
+    with one line naming the fix when Hydra cannot: unknown keys, malformed overrides, a
+    config-group option that does not exist, a sweep without ``-m``."""
+    from hydra.errors import (
+        ConfigCompositionException,
+        MissingConfigException,
+        OverrideParseException,
+    )
+    from omegaconf.errors import OmegaConfBaseException
+
+    tokens = override_tokens(args)
+    try:
+        _compose(_first_of_sweeps(tokens, multirun))
+    except OverrideParseException as error:
+        token = next((t for t in tokens if t in str(error)), None)
+        if token is None:  # Hydra's message does not quote it: find it by parsing alone
+            token = next((t for t in tokens if _unparsable(t)), " ".join(tokens))
+        raise ConfigError(_parse_error_message(token, str(error))) from None
+    except MissingConfigException as error:
+        group, _, name = str(error.missing_cfg_file).rpartition("/")
+        options = ", ".join(error.options or [])
+        raise ConfigError(
+            f"{group}={name}: there is no {group} config '{name}'"
+            + (f"; available: {options}" if options else "")
+        ) from None
+    except ConfigCompositionException as error:
+        text = str(error)
+        match = re.match(r"Could not override '([^']+)'", text)
+        if match:
+            key = match.group(1)
+            value = next((t.split("=", 1)[1] for t in tokens if t.split("=", 1)[0] == key), "")
+            raise ConfigError(_unknown_key_message(key, value, tokens)) from None
+        match = re.match(r"Ambiguous value for argument '([^']+)'", text)
+        if match:
+            token = match.group(1)
+            key, _, value = token.partition("=")
+            raise ConfigError(
+                f"{token}: a comma-separated value is a sweep: add -m (python -m "
+                f"rlcore.train -m {token}); a list is {key}=[{value}], a string "
+                f"{key}='{value}'"
+            ) from None
+        raise ConfigError(" ".join(text.split())) from None
+    except OmegaConfBaseException as error:
+        raise ConfigError(" ".join(str(error).split())) from None
+
+
+def _unparsable(token: str) -> bool:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        OverridesParser.create().parse_overrides([token])
+    except OverrideParseException:
+        return True
+    return False
+
+
+def _option_lines() -> list[str]:
+    """``key: default  # comment`` of the packaged config.yaml's top-level options."""
+    text = resources.files(CONFIG_MODULE).joinpath("config.yaml").read_text()
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("defaults:"):
+            inside = True
+            continue
+        if inside and line.startswith(" "):
+            continue
+        inside = False
+        if line.startswith("hydra:"):
+            break
+        if line and not line.startswith(("#", " ")):
+            lines.append("  " + line)
+    return lines
+
+
+def train_help() -> str:
+    """The ``--help`` text of ``python -m rlcore.train``: usage, algorithms, environments,
+    config groups and the top-level options with their defaults."""
+    from rlcore.envs.make import SHORT_NAMES
+
+    experiments = sorted(
+        p.name.removesuffix(".yaml")
+        for p in resources.files(CONFIG_MODULE).joinpath("experiment").iterdir()
+        if p.name.endswith(".yaml")
+    )
+    loggers = sorted(
+        p.name.removesuffix(".yaml")
+        for p in resources.files(CONFIG_MODULE).joinpath("logger").iterdir()
+        if p.name.endswith(".yaml")
+    )
+    by_loop: dict[str, list[str]] = {}
+    for name, spec in sorted(registry.ALGORITHMS.items()):
+        by_loop.setdefault(spec.loop, []).append(name)
+    return "\n".join([
+        "usage: python -m rlcore.train [algo=NAME] [env=NAME] [key=value ...]",
+        "       python -m rlcore.train -m key=a,b ...     (a sweep: one run per value)",
+        "       python -m rlcore.train resume=<run dir> [total_steps=N]",
+        "",
+        "Trains one algorithm on one environment; a run writes runs/<algo>/<env>/<time>/.",
+        "",
+        "algo= (every option of one: python -m rlcore.train algo=NAME --cfg job)",
+        *(f"  {LOOP_LABELS[loop]}: {', '.join(names)}" for loop, names in sorted(by_loop.items())),
+        "env= a short name or any registered gymnasium id (env=Pusher-v5):",
+        f"  {', '.join(sorted(SHORT_NAMES))}",
+        f"+experiment= (a paper recipe): {', '.join(experiments)}",
+        f"logger= {', '.join(loggers)}",
+        "",
+        "options (key=value; defaults shown):",
+        *_option_lines(),
+        "",
+        "flags: --cfg job (print the composed config), -m (sweep), --hydra-help (Hydra's",
+        "own help). Exit codes: 0 done, 1 failed, 2 bad command or config, 3 missing input",
+        "file, 130/143 stopped by Ctrl-C / SIGTERM (checkpoint saved). docs/cli.md has more.",
+    ])  # fmt: skip

@@ -675,7 +675,7 @@ class GroupResult:
             "seeds": list(self.group.seeds),
             "runs": [str(r.path) for r in self.group.runs],
             "run_ends": [r.end.to_dict() for r in self.group.runs],
-            "final_step": self.final_steps.tolist(),
+            "final_step": [int(step) for step in self.final_steps],
             "incomplete": incomplete_note(self),
             "duplicate_seeds": {
                 _show(s): [str(r.path) for r in runs]

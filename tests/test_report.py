@@ -751,6 +751,7 @@ def test_cli_includes_runs_that_stopped_early_only_when_asked_and_marks_them(tmp
     sac, td3 = data["groups"]
     assert sac["incomplete"] == note and td3["incomplete"] is None
     assert sac["final_step"] == [20000, 2000, 3000] and sac["final_scores"] == [19.0, 2.0, 3.0]
+    assert all(isinstance(step, int) for step in sac["final_step"])
     assert [e["finished"] for e in sac["run_ends"]] == [True, False, False]
     assert [e["step"] for e in sac["run_ends"]] == [20000, 2000, 3534]
     assert td3["run_ends"][0]["why"] == "stop_at_return=900 reached at step 2,000"

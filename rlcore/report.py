@@ -10,6 +10,11 @@ per-run keys of ``PER_RUN_KEYS`` (seed, run dir, resume, device...). Per group t
 gives the seeds, the final and the best score as IQM, mean and median with stratified
 bootstrap confidence intervals, and the normalised scores where a reference exists.
 
+Runs that stopped before their end (``RunEnd``: train.log's last session has no
+``finished:`` line) and runs of one group that share a seed stop the command line unless
+``--incomplete include|exclude`` / ``--duplicate-seeds keep`` ask otherwise; included,
+they are marked in the table, report.md and report.json (docs/reports.md).
+
 The estimators follow rliable (Agarwal et al. 2021, "Deep RL at the Edge of the
 Statistical Precipice"; google-research/rliable), written here on numpy/scipy because
 rliable 1.2.0 does not import with pandas 3:
@@ -37,9 +42,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -250,18 +257,59 @@ def aggregate_curves(
 # --------------------------------------------------------------------------- runs
 
 
+@dataclass(frozen=True)
+class RunEnd:
+    """How a run ended, as its folder records it.
+
+    ``finished`` is True for a run that ended by its own rules (all its steps done,
+    ``stop_at_return`` reached, ``stop_after_s`` spent) and False for one that stopped
+    early (interrupted, failed, killed, or still running); ``step`` is the step it
+    reached and ``planned`` the steps its config asked for (None when unknown).
+    """
+
+    finished: bool
+    why: str
+    step: int | None
+    planned: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "finished": self.finished,
+            "why": self.why,
+            "step": self.step,
+            "planned": self.planned,
+        }
+
+
 @dataclass
 class Run:
-    """One run directory: its flattened config and its metric tables."""
+    """One run directory: its flattened config and its metric tables.
+
+    ``log`` holds the lines of its train.log that mark how a training session ended or
+    began (``finished:``, ``interrupted:``, ``error:``, ``resuming from``), oldest first;
+    None when the run dir has no train.log.
+    """
 
     path: Path
     config: dict[str, Any]
     tables: dict[str, list[dict[str, float | str]]]  # csv group ("eval", "train") -> rows
     resumed: bool = False
+    log: list[str] | None = None
 
     @property
     def seed(self) -> Any:
         return self.config.get("seed")
+
+    @cached_property
+    def end(self) -> RunEnd:
+        """How the run ended (``run_end``)."""
+        return run_end(self)
+
+    def last_step(self) -> int | None:
+        """The largest ``step`` any of its tables logged (None: no rows)."""
+        steps = [float(r["step"]) for rows in self.tables.values() for r in rows
+                 if _finite(r.get("step"))]  # fmt: skip
+        return int(max(steps)) if steps else None
 
     def available_metrics(self) -> list[str]:
         numeric = {k for rows in self.tables.values() for r in rows for k, v in r.items()
@@ -292,6 +340,98 @@ class Run:
             )
         steps, values = zip(*pairs)
         return np.asarray(steps, dtype=np.float64), np.asarray(values, dtype=np.float64)
+
+
+# train.log lines that end a session (rlcore.train's closing summary, its ``interrupted:``
+# and ``error:`` lines) or start a resumed one; the text after the time stamp
+END_MARKERS = ("finished: ", "interrupted: ", "error: ", "resuming from ")
+_STAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] ")
+_AT_STEP = re.compile(r"(?:at step|all) ([\d,]+)")
+
+
+def read_end_markers(log_file: Path) -> list[str] | None:
+    """The lines of a train.log that start with one of ``END_MARKERS`` (time stamp
+    removed), oldest first; None when there is no such file."""
+    if not log_file.is_file():
+        return None
+    lines = (_STAMP.sub("", line.rstrip("\n")) for line in log_file.open(errors="replace"))
+    return [line for line in lines if line.startswith(END_MARKERS)]
+
+
+def planned_steps(config: Mapping[str, Any]) -> int | None:
+    """The ``step`` a run of this (flattened) config ends at when nothing stops it early:
+    ``total_steps``, plus ``algo.online_steps`` of offline algorithms that fine-tune
+    online (their ``total_steps`` are the offline gradient steps; ``init_from=`` skips
+    those). None when the config has no ``total_steps``."""
+    total = config.get("total_steps", config.get("algo.total_steps"))
+    if not isinstance(total, int) or isinstance(total, bool):
+        return None
+    online = config.get("algo.online_steps")
+    if isinstance(online, int) and not isinstance(online, bool):
+        return (0 if config.get("init_from") else total) + online
+    return total
+
+
+def _step_in(text: str) -> int | None:
+    match = _AT_STEP.search(text)
+    return int(match.group(1).replace(",", "")) if match else None
+
+
+def _session_end(markers: Sequence[str]) -> str | None:
+    """The train.log marker that ends the run's last training session: the first end
+    line after the last ``resuming from``; None when that session has none (killed, out
+    of memory, still running). A later ``interrupted:`` or ``error:`` line with no
+    ``resuming from`` before it comes from a resume that failed before it started
+    training (the run's rows are still those of the session that ended first)."""
+    end: str | None = None
+    for line in markers:
+        if line.startswith("resuming from "):
+            end = None
+        elif end is None:
+            end = line
+    return end
+
+
+def run_end(run: Run) -> RunEnd:
+    """How ``run`` ended, from its train.log: the last session's ``finished:`` line (all
+    steps done, ``stop_at_return`` or ``stop_after_s`` reached) means finished; an
+    ``interrupted:`` or ``error:`` line, or no end line after the last start (killed,
+    out of memory, or still running), means it stopped early (``_session_end``).
+
+    Without a train.log (a trimmed copy, another library's run) the end is inferred from
+    the logged rows: finished when the last step reached the planned steps, when
+    ``eval/train_seconds`` reached ``stop_after_s``, or when the last ``eval/return``
+    reached ``stop_at_return``; a run whose config gives no length counts as finished.
+    """
+    planned = planned_steps(run.config)
+    last = run.last_step()
+    if run.log is not None:
+        end = _session_end(run.log)
+        if end is None:
+            after = " after its last resume" if run.log else ""
+            why = f"no end line in train.log{after} (killed, crashed or still running)"
+            return RunEnd(False, why, last, planned)
+        if end.startswith("finished: "):
+            why = end.removeprefix("finished: ").split(";")[0]
+            return RunEnd(True, why, _step_in(why) or last, planned)
+        step = _step_in(end) if end.startswith("interrupted: ") else None
+        return RunEnd(False, end.split(";")[0], step or last, planned)
+    inferred = " (no train.log: inferred from the logged rows)"
+    if planned is None:
+        return RunEnd(True, "length unknown (no total_steps in its config)" + inferred, last, None)
+    if last is not None and last >= planned:
+        return RunEnd(True, f"all {planned:,} steps done" + inferred, last, planned)
+    rows = run.tables.get("eval", [])
+    budget, target = run.config.get("stop_after_s"), run.config.get("stop_at_return")
+    seconds = [float(r["eval/train_seconds"]) for r in rows if _finite(r.get("eval/train_seconds"))]
+    if isinstance(budget, int | float) and seconds and max(seconds) >= budget:
+        return RunEnd(True, f"stop_after_s={budget:g} reached" + inferred, last, planned)
+    returns = [float(r["eval/return"]) for r in rows if _finite(r.get("eval/return"))]
+    if isinstance(target, int | float) and returns and returns[-1] >= target:
+        return RunEnd(True, f"stop_at_return={target:g} reached" + inferred, last, planned)
+    reached = "nothing" if last is None else f"step {last:,}"
+    why = f"no train.log, and it logged up to {reached} of {planned:,}"
+    return RunEnd(False, why, last, planned)
 
 
 def _finite(value: float | str | None) -> bool:
@@ -338,7 +478,7 @@ def load_run(path: str | Path) -> Run:
     except Exception as error:  # malformed YAML: name the file
         raise ReportError(f"cannot read {config_file}: {error}") from error
     tables = {csv.stem: read_csv(csv) for csv in sorted(path.glob("*.csv"))}
-    return Run(path, _flatten(config), tables, resumed)
+    return Run(path, _flatten(config), tables, resumed, read_end_markers(path / "train.log"))
 
 
 def load_runs(paths: Sequence[str | Path]) -> list[Run]:
@@ -414,7 +554,29 @@ class Group:
 
     @property
     def seeds(self) -> list[Any]:
-        return sorted((r.seed for r in self.runs), key=lambda s: (str(type(s)), s))
+        return sorted((r.seed for r in self.runs), key=_seed_order)
+
+    def duplicate_seeds(self) -> dict[Any, list[Run]]:
+        """Seeds that more than one of the group's runs used, with those runs."""
+        by_seed: dict[Any, list[Run]] = {}
+        for run in self.runs:
+            by_seed.setdefault(run.seed, []).append(run)
+        return {s: runs for s, runs in sorted(by_seed.items(), key=lambda kv: _seed_order(kv[0]))
+                if len(runs) > 1}  # fmt: skip
+
+    def seeds_cell(self) -> str:
+        """The seeds as the table prints them: each seed once, ``(xN)`` after a seed N
+        runs share, ``*`` after a seed whose run stopped early."""
+        cells = []
+        for seed in dict.fromkeys(self.seeds):
+            runs = [r for r in self.runs if r.seed == seed]
+            early = "*" if any(not r.end.finished for r in runs) else ""
+            cells.append(_show(seed) + early + (f" (x{len(runs)})" if len(runs) > 1 else ""))
+        return ",".join(cells)
+
+
+def _seed_order(seed: Any) -> tuple[str, Any]:
+    return (str(type(seed)), seed)
 
 
 _MISSING = "<unset>"
@@ -451,6 +613,24 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     return groups
 
 
+def duplicate_seed_message(groups: Sequence[Group]) -> str | None:
+    """What is wrong when runs of one group share a seed (None when no seed repeats):
+    the group, the seed and every run dir that used it. Such runs are not independent
+    samples, so counting them as n runs overstates the evidence."""
+    found = [
+        f"{g.label}: seed {_show(seed)} in {len(runs)} runs ("
+        + ", ".join(str(r.path) for r in runs) + ")"
+        for g in groups
+        for seed, runs in g.duplicate_seeds().items()
+    ]  # fmt: skip
+    if not found:
+        return None
+    return (
+        "runs with the same seed in one group: " + "; ".join(found)
+        + " (copies, or repeats of one seed, are not independent runs)"
+    )  # fmt: skip
+
+
 # --------------------------------------------------------------------------- aggregation
 
 
@@ -472,6 +652,15 @@ class GroupResult:
     auc: dict[str, Estimate] = field(default_factory=dict)
     auc_scores: np.ndarray = field(default_factory=lambda: np.zeros(0))
     curve_x: str = "step"
+    # the step of each run's last evaluation (where its final score comes from)
+    final_steps: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def stopped_early(self) -> list[tuple[Run, int]]:
+        """The group's runs that stopped before their end, each with the step of the last
+        evaluation its final score comes from."""
+        return [(run, int(step)) for run, step in zip(self.group.runs, self.final_steps)
+                if not run.end.finished]  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         def est(d: dict[str, Estimate] | None) -> dict[str, Any] | None:
@@ -485,6 +674,13 @@ class GroupResult:
             "overrides": {k: _show(v) for k, v in self.group.overrides.items()},
             "seeds": list(self.group.seeds),
             "runs": [str(r.path) for r in self.group.runs],
+            "run_ends": [r.end.to_dict() for r in self.group.runs],
+            "final_step": [int(step) for step in self.final_steps],
+            "incomplete": incomplete_note(self),
+            "duplicate_seeds": {
+                _show(s): [str(r.path) for r in runs]
+                for s, runs in self.group.duplicate_seeds().items()
+            },
             "final_scores": self.final_scores.tolist(),
             "best_scores": self.best_scores.tolist(),
             "auc_scores": self.auc_scores.tolist(),
@@ -585,6 +781,7 @@ def area_under_curve(xs: np.ndarray, values: np.ndarray) -> float:
 def _scores(
     run: Run, metric: str, last_k: int, x: str = "step"
 ) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray]]:
+    """(final, best, AUC, (xs, values)) of one run; ``xs[-1]`` is where "final" is."""
     xs, values = run.series(metric, x)
     final, best = float(np.mean(values[-last_k:])), float(np.max(values))
     return final, best, area_under_curve(xs, values), (xs, values)
@@ -641,6 +838,7 @@ def aggregate(
                 auc=est["auc"],
                 auc_scores=auc,
                 curve_x=x,
+                final_steps=np.asarray([run.series(metric)[0][-1] for run in group.runs]),
             )
         )
     return results
@@ -719,13 +917,66 @@ def markdown_table(results: Sequence[GroupResult]) -> str:
             if r.normalized_final is not None
             else r.reference
         )
-        seeds = ",".join(_show(s) for s in r.group.seeds)
+        seeds = r.group.seeds_cell()
         lines.append(
             f"| {r.group.label} | {seeds} | {len(r.group.runs)} | {fmt_estimate(r.final['iqm'])} "
             f"| {fmt_estimate(r.final['mean'])} | {fmt_estimate(r.final['median'])} "
             f"| {fmt_estimate(r.best['iqm'])} | {_auc_cell(r)} | {norm} |"
         )
     return "\n".join(lines)
+
+
+def _steps_of(steps: Sequence[int | None], planned: Sequence[int | None]) -> str:
+    """``2,000 and 3,534 of 20,000 steps`` (each run's own length when they differ)."""
+
+    def show(step: int | None) -> str:
+        return "?" if step is None else f"{step:,}"
+
+    if len(set(planned)) == 1:
+        reached = " and ".join(show(s) for s in steps)
+        return reached + (f" of {planned[0]:,} steps" if planned[0] is not None else " steps")
+    return " and ".join(f"{show(s)} of {show(p)}" for s, p in zip(steps, planned)) + " steps"
+
+
+def incomplete_note(r: GroupResult) -> str | None:
+    """The note on a group whose runs include some that stopped early (None if none):
+    how many, where they stopped, and the steps their "final" score comes from."""
+    early = r.stopped_early
+    if not early:
+        return None
+    runs = [run for run, _ in early]
+    finals = " and ".join(f"{step:,}" for _, step in early)
+    return (
+        f"incomplete: {len(early)} of {len(r.group.runs)} runs stopped early "
+        f"({_steps_of([run.end.step for run in runs], [run.end.planned for run in runs])}); "
+        f"their final score is taken where they stopped (last evaluation at step {finals})"
+    )
+
+
+def incomplete_details(results: Sequence[GroupResult]) -> list[str]:
+    """One line per run that stopped early: its dir, why, where, and what was scored."""
+    return [
+        f"{run.path}: {run.end.why}; final score from step {step:,}"
+        + (f" of {run.end.planned:,}" if run.end.planned is not None else "")
+        for r in results
+        for run, step in r.stopped_early
+    ]
+
+
+def table_notes(results: Sequence[GroupResult]) -> list[str]:
+    """The lines under the table: ``*`` (runs that stopped early) and ``(xN)`` (a seed
+    several runs share), one per group concerned."""
+    notes = []
+    for r in results:
+        if note := incomplete_note(r):
+            notes.append(f"*: {r.group.label}: {note}")
+        for seed, runs in r.group.duplicate_seeds().items():
+            notes.append(
+                f"(x{len(runs)}) {r.group.label}: seed {_show(seed)} was run {len(runs)} times ("
+                + ", ".join(str(run.path) for run in runs)
+                + "): n counts these runs, which are not independent"
+            )
+    return notes
 
 
 def _auc_cell(r: GroupResult) -> str:
@@ -793,9 +1044,10 @@ def few_seeds_warning(results: Sequence[GroupResult]) -> str | None:
     if not few:
         return None
     names = ", ".join(f"{r.group.label} (n={len(r.group.runs)})" for r in few)
+    single = " (a single run has none)" if any(len(r.group.runs) == 1 for r in few) else ""
     return (
         f"fewer than {MIN_SEEDS} seeds in {names}: the interval shown is the range of the "
-        f"runs (min-max), not a confidence interval; run {MIN_SEEDS} seeds or more"
+        f"runs (min-max), not a confidence interval{single}; run {MIN_SEEDS} seeds or more"
     )
 
 
@@ -835,26 +1087,60 @@ def _colors(n: int) -> list[Any]:
     return [cmap(i % 10) for i in range(n)]
 
 
+def band_words(runs: int, confidence: float = 0.95) -> str:
+    """What the interval around a group's IQM is, for ``runs`` runs: the one source of
+    the learning-curve legend and y-label. The bootstrap over two runs only spans them
+    (its resamples are (a, a), (a, b), (b, b)), and over one run it is the run itself."""
+    if runs == 1:
+        return "1 run, no band"
+    if runs < MIN_SEEDS:
+        return "band = min-max of the runs, not a CI"
+    return f"band = {confidence:.0%} bootstrap CI"
+
+
+def curve_texts(
+    members: Sequence[GroupResult], metric: str, confidence: float = 0.95
+) -> tuple[str, list[str]]:
+    """(y-label, legend entries) of one learning-curve panel. Both say what the band is
+    (``band_words``): the y-label names it when every group of the panel has the same
+    kind of band, otherwise it points to the legend, which always names it."""
+    kinds = {band_words(len(r.group.runs), confidence) for r in members}
+    band = kinds.pop() if len(kinds) == 1 else "band: see legend"
+    legend = [
+        f"{r.group.label} (n={len(r.group.runs)}: {band_words(len(r.group.runs), confidence)})"
+        for r in members
+    ]
+    return f"{metric_words(metric)} (IQM; {band})", legend
+
+
 def plot_learning_curves(
     results: Sequence[GroupResult], metric: str, path: Path, confidence: float = 0.95
 ) -> Path:
-    """One panel per task: each group's IQM curve over seeds with its CI band."""
+    """One panel per task: each group's IQM curve over seeds with its band
+    (``band_words``); a curve of one point (one evaluation, or runs that overlap at one
+    x only) is a marker with an error bar."""
     tasks = _tasks(results)
     fig, axes = _new_figure(1, len(tasks), 5.0, 3.6)
     colors = _colors(len(results))
     color_of = {id(r): colors[i] for i, r in enumerate(results)}
     for ax, (task, members) in zip(axes[0], tasks.items()):
-        for r in members:
+        ylabel, legend = curve_texts(members, metric, confidence)
+        for r, label in zip(members, legend):
             c = color_of[id(r)]
-            n = len(r.group.runs)
-            label = (
-                f"{r.group.label} (n={n}{': band = min-max, not a CI' if n < MIN_SEEDS else ''})"
-            )
-            ax.plot(r.curve_steps, r.curve[0], color=c, label=_wrapped(label), lw=1.6)
-            ax.fill_between(r.curve_steps, r.curve[1], r.curve[2], color=c, alpha=0.2, lw=0)
+            mid, low, high = r.curve
+            if len(r.curve_steps) == 1:
+                yerr = [[max(mid[0] - low[0], 0.0)], [max(high[0] - mid[0], 0.0)]]
+                ax.errorbar(
+                    r.curve_steps, mid, yerr=yerr, fmt="o", color=c, ms=6, capsize=5,
+                    elinewidth=1.6, label=_wrapped(label),
+                )  # fmt: skip
+                continue
+            ax.plot(r.curve_steps, mid, color=c, label=_wrapped(label), lw=1.6)
+            ax.fill_between(r.curve_steps, low, high, color=c, alpha=0.2, lw=0)
         ax.set_title(task, fontsize=10)
         ax.set_xlabel(X_LABELS.get(members[0].curve_x, members[0].curve_x))
-        ax.set_ylabel(f"{metric_words(metric)} (IQM, {confidence:.0%} CI)")
+        words, _, band = ylabel.partition(" (")  # the band's words on lines of their own
+        ax.set_ylabel(words + "\n" + _wrapped("(" + band, 34))
         _thousands(ax.xaxis)
         ax.grid(alpha=0.3)
         _legend_below(ax)
@@ -946,11 +1232,14 @@ def write_report(
     sources: Sequence[str | Path] = (),
     across: Sequence[AcrossTasks] | None = None,
     command: str | None = None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Path]:
     """Write report.md, report.json and the three PNG figures into ``out``.
 
     ``across`` is ``aggregate_across_tasks(results, ...)``, computed when not given;
-    ``command`` (the command line that made the report) is quoted in report.md.
+    ``command`` (the command line that made the report) is quoted in report.md; ``notes``
+    (runs left out, and why) go into both files. Runs that stopped early and seeds that
+    several runs share are marked in the table and listed below it.
     """
     if across is None:
         across = aggregate_across_tasks(results, reps, confidence, seed)
@@ -976,11 +1265,23 @@ def write_report(
         "",
         settings + ".",
         *([f"**Warning**: {warning}.", ""] if (warning := few_seeds_warning(results)) else []),
+        *(
+            [
+                "**Warning**: runs that stopped early are scored where they stopped:",
+                "",
+                *(f"- {line}" for line in early),
+                "",
+            ]
+            if (early := incomplete_details(results))
+            else []
+        ),
+        *(line for note in notes for line in (f"Note: {note}.", "")),
         "Groups: runs with the same algorithm, env, dataset and config up to per-run keys "
         "(seed, run dir, resume, device, threads, logger); a label lists the keys that differ.",
         "",
         markdown_table(results),
         "",
+        *(line for note in table_notes(results) for line in (note, "")),
         "Normalised scores: " + "; ".join(f"{r.group.label}: {r.reference}" for r in results) + ".",
         "",
         *(
@@ -1009,9 +1310,11 @@ def write_report(
         "",
         "## Learning curves",
         "",
-        f"IQM over a group's runs at each evaluation (x: `{x}`), with its {confidence:.0%} "
-        "bootstrap band; a curve covers the range every run of its group reached (runs "
-        "evaluated at different x are linearly interpolated onto a common grid).",
+        f"IQM over a group's runs at each evaluation (x: `{x}`); the band is the "
+        f"{confidence:.0%} bootstrap CI with {MIN_SEEDS} runs or more, the runs' min-max "
+        "with two, none with one (the legend says which). A curve covers the range every "
+        "run of its group reached (runs evaluated at different x are linearly interpolated "
+        "onto a common grid); a curve of one point is drawn as a marker with an error bar.",
         "",
         "![learning curves](learning_curves.png)",
         "",
@@ -1035,6 +1338,7 @@ def write_report(
         "seed": seed,
         "sources": [str(s) for s in sources],
         "command": command,
+        "notes": list(notes),
         "groups": [r.to_dict() for r in results],
         "across_tasks": [a.to_dict() for a in across],
         "performance_profiles": profiles,
@@ -1045,6 +1349,39 @@ def write_report(
 
 
 # --------------------------------------------------------------------------- CLI
+
+INCOMPLETE_CHOICES = ("refuse", "include", "exclude")
+DUPLICATE_CHOICES = ("refuse", "keep")
+
+
+def apply_incomplete_policy(runs: Sequence[Run], policy: str) -> tuple[list[Run], str | None]:
+    """``--incomplete``: (the runs to score, a note on the runs left out or None).
+
+    ``refuse`` raises ReportError naming every run that stopped before its end (its last
+    evaluation is not a final score, and next to finished runs it compares different
+    lengths); ``include`` keeps them (the report marks them); ``exclude`` drops them.
+    """
+    if policy not in INCOMPLETE_CHOICES:
+        raise ReportError(f"--incomplete must be one of {', '.join(INCOMPLETE_CHOICES)}")
+    early = [r for r in runs if not r.end.finished]
+    if not early or policy == "include":
+        return list(runs), None
+    listing = "; ".join(
+        f"{r.path} (at {_steps_of([r.end.step], [r.end.planned])}: {r.end.why})" for r in early
+    )
+    if policy == "refuse":
+        raise ReportError(
+            f"{len(early)} of {len(runs)} runs stopped before their end: {listing}. Their "
+            "last evaluation is not a final score: pass --incomplete include to score them "
+            "there (marked * in the table), or --incomplete exclude to leave them out"
+        )
+    kept = [r for r in runs if r.end.finished]
+    if not kept:
+        raise ReportError(f"every run stopped before its end (--incomplete exclude): {listing}")
+    return (
+        kept,
+        f"left out {len(early)} run(s) that stopped early (--incomplete exclude): {listing}",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1067,24 +1404,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="eval column the curves and the AUC run along: step (default), eval/env_steps, "
         "or eval/train_seconds (training time: equal-wall-time comparisons)",
     )  # fmt: skip
+    parser.add_argument(
+        "--incomplete", choices=INCOMPLETE_CHOICES, default="refuse",
+        help="runs that stopped before their end (interrupted, failed, killed, still "
+        "running): refuse (default: exit 2, naming them), include (score them at their "
+        "last evaluation, marked *) or exclude (leave them out, with a note)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--duplicate-seeds", choices=DUPLICATE_CHOICES, default="refuse",
+        help="runs of one group with the same seed: refuse (default: exit 2, naming the "
+        "run dirs) or keep (count every run, marked (xN))",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         if args.reps < 1 or not 0.0 < args.confidence < 1.0:
             raise ReportError("--reps must be >= 1 and --confidence inside (0, 1)")
         runs, skipped = split_by_metric(load_runs(args.dirs), args.metric)
+        notes = []
         if skipped:
-            print(
-                f"note: skipping {len(skipped)} run(s) without '{args.metric}' values "
-                "(crashed or still starting): " + ", ".join(str(r.path) for r in skipped),
-                file=sys.stderr,
+            notes.append(
+                f"skipping {len(skipped)} run(s) without '{args.metric}' values "
+                "(crashed or still starting): " + ", ".join(str(r.path) for r in skipped)
             )
+            print(f"note: {notes[-1]}", file=sys.stderr)
+        runs, left_out = apply_incomplete_policy(runs, args.incomplete)
+        if left_out:
+            notes.append(left_out)
+            print(f"note: {left_out}", file=sys.stderr)
+        groups = group_runs(runs)
+        if duplicates := duplicate_seed_message(groups):
+            if args.duplicate_seeds == "refuse":
+                raise ReportError(
+                    f"{duplicates}. Remove the copies or give the runs different seeds; "
+                    "--duplicate-seeds keep counts every run (marked (xN) in the table)"
+                )
+            print(f"warning: {duplicates}; kept (--duplicate-seeds keep)", file=sys.stderr)
         results = aggregate(
-            group_runs(runs), args.metric, args.last_k, args.reps, args.confidence, args.seed,
-            x=args.x,
-        )  # fmt: skip
+            groups, args.metric, args.last_k, args.reps, args.confidence, args.seed, x=args.x
+        )
         across = aggregate_across_tasks(results, args.reps, args.confidence, args.seed)
         if warning := few_seeds_warning(results):
             print(f"warning: {warning}", file=sys.stderr)
+        for line in incomplete_details(results):
+            print(f"warning: stopped early, scored where it stopped: {line}", file=sys.stderr)
         out = Path(args.out) if args.out else Path(args.dirs[0]) / "report"
         files = write_report(
             results,
@@ -1097,6 +1459,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.dirs,
             across,
             " ".join(["python -m rlcore.report", *(argv if argv is not None else sys.argv[1:])]),
+            notes,
         )
     except ReportError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -1104,6 +1467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_settings_line(args.metric, args.last_k, args.reps, args.confidence, args.seed, args.x))
     print(f"{len(runs)} runs in {len(results)} groups\n")
     print(markdown_table(results))
+    for note in table_notes(results):
+        print(note)
     if across:
         print("\nacross tasks (normalised final scores):\n" + across_tasks_table(across))
     print("\nwrote " + ", ".join(str(p) for p in files.values()))

@@ -116,6 +116,9 @@ def test_align_curves_uses_equal_steps_and_interpolates_otherwise():
 # --------------------------------------------------------------------------- fake runs
 
 
+FINISHED = "finished"
+
+
 def write_run(
     path: Path,
     algo: str,
@@ -123,17 +126,25 @@ def write_run(
     returns: list[float],
     env_id: str = "InvertedPendulum-v5",
     steps: list[int] | None = None,
+    total_steps: int | None = None,
+    end: str | None = FINISHED,
     **overrides,
 ) -> Path:
-    """A run dir as rlcore.train writes it (config.yaml + eval.csv), with given returns."""
+    """A run dir as rlcore.train writes it (config.yaml, eval.csv, train.csv, train.log),
+    with given returns. ``total_steps`` defaults to the last evaluation's step (3000
+    without evaluations); train.log ends with ``end``: FINISHED is the closing summary's
+    ``finished: all N steps done`` line, any other text is written as it is, None writes
+    no train.log."""
+    steps = steps or [1000 * (i + 1) for i in range(len(returns))]
+    total = total_steps if total_steps is not None else (steps[-1] if steps else 3000)
     config = {
-        "algo": {"name": algo, "gamma": 0.99, "tau": 0.005, "total_steps": 3000},
+        "algo": {"name": algo, "gamma": 0.99, "tau": 0.005, "total_steps": total},
         "env": {"name": env_id.split("-")[0].lower(), "id": env_id, "num_envs": 1},
         "logger": {"tensorboard": False, "csv": True},
         "seed": seed,
         "device": "cpu",
         "threads": 1,
-        "total_steps": 3000,
+        "total_steps": total,
         "dataset": None,
         "resume": None,
         "run_dir": str(path),
@@ -148,7 +159,6 @@ def write_run(
         node[leaf] = value
     path.mkdir(parents=True)
     OmegaConf.save(OmegaConf.create(config), path / "config.yaml")
-    steps = steps or [1000 * (i + 1) for i in range(len(returns))]
     with (path / "eval.csv").open("w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["step", "eval/best_return", "eval/length", "eval/return"])
@@ -157,6 +167,14 @@ def write_run(
             best = max(best, value)
             writer.writerow([step, best, 100, value])
     (path / "train.csv").write_text("step,train/critic_loss\n1000,0.5\n")
+    if end is not None:
+        if end == FINISHED:
+            end = f"finished: all {total:,} steps done; final evaluation return 1.0, best 2.0"
+        (path / "train.log").write_text(
+            f"[2026-12-01 10:00:00] [{algo} {env_id}] run dir {path}\n"
+            f"[2026-12-01 10:00:01] progress line without an end\n"
+            f"[2026-12-01 10:09:59] {end}\n"
+        )
     return path
 
 
@@ -164,7 +182,7 @@ def make_sweep(root: Path) -> Path:
     """2 algos x 3 seeds; SAC also at gamma 0.98; TD3 with per-run threads differing."""
     for seed in range(3):
         write_run(root / f"sac/seed{seed}", "sac", seed, [0.0, 10.0 * seed, 5.0])
-        write_run(root / f"sac98/seed{seed}", "sac", seed, [1.0, 2.0], algo__gamma=0.98)
+        write_run(root / f"sac98/seed{seed}", "sac", seed, [1.0, 2.0, 3.0], algo__gamma=0.98)
         write_run(root / f"td3/seed{seed}", "td3", seed, [3.0, 4.0], threads=seed + 1)
     return root
 
@@ -387,12 +405,12 @@ def test_cli_skips_runs_without_the_metric_with_a_note(tmp_path, capsys):
 
 
 def test_resumed_run_is_read_with_its_last_config(tmp_path):
-    run = write_run(tmp_path / "a", "sac", 0, [1.0, 2.0])
+    run = write_run(tmp_path / "a", "sac", 0, [1.0, 2.0], total_steps=3000)
     config = OmegaConf.load(run / "config.yaml")
     config.total_steps = 6000
     config.resume = str(run)
     OmegaConf.save(config, run / "config_resumed.yaml")
-    write_run(tmp_path / "b", "sac", 1, [1.0, 2.0])
+    write_run(tmp_path / "b", "sac", 1, [1.0, 2.0], total_steps=3000)
     runs = report.load_runs([tmp_path])
     assert [r.resumed for r in runs] == [True, False]
     labels = [g.label for g in report.group_runs(runs)]
@@ -454,6 +472,11 @@ def test_report_on_real_tiny_runs(tmp_path):
     (g,) = data["groups"]
     assert g["label"] == "sac InvertedPendulum-v5" and g["seeds"] == [0, 1]
     assert g["curve"]["step"] == [200, 400]
+    # rlcore.train's closing line in train.log is what marks a run finished
+    assert (
+        g["run_ends"]
+        == [{"finished": True, "why": "all 400 steps done", "step": 400, "planned": 400}] * 2
+    )
     for name in ("final_scores.png", "learning_curves.png", "performance_profile.png"):
         assert_png(tmp_path / "runs" / "report" / name)
 
@@ -479,10 +502,11 @@ def test_fewer_than_three_seeds_are_warned_about_in_the_report_and_figure(tmp_pa
     assert "min-max), not a confidence interval" in md
     curves = figures["learning_curves.png"].axes[0]
     legend = [" ".join(t.get_text().split()) for t in curves.get_legend().get_texts()]
-    assert legend == ["sac InvertedPendulum-v5 (n=2: band = min-max, not a CI)"]
-    # axes in words, numbers with thousands separators
+    assert legend == ["sac InvertedPendulum-v5 (n=2: band = min-max of the runs, not a CI)"]
+    # axes in words, numbers with thousands separators; the y-label says what the band is
     assert curves.get_xlabel() == "environment steps (offline runs: gradient steps)"
-    assert curves.get_ylabel() == "evaluation return (IQM, 95% CI)"
+    ylabel = " ".join(curves.get_ylabel().split())
+    assert ylabel == "evaluation return (IQM; band = min-max of the runs, not a CI)"
     ticks = [t.get_text() for t in curves.get_xticklabels()]
     assert "10,000" in ticks and "10000" not in ticks
     finals = [t.get_text() for t in figures["final_scores.png"].axes[0].get_xticklabels()]
@@ -496,3 +520,280 @@ def test_cli_warns_below_three_seeds(tmp_path):
     out = run_report(sweep, "--reps", "200", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "warning: fewer than 3 seeds in sac InvertedPendulum-v5 (n=2)" in out.stderr
+
+
+# --------------------------------------------------------------------------- what is drawn and scored
+
+
+def record_figures(monkeypatch) -> dict:
+    """The figures rlcore.report saves, by file name, drawn (so texts and artists exist)."""
+    from matplotlib.figure import Figure
+
+    figures = {}
+    save = Figure.savefig
+
+    def record(fig, path, *args, **kwargs):
+        fig.canvas.draw()
+        figures[Path(path).name] = fig
+        return save(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    return figures
+
+
+def panels(figure) -> dict:
+    """A figure's axes by title."""
+    return {ax.get_title(): ax for ax in figure.axes if ax.get_title()}
+
+
+def test_a_curve_of_one_point_is_a_marker_with_its_error_bar(tmp_path, monkeypatch):
+    # Hopper: each run evaluated once; Walker: two runs whose evaluations overlap at
+    # step 2000 only (the common range is one point). Both curves used to draw nothing.
+    for seed, value in enumerate([10.0, 30.0]):
+        write_run(tmp_path / f"h{seed}", "sac", seed, [value], env_id="Hopper-v5")
+    write_run(tmp_path / "w0", "sac", 0, [1.0, 5.0], env_id="Walker2d-v5", steps=[1000, 2000])
+    write_run(tmp_path / "w1", "sac", 1, [7.0, 9.0], env_id="Walker2d-v5", steps=[2000, 3000],
+              total_steps=2000)  # fmt: skip
+    figures = record_figures(monkeypatch)
+    assert report.main([str(tmp_path), "--reps", "2000", "--out", str(tmp_path / "out")]) == 0
+    axes = panels(figures["learning_curves.png"])
+    for task, step, (mid, low, high) in [
+        ("Hopper-v5", 1000.0, (20.0, 10.0, 30.0)),  # IQM of 2 runs = their mean; band = min-max
+        ("Walker2d-v5", 2000.0, (6.0, 5.0, 7.0)),
+    ]:
+        ax = axes[task]
+        (container,) = ax.containers  # one error bar: the marker, its caps, its bar
+        marker, caps, (bar,) = container.lines
+        assert marker.get_marker() == "o" and len(caps) == 2
+        assert marker.get_xdata().tolist() == [step] and marker.get_ydata().tolist() == [mid]
+        assert bar.get_segments()[0].tolist() == [[step, low], [step, high]]
+        # no line of one point without a marker (which draws nothing)
+        assert [
+            x for x in ax.get_lines() if len(x.get_xdata()) == 1 and x.get_marker() == "None"
+        ] == []
+        assert len(ax.get_legend().get_texts()) == 1
+
+
+def test_curve_y_label_and_legend_say_the_same_band(tmp_path, monkeypatch):
+    # Hopper: 3 and 4 seeds (bootstrap CIs); Walker: 3 seeds, 2 seeds and 1 seed (mixed)
+    for seed in range(3):
+        write_run(tmp_path / f"hs{seed}", "sac", seed, [1.0, 2.0 + seed], env_id="Hopper-v5")
+        write_run(tmp_path / f"ws{seed}", "sac", seed, [1.0, 2.0 + seed], env_id="Walker2d-v5")
+    for seed in range(4):
+        write_run(tmp_path / f"ht{seed}", "td3", seed, [1.0, 3.0 + seed], env_id="Hopper-v5")
+    for seed in range(2):
+        write_run(tmp_path / f"wt{seed}", "td3", seed, [1.0, 3.0 + seed], env_id="Walker2d-v5")
+    write_run(tmp_path / "wp", "ppo", 0, [1.0, 4.0], env_id="Walker2d-v5")
+    figures = record_figures(monkeypatch)
+    assert report.main([str(tmp_path), "--reps", "200", "--out", str(tmp_path / "out")]) == 0
+    axes = panels(figures["learning_curves.png"])
+    hopper, walker = axes["Hopper-v5"], axes["Walker2d-v5"]
+
+    def texts(ax):
+        legend = [" ".join(t.get_text().split()) for t in ax.get_legend().get_texts()]
+        return " ".join(ax.get_ylabel().split()), legend
+
+    assert texts(hopper) == (
+        "evaluation return (IQM; band = 95% bootstrap CI)",
+        [
+            "sac Hopper-v5 (n=3: band = 95% bootstrap CI)",
+            "td3 Hopper-v5 (n=4: band = 95% bootstrap CI)",
+        ],
+    )
+    assert texts(walker) == (
+        "evaluation return (IQM; band: see legend)",
+        [
+            "ppo Walker2d-v5 (n=1: 1 run, no band)",
+            "sac Walker2d-v5 (n=3: band = 95% bootstrap CI)",
+            "td3 Walker2d-v5 (n=2: band = min-max of the runs, not a CI)",
+        ],
+    )
+    assert report.band_words(3, 0.9) == "band = 90% bootstrap CI"
+
+
+def interrupted_line(run: Path, step: int) -> None:
+    """Append the ``interrupted:`` line rlcore.train writes after Ctrl-C (its own code)."""
+    from rlcore.loops import TrainingInterrupted
+    from rlcore.train import _stopped
+
+    error = TrainingInterrupted("SIGINT", step, run / "checkpoints" / "latest.pt")
+    with pytest.raises(SystemExit):
+        _stopped(str(error), 130, run)
+
+
+def closing_line(run: Path, step: int, **stops) -> None:
+    """Append rlcore.train's closing ``finished:`` line for a stop rule (its own code)."""
+    from rlcore.loops import LoopSettings
+    from rlcore.train import closing_summary
+
+    result = {
+        "run/step": step,
+        "run/reached_stop_at_return": float("stop_at_return" in stops),
+        "run/out_of_time": float("stop_after_s" in stops),
+        "run/train_seconds": 600.5,
+        "eval/return": 950.0,
+        "eval/best_return": 960.0,
+    }
+    first = closing_summary(result, LoopSettings(total_steps=20000, **stops), run)[0]
+    with (run / "train.log").open("a") as log:
+        log.write(f"[2026-12-01 11:00:00] {first}\n")
+
+
+def test_run_end_tells_finished_runs_from_runs_that_stopped_early(tmp_path):
+    def end(path: Path) -> tuple[bool, str, int | None, int | None]:
+        e = report.load_run(path).end
+        return e.finished, e.why, e.step, e.planned
+
+    kw = {"total_steps": 20000, "end": None}
+    full = write_run(tmp_path / "full", "sac", 0, [1.0, 2.0], steps=[10000, 20000])
+    assert end(full) == (True, "all 20,000 steps done", 20000, 20000)
+    target = write_run(tmp_path / "target", "sac", 0, [1.0, 950.0], **kw)
+    closing_line(target, 2000, stop_at_return=900.0)
+    assert end(target) == (True, "stop_at_return=900 reached at step 2,000", 2000, 20000)
+    timed = write_run(tmp_path / "timed", "sac", 0, [1.0, 950.0], **kw)
+    closing_line(timed, 2000, stop_after_s=600.0)
+    assert end(timed) == (
+        True, "stop_after_s=600 reached at step 2,000 (600 s of training)", 2000, 20000
+    )  # fmt: skip
+    stopped = write_run(tmp_path / "stopped", "sac", 0, [1.0, 2.0], **kw)
+    interrupted_line(stopped, 2000)
+    assert end(stopped) == (False, "interrupted: stopped by SIGINT at step 2,000", 2000, 20000)
+    killed = write_run(tmp_path / "killed", "sac", 0, [1.0, 2.0], **kw)
+    (killed / "train.log").write_text("[2026-12-01 10:00:00] [sac] run dir x\n")
+    (killed / "train.csv").write_text("step,train/critic_loss\n1000,0.5\n3534,0.4\n")
+    no_end = "no end line in train.log (killed, crashed or still running)"
+    assert end(killed) == (False, no_end, 3534, 20000)
+    # finished at 2,000, resumed to 20,000 and killed: the old finished line does not count
+    resumed = write_run(tmp_path / "resumed", "sac", 0, [1.0, 2.0], total_steps=20000,
+                        end="finished: all 2,000 steps done; final evaluation return 2.0")  # fmt: skip
+    with (resumed / "train.log").open("a") as log:
+        log.write("[2026-12-01 12:00:00] resuming from ckpt/latest.pt (step 2,000)\n")
+    assert end(resumed) == (
+        False, "no end line in train.log after its last resume (killed, crashed or still "
+        "running)", 2000, 20000,
+    )  # fmt: skip
+    # a resume that failed before training leaves a finished run finished
+    with (full / "train.log").open("a") as log:
+        log.write("[2026-12-01 12:00:00] error: resume failed: disk full\n")
+    assert end(full)[0] is True
+    # no train.log (a trimmed copy): inferred from the rows and the config
+    copy = write_run(tmp_path / "copy", "sac", 0, [1.0, 2.0], steps=[10000, 20000], end=None)
+    assert end(copy) == (
+        True, "all 20,000 steps done (no train.log: inferred from the logged rows)", 20000, 20000
+    )  # fmt: skip
+    short = write_run(tmp_path / "short", "sac", 0, [1.0, 2.0], **kw)
+    assert end(short) == (False, "no train.log, and it logged up to step 2,000 of 20,000",
+                          2000, 20000)  # fmt: skip
+    # offline-to-online: total_steps offline gradient steps, then algo.online_steps
+    o2o = write_run(tmp_path / "o2o", "iql", 0, [1.0], algo__online_steps=500, total_steps=1000,
+                    end=None)  # fmt: skip
+    assert report.planned_steps(report.load_run(o2o).config) == 1500
+    assert end(o2o)[0] is False
+
+
+def hopper_with_two_stopped_runs(root: Path) -> dict[str, Path]:
+    """Three SAC Hopper seeds of 20,000 steps evaluated every 1,000: seed 0 finished,
+    seed 1 interrupted (Ctrl-C) at 2,000, seed 2 killed at 3,534 (no end line); and a
+    TD3 seed that finished early on stop_at_return (a normal end)."""
+    runs = {
+        "s0": write_run(root / "s0", "sac", 0, [float(i) for i in range(20)], env_id="Hopper-v5"),
+        "s1": write_run(root / "s1", "sac", 1, [1.0, 2.0], env_id="Hopper-v5",
+                        total_steps=20000, end=None),
+        "s2": write_run(root / "s2", "sac", 2, [1.0, 2.0, 3.0], env_id="Hopper-v5",
+                        total_steps=20000, end="progress"),
+        "td3": write_run(root / "td3", "td3", 0, [1.0, 950.0], env_id="Hopper-v5",
+                         total_steps=20000, end=None),
+    }  # fmt: skip
+    interrupted_line(runs["s1"], 2000)
+    (runs["s2"] / "train.csv").write_text("step,train/critic_loss\n1000,0.5\n3534,0.4\n")
+    closing_line(runs["td3"], 2000, stop_at_return=900.0)
+    return runs
+
+
+def test_cli_refuses_runs_that_stopped_early_by_default(tmp_path, capsys):
+    runs = hopper_with_two_stopped_runs(tmp_path / "hopper")
+    capsys.readouterr()  # rlcore.train's own "interrupted:" line
+    assert report.main([str(tmp_path / "hopper"), "--reps", "50"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: 2 of 4 runs stopped before their end: {runs['s1']} (at 2,000 of 20,000 "
+        "steps: interrupted: stopped by SIGINT at step 2,000); "
+        f"{runs['s2']} (at 3,534 of 20,000 steps: no end line in train.log (killed, crashed "
+        "or still running)). Their last evaluation is not a final score: pass --incomplete "
+        "include to score them there (marked * in the table), or --incomplete exclude to "
+        "leave them out\n"
+    )
+    assert not (tmp_path / "hopper" / "report").exists()
+
+
+def test_cli_includes_runs_that_stopped_early_only_when_asked_and_marks_them(tmp_path, capsys):
+    runs = hopper_with_two_stopped_runs(tmp_path / "hopper")
+    capsys.readouterr()
+    out = tmp_path / "out"
+    argv = [str(tmp_path / "hopper"), "--reps", "50", "--out", str(out)]
+    assert report.main([*argv, "--incomplete", "include"]) == 0
+    captured = capsys.readouterr()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in captured.out.splitlines()}
+    assert rows["sac Hopper-v5"].startswith("| sac Hopper-v5 | 0,1*,2* | 3 | ")
+    assert rows["td3 Hopper-v5"].startswith("| td3 Hopper-v5 | 0 | 1 | ")  # stop_at_return: fine
+    note = (
+        "incomplete: 2 of 3 runs stopped early (2,000 and 3,534 of 20,000 steps); their "
+        "final score is taken where they stopped (last evaluation at step 2,000 and 3,000)"
+    )
+    assert f"*: sac Hopper-v5: {note}" in captured.out.splitlines()
+    assert captured.err.splitlines()[-2:] == [
+        f"warning: stopped early, scored where it stopped: {runs['s1']}: interrupted: "
+        "stopped by SIGINT at step 2,000; final score from step 2,000 of 20,000",
+        f"warning: stopped early, scored where it stopped: {runs['s2']}: no end line in "
+        "train.log (killed, crashed or still running); final score from step 3,000 of 20,000",
+    ]
+    data = json.loads((out / "report.json").read_text())
+    sac, td3 = data["groups"]
+    assert sac["incomplete"] == note and td3["incomplete"] is None
+    assert sac["final_step"] == [20000, 2000, 3000] and sac["final_scores"] == [19.0, 2.0, 3.0]
+    assert all(isinstance(step, int) for step in sac["final_step"])
+    assert [e["finished"] for e in sac["run_ends"]] == [True, False, False]
+    assert [e["step"] for e in sac["run_ends"]] == [20000, 2000, 3534]
+    assert td3["run_ends"][0]["why"] == "stop_at_return=900 reached at step 2,000"
+    md = (out / "report.md").read_text()
+    assert "**Warning**: runs that stopped early are scored where they stopped:" in md
+    assert f"- {runs['s2']}: no end line in train.log" in md and f"*: sac Hopper-v5: {note}" in md
+    # exclude: the two runs are left out, with a note in the console and both files
+    assert report.main([*argv, "--incomplete", "exclude"]) == 0
+    captured = capsys.readouterr()
+    assert "| sac Hopper-v5 | 0 | 1 | 19.00 [19.00, 19.00] |" in captured.out
+    assert "incomplete" not in captured.out
+    left_out = (
+        f"left out 2 run(s) that stopped early (--incomplete exclude): {runs['s1']} (at 2,000 "
+        "of 20,000 steps: interrupted: stopped by SIGINT at step 2,000); "
+    )
+    assert captured.err.startswith(f"note: {left_out}")
+    assert json.loads((out / "report.json").read_text())["notes"][0].startswith(left_out)
+    assert f"Note: {left_out}" in (out / "report.md").read_text()
+
+
+def test_cli_refuses_two_runs_with_one_seed_and_names_both(tmp_path, capsys):
+    a = write_run(tmp_path / "runs" / "a", "sac", 0, [1.0, 2.0])
+    copy = write_run(tmp_path / "runs" / "copy_of_a", "sac", 0, [1.0, 2.0])
+    write_run(tmp_path / "runs" / "b", "sac", 1, [3.0, 4.0])
+    argv = [str(tmp_path / "runs"), "--reps", "50", "--out", str(tmp_path / "out")]
+    assert report.main(argv) == 2
+    assert capsys.readouterr().err == (
+        f"error: runs with the same seed in one group: sac InvertedPendulum-v5: seed 0 in 2 "
+        f"runs ({a}, {copy}) (copies, or repeats of one seed, are not independent runs). "
+        "Remove the copies or give the runs different seeds; --duplicate-seeds keep counts "
+        "every run (marked (xN) in the table)\n"
+    )
+    assert not (tmp_path / "out").exists()
+    # kept on request: the seed is printed once with its count, never "0,0"
+    assert report.main([*argv, "--duplicate-seeds", "keep"]) == 0
+    captured = capsys.readouterr()
+    assert "| sac InvertedPendulum-v5 | 0 (x2),1 | 3 | " in captured.out
+    assert "0,0" not in captured.out
+    assert (
+        f"(x2) sac InvertedPendulum-v5: seed 0 was run 2 times ({a}, {copy}): n counts these "
+        "runs, which are not independent"
+    ) in captured.out.splitlines()
+    assert captured.err.startswith("warning: runs with the same seed in one group: ")
+    (group,) = json.loads((tmp_path / "out" / "report.json").read_text())["groups"]
+    assert group["duplicate_seeds"] == {"0": [str(a), str(copy)]}

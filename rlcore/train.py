@@ -88,7 +88,10 @@ SHAPE_FIELDS = (
     "env.num_envs",
     "seed",
     "algo.hidden",
+    "algo.actor_hidden",
+    "algo.critic_hidden",
     "algo.num_critics",
+    "algo.num_atoms",
     "algo.layer_norm",
     "algo.activation",
     "algo.buffer_size",
@@ -443,6 +446,8 @@ def train(
         cfg_dict["algo"]["total_steps"] = cfg_dict["total_steps"]
     if spec.pretrained_head is not None:  # the head the run records is the checkpoint's
         cfg_dict["algo"] = resolve_head(spec.pretrained_head, spec.config_class, cfg_dict["algo"])
+    # sizes left null: the device's (FastTD3 on a CPU), recorded as the run's
+    cfg_dict["algo"], sizing_notes = spec.sized_for(cfg_dict["algo"], cfg_dict["device"])
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
     require(algo_cfg, Planned, "the composition root reads a run's schedule from")
     plan: RunPlan = algo_cfg.plan()
@@ -487,8 +492,8 @@ def train(
             if on_valid is not None:
                 on_valid()
             return _train_valid(
-                spec, cfg_dict, plan, agent, env, eval_env, run_dir, resume_state, resume_notes,
-                label,
+                spec, cfg_dict, plan, agent, env, eval_env, run_dir, resume_state,
+                sizing_notes + resume_notes, label,
             )  # fmt: skip
         finally:
             lock.release()

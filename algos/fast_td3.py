@@ -26,15 +26,26 @@ What it does (after the reference):
   data per update, not more updates; the warm-up (policy acting, no updates) is counted in
   vector steps too. Bootstrapping stops at terminations only (truncations bootstrap).
 
-Sizes: the defaults are the reference's for a GPU and 1,024+ envs. On a CPU they cost
-~15 s per update (Hopper, 32 native envs, 2 cores: ~1 env step/s); smaller batches and
-networks are the practical choice there, e.g. ``algo.batch_size=1024
-algo.critic_hidden=[256,256] algo.actor_hidden=[256,256]`` (~270 env steps/s on the same
-machine). The support [v_min, v_max] must cover the task's discounted returns: the
-Playground default [-10, 10] is too narrow for Gymnasium's locomotion tasks (Hopper's
-rewards reach ~5 a step: Q up to ~170 at gamma 0.97; HalfCheetah's ~15: ~500), so pass
-e.g. ``algo.v_min=-250 algo.v_max=250`` (the reference's HumanoidBench default) or
-+-500 (its CheetahRun config).
+Sizes by device (``rlcore.capabilities.DeviceSized``): the dataclass defaults are the
+reference's, for a GPU and 1,024+ envs. On a CPU they cost ~8-17 s per update (Walker2d,
+16 native envs, one thread on 2 shared cores: ~0.5 env steps/s once updates start), so a
+run with ``device=cpu`` takes ``CPU_SIZES`` for the sizes the command line leaves unset
+(batch 1,024, 256x256 actor and critics, a 1M-transition buffer: the sizes of the CPU
+wall-time table, ``benchmarks/walltime.py``), says so in one line and records them in its
+config.yaml (the same run: ~105 env steps/s, 2,000 steps in 30 s). Any of them set
+explicitly wins (``algo.batch_size=32768`` on a CPU runs the reference's batch). On a GPU
+the command line runs the reference's sizes. Python code that builds ``FastTD3Config()``
+itself gets the reference's sizes on any device (``device_sizes(device)`` lists a
+device's).
+
+Support per task family: the support [v_min, v_max] must cover the task's discounted
+returns, at most max |r| / (1 - gamma). The defaults are the reference's for MuJoCo
+Playground ([-10, 10] at gamma 0.97). Gymnasium's MuJoCo tasks, which the reference does
+not run, take gamma 0.99 (its HumanoidBench default, ``BaseArgs`` in ``hyperparams.py``)
+and +-max |r| / (1 - gamma) from each task's reward: ``configs/algo_env/fast_td3_<env>.yaml``
+(Hopper +-500, Walker2d +-750, HalfCheetah +-2,000, ...; each file derives its bound).
+A task without such a file (``env=gym env.id=...``, a user's env) keeps the Playground
+defaults.
 
 Departures (each a simplification or a choice of the shared core):
 * Observation normalisation is the env-side running standardisation of rlcore
@@ -50,6 +61,9 @@ Departures (each a simplification or a choice of the shared core):
 * The policy delay counts updates over the whole run (actor after every 2nd critic
   update); the reference restarts the count every vector step (``i % 2 == 1``): the same
   for the default 2 (or any even number of) updates per vector step.
+* On a CPU the command line trains with smaller sizes (``CPU_SIZES``, above); the
+  reference's sizes are the same on every device. Gymnasium's MuJoCo tasks (not in the
+  reference) take gamma 0.99 and a support fitted to their rewards (above).
 * Not implemented: n-step returns (``num_steps``; 1 in the Playground defaults), the
   cosine learning-rate schedule (its default end rate equals the start rate: constant),
   reward normalisation (off in the Playground defaults), gradient-norm clipping (off),
@@ -60,14 +74,15 @@ Departures (each a simplification or a choice of the shared core):
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from rlcore.agent_state import Parts
-from rlcore.capabilities import PerEnvState
+from rlcore.capabilities import DeviceSized, PerEnvState
 from rlcore.losses import categorical_cross_entropy, categorical_projection, smoothed_target_action
 from rlcore.nets import CategoricalQEnsemble, DeterministicActor, polyak_update
 from rlcore.plan import EnvRecipe, RunPlan, Schedule
@@ -76,11 +91,21 @@ from rlcore.types import Batch
 from rlcore.utils import frozen, numpy_act, step_summed
 
 REFERENCE_ENVS = 1_024  # the Playground defaults' num_envs, for sizes counted over all envs
+# The sizes a run on a CPU takes where the command line leaves them unset: those of the CPU
+# wall-time table (benchmarks/walltime.py, benchmarks/README.md). Walker2d, 16 native
+# envs, one thread on 2 shared cores: ~105 env steps/s, against ~0.5 with the reference's.
+CPU_SIZES: dict[str, Any] = {
+    "batch_size": 1_024,
+    "actor_hidden": (256, 256),
+    "critic_hidden": (256, 256),
+    "buffer_size": 1_000_000,  # a 10M-row buffer costs GBs of RAM that a CPU run never fills
+}
 
 
 @dataclass
-class FastTD3Config:
-    """FastTD3 hyper-parameters (the reference's MuJoCo Playground defaults)."""
+class FastTD3Config(DeviceSized):
+    """FastTD3 hyper-parameters (the reference's MuJoCo Playground defaults, sized for a
+    GPU; ``device_sizes`` gives a CPU's)."""
 
     gamma: float = 0.97  # discount
     tau: float = 0.1  # Polyak rate of the target critics (every update)
@@ -120,6 +145,13 @@ class FastTD3Config:
             raise ValueError(f"num_atoms={self.num_atoms} must be >= 2")
         if not 0.0 <= self.std_min <= self.std_max:
             raise ValueError(f"need 0 <= std_min ({self.std_min}) <= std_max ({self.std_max})")
+
+    def device_sizes(self, device: torch.device) -> dict[str, Any]:
+        """The sizes a run on ``device`` takes where they are unset: ``CPU_SIZES`` on a CPU,
+        the dataclass defaults (the reference's, for a GPU) elsewhere."""
+        if device.type == "cpu":
+            return dict(CPU_SIZES)
+        return {f.name: f.default for f in fields(self) if f.name in CPU_SIZES}
 
     def plan(self) -> RunPlan:
         """Online from scratch: a policy-acting warm-up of ``warmup_vector_steps`` vector

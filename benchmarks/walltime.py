@@ -14,9 +14,12 @@ the learning curves (``<out stem>_report_time/`` and ``_report_steps/``).
 
 FastTD3 is sized for two CPU cores, not the GPU defaults (batch 32,768, 1024-wide
 critics: about 1 env step/s here): ``--fast-envs`` native envs (default 32), batch 1024,
-256x256 actor and critics, a 1M-transition buffer. Gymnasium's MuJoCo tasks take the
-reference's HumanoidBench settings rather than Playground's: gamma 0.99 and a support
-wide enough for the discounted returns (``SUPPORT``). SAC and TD3 run their defaults
+256x256 actor and critics, a 1M-transition buffer (the sizes the command line has since
+taken on a CPU by itself: algos/fast_td3.py ``CPU_SIZES``; passed explicitly here, so
+the table reproduces). Gymnasium's MuJoCo tasks take the reference's HumanoidBench
+settings rather than Playground's: gamma 0.99 and a support wide enough for these runs'
+discounted returns (``SUPPORT``; configs/algo_env/fast_td3_<env>.yaml, the command
+line's, are wider: they cover the fastest gaits). SAC and TD3 run their defaults
 (SAC compiles its update, ``algo.compile=auto``: the compilation is not counted in the
 budget, nor are evaluations and checkpoints).
 """

@@ -3,10 +3,11 @@
 The algorithms' defaults have one source: their config dataclasses. Importing this package
 registers each one in Hydra's ConfigStore as ``algo/<name>_defaults`` (every field at its
 dataclass default, plus ``name``; a fine-tuner's head settings null: its pre-trained
-checkpoint's); ``algo/<name>.yaml`` starts from that node and holds only
-what the command line runs differently (long runs compile: ``compile: auto``). Per-env and
-per-dataset settings live in ``algo_env/`` and ``experiment/``. The composed ``algo`` node is
-validated into the dataclass by ``rlcore.registry.AlgoSpec.config_from_dict``.
+checkpoint's; sizes that depend on the device null: the run's device's,
+``rlcore.capabilities.DeviceSized``); ``algo/<name>.yaml`` starts from that node and
+holds only what the command line runs differently (long runs compile: ``compile: auto``).
+Per-env and per-dataset settings live in ``algo_env/`` and ``experiment/``. The composed
+``algo`` node is validated into the dataclass by ``rlcore.registry.AlgoSpec.config_from_dict``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,13 @@ def algorithm_defaults(name: str) -> dict[str, Any]:
     """The ``algo`` node of algorithm ``name`` at its dataclass defaults, except a
     fine-tuner's head settings: null, "the pre-trained checkpoint's" (``algo.pretrained``;
     rlcore.generative.resolve_head fills them in), so that any value there was set
-    explicitly and is checked against the checkpoint."""
+    explicitly and is checked against the checkpoint; and sizes that depend on the device
+    (``DeviceSized``): null, "the run's device's" (rlcore.registry.AlgoSpec.sized_for
+    fills in those still null), so that any value there was set explicitly."""
+    import torch
+
     from rlcore import registry
+    from rlcore.capabilities import DeviceSized
     from rlcore.generative import declared_head_fields
 
     spec = registry.get(name)
@@ -33,6 +39,8 @@ def algorithm_defaults(name: str) -> dict[str, Any]:
     fields = {f.name: plain(getattr(config, f.name)) for f in dataclasses.fields(config)}
     if spec.pretrained_head is not None:
         fields.update(dict.fromkeys(declared_head_fields(spec.config_class)))
+    if isinstance(config, DeviceSized):  # the same fields on every device
+        fields.update(dict.fromkeys(config.device_sizes(torch.device("cpu"))))
     return {"name": name, **fields}
 
 

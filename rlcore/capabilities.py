@@ -25,6 +25,17 @@ class Planned(Protocol):
 
 
 @runtime_checkable
+class DeviceSized(Protocol):
+    """An algorithm config whose sizes depend on the device the run trains on:
+    ``device_sizes(device)`` maps those fields (the same ones on every device) to their
+    values there. The command line leaves them null (rlcore.configs) and the composition
+    root sets the ones still null for the run's device, recording them in the run's config
+    (rlcore.registry.AlgoSpec.sized_for); a value set explicitly wins."""
+
+    def device_sizes(self, device: torch.device) -> dict[str, Any]: ...
+
+
+@runtime_checkable
 class Agent(Protocol):
     """What every loop needs from an algorithm. ``config`` is the agent's own copy of its
     config, with the speed modes it resolved (``compile=auto``, ``precision``)."""

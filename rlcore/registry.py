@@ -76,6 +76,32 @@ class AlgoSpec:
         except ValueError as error:  # the config's own checks across options (__post_init__)
             raise ConfigError(f"{prefix.rstrip('.')}={self.name}: {error}") from None
 
+    def sized_for(self, values: dict[str, Any], device: str) -> tuple[dict[str, Any], list[str]]:
+        """The ``algo`` node ``values`` with the sizes left null set for ``device``, as the
+        run records them, and the note to log when they are not the dataclass defaults (a
+        CPU's sizes); an algorithm without device-dependent sizes
+        (``rlcore.capabilities.DeviceSized``) gets ``values`` back unchanged."""
+        import torch
+
+        from rlcore.capabilities import DeviceSized
+        from rlcore.generative import override_text
+
+        config = self.config_class()
+        if not isinstance(config, DeviceSized):
+            return values, []
+        sizes = config.device_sizes(torch.device(device))
+        unset = {name: plain(value) for name, value in sizes.items() if values.get(name) is None}
+        defaults = {f.name: plain(f.default) for f in dataclasses.fields(config)}
+        if all(defaults[name] == value for name, value in unset.items()):
+            return {**values, **unset}, []
+        chosen = " ".join(f"algo.{name}={override_text(v)}" for name, v in unset.items())
+        theirs = " ".join(f"algo.{name}={override_text(defaults[name])}" for name in unset)
+        note = (
+            f"{self.name} on device={device}: {chosen} (sized for this device; the defaults "
+            f"are {theirs}). Set any of them to override."
+        )
+        return {**values, **unset}, [note]
+
 
 # Options renamed so that one name has one meaning: old name -> (new name, why).
 RENAMED_OPTIONS = {

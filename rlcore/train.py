@@ -103,7 +103,10 @@ SHAPE_FIELDS = (
     "env.num_envs",
     "seed",
     "algo.hidden",
+    "algo.actor_hidden",
+    "algo.critic_hidden",
     "algo.num_critics",
+    "algo.num_atoms",
     "algo.layer_norm",
     "algo.activation",
     "algo.buffer_size",
@@ -379,6 +382,8 @@ def train(
         cfg_dict["algo"]["total_steps"] = cfg_dict["total_steps"]
     if spec.pretrained_head is not None:  # the head the run records is the checkpoint's
         cfg_dict["algo"] = resolve_head(spec.pretrained_head, spec.config_class, cfg_dict["algo"])
+    # sizes left null: the device's (FastTD3 on a CPU), recorded as the run's
+    cfg_dict["algo"], sizing_notes = spec.sized_for(cfg_dict["algo"], cfg_dict["device"])
     algo_cfg = spec.config_from_dict(cfg_dict["algo"])
     require(algo_cfg, Planned, "the composition root reads a run's schedule from")
     plan: RunPlan = algo_cfg.plan()
@@ -434,7 +439,7 @@ def train(
                 on_valid()
             return _train_valid(
                 spec, cfg_dict, plan, agent, env, eval_env, dataset, run_dir, resume_state,
-                resume_notes, label,
+                sizing_notes + resume_notes, label,
             )  # fmt: skip
         finally:
             lock.release()

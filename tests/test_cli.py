@@ -73,7 +73,7 @@ def test_run_directory_contents(tmp_path):
 def test_full_gym_id_and_case_insensitive_short_name(tmp_path):
     out = run_cli(["algo=td3", "env=Pendulum-v1", *TINY[:-1]], tmp_path)
     assert out.returncode == 0, out.stderr
-    assert (tmp_path / "runs" / "td3" / "Pendulum-v1").is_dir()
+    assert (tmp_path / "runs" / "td3" / "pendulum-v1").is_dir()  # gym ids: lower case
     out = run_cli(
         [
             "algo=PPO",

@@ -4,6 +4,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from rlcore import registry
@@ -78,18 +79,27 @@ def test_algo_defaults_come_from_the_dataclass_alone(algo):
     ConfigStore by rlcore.configs); the algorithm's YAML file holds only what the command
     line runs differently: long runs compile (``compile: auto``), a hand-built agent not.
     A fine-tuner's head settings compose to null: its pre-trained checkpoint's
-    (tests/test_pretrained_head.py)."""
+    (tests/test_pretrained_head.py); so do sizes that depend on the device: the run's
+    device's (FastTD3, tests/test_fast_td3.py)."""
     from omegaconf import OmegaConf
 
+    from rlcore.capabilities import DeviceSized
     from rlcore.configs import plain
     from rlcore.generative import declared_head_fields
 
     spec = registry.get(algo)
-    composed = OmegaConf.to_container(make_config(f"algo={algo}").algo, resolve=True)
+    # on an env that no algo_env file names (they hold per-task values: fast_td3_hopper.yaml)
+    cfg = make_config(f"algo={algo}", "env=Pendulum-v1")
+    composed = OmegaConf.to_container(cfg.algo, resolve=True)
     assert composed.pop("name") == algo
     defaults = {f.name: f.default for f in dataclasses.fields(spec.config_class)}
     if spec.pretrained_head is not None:
         defaults.update(dict.fromkeys(declared_head_fields(spec.config_class)))
+    config = spec.config_class()
+    if isinstance(config, DeviceSized):
+        for device in ("cpu", "cuda"):
+            assert set(config.device_sizes(torch.device(device))) <= set(defaults)
+        defaults.update(dict.fromkeys(config.device_sizes(torch.device("cpu"))))
     assert set(composed) == set(defaults), "composed config and dataclass list different options"
     for key, value in composed.items():
         if key == "compile":

@@ -1,7 +1,8 @@
 """FastTD3 (algos/fast_td3.py): its clipped double-Q target and actor loss recomputed from
 the agent's networks, per-env exploration noise drawn again when an env's episode starts,
 the update cadence per vector step through the shared loop, clear errors for bad configs,
-and (slow) learning InvertedPendulum with 8 native envs. The projection and the loss are
+(slow) learning InvertedPendulum with 8 native envs, the sizes a CPU run takes where none
+are set (explicit ones win, resumes keep them), and gamma / support per task family. The projection and the loss are
 hand-checked in tests/test_update_maths.py, the parity with the reference in
 tests/test_parity_fast_td3.py, exact resume in tests/test_resume.py."""
 
@@ -228,3 +229,128 @@ def test_learns_inverted_pendulum_with_8_native_envs(tmp_path):
     ), tmp_path)  # fmt: skip
     best = max(row["eval/return"] for row in read_csv(tmp_path / "eval.csv"))
     assert best >= 900
+
+
+# ------------------------------------------------ sizes by device, support per task family
+CPU_RECIPE = {"batch_size": 1024, "actor_hidden": [256, 256], "critic_hidden": [256, 256],
+              "buffer_size": 1_000_000}  # fmt: skip
+REFERENCE = {"batch_size": 32_768, "actor_hidden": [512, 256, 128],
+             "critic_hidden": [1024, 512, 256], "buffer_size": 10_485_760}  # fmt: skip
+SHORT_RUN = ["algo=fast_td3", "env=Hopper", "env.backend=native", "env.num_envs=2",
+             "total_steps=16", "algo.warmup_vector_steps=5", "checkpoint_every=1000000",
+             "eval_every=1000000", *FAST]  # fmt: skip
+
+
+def _algo(cfg) -> dict:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(cfg, resolve=True)["algo"]
+
+
+def _recorded(run_dir) -> dict:
+    import yaml
+
+    return yaml.safe_load((run_dir / "config.yaml").read_text())["algo"]
+
+
+def test_a_cpu_run_takes_the_cpu_sizes_says_so_and_records_them(tmp_path):
+    """device=cpu with no size set: batch 1,024, 256x256 actor and critics, 1M buffer
+    (benchmarks/walltime.py's CPU table), one note naming them and the defaults, the
+    run's config.yaml holding what ran, and networks of those widths."""
+    train(make_config(*SHORT_RUN), tmp_path)
+    recorded = _recorded(tmp_path)
+    assert {k: recorded[k] for k in CPU_RECIPE} == CPU_RECIPE
+    notes = [line for line in (tmp_path / "train.log").read_text().splitlines()
+             if "fast_td3 on device=cpu:" in line]  # fmt: skip
+    assert len(notes) == 1
+    assert ("algo.batch_size=1024 algo.actor_hidden=[256,256] algo.critic_hidden=[256,256] "
+            "algo.buffer_size=1000000") in notes[0]  # fmt: skip
+    assert "algo.batch_size=32768" in notes[0] and "to override" in notes[0]
+    agent = load_checkpoint(tmp_path)["agent"]
+    actor, critic = agent["actor"], agent["critic"]
+    assert [actor[f"net.{i}.weight"].shape[0] for i in (0, 2)] == [256, 256]
+    assert [critic[f"net.hidden_layers.{i}.weight"].shape[-1] for i in (0, 1)] == [256, 256]
+    assert "net.hidden_layers.2.weight" not in critic
+
+
+def test_sizes_set_explicitly_win_on_a_cpu(tmp_path):
+    """Only the sizes left unset take the CPU's, and the note names only those."""
+    train(make_config(*SHORT_RUN, "algo.batch_size=64", "algo.critic_hidden=[32,32]"), tmp_path)
+    recorded = _recorded(tmp_path)
+    assert recorded["batch_size"] == 64 and recorded["critic_hidden"] == [32, 32]
+    assert recorded["actor_hidden"] == [256, 256] and recorded["buffer_size"] == 1_000_000
+    note = next(line for line in (tmp_path / "train.log").read_text().splitlines()
+                if "fast_td3 on device=cpu:" in line)  # fmt: skip
+    assert "batch_size" not in note.split("(")[0] and "critic_hidden" not in note.split("(")[0]
+
+
+def test_every_size_set_means_no_note_and_the_reference_sizes_run_when_asked():
+    from rlcore import registry
+
+    spec = registry.get("fast_td3")
+    sizes = [f"algo.{k}={str(v).replace(' ', '')}" for k, v in REFERENCE.items()]
+    values = _algo(make_config("algo=fast_td3", "env=hopper", *sizes))
+    assert spec.sized_for(values, "cpu") == (values, [])
+
+
+def test_a_gpu_run_takes_the_reference_sizes_without_a_note():
+    from rlcore import registry
+
+    values, notes = registry.get("fast_td3").sized_for(
+        _algo(make_config("algo=fast_td3", "env=hopper")), "cuda:0"
+    )
+    assert {k: values[k] for k in REFERENCE} == REFERENCE and notes == []
+
+
+def test_a_recorded_run_keeps_its_sizes_on_any_device(tmp_path):
+    """A resumed run composes the run's own config.yaml: its sizes are set, so no device
+    changes them; and a resume that asks for other network widths is refused by name."""
+    from rlcore import registry
+    from rlcore.train import ResumeMismatchError, resumed_config
+
+    train(make_config(*SHORT_RUN), tmp_path / "run")
+    saved = _recorded(tmp_path / "run")
+    for device in ("cpu", "cuda"):
+        assert registry.get("fast_td3").sized_for(saved, device) == (saved, [])
+    with pytest.raises(ResumeMismatchError, match="'algo.critic_hidden' is \\[64, 64\\] now"):
+        overrides = [f"resume={tmp_path / 'run'}", "algo.critic_hidden=[64,64]",
+                     "total_steps=32"]  # fmt: skip
+        cfg = resumed_config(make_config(*SHORT_RUN, *overrides), overrides)
+        train(cfg, tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    ("env", "gamma", "bound"),
+    [("env=Hopper", 0.99, 500.0), ("env=Walker2d", 0.99, 750.0),
+     ("env=HalfCheetah", 0.99, 2000.0),
+     # the MJX back end steps the same Gymnasium task (reward included)
+     ("env=Hopper env.backend=mjx", 0.99, 500.0),
+     # a task with no algo_env file: the reference's MuJoCo Playground defaults
+     ("env=gym env.id=Pendulum-v1", 0.97, 10.0)],
+)  # fmt: skip
+def test_support_and_discount_per_task_family(env, gamma, bound):
+    algo = _algo(make_config("algo=fast_td3", *env.split()))
+    assert (algo["gamma"], algo["v_min"], algo["v_max"]) == (gamma, -bound, bound)
+
+
+def test_an_explicit_support_wins_over_the_task_family():
+    algo = _algo(make_config("algo=fast_td3", "env=Walker2d", "algo.v_min=-100",
+                             "algo.v_max=100", "algo.gamma=0.97"))  # fmt: skip
+    assert (algo["gamma"], algo["v_min"], algo["v_max"]) == (0.97, -100, 100)
+
+
+def test_every_gymnasium_mujoco_task_has_a_support_of_its_own():
+    """Each continuous-action env config ships a fast_td3 file: gamma 0.99 and a symmetric
+    support of +-100 max |r| (its comment gives the reward bound)."""
+    from tests.conftest import REPO
+
+    envs = sorted(p.stem for p in (REPO / "configs" / "env").glob("*.yaml"))
+    box = [e for e in envs if e not in ("gym", "cartpole")]  # generic config; discrete
+    assert len(box) == 11
+    for env in box:
+        path = REPO / "configs" / "algo_env" / f"fast_td3_{env}.yaml"
+        assert path.is_file(), path
+        assert "max |r|" in path.read_text()
+        algo = _algo(make_config("algo=fast_td3", f"env={env}"))
+        assert algo["gamma"] == 0.99 and algo["v_min"] == -algo["v_max"] >= -50_000
+        assert algo["v_max"] >= 50

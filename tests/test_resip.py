@@ -34,9 +34,21 @@ GOLDEN = json.loads((Path(__file__).parent / "golden" / "resip.json").read_text(
 OBS = gym.spaces.Box(-np.inf, np.inf, (STATE_DIM,), np.float32)
 ACT = gym.spaces.Box(-np.ones(ACTION_DIM, np.float32), np.ones(ACTION_DIM, np.float32))
 SMALL = {"horizon": 2, "hidden": (16, 16), "time_dim": 8, "denoising_steps": 3}
-# float32 maths in a different order (one AdamW with two groups, our loss helpers): the
-# reference's numbers are met to ~1e-7; these bounds leave a margin of ~10x
-PARAM_ATOL, LOSS_RTOL = 2e-6, 1e-5
+# float32 on both sides, maths in a different order (one AdamW with two groups, our loss
+# helpers). Bounds derived from the float32 error (u = 2^-24) so that they hold on every
+# CPU kernel path (issue 44; measurements in docs/PARITY.md):
+# - parameters: |w| < 1.82, float32 spacing 1.2e-7; 8 AdamW steps, each off by up to 2
+#   spacings (its rounded update, the rounded sum): 8 x 2 x 1.2e-7 = 1.9e-6 -> 2e-6
+#   (measured <= 4.7e-7);
+# - the value loss is a mean of squares (no cancellation): relative 1e-5 (measured 4e-8);
+# - the policy loss and the approximate KL are means of terms of size ~1 (standardised
+#   advantage x ratio; r - 1 - log r with r ~ 1, rounded to ~u, not to u times the
+#   result) that cancel to ~1e-3 and ~1e-4: their error is absolute, u per term in each
+#   16-row mean plus the parameters' rounding carried over up to 8 steps: 16 u = 9.5e-7
+#   (measured <= 1.9e-7 and 1.4e-8; the former 1e-5 relative, 1.8e-8 on the 1.8e-3 policy
+#   loss, failed at 1.1e-7 on Intel AVX2 kernels). One row's clip flag moves the clip
+#   fraction by >= 1/128 (16-row minibatches, <= 8 of them).
+PARAM_ATOL, LOSS_RTOL, LOSS_ATOL = 2e-6, 1e-5, 16 * 2.0**-24
 
 
 def small_resip(**kw) -> ResiP:
@@ -75,7 +87,7 @@ def test_update_reproduces_the_reference(case):
     assert metrics["minibatches"] == len(rows)
     for key in ("policy_loss", "value_loss", "approx_kl", "clip_fraction"):
         expected = np.mean([row[key] for row in rows])
-        assert metrics[key] == pytest.approx(expected, rel=LOSS_RTOL, abs=1e-8), key
+        assert metrics[key] == pytest.approx(expected, rel=LOSS_RTOL, abs=LOSS_ATOL), key
     assert metrics["actor_lr"] == pytest.approx(golden["actor_lr"], rel=1e-12)
     assert metrics["critic_lr"] == pytest.approx(golden["critic_lr"], rel=1e-12)
     assert max(row["grad_norm"] for row in rows) > 1.0  # the joint clip is active

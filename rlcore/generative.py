@@ -491,15 +491,6 @@ def declared_head_fields(config_class: type) -> list[str]:
     return [field.name for field in dataclasses.fields(config_class) if field.name in HEAD_FIELDS]
 
 
-def override_text(value: Any) -> str:
-    """``value`` as a Hydra override writes it (``[256,256,256]``, ``4``, ``relu``, ``null``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(override_text(v) for v in value) + "]"
-    return str(value)
-
-
 def resolve_head(
     kind: str, config_class: type, values: dict[str, Any], prefix: str = "algo."
 ) -> dict[str, Any]:
@@ -509,7 +500,7 @@ def resolve_head(
     rlcore.configs) takes the checkpoint's value, or the dataclass default when no
     checkpoint is given; one set explicitly (command line, experiment or algo_env file)
     that differs is refused with a ``ConfigError`` naming the override to drop."""
-    from rlcore.registry import ConfigError, coerce, plain
+    from rlcore.registry import ConfigError, coerce, override_text, plain
 
     names = declared_head_fields(config_class)
     defaults = {field.name: field.default for field in dataclasses.fields(config_class)}

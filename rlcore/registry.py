@@ -84,7 +84,6 @@ class AlgoSpec:
         import torch
 
         from rlcore.capabilities import DeviceSized
-        from rlcore.generative import override_text
 
         config = self.config_class()
         if not isinstance(config, DeviceSized):
@@ -111,6 +110,15 @@ RENAMED_OPTIONS = {
         "normalize_reward is the online algorithms' running-std env reward scaling",
     ),
 }
+
+
+def override_text(value: Any) -> str:
+    """``value`` as a Hydra override writes it (``[256,256,256]``, ``4``, ``relu``, ``null``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(override_text(v) for v in value) + "]"
+    return str(value)
 
 
 def _has_default(field: dataclasses.Field) -> bool:

@@ -48,6 +48,35 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   grows with the unrolled steps (RLPD's 20 took over 15 minutes on 2 busy cores), the
   speed barely does.
 
+Against Stable-Baselines3 (the baseline of ``benchmarks/sac_hopper_vs_sb3.py`` and the
+throughput suite; SB3 2.9.2 read in ``stable_baselines3/sac/sac.py``, ``sac/policies.py``,
+``common/distributions.py``), with SB3's hyper-parameters set on both sides:
+
+* log-std: squashed by tanh into [-5, 2]; SB3 clamps the raw output to [-20, 2]
+  (``LOG_STD_MIN``/``LOG_STD_MAX``, ``th.clamp``). Not measured in isolation against SB3;
+  against RLPD's and OmniSafe's identical clamp, docs/PARITY.md (actor params 2.9e-3 /
+  5.8e-3 apart after 5 / 10 updates).
+* tanh correction: log pi subtracts the exact sum of log(1 - tanh(u)^2), computed as
+  2 (log 2 - u - softplus(-2u)) (``rlcore.nets.tanh_gaussian_log_prob``); SB3 subtracts
+  log(1 - tanh(u)^2 + 1e-6) (``SquashedDiagGaussianDistribution``, ``epsilon=1e-6``), which
+  caps the correction where |u| is large and makes its log pi a little lower. Measured on
+  the committed SAC Hopper expert (``benchmarks/assets/hopper_sac_expert.pt``), 30,000
+  samples at its own states: ours - SB3 = median 0.0000, 99th percentile 0.001, 99.9th
+  0.009, max 0.19 nats (median |log pi| 2.4).
+* critic loss scale: ours sums the critics' MSEs; SB3 takes half of that sum
+  (``0.5 * sum(F.mse_loss(...))``). Not a 2x learning rate: Adam's step m / (sqrt(v) +
+  eps) is unchanged by a constant loss factor c except that eps acts as eps / c, so SB3's
+  critic step is ours with Adam eps 2e-8 instead of 1e-8 (measured: bit-identical
+  parameters after 1,000 updates). Where a gradient is of the order of eps the steps differ:
+  critic parameters 5.1e-5 apart after one update of Hopper-shaped random batches,
+  7.8e-2 after 1,000 (a control, fused vs foreach Adam, also drifts 8.9e-2 by then).
+  The logged ``critic_loss`` is twice SB3's.
+* temperature loss: alpha times the entropy gap (CleanRL, above); SB3's is log alpha times
+  the gap, so our gradient in log alpha is alpha times SB3's: a factor Adam's
+  normalisation absorbs only while alpha changes slowly against its second-moment
+  average (~1,000 steps). Not measured in isolation. Both use alpha from before the
+  temperature step in the critic target and the actor loss.
+
 Use in your own loop::
 
     agent = SAC(env.observation_space, env.action_space, SACConfig())

@@ -1,7 +1,7 @@
 """Diffusion / flow policies on Hopper: behaviour cloning on the recipe's medium dataset,
 then online fine-tuning with DPPO, ReinFlow (flow base) and ResiP (diffusion base).
 
-    python -m rlcore.benchmarks.finetune --dataset local/hopper/medium-v5 --env-steps 200000 \\
+    python -m rlcore.benchmarks.finetune --dataset local/hopper/medium-v0 --env-steps 200000 \\
         --seeds 0 1 --jobs 2
 
 1. Behaviour cloning (``algo=diffusion_bc`` and ``algo=flow_bc``, ``--pretrain-steps``
@@ -134,7 +134,7 @@ def iteration_seconds(run_dir: Path) -> list[float]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="local/hopper/medium-v5")
+    parser.add_argument("--dataset", default="local/hopper/medium-v0")
     parser.add_argument("--pretrain-steps", type=int, default=50_000)
     parser.add_argument("--retrain", action="store_true", help="train the BC snapshots again")
     parser.add_argument("--assets", type=Path, default=ASSETS, help="folder of the BC snapshots")

@@ -1,7 +1,7 @@
 """Offline-to-online fine-tuning on one dataset: WSRL, RLPD, Cal-QL and IQL fine-tuning,
 FamO2O and SAC from scratch, side by side at the same online budget.
 
-    python -m rlcore.benchmarks.o2o --dataset local/hopper/medium-replay-v5 --offline-steps 50000 \\
+    python -m rlcore.benchmarks.o2o --dataset local/hopper/medium-replay-v0 --offline-steps 50000 \\
         --online-steps 50000 --seeds 0 1 --jobs 2
 
 For every method and seed it trains one rlcore run (``python -m rlcore.train`` maths, in a
@@ -121,7 +121,7 @@ def claims(table: dict[str, dict[str, Any]], end: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default="local/hopper/medium-replay-v5")
+    parser.add_argument("--dataset", default="local/hopper/medium-replay-v0")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--offline-steps", type=int, default=50_000)
     parser.add_argument("--online-steps", type=int, default=50_000)

@@ -21,8 +21,12 @@ JSON (``--no-figures``: none).
 Hyper-parameters (SB3's SAC defaults where they differ from CleanRL's): lr 3e-4 for
 actor, critic and temperature; batch 256; 256x256 ReLU; tau 0.005; gamma 0.99; one
 gradient step per env step, actor updated every step; initial temperature 1.0, target
-entropy -|A|; 5k uniform-random warm-up steps; float32. Remaining difference: rlcore
-squashes log-std into [-5, 2] with tanh, SB3 clips it to [-20, 2].
+entropy -|A|; 5k uniform-random warm-up steps; float32. Remaining differences (each with
+its measured size in algos/sac.py, "Against Stable-Baselines3"): rlcore squashes log-std
+into [-5, 2] with tanh, SB3 clips it to [-20, 2]; rlcore's tanh correction of log pi is
+exact, SB3 adds 1e-6 inside its log; rlcore's critic loss is the sum of the two MSEs, SB3's
+half of it (under Adam: eps 1e-8 vs an effective 2e-8, not a learning-rate change);
+rlcore's temperature loss is alpha times the entropy gap, SB3's log alpha times it.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import importlib
 import math
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -45,9 +46,20 @@ class AlgoSpec:
     def config_class(self) -> type:
         return getattr(importlib.import_module(self.module), self.config)
 
-    def config_from_dict(self, values: dict[str, Any], prefix: str = "algo.") -> Any:
+    def config_from_dict(
+        self,
+        values: dict[str, Any],
+        prefix: str = "algo.",
+        defaults: Callable[[], tuple[str, dict[str, Any]]] | None = None,
+    ) -> Any:
         """Typed config from a plain dict. Unknown keys, values of the wrong type and
-        out-of-range sizes/rates raise ``ConfigError`` naming the key and the fix."""
+        out-of-range sizes/rates raise ``ConfigError`` naming the key and the fix.
+
+        The message of a bad value names the value to go back to: the config dataclass's
+        default, or, with ``defaults``, what its call returns: ``(where, values)``, the
+        values the run's own config files give (e.g. ``configs/algo_env/dqn_cartpole.yaml``
+        sets DQN's ``lr`` to 2.3e-3 on CartPole) and the words naming them, e.g.
+        ``"for dqn on CartPole-v1"``. It is called only to write such a message."""
         cls = self.config_class
         fields = {f.name: f for f in dataclasses.fields(cls)}
         hints = typing.get_type_hints(cls)
@@ -65,11 +77,10 @@ class AlgoSpec:
             )
         converted = {}
         for key, value in values.items():
-            default = fields[key].default
-            example = f" (default {prefix}{key}={default})" if _has_default(fields[key]) else ""
             try:
                 converted[key] = check_value(key, coerce(value, hints[key]))
             except (TypeError, ValueError) as error:
+                example = _default_example(fields[key], prefix, defaults)
                 raise ConfigError(f"{prefix}{key}={value!r}: {error}{example}") from None
         try:
             return cls(**converted)
@@ -123,6 +134,24 @@ def override_text(value: Any) -> str:
 
 def _has_default(field: dataclasses.Field) -> bool:
     return field.default is not dataclasses.MISSING
+
+
+def _default_example(
+    field: dataclasses.Field,
+    prefix: str,
+    defaults: Callable[[], tuple[str, dict[str, Any]]] | None,
+) -> str:
+    """`` (default <prefix><key>=<value>)`` for a bad value's message: the run's own
+    default (``defaults``, see ``AlgoSpec.config_from_dict``) where it gives one, else the
+    config dataclass's; empty when neither has one."""
+    if defaults is not None:
+        try:
+            where, values = defaults()
+        except Exception:  # noqa: BLE001 - the message falls back to the dataclass default
+            where, values = "", {}
+        if field.name in values:
+            return f" (default {where}: {prefix}{field.name}={values[field.name]})"
+    return f" (default {prefix}{field.name}={field.default})" if _has_default(field) else ""
 
 
 def _type_name(hint: Any) -> str:

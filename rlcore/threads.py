@@ -4,6 +4,8 @@
 and ``rlcore.offline.collect``) runs torch on one intra-op and one inter-op thread.
 ``threads: N`` uses N intra-op threads; ``threads: null`` leaves torch's own default
 (one thread per physical core, or ``$OMP_NUM_THREADS``) untouched.
+Your own code (an agent in your own loop) keeps torch's default until it calls
+``apply_threads("auto")``, the same rule (docs/library.md, "Threads").
 
 Why one. An RL update is a chain of small matmuls (batch 256, 256 wide). Spread over
 every core, each one ends at a barrier where torch's OpenMP threads spin until all have

@@ -384,7 +384,9 @@ def train(
         cfg_dict["algo"] = resolve_head(spec.pretrained_head, spec.config_class, cfg_dict["algo"])
     # sizes left null: the device's (FastTD3 on a CPU), recorded as the run's
     cfg_dict["algo"], sizing_notes = spec.sized_for(cfg_dict["algo"], cfg_dict["device"])
-    algo_cfg = spec.config_from_dict(cfg_dict["algo"])
+    algo_cfg = spec.config_from_dict(
+        cfg_dict["algo"], defaults=lambda: config_file_defaults(cfg_dict)
+    )
     require(algo_cfg, Planned, "the composition root reads a run's schedule from")
     plan: RunPlan = algo_cfg.plan()
     init_from = bool(cfg_dict.get("init_from"))
@@ -446,6 +448,32 @@ def train(
     finally:
         env.close()
         eval_env.close()
+
+
+def config_file_defaults(cfg_dict: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``algo`` values this run's config files give (the algorithm's file, its
+    ``algo_env`` file for this env, an ``+experiment=``), command-line overrides left
+    out, and the words naming them (``"for dqn on CartPole-v1"``): what a bad value's
+    message offers as its default (DQN's ``lr`` is 2.5e-4, but 2.3e-3 on CartPole)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    algo, env_id = cfg_dict["algo"]["name"], resolve_env_id(cfg_dict["env"]["id"])
+    groups, where = [f"algo={algo}", *_env_config_name(env_id)], f"for {algo} on {env_id}"
+    if HydraConfig.initialized():  # the CLI: the groups it chose, experiments included
+        choices = HydraConfig.get().runtime.choices
+        groups = [f"algo={choices['algo']}", f"env={choices['env']}"]
+        groups += [f"env.id={env_id}"] if choices["env"] == "gym" else []
+        if choices.get("experiment"):
+            groups.append(f"+experiment={choices['experiment']}")
+            where += f" (+experiment={choices['experiment']})"
+    if GlobalHydra.instance().is_initialized():  # inside the CLI's hydra.main
+        cfg = compose("config", overrides=groups)
+    else:
+        with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
+            cfg = compose("config", overrides=groups)
+    return where, OmegaConf.to_container(cfg.algo, resolve=True)  # type: ignore[return-value]
 
 
 def _train_valid(

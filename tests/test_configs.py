@@ -141,7 +141,7 @@ def test_overrides_and_friendly_names_compose():
     assert cfg.total_steps == 200000 and cfg.seed == 3
     assert make_config("algo=ppo", "env=hopper").total_steps == 1_000_000
     gym_cfg = make_config("env=Pendulum-v1")
-    assert gym_cfg.env.id == "Pendulum-v1" and gym_cfg.env.name == "Pendulum-v1"
+    assert gym_cfg.env.id == "Pendulum-v1" and gym_cfg.env.name == "pendulum-v1"
     # the generic config by name, as the sweep hint spells it
     explicit = make_config("env=gym", "env.id=Pendulum-v1")
     assert explicit.env.id == "Pendulum-v1" and explicit.env.backend == "auto"

@@ -296,6 +296,34 @@ def test_cli_bad_value_is_one_line_exit_2_and_leaves_no_run_dir(override, needle
     assert not list(tmp_path.rglob(".hydra"))  # the refused run left no run directory
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        # DQN's dataclass default is 2.5e-4; CartPole's recipe (algo_env/dqn_cartpole.yaml)
+        (["algo=dqn", "env=CartPole-v1"], "(default for dqn on CartPole-v1: algo.lr=0.0023)"),
+        (["algo=dqn", "env=Acrobot-v1"], "(default for dqn on Acrobot-v1: algo.lr=0.00025)"),
+    ],
+)
+def test_bad_value_names_the_runs_own_default(args, needle, tmp_path):
+    """A bad value's message offers the value this run's config files give (the algo_env
+    file of the pair), not the config dataclass's default."""
+    with pytest.raises(ConfigError) as info:
+        train(make_config(*args, "algo.lr=-1", *FAST), tmp_path / "run")
+    assert str(info.value) == f"algo.lr=-1: must be > 0 {needle}"
+
+
+def test_cli_bad_value_names_the_runs_own_default(tmp_path):
+    """Through the command line (Hydra's group choices, an experiment included)."""
+    out = _cli(["algo=dqn", "env=CartPole-v1", "algo.lr=-1"], tmp_path)
+    _one_clean_error(
+        out, 2, "algo.lr=-1: must be > 0 (default for dqn on CartPole-v1: algo.lr=0.0023)"
+    )
+    out = _cli(["+experiment=iql_hopper_medium", "algo.tau=2"], tmp_path)
+    _one_clean_error(
+        out, 2, "(default for iql on Hopper-v5 (+experiment=iql_hopper_medium): algo.tau=0.001)"
+    )
+
+
 def test_algo_env_pair_overrides_top_level_keys(config_factory):
     cfg = config_factory("algo=sac", "env=InvertedPendulum")
     assert cfg.eval_every == 1000 and cfg.algo.learning_starts == 1000

@@ -20,8 +20,7 @@ changed line until it is added there, and on an entry whose line left the pages:
   SLURM, a renderer, twenty full trainings, a shell loop's own syntax).
 
 ``FAILURES`` are the commands the pages say fail, with the exit code and behaviour they
-give (docs/cli.md "Exit codes", docs/deploy.md). Those that wait for the command-line fixes
-of issue 44 are marked ``xfail(strict=False)``.
+give (docs/cli.md "Exit codes", docs/deploy.md).
 
 The deploy page's onnxruntime snippet runs on the file the export command writes, and the
 dataset ids the pages train on are those the documented recording commands write
@@ -232,9 +231,6 @@ COMMANDS: dict[str, Case] = {
     "snapshot.selection=uniform": COMPOSE,
 }
 
-CLI_FIX = pytest.mark.xfail(strict=False, reason="CLI fix in progress (issue 44)")
-
-
 @dataclass(frozen=True)
 class Failure:
     command: str
@@ -257,7 +253,6 @@ FAILURES = [
             3,
             "cli.md: Exit codes, 3: dataset= does not exist; nothing written",
         ),
-        marks=CLI_FIX,
         id="missing-dataset",
     ),
     pytest.param(
@@ -266,7 +261,6 @@ FAILURES = [
             2,
             "cli.md: Errors, unknown keys: one error: line, exit code 2",
         ),
-        marks=CLI_FIX,
         id="hydra-unknown-key",
     ),
     Failure("python -m rlcore.evaluate runs/sac/hopper/none", 1, "deploy.md: a missing path"),
@@ -280,7 +274,6 @@ FAILURES = [
         Failure(
             "python -m rlcore", 0, "python -m rlcore lists the commands", stderr="", one_line=False
         ),
-        marks=CLI_FIX,
         id="rlcore-lists-commands",
     ),
     pytest.param(
@@ -291,7 +284,6 @@ FAILURES = [
             stderr="",
             one_line=False,
         ),
-        marks=CLI_FIX,
         id="evaluate-help",
     ),
 ]

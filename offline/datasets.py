@@ -779,7 +779,7 @@ def load_dataset(
 
     try:
         parse_dataset_id(text)
-    except ValueError as error:
+    except (ValueError, TypeError) as error:  # minari raises TypeError for ids without -vN
         raise DatasetError(
             f"'{text}' is neither an existing file or folder nor a Minari dataset id "
             "(namespace/name-vN, e.g. mujoco/hopper/medium-v0)"

@@ -409,11 +409,11 @@ def train(
         init_state = load_init_from(cfg_dict, spec)
     offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
     _check_inputs(spec, plan, cfg_dict, resuming=resume_state is not None)
-    dataset = _load_dataset(spec, plan, cfg_dict)  # a download, too, before any write
     env, eval_env = _build_envs(spec, plan, cfg_dict, run_dir, offline_run, device)
     try:
         obs_space, action_space = env.single_observation_space, env.single_action_space
         check_spaces(spec, env_id, obs_space, action_space)
+        dataset = _load_dataset(spec, plan, cfg_dict)  # a download, too, before any write
         if dataset is not None:
             try:
                 dataset.check_env(obs_space, action_space)
@@ -1100,10 +1100,32 @@ def _load_dataset(spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, An
         dataset = load_dataset(source, gamma=plan.gamma, env_id=cfg_dict["env"]["id"])
         dataset.stack_observations(plan.env.obs_history)  # as the env shows
     except DatasetNotAvailableError as error:
-        raise FileNotFoundError(str(error)) from None
+        raise FileNotFoundError(f"{str(error).rstrip('.')}{_recipe_hint(source)}") from None
     except DatasetError as error:
         raise ConfigError(f"dataset={source}: {error}") from None
     return dataset
+
+
+def _recipe_hint(dataset_id: str) -> str:
+    """For an id the D4RL-like recipe records (``local/hopper/medium-v0``), the command
+    that records it; empty otherwise."""
+    from rlcore.offline.recipe import dataset_ids
+
+    parts = str(dataset_id).split("/")
+    match = re.fullmatch(r"(.+)-v(\d+)", parts[-1]) if len(parts) == 3 else None
+    if match is None:
+        return ""
+    try:
+        ids = dataset_ids(parts[1], namespace=parts[0], version=int(match.group(2)))
+    except UnknownEnvError:
+        return ""
+    if dataset_id not in ids.values():
+        return ""
+    env = resolve_env_id(parts[1]).split("-v")[0]
+    return (
+        f". It is one of the D4RL-like levels `python -m rlcore.offline.collect recipe "
+        f"env={env} namespace={parts[0]} version={match.group(2)}` records (docs/datasets.md)"
+    )
 
 
 def _prepare_offline(

@@ -215,6 +215,9 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.report runs/a runs/b --x eval/train_seconds": run(
         "on saved runs (benchmarks/results/walltime_runs/Hopper: SAC and TD3, seed 0)"
     ),
+    "python -m rlcore.report runs/sweep --incomplete include": run(
+        "on saved runs (benchmarks/results/distributed_learning_runs)"
+    ),
     # docs/safe.md
     "python -m rlcore.train algo=ppo_lag env=SafetyHopperVelocity algo.cost_limit=25": COMPOSE,
     "python -m rlcore.train algo=ppo_lag env=SafetyHopperVelocity algo.multiplier=pid": COMPOSE,
@@ -434,6 +437,7 @@ class Workspace:
 
     def fill(self, text: str) -> str:
         text = text.replace("runs/sac/hopper/<time>", self.sac_run)
+        text = text.replace("runs/sweep", "runs/multirun/saved")
         return text.replace("runs/multirun/<time>", "runs/multirun/saved")
 
     def tokens(self, key: str) -> list[str]:

@@ -98,14 +98,22 @@ def test_values_the_run_refuses_are_exit_2(args, needle, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_minari_id_that_is_not_here_is_exit_3_and_writes_nothing(tmp_path):
-    args = ["algo=iql", "env=Hopper", "dataset=local/hopper/nonexistent-v0", "threads=1"]
+@pytest.mark.parametrize(
+    ("dataset", "hint"),
+    [("local/hopper/nonexistent-v0", ""),
+     ("local/hopper/medium-v0", ". It is one of the D4RL-like levels `python -m rlcore.offline."
+                                "collect recipe env=Hopper namespace=local version=0` records")],
+    ids=["any-id", "a-recipe-level"],
+)  # fmt: skip
+def test_a_minari_id_that_is_not_here_is_exit_3_and_writes_nothing(dataset, hint, tmp_path):
+    args = ["algo=iql", "env=Hopper", f"dataset={dataset}", "threads=1"]
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     out = _cli(args, cwd, MINARI_DATASETS_PATH=str(tmp_path / "datasets"))
     assert out.returncode == EXIT_MISSING, out.stderr
-    assert out.stderr.startswith("error: dataset local/hopper/nonexistent-v0 is not available")
+    assert out.stderr.startswith(f"error: dataset {dataset} is not available offline")
     assert out.stderr.count("\n") == 1 and "rlcore.offline.collect" in out.stderr
+    assert hint in out.stderr and ".." not in out.stderr
     assert out.stdout == "" and list(cwd.iterdir()) == []  # no run folder
 
 

@@ -125,7 +125,7 @@ class FamO2OConfig:
         )  # fmt: skip
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
                           reward_scale=self.reward_scale, reward_bias=self.reward_bias,
-                          normalize_states=self.normalize_states)  # fmt: skip
+                          normalize_states=self.normalize_states, required=True)  # fmt: skip
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 
 

@@ -143,7 +143,7 @@ class DiffusionBCConfig:
         schedule = Schedule(offline_steps=self.total_steps, online_steps=self.online_steps,
                             batch_size=self.batch_size)  # fmt: skip
         return RunPlan(schedule, EnvRecipe(obs_history=self.obs_history),
-                       DataRecipe(normalize_states=self.normalize_states), gamma=self.gamma)  # fmt: skip
+                       DataRecipe(normalize_states=self.normalize_states, required=True), gamma=self.gamma)  # fmt: skip
 
 
 @dataclass

@@ -134,7 +134,7 @@ class IQLConfig:
             offline_data=self.offline_data,
         )  # fmt: skip
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
-                          normalize_states=self.normalize_states)  # fmt: skip
+                          normalize_states=self.normalize_states, required=True)  # fmt: skip
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=self.compile)  # fmt: skip
 

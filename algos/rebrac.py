@@ -94,7 +94,7 @@ class ReBRACConfig:
         """Offline gradient steps only."""
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
                           reward_scale=self.reward_scale, reward_bias=self.reward_bias,
-                          normalize_states=self.normalize_states)  # fmt: skip
+                          normalize_states=self.normalize_states, required=True)  # fmt: skip
         schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 

@@ -66,7 +66,7 @@ class TD3BCConfig:
     def plan(self) -> RunPlan:
         """Offline gradient steps only."""
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
-                          normalize_states=self.normalize_states)  # fmt: skip
+                          normalize_states=self.normalize_states, required=True)  # fmt: skip
         schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 

@@ -154,7 +154,9 @@ class WSRLConfig(CQLConfig):
             updates_per_step=self.updates_per_step, utd_ratio=self.utd_ratio,
             offline_data=self.offline_data,
         )  # fmt: skip
-        data = super().plan().data  # CQL's dataset recipe
+        # CQL's dataset recipe; the dataset is needed for pre-training only (an init_from
+        # run that skips it runs without one)
+        data = dataclasses.replace(super().plan().data, required=False)
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=self.compile)  # fmt: skip
 

@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from rlcore.benchmarks.runs import cpu_info
-from rlcore.checkpoint import load_policy
 from rlcore.export import export_policy, policy_from_checkpoint, record_draws
+from rlcore.policies import load_policy
 from rlcore.spaces import action_space_from, to_env_action
 
 ASSETS = Path(__file__).resolve().parent / "assets"

@@ -92,9 +92,9 @@ def pretrain(
 
 def bc_return(path: Path, episodes: int, seed: int = 0) -> dict[str, float]:
     """Deterministic evaluation of a BC snapshot (chunks executed open loop)."""
-    from rlcore.checkpoint import load_agent
     from rlcore.envs.make import make_vec_env
-    from rlcore.evaluate import evaluate
+    from rlcore.evaluation import evaluate
+    from rlcore.policies import load_agent
 
     agent = load_agent(path)
     torch.manual_seed(seed)  # the evaluation samplers start from random noise

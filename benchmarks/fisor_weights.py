@@ -34,8 +34,8 @@ def weight_report(
     run: Path, dataset_id: str, rows: int, random_below: float, unsafe_above: float, seed: int
 ) -> dict:
     """The weight statistics of one FISOR run (see the module docstring)."""
-    from rlcore.checkpoint import load_agent
     from rlcore.offline.datasets import load_dataset
+    from rlcore.policies import load_agent
 
     dataset = load_dataset(dataset_id)
     agent = load_agent(run)

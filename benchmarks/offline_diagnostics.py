@@ -54,7 +54,7 @@ def restore_state(env: gym.Env, obs: np.ndarray) -> None:
 def gaits(policies: dict[str, str], env_id: str, episodes: int, seed: int) -> dict[str, dict]:
     """Per policy (deterministic actions): mean return, episodes that reach the time limit,
     the lengths of those that fall, and the mean forward speed of each group."""
-    from rlcore.checkpoint import load_policy
+    from rlcore.policies import load_policy
 
     env = gym.make(env_id)
     out = {}
@@ -111,8 +111,8 @@ def critic_vs_rollouts(
     end: the agent critic's Q(s, agent(s)) - Q(s, reference(s)) against the same difference
     estimated by ``rollouts`` rollouts per action of the sampled behaviour policy (the same
     random numbers for both actions, so the estimate's noise mostly cancels)."""
-    from rlcore.checkpoint import load_agent, load_policy
     from rlcore.offline import load_dataset
+    from rlcore.policies import load_agent, load_policy
 
     agent = load_agent(agent_path)
     if not hasattr(agent, "critic") or not hasattr(agent, "obs_normalizer"):

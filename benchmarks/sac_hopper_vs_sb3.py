@@ -129,7 +129,7 @@ class _SB3:
 
     def chunk(self, steps: int) -> float:
         from rlcore.envs.make import make_vec_env
-        from rlcore.evaluate import evaluate
+        from rlcore.evaluation import evaluate
 
         self.model.learn(total_timesteps=steps, reset_num_timesteps=False)
         eval_env = make_vec_env("Hopper", 5, seed=self.seed + 1)

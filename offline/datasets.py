@@ -668,6 +668,16 @@ def load_minari_folder(
     )
 
 
+# the levels the D4RL-like recipe (offline/recipe.py) records, and their ids
+KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
+
+
+def dataset_ids(env: str, namespace: str = "local", version: int = 0) -> dict[str, str]:
+    """Dataset id of every kind, e.g. ``local/hopper/medium-replay-v0``."""
+    name = resolve_env_id(env).split("-v")[0].lower()
+    return {kind: f"{namespace}/{name}/{kind}-v{version}" for kind in KINDS}
+
+
 # ----------------------------------------------------------------------------- remote ids
 
 

@@ -51,6 +51,7 @@ import numpy as np
 from rlcore.commands import print_help_if_asked
 from rlcore.envs.make import resolve_env_id
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.datasets import KINDS, dataset_ids  # noqa: F401 - re-exported
 from rlcore.offline.recording import (
     check_new_dataset_id,
     collect,
@@ -59,7 +60,6 @@ from rlcore.offline.recording import (
     write_dataset,
 )
 
-KINDS = ("random", "medium", "medium-replay", "expert", "medium-expert")
 KEYS = {
     "env",
     "expert_steps",
@@ -143,12 +143,6 @@ def buffer_holds_start(run_dir: Path) -> bool:
     loop = load_checkpoint(run_dir)["loop"]
     buffer = loop.get("buffer") or loop["stateful"]["buffer"]  # older checkpoint layout first
     return int(buffer["size"]) >= int(loop["counters"]["step"])
-
-
-def dataset_ids(env: str, namespace: str = "local", version: int = 0) -> dict[str, str]:
-    """Dataset id of every kind, e.g. ``local/hopper/medium-replay-v0``."""
-    name = resolve_env_id(env).split("-v")[0].lower()
-    return {kind: f"{namespace}/{name}/{kind}-v{version}" for kind in KINDS}
 
 
 def build_d4rl_like(

@@ -284,7 +284,8 @@ def collect(
     """Record (or export) one Minari dataset; returns the summary it prints."""
     import torch
 
-    from rlcore.checkpoint import load_checkpoint, load_policy
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.policies import load_policy
 
     check_new_dataset_id(dataset_id)
     if (ref_min_score is None) != (ref_max_score is None):

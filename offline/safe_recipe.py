@@ -103,7 +103,7 @@ def record(
     """Record every source, write one dataset; returns the per-source and overall summary."""
     import torch
 
-    from rlcore.checkpoint import load_policy
+    from rlcore.policies import load_policy
 
     check_new_dataset_id(dataset_id)
     env_id = resolve_env_id(env)

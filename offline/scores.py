@@ -2,7 +2,7 @@
 
 normalised = 100 * (return - random) / (expert - random)   (``rlcore.evaluate``)
 
-The table is D4RL's (``rlcore.evaluate.D4RL_REF_SCORES``, in the core so that the report
+The table is D4RL's (``rlcore.evaluation.D4RL_REF_SCORES``, in the core so that the report
 reads it without reaching into the datasets). Minari datasets may carry their own
 ``ref_min_score`` / ``ref_max_score`` (random and expert policy returns on their env);
 those are used only for environments the table does not pin.
@@ -14,13 +14,13 @@ from typing import Protocol
 
 import numpy as np
 
-from rlcore.evaluate import (  # the pinned table lives in the core: the report reads it too
+from rlcore.evaluation import (  # the pinned table lives in the core: the report reads it too
     D4RL_REF_SCORES,
     ScoreReferenceError,
     env_family,
     pinned_reference_scores,
 )
-from rlcore.evaluate import normalized_score as _normalized
+from rlcore.evaluation import normalized_score as _normalized
 
 __all__ = [
     "D4RL_REF_SCORES",

@@ -36,7 +36,7 @@ _here = Path(__file__).resolve().parent
 if not (_here / "envs").exists() and (_here.parent / "envs" / "__init__.py").is_file():
     sys.meta_path.insert(0, _CheckoutFinder(_here.parent))  # before an editable finder
 
-from rlcore.checkpoint import load_agent, load_policy  # noqa: E402
+from rlcore.policies import load_agent, load_policy  # noqa: E402
 from rlcore.types import Batch  # noqa: E402
 
 __all__ = ["Batch", "load_agent", "load_policy"]

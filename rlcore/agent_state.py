@@ -96,3 +96,20 @@ class Parts:
                 part.load_state_dict(copy.deepcopy(state[name]))
             else:
                 part.load_state_dict(state[name])
+
+
+def agent_modules(agent: Any) -> list[nn.Module]:
+    """The networks of an agent: the modules of its ``parts`` in declaration order (nested
+    ``Parts`` included), what exporting and publishing weights to actors walk."""
+    return part_modules(agent.parts)
+
+
+def part_modules(parts: Parts) -> list[nn.Module]:
+    """The modules declared in ``parts`` (nested ``Parts`` included), in order."""
+    found: list[nn.Module] = []
+    for part in parts.parts.values():
+        if isinstance(part, nn.Module):
+            found.append(part)
+        elif isinstance(part, Parts):
+            found.extend(part_modules(part))
+    return found

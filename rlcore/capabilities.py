@@ -30,7 +30,7 @@ class DeviceSized(Protocol):
     ``device_sizes(device)`` maps those fields (the same ones on every device) to their
     values there. The command line leaves them null (rlcore.configs) and the composition
     root sets the ones still null for the run's device, recording them in the run's config
-    (rlcore.registry.AlgoSpec.sized_for); a value set explicitly wins."""
+    (rlcore.catalog.Algorithm.sized_for); a value set explicitly wins."""
 
     def device_sizes(self, device: torch.device) -> dict[str, Any]: ...
 

@@ -130,28 +130,6 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return state
 
 
-def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
-    """Rebuild the trained agent stored in a checkpoint (or run directory), ready to ``act``."""
-    import gymnasium as gym
-
-    from rlcore import registry
-    from rlcore.spaces import action_space_from
-
-    state = load_checkpoint(path, map_location=device)
-    spec = registry.get(state["algo"])
-    config = spec.config_from_dict(state["config"]["algo"])
-    spaces = state["spaces"]
-    observation_space = gym.spaces.Box(-np.inf, np.inf, tuple(spaces["obs_shape"]), np.float32)
-    action_space = action_space_from(spaces)
-    agent = spec.agent_class(observation_space, action_space, config, device=device)
-    saved = state["agent"]
-    missing = [key for key in agent.state_dict() if key not in saved]
-    if missing:  # an agent-only snapshot (no optimisers / target nets): fine for acting
-        saved = {**agent.state_dict(), **saved}
-    agent.load_state_dict(saved)
-    return agent
-
-
 def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
     """The observation normalisation a checkpoint's agent was trained with (identity
     when it had none), as float32 for ``agent.act``."""
@@ -165,25 +143,3 @@ def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
         return obs.astype(np.float32)
 
     return transform
-
-
-def load_policy(
-    path: str | Path, device: str | torch.device = "cpu", deterministic: bool = True
-) -> Callable[[np.ndarray], np.ndarray]:
-    """A ``policy(obs) -> action`` for deployment, including the observation normalisation
-    the agent was trained with (if any). ``deterministic=False`` acts with the agent's own
-    sampling / exploration (e.g. SAC's tanh-Gaussian), drawing from torch's global RNG."""
-    from rlcore.spaces import DISCRETE, action_kind, action_space_from, to_env_action
-
-    state = load_checkpoint(path, map_location=device)
-    agent = load_agent(path, device)
-    action_space = action_space_from(state["spaces"])
-    discrete = action_kind(action_space) == DISCRETE
-    transform = obs_transform(state)
-
-    def policy(obs: np.ndarray) -> np.ndarray:
-        action = agent.act(transform(obs), deterministic=deterministic)
-        # discrete agents act in indices 0..n-1; the env's actions start at space.start
-        return to_env_action(action, action_space) if discrete else action
-
-    return policy

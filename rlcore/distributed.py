@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlcore.agent_state import agent_modules
+from rlcore.config import ConfigError
 from rlcore.loops import RolloutRow, Transitions, explore_step
-from rlcore.registry import ConfigError
 
 RAY_MISSING = 'distributed.actors needs Ray, which is not installed: pip install "rlcore[ray]"'
 LOOPBACK = "127.0.0.1"
@@ -144,7 +145,6 @@ def node_addresses(ray: Any) -> list[str]:
 def policy_weights(agent: Any) -> list[dict[str, torch.Tensor]]:
     """The state of the agent's modules (``agent.parts``, in declaration order; no
     optimiser states): what an actor's copy needs to act, as CPU tensors."""
-    from rlcore.export import agent_modules
 
     return [
         {k: v.detach().cpu() for k, v in module.state_dict().items()}
@@ -154,7 +154,6 @@ def policy_weights(agent: Any) -> list[dict[str, torch.Tensor]]:
 
 def load_policy_weights(agent: Any, weights: list[dict[str, torch.Tensor]]) -> None:
     """Load ``policy_weights`` of a learner into an actor's agent of the same algorithm."""
-    from rlcore.export import agent_modules
 
     modules = agent_modules(agent)
     if len(modules) != len(weights):
@@ -165,11 +164,12 @@ def load_policy_weights(agent: Any, weights: list[dict[str, torch.Tensor]]) -> N
 
 @dataclass(frozen=True)
 class ActorRecipe:
-    """What an actor process builds (picklable): the algorithm and its config, and the
+    """What an actor process builds (picklable): the agent class and its typed config
+    (the root hands them over: the core looks no algorithm up), and the
     ``rlcore.envs.make.make_vec_env`` keyword arguments of its env (seed excluded)."""
 
-    algo: str
-    algo_config: dict[str, Any]
+    agent_class: type
+    config: Any
     env: dict[str, Any]
     seed: int
 
@@ -179,17 +179,14 @@ class ActorRecipe:
 
     def build(self, index: int, incarnation: int) -> tuple[Any, Any, int]:
         """(the actor's vector env, its CPU agent, its seed), torch on one thread."""
-        from rlcore import registry
         from rlcore.envs.make import make_vec_env
 
         torch.set_num_threads(1)
         seed = self.actor_seed(index, incarnation)
         torch.manual_seed(seed)
         env = make_vec_env(seed=seed, **self.env)
-        spec = registry.get(self.algo)
-        config = spec.config_from_dict(self.algo_config)
-        agent = spec.agent_class(
-            env.single_observation_space, env.single_action_space, config, device="cpu"
+        agent = self.agent_class(
+            env.single_observation_space, env.single_action_space, self.config, device="cpu"
         )
         return env, agent, seed
 

@@ -45,8 +45,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
-from rlcore.checkpoint import CheckpointReadError, load_agent, load_checkpoint
+from rlcore.agent_state import part_modules
+from rlcore.checkpoint import CheckpointReadError, load_checkpoint
+from rlcore.policies import load_agent
 from rlcore.spaces import action_space_from
 from rlcore.threads import AUTO, apply_threads, check_threads
 
@@ -108,22 +109,6 @@ def record_draws(policy: Callable[[], Any]) -> tuple[Any, np.ndarray]:
     return result, noise.numpy().astype(np.float32)
 
 
-def _modules(parts: Parts) -> list[nn.Module]:
-    """The modules an agent declared in its ``Parts`` (nested ``Parts`` included)."""
-    found: list[nn.Module] = []
-    for part in parts.parts.values():
-        if isinstance(part, nn.Module):
-            found.append(part)
-        elif isinstance(part, Parts):
-            found.extend(_modules(part))
-    return found
-
-
-def agent_modules(agent: Any) -> list[nn.Module]:
-    """The networks of an agent (the modules of its ``parts``, in declaration order)."""
-    return _modules(agent.parts)
-
-
 class DeployedPolicy(nn.Module):
     """Raw observations -> env actions: the run's observation pipeline, the agent's
     deterministic act (``act.__wrapped__`` of ``rlcore.utils.numpy_act``: the torch
@@ -151,7 +136,7 @@ class DeployedPolicy(nn.Module):
         if noise not in NOISE_MODES:
             raise ExportError(f"unknown noise mode '{noise}', choose from {list(NOISE_MODES)}")
         self.noise_mode = noise
-        self.nets = nn.ModuleList(_modules(agent.parts))  # traced as parameters, not constants
+        self.nets = nn.ModuleList(part_modules(agent.parts))  # traced as parameters, not constants
         self.nets.requires_grad_(False)
         self.normalise = obs_normalizer is not None
         mean = obs_normalizer["mean"] if obs_normalizer is not None else np.zeros(1)
@@ -217,11 +202,11 @@ def policy_from_checkpoint(
 ) -> tuple[DeployedPolicy, dict[str, Any]]:
     """(the deployable policy of a run directory or checkpoint, facts for the file's
     metadata: algorithm, env, observation history, input shape, action space)."""
-    from rlcore import registry  # resolves algorithm names by module path (no algos import)
+    from rlcore import catalog  # resolves algorithm names by module path (no algos import)
 
     state = load_checkpoint(path)
     agent = load_agent(path)
-    config = registry.get(state["algo"]).config_from_dict(state["config"]["algo"])
+    config = catalog.get(state["algo"]).config_from_dict(state["config"]["algo"])
     history = int(config.plan().env.obs_history)
     env_cfg = state["config"].get("env", {})
     action_space = action_space_from(state["spaces"])

@@ -40,7 +40,7 @@ import copy
 import dataclasses
 import math
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -463,12 +463,12 @@ DDPM_ONLY = ("schedule", "clip_x0")
 
 
 def head_settings(kind: str, config: Any, pretrained: HeadSettings | None = None) -> HeadSettings:
-    """The ``HeadSettings`` fields of ``config`` (a dataclass) that a ``kind`` head uses
+    """The ``HeadSettings`` fields of ``config`` (a dataclass or a dict) that a ``kind`` head uses
     (a flow head has no ``DDPM_ONLY`` ones). A fine-tuner's config whose layout fields
     ``denoiser`` / ``activation`` are None (ResiP's defaults, written before them) takes
     them from the pre-trained run's settings ``pretrained`` when given, else the earlier
     layout ``LAYOUT_FIELDS``; every other field must be declared."""
-    declared = dataclasses.asdict(config)
+    declared = dict(config) if isinstance(config, Mapping) else dataclasses.asdict(config)
     layout = LAYOUT_FIELDS if pretrained is None else dataclasses.asdict(pretrained)
     settings: dict[str, Any] = {}
     for name in (field.name for field in dataclasses.fields(HeadSettings)):
@@ -500,7 +500,7 @@ def resolve_head(
     rlcore.configs) takes the checkpoint's value, or the dataclass default when no
     checkpoint is given; one set explicitly (command line, experiment or algo_env file)
     that differs is refused with a ``ConfigError`` naming the override to drop."""
-    from rlcore.registry import ConfigError, coerce, override_text, plain
+    from rlcore.config import ConfigError, coerce, override_text, plain
 
     names = declared_head_fields(config_class)
     defaults = {field.name: field.default for field in dataclasses.fields(config_class)}
@@ -557,27 +557,44 @@ class PretrainedHead(Protocol):
     def head_settings(self) -> HeadSettings: ...
 
 
-def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> PretrainedHead:
-    """The behaviour-cloning agent of a run dir / checkpoint (``algo=diffusion_bc`` for
-    ``kind="ddpm"``, ``flow_bc`` for ``"flow"``, agent-only snapshots included); a
-    ``ValueError`` naming the fix when it holds another algorithm."""
-    from rlcore.checkpoint import load_agent
+@dataclasses.dataclass(frozen=True)
+class PretrainedBC:
+    """A behaviour-cloned DDPM / flow policy as a fine-tuner reads it from the run's
+    checkpoint: the head's kind and settings, its EMA weights and the observation
+    statistics (state dicts), without rebuilding the BC agent."""
 
-    bc = load_agent(path, device)
-    found = bc.kind if isinstance(bc, PretrainedHead) else None
+    kind: str
+    settings: HeadSettings
+    ema: dict[str, torch.Tensor]  # the EMA head's state dict
+    obs_normalizer: dict[str, torch.Tensor]
+
+    def head_settings(self) -> HeadSettings:
+        return self.settings
+
+
+def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> PretrainedBC:
+    """The behaviour-cloning policy of a run dir / checkpoint (``algo=diffusion_bc`` for
+    ``kind="ddpm"``, ``flow_bc`` for ``"flow"``, agent-only snapshots included), read from
+    the checkpoint's config and agent parts; a ``ValueError`` naming the fix when it holds
+    another algorithm."""
+    from rlcore.checkpoint import load_checkpoint
+
+    state = load_checkpoint(path, map_location=device)
+    values, agent = state["config"]["algo"], state["agent"]
+    found = values.get("head") if {"ema", "obs_normalizer"} <= set(agent) else None
     if found != kind:
         raise ValueError(
-            f"algo.pretrained={path} holds a {type(bc).__name__} (head {found!r}); this "
+            f"algo.pretrained={path} holds a {state.get('algo')} agent (head {found!r}); this "
             f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
         )
-    return bc
+    return PretrainedBC(kind, head_settings(kind, values), agent["ema"], agent["obs_normalizer"])
 
 
 def copy_pretrained(
-    bc: PretrainedHead, path: str | Path, settings: HeadSettings, head: nn.Module,
+    bc: PretrainedBC, path: str | Path, settings: HeadSettings, head: nn.Module,
     obs_normalizer: nn.Module,
 ) -> None:  # fmt: skip
-    """Copy the EMA weights and observation statistics of the BC agent ``bc`` into a
+    """Copy the EMA weights and observation statistics of the BC policy ``bc`` into a
     fine-tuner's ``head`` / ``obs_normalizer``; a ``ValueError`` naming every head setting
     (``settings``, the fine-tuner's) that differs from the pre-trained one."""
     ours, theirs = dataclasses.asdict(settings), dataclasses.asdict(bc.head_settings())
@@ -591,8 +608,8 @@ def copy_pretrained(
             f"algo.pretrained={path}: set the head settings to the pre-trained ones: "
             + ", ".join(differ)
         )
-    head.load_state_dict(bc.ema.shadow.state_dict())
-    obs_normalizer.load_state_dict(bc.obs_normalizer.state_dict())
+    head.load_state_dict(bc.ema)
+    obs_normalizer.load_state_dict(bc.obs_normalizer)
 
 
 def policy_parts(

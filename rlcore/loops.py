@@ -41,7 +41,7 @@ from rlcore.envs.make import (
     set_vec_env_state,
     wrapper_metrics,
 )
-from rlcore.evaluate import evaluate
+from rlcore.evaluation import evaluate
 from rlcore.logging import Logger, format_duration
 from rlcore.plan import Returns
 from rlcore.spaces import random_actions, to_env_action
@@ -112,7 +112,7 @@ class RunContext:
     stop_request: str | None = None
     last_save_time: float = field(default_factory=time.monotonic)
     saves: int = 0  # checkpoints this process wrote
-    # rlcore.evaluate.EvalVideo: called after each evaluation with a function that
+    # rlcore.evaluation.EvalVideo: called after each evaluation with a function that
     # evaluates the agent on a given env, and the step (it records when due)
     eval_video: Callable[[Callable[[VectorEnv], dict[str, float]], int], Any] | None = None
 

@@ -3,7 +3,7 @@ composed once here, so a bad one (an unknown key, a malformed value, a missing c
 file, a sweep without ``-m``) is refused with one ``error:`` line naming the fix and exit
 code 2, instead of Hydra's multi-line report and exit code 1 (docs/cli.md, "Exit codes").
 ``train_help`` is the ``--help`` text: the algorithms, environments and options that
-``algo=`` / ``env=`` / ``key=value`` accept, read from the registry and the packaged
+``algo=`` / ``env=`` / ``key=value`` accept, read from the catalog and the packaged
 configs (Hydra's own help lists the config dataclasses' ``*_defaults`` entries too,
 which are not choices; ``--hydra-help`` still shows Hydra's).
 """
@@ -17,11 +17,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from rlcore import registry
-from rlcore.registry import ConfigError
+from rlcore import catalog
+from rlcore.config import ConfigError
 
 CONFIG_MODULE = "rlcore.configs"
-LOOP_LABELS = {"off_policy": "online, replay", "on_policy": "online, rollouts", "offline": "offline"}
 # the command line's flags that take the next token as their value
 _FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp",
                      "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun"}  # fmt: skip
@@ -92,6 +91,25 @@ def _compose(overrides: list[str]) -> DictConfig:
         return compose("config", overrides=overrides, return_hydra_config=True)
 
 
+def _compose_registering(overrides: list[str]) -> DictConfig:
+    """``_compose``, registering an algorithm's ``algo/<name>_defaults`` that a config
+    from a searchpath of the user's (an experiment) asks for and the command line did not
+    name (rlcore.configs.register_algorithm_defaults), then composing again."""
+    from hydra.errors import MissingConfigException
+
+    from rlcore.configs import register_algorithm_defaults
+
+    for _ in range(len(catalog.ALGORITHMS)):
+        try:
+            return _compose(overrides)
+        except MissingConfigException as error:
+            match = re.fullmatch(r"algo/(\w+)_defaults", str(error.missing_cfg_file))
+            if match is None or match.group(1) not in catalog.ALGORITHMS:
+                raise
+            register_algorithm_defaults([match.group(1)])
+    return _compose(overrides)
+
+
 def _algo_of(tokens: list[str]) -> str:
     for token in tokens:
         key, _, value = token.partition("=")
@@ -139,7 +157,7 @@ def check_overrides(args: list[str], multirun: bool) -> None:
 
     tokens = override_tokens(args)
     try:
-        _compose(_first_of_sweeps(tokens, multirun))
+        _compose_registering(_first_of_sweeps(tokens, multirun))
     except OverrideParseException as error:
         token = next((t for t in tokens if t in str(error)), None)
         if token is None:  # Hydra's message does not quote it: find it by parsing alone
@@ -217,9 +235,9 @@ def train_help() -> str:
         for p in resources.files(CONFIG_MODULE).joinpath("logger").iterdir()
         if p.name.endswith(".yaml")
     )
-    by_loop: dict[str, list[str]] = {}
-    for name, spec in sorted(registry.ALGORITHMS.items()):
-        by_loop.setdefault(spec.loop, []).append(name)
+    by_family: dict[str, list[str]] = {}
+    for name, entry in catalog.ALGORITHMS.items():  # families in the catalog's order
+        by_family.setdefault(entry.family, []).append(name)
     return "\n".join([
         "usage: python -m rlcore.train [algo=NAME] [env=NAME] [key=value ...]",
         "       python -m rlcore.train -m key=a,b ...     (a sweep: one run per value)",
@@ -228,7 +246,7 @@ def train_help() -> str:
         "Trains one algorithm on one environment; a run writes runs/<algo>/<env>/<time>/.",
         "",
         "algo= (every option of one: python -m rlcore.train algo=NAME --cfg job)",
-        *(f"  {LOOP_LABELS[loop]}: {', '.join(names)}" for loop, names in sorted(by_loop.items())),
+        *(f"  {family}: {', '.join(sorted(names))}" for family, names in by_family.items()),
         "env= a short name or any registered gymnasium id (env=Pusher-v5):",
         f"  {', '.join(sorted(SHORT_NAMES))}",
         f"+experiment= (a paper recipe): {', '.join(experiments)}",

@@ -52,6 +52,11 @@ class Schedule:
     offline_data: OfflineData = "drop"
     offline_fraction: float = 0.5
 
+    @property
+    def on_policy(self) -> bool:
+        """A run of rollouts (PPO family) rather than of replayed transitions."""
+        return self.rollout_steps > 0
+
 
 @dataclass(frozen=True)
 class Returns:
@@ -83,6 +88,10 @@ class DataRecipe:
     reward_scale: float = 1.0
     reward_bias: float = 0.0
     normalize_states: bool = False  # fit the agent's observation statistics on the dataset
+    # an offline algorithm: it always trains with its dataset (an online phase after
+    # ``init_from`` too: the dataset's reward and state statistics). Its ``total_steps``
+    # are gradient steps and its online phase is ``algo.online_steps``.
+    required: bool = False
 
 
 @dataclass(frozen=True)

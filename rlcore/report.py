@@ -54,7 +54,7 @@ import numpy as np
 from omegaconf import OmegaConf
 from scipy.stats import trim_mean
 
-from rlcore.evaluate import ScoreReferenceError, pinned_reference_scores
+from rlcore.evaluation import ScoreReferenceError, pinned_reference_scores
 from rlcore.logging import read_csv
 
 # Keys that differ from run to run without making a different experiment.

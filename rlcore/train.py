@@ -31,7 +31,7 @@ import gymnasium as gym
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rlcore import registry
+from rlcore import catalog
 from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
 from rlcore.capabilities import (
     DatasetUser,
@@ -49,6 +49,7 @@ from rlcore.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from rlcore.config import ConfigError, coerce
 from rlcore.distributed import (
     ActorRecipe,
     DistributedSettings,
@@ -63,7 +64,7 @@ from rlcore.envs.make import (
     make_vec_env,
     resolve_env_id,
 )
-from rlcore.evaluate import EvalVideo
+from rlcore.evaluation import EvalVideo
 from rlcore.generative import resolve_head
 from rlcore.logging import Logger
 from rlcore.loops import (
@@ -78,7 +79,6 @@ from rlcore.loops import (
 )
 from rlcore.overrides import check_overrides, train_help
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan, Schedule
-from rlcore.registry import ConfigError, coerce
 from rlcore.run_dir import (
     RunDirExistsError,
     check_new_run_dir,
@@ -303,21 +303,22 @@ def snapshot_reset(
     return lambda env: SnapshotReset(env, snapshots, settings)
 
 
-def needs_dataset(plan: RunPlan, offline_loop: bool, init_from: bool) -> bool:
-    """True when the run trains on, or mixes in, an offline dataset."""
+def needs_dataset(plan: RunPlan, init_from: bool) -> bool:
+    """True when the run trains on, or mixes in, an offline dataset (an offline
+    algorithm's plan always does: ``DataRecipe.required``)."""
     offline, online = phase_lengths(plan, init_from)
     mixes = online > 0 and plan.schedule.offline_data in ("keep", "mix")
-    return offline_loop or offline > 0 or mixes
+    return plan.data.required or offline > 0 or mixes
 
 
 def check_spaces(
-    spec: registry.AlgoSpec, env_id: str, obs_space: gym.Space, action_space: gym.Space
+    spec: catalog.Algorithm, env_id: str, obs_space: gym.Space, action_space: gym.Space
 ) -> None:
     """Refuse, naming what is supported and the fix, action spaces the algorithm cannot
     act in (the agent constructors refuse too, for library users; this names the env) and
     observation spaces the networks cannot take (Dict/Tuple need ``env.flatten_obs=true``)."""
     try:
-        check_action_space(action_space, spec.agent, spec.action_spaces, env_id)
+        check_action_space(action_space, spec.agent_class.__name__, spec.action_spaces, env_id)
     except ValueError as error:
         raise ConfigError(str(error)) from None
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
@@ -374,7 +375,7 @@ def train(
     follows the algorithm and env in the progress lines' prefix (a sweep job's values)."""
     cfg_dict: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
     run_dir = Path(run_dir)
-    spec = registry.get(cfg_dict["algo"]["name"])
+    spec = catalog.get(cfg_dict["algo"]["name"])
     check_run_config(cfg_dict)
     if "total_steps" in cfg_dict["algo"]:
         # the run's length is the one budget: a top-level ``total_steps=`` override also
@@ -407,7 +408,7 @@ def train(
     init_state = None
     if init_from and resume_state is None:
         init_state = load_init_from(cfg_dict, spec)
-    offline_run = phase_lengths(plan, init_from)[1] == 0 and spec.loop != "on_policy"
+    offline_run = phase_lengths(plan, init_from)[1] == 0 and not plan.schedule.on_policy
     _check_inputs(spec, plan, cfg_dict, resuming=resume_state is not None)
     env, eval_env = _build_envs(spec, plan, cfg_dict, run_dir, offline_run, device)
     try:
@@ -419,15 +420,13 @@ def train(
                 dataset.check_env(obs_space, action_space)
             except ValueError as error:
                 raise ConfigError(f"dataset={cfg_dict['dataset']}: {error}") from None
-        online_option = "algo.online_steps" if spec.loop == "offline" else "total_steps"
+        online_option = "algo.online_steps" if plan.data.required else "total_steps"
         check_schedule(plan, int(env_cfg["num_envs"]), init_from, online_option)
         if plan.env.cost:
             check_task_reports_cost(spec.name, env_id, env_cfg.get("kwargs") or {})
         agent = spec.agent_class(obs_space, action_space, algo_cfg, device=device)
-        if spec.loop == "on_policy":
-            require(
-                agent, OnPolicy, f"algo={spec.name} needs: it is registered for the rollout loop"
-            )
+        if plan.schedule.on_policy:
+            require(agent, OnPolicy, f"algo={spec.name} needs: its plan runs rollouts")
         check_distributed(spec, plan, cfg_dict, agent)
         if init_state is not None:
             check_whole_agent(agent.state_dict(), init_state["agent"], cfg_dict["init_from"])
@@ -477,7 +476,7 @@ def config_file_defaults(cfg_dict: dict[str, Any]) -> tuple[str, dict[str, Any]]
 
 
 def _train_valid(
-    spec: registry.AlgoSpec,
+    spec: catalog.Algorithm,
     cfg_dict: dict[str, Any],
     plan: RunPlan,
     agent: Any,
@@ -589,7 +588,7 @@ def _resume_state_or_new_run(
 
 
 def _check_inputs(
-    spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, Any], resuming: bool
+    spec: catalog.Algorithm, plan: RunPlan, cfg_dict: dict[str, Any], resuming: bool
 ) -> None:
     """Refuse a run that lacks the dataset or the pre-trained policy its plan needs."""
     init_from = bool(cfg_dict.get("init_from"))
@@ -597,7 +596,7 @@ def _check_inputs(
         from rlcore.offline.datasets import check_dataset_source
 
         check_dataset_source(cfg_dict["dataset"])  # a missing file: before anything is written
-    if needs_dataset(plan, spec.loop == "offline", init_from) and not cfg_dict.get("dataset"):
+    if needs_dataset(plan, init_from) and not cfg_dict.get("dataset"):
         raise ConfigError(
             f"algo={spec.name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
@@ -629,7 +628,7 @@ def check_task_reports_cost(algo: str, env_id: str, env_kwargs: dict[str, Any]) 
 
 
 def _build_envs(
-    spec: registry.AlgoSpec,
+    spec: catalog.Algorithm,
     plan: RunPlan,
     cfg_dict: dict[str, Any],
     run_dir: Path,
@@ -807,7 +806,7 @@ class _Phases:
 
 
 def _run_loop(
-    spec: registry.AlgoSpec,
+    spec: catalog.Algorithm,
     cfg_dict: dict[str, Any],
     plan: RunPlan,
     agent: Any,
@@ -821,7 +820,7 @@ def _run_loop(
     """Build the phases the algorithm's plan declares and run them in the one loop
     skeleton (``rlcore.loops.run_phases``)."""
     dist = DistributedSettings.from_config(cfg_dict.get("distributed"))
-    if spec.loop == "on_policy":
+    if plan.schedule.on_policy:
         obs_shape = env.single_observation_space.shape
         action_shape, action_dtype = action_storage(env.single_action_space)
         # rollout workers: each worker's envs side by side in one rollout
@@ -866,7 +865,7 @@ def _run_loop(
 
 
 def check_distributed(
-    spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, Any], agent: Any
+    spec: catalog.Algorithm, plan: RunPlan, cfg_dict: dict[str, Any], agent: Any
 ) -> None:
     """Refuse ``distributed.*`` options that are invalid, or that actors cannot run yet,
     with one message naming the fix (before anything is written); without Ray installed,
@@ -876,13 +875,13 @@ def check_distributed(
         return
     init_from = bool(cfg_dict.get("init_from"))
     unsupported = [
-        (spec.loop == "on_policy" and dist.outbox > 0, "continuous actors (outbox) of a "
+        (plan.schedule.on_policy and dist.outbox > 0, "continuous actors (outbox) of a "
          "rollout algorithm"),
-        (spec.loop != "on_policy" and (plan.env.normalize_obs or plan.env.normalize_reward),
+        (not plan.schedule.on_policy and (plan.env.normalize_obs or plan.env.normalize_reward),
          "env normalisation of replay runs (per-actor statistics)"),
         (bool((cfg_dict.get("snapshot") or {}).get("teacher")), "snapshot reset"),
         (isinstance(agent, PerEnvState), "agents with per-env state"),
-        (needs_dataset(plan, spec.loop == "offline", init_from), "online phases next to a "
+        (needs_dataset(plan, init_from), "online phases next to a "
          "dataset (their buffer's next actions assume one env stream)"),
     ]  # fmt: skip
     reasons = [reason for bad, reason in unsupported if bad]
@@ -895,7 +894,7 @@ def check_distributed(
 
 
 def _actors(
-    spec: registry.AlgoSpec,
+    spec: catalog.Algorithm,
     cfg_dict: dict[str, Any],
     dist: DistributedSettings,
     plan: RunPlan,
@@ -911,11 +910,11 @@ def _actors(
     if dist.actors == 0:
         return None, None
     recipe = ActorRecipe(
-        spec.name, cfg_dict["algo"], train_env_recipe(cfg_dict, plan, env.num_envs),
-        int(cfg_dict["seed"]),
+        spec.agent_class, spec.config_from_dict(cfg_dict["algo"]),
+        train_env_recipe(cfg_dict, plan, env.num_envs), int(cfg_dict["seed"]),
     )  # fmt: skip
     resumed = run.resume["counters"]["step"] if run.resume is not None else 0
-    if spec.loop == "on_policy":
+    if plan.schedule.on_policy:
         workers = RayRollouts(recipe, dist, env, note=logger.note, incarnation_base=resumed)
         built.stateful["rollout_workers"] = workers  # the merged normaliser statistics
         logger.note(f"{dist.actors} Ray rollout workers ({env.num_envs} env(s) each)")
@@ -1008,7 +1007,7 @@ def _replay_buffer(
     )
 
 
-def load_init_from(cfg_dict: dict[str, Any], spec: registry.AlgoSpec) -> dict[str, Any]:
+def load_init_from(cfg_dict: dict[str, Any], spec: catalog.Algorithm) -> dict[str, Any]:
     """The checkpoint ``init_from=`` names (a run directory or a .pt file), checked to hold
     an agent of this algorithm; its dataset becomes the run's when none is given."""
     try:
@@ -1085,7 +1084,7 @@ def log_warnings(logger: Logger) -> Iterator[None]:
         warnings.showwarning = original
 
 
-def _load_dataset(spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, Any]) -> Any:
+def _load_dataset(spec: catalog.Algorithm, plan: RunPlan, cfg_dict: dict[str, Any]) -> Any:
     """The offline dataset the run trains on or mixes in (None when it needs none), its
     observations stacked as the env shows them; loaded (downloaded, for a Minari id not
     on disk) before the run writes anything. One not available here raises
@@ -1093,7 +1092,7 @@ def _load_dataset(spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, An
     from rlcore.offline.datasets import DatasetError, DatasetNotAvailableError, load_dataset
 
     init_from = bool(cfg_dict.get("init_from"))
-    if spec.loop == "on_policy" or not needs_dataset(plan, spec.loop == "offline", init_from):
+    if plan.schedule.on_policy or not needs_dataset(plan, init_from):
         return None
     source = cfg_dict["dataset"]
     try:
@@ -1109,7 +1108,7 @@ def _load_dataset(spec: registry.AlgoSpec, plan: RunPlan, cfg_dict: dict[str, An
 def _recipe_hint(dataset_id: str) -> str:
     """For an id the D4RL-like recipe records (``local/hopper/medium-v0``), the command
     that records it; empty otherwise."""
-    from rlcore.offline.recipe import dataset_ids
+    from rlcore.offline.datasets import dataset_ids
 
     parts = str(dataset_id).split("/")
     match = re.fullmatch(r"(.+)-v(\d+)", parts[-1]) if len(parts) == 3 else None
@@ -1200,14 +1199,22 @@ def _env_config_name(value: str) -> list[str]:
 def normalize_overrides(args: list[str]) -> list[str]:
     """Map friendly names (``env=Hopper``, ``env=Pusher-v5``, ``algo=SAC``) onto config
     files and fail early, with one clear message, on unknown algorithms or envs."""
+    from rlcore.configs import register_algorithm_defaults
+
     out: list[str] = []
+    algorithms = [default_algorithm()]
+    seen: set[str] = set()
     for arg in args:
         key, sep, value = arg.partition("=")
+        seen.add(key)
         if sep and key == "algo":
             names = value.split(",")
-            for name in names:
-                registry.get(name)  # raises UnknownAlgorithmError
+            algorithms = [catalog.get(name).name for name in names]  # UnknownAlgorithmError
             out.append("algo=" + ",".join(n.lower() for n in names))
+        elif sep and key.lstrip("+") == "experiment":  # a recipe's own algorithm
+            recipes = [a for v in value.split(",") if (a := experiment_algorithm(v))]
+            algorithms = recipes + (algorithms if "algo" in seen else [])
+            out.append(arg)
         elif sep and key == "hydra.run.dir":  # rlcore places the run dir itself
             out.append(f"run_dir={value}")
         elif sep and key == "env":
@@ -1220,7 +1227,28 @@ def normalize_overrides(args: list[str]) -> list[str]:
                 _fail("sweeps over gymnasium ids go through env=gym env.id=A,B")
         else:
             out.append(arg)
+    register_algorithm_defaults(algorithms)  # only these: a run imports one algorithm
     return out
+
+
+def experiment_algorithm(name: str) -> str | None:
+    """The algorithm a packaged ``configs/experiment/<name>.yaml`` selects, if any."""
+    path = resources.files("rlcore.configs").joinpath("experiment", f"{name}.yaml")
+    if not path.is_file():
+        return None
+    for entry in OmegaConf.create(path.read_text()).get("defaults", []):
+        if isinstance(entry, DictConfig) and "override /algo" in entry:
+            return str(entry["override /algo"])
+    return None
+
+
+def default_algorithm() -> str:
+    """The algorithm the packaged config.yaml trains when ``algo=`` is not given."""
+    text = resources.files("rlcore.configs").joinpath("config.yaml").read_text()
+    for entry in OmegaConf.create(text).defaults:
+        if isinstance(entry, DictConfig) and "algo" in entry:
+            return str(entry.algo)
+    raise ConfigError("configs/config.yaml names no default algo")
 
 
 def _remove_if_never_started(run_dir: Path) -> None:
@@ -1432,7 +1460,7 @@ def cli(argv: list[str] | None = None) -> None:
     try:
         args = normalize_overrides(args)
         check_overrides(args, multirun)
-    except (registry.UnknownAlgorithmError, UnknownEnvError, ConfigError) as error:
+    except (catalog.UnknownAlgorithmError, UnknownEnvError, ConfigError) as error:
         _fail(str(error))
     check_run_dir_overrides(args)
     if multirun:

@@ -256,11 +256,11 @@ DETERMINISTIC_ACTORS = {"td3_bc", "rebrac"}
 def test_every_registered_algorithm_is_in_the_contract():
     """Every algorithm acting in Box spaces is checked here; discrete-only ones (DQN) meet
     the same contract in tests/test_discrete.py."""
-    from rlcore import registry
+    from rlcore import catalog
 
-    continuous = {name for name, spec in registry.ALGORITHMS.items() if "box" in spec.action_spaces}
+    continuous = {name for name, spec in catalog.ALGORITHMS.items() if "box" in spec.action_spaces}
     assert continuous <= set(AGENTS) | CHUNKED | CONSTRAINED | PER_ENV_NOISE
-    assert set(registry.ALGORITHMS) - continuous == {"dqn"}
+    assert set(catalog.ALGORITHMS) - continuous == {"dqn"}
 
 
 def policy_mode(name: str, agent, obs: np.ndarray) -> np.ndarray:

@@ -512,8 +512,8 @@ def test_finetune_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     (EMA weights and statistics only) and read back, their return, every fine-tuner per
     seed, iteration seconds, the claims and the JSON (far too short to learn)."""
     from rlcore.benchmarks.finetune import main as finetune_main
-    from rlcore.checkpoint import load_agent
     from rlcore.offline.recording import collect
+    from rlcore.policies import load_agent
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     collect("Hopper", "random", "local/hopper/random-v0", steps=600, seed=0)
@@ -597,7 +597,7 @@ def test_safe_benchmark_online_cpo_writes_the_behaviour_policy_asset(tmp_path):
     """benchmarks/safe.py's online part with a tiny CPO budget: the table row and, with
     --cpo-asset, the first seed's agent-only snapshot, which loads and acts."""
     from rlcore.benchmarks.safe import main as safe_main
-    from rlcore.checkpoint import load_agent
+    from rlcore.policies import load_agent
 
     asset = tmp_path / "assets" / "cpo.pt"
     payload = safe_main(["--methods", "cpo", "--on-policy-steps", "200", "--eval-episodes", "1",

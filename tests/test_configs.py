@@ -7,43 +7,44 @@ import pytest
 import torch
 import yaml
 
-from rlcore import registry
+from rlcore import catalog
 from rlcore.logging import read_csv
 from rlcore.train import train
 from tests.conftest import FAST, REPO, make_config
 
-ALGOS = sorted(registry.ALGORITHMS)
+ALGOS = sorted(catalog.ALGORITHMS)
 
 
-def _constrained(spec: registry.AlgoSpec) -> bool:
+def _constrained(spec: catalog.Algorithm) -> bool:
     return any(f.name == "cost_limit" for f in dataclasses.fields(spec.config_class))
 
 
 # constrained algorithms need a task with costs / a cost-labelled dataset: each config runs
 # in tests/test_safe_rl.py (online) and tests/test_fisor.py (offline)
-CONSTRAINED = sorted(name for name, spec in registry.ALGORITHMS.items() if _constrained(spec))
+CONSTRAINED = sorted(name for name, spec in catalog.ALGORITHMS.items() if _constrained(spec))
 OFFLINE = sorted(
     name
-    for name, spec in registry.ALGORITHMS.items()
-    if spec.loop == "offline" and not _constrained(spec)
+    for name, spec in catalog.ALGORITHMS.items()
+    if spec.config_class().plan().data.required and not _constrained(spec)
 )
 # online algorithms that need a dataset too (RLPD mixes it in, WSRL pre-trains on it)
 WITH_DATA = sorted(
     name
-    for name, spec in registry.ALGORITHMS.items()
-    if spec.loop == "off_policy"
+    for name, spec in catalog.ALGORITHMS.items()
+    if not spec.config_class().plan().data.required
+    and not spec.config_class().plan().schedule.on_policy
     and any(f.name == "offline_data" for f in dataclasses.fields(spec.config_class))
 )
 # on-policy fine-tuners of a pre-trained diffusion / flow policy (algo.pretrained)
 FINETUNERS = sorted(
     name
-    for name, spec in registry.ALGORITHMS.items()
+    for name, spec in catalog.ALGORITHMS.items()
     if any(f.name == "pretrained" for f in dataclasses.fields(spec.config_class))
 )
 ONLINE = sorted(
     name
-    for name, spec in registry.ALGORITHMS.items()
-    if spec.loop != "offline"
+    for name, spec in catalog.ALGORITHMS.items()
+    if not spec.config_class().plan().data.required
     and name not in WITH_DATA
     and name not in FINETUNERS
     and name not in CONSTRAINED
@@ -68,7 +69,7 @@ ONLINE_PAIRS = [
     (algo, env)
     for algo in ONLINE
     for env in ENVS
-    if ENV_KINDS[env] in registry.get(algo).action_spaces
+    if ENV_KINDS[env] in catalog.get(algo).action_spaces
 ]
 BOX_ENVS = [env for env in ENVS if ENV_KINDS[env] == "box"]
 
@@ -87,7 +88,7 @@ def test_algo_defaults_come_from_the_dataclass_alone(algo):
     from rlcore.configs import plain
     from rlcore.generative import declared_head_fields
 
-    spec = registry.get(algo)
+    spec = catalog.get(algo)
     # on an env that no algo_env file names (they hold per-task values: fast_td3_hopper.yaml)
     cfg = make_config(f"algo={algo}", "env=Pendulum-v1")
     composed = OmegaConf.to_container(cfg.algo, resolve=True)
@@ -222,7 +223,7 @@ def tiny_datasets(tmp_path_factory):
 @pytest.mark.parametrize("env", BOX_ENVS)
 @pytest.mark.parametrize("algo", OFFLINE)
 def test_every_offline_algo_env_pair_runs(algo, env, tmp_path, tiny_datasets):
-    fields = {f.name for f in dataclasses.fields(registry.get(algo).config_class)}
+    fields = {f.name for f in dataclasses.fields(catalog.get(algo).config_class)}
     cfg = make_config(
         f"algo={algo}",
         f"env={env}",
@@ -345,11 +346,11 @@ def test_offline_dataset_env_mismatch_is_a_clear_error(tmp_path, tiny_datasets):
 )
 def test_experiment_configs_compose_into_valid_algo_configs(experiment):
     cfg = make_config(f"+experiment={experiment}")
-    spec = registry.get(cfg.algo.name)
+    spec = catalog.get(cfg.algo.name)
     from omegaconf import OmegaConf
 
     config = spec.config_from_dict(OmegaConf.to_container(cfg.algo, resolve=True))
     assert cfg.env.id == "Hopper-v5"
-    assert cfg.dataset or spec.loop == "on_policy"  # offline recipes name their dataset
+    assert cfg.dataset or config.plan().schedule.on_policy  # offline recipes name their dataset
     assert experiment.startswith(spec.name)
     assert config is not None

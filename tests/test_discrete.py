@@ -20,9 +20,10 @@ from rlcore.algos.sac import SAC
 from rlcore.algos.td3 import TD3
 from rlcore.algos.td3_bc import TD3BC
 from rlcore.buffers import ReplayBuffer, RolloutBuffer
-from rlcore.checkpoint import load_agent, load_checkpoint, load_policy
+from rlcore.checkpoint import load_checkpoint
 from rlcore.logging import read_csv
 from rlcore.nets import Categorical, CategoricalActor, DiscreteQNetwork
+from rlcore.policies import load_agent, load_policy
 from rlcore.spaces import action_space_from, describe_action_space, to_env_action
 from rlcore.train import train
 from rlcore.types import Batch

@@ -17,8 +17,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from rlcore import distributed
+from rlcore import catalog, distributed
 from rlcore.checkpoint import load_checkpoint
+from rlcore.config import ConfigError
 from rlcore.distributed import (
     ActorRecipe,
     DistributedSettings,
@@ -35,7 +36,6 @@ from rlcore.distributed import (
 )
 from rlcore.logging import read_csv
 from rlcore.loops import TrainingInterrupted, _PhaseRun
-from rlcore.registry import ConfigError
 from rlcore.train import train, train_env_recipe
 from tests.conftest import FAST, make_config
 
@@ -89,8 +89,8 @@ def test_replay_loop_counts_rows_received_and_keeps_the_update_to_data_ratio(tmp
     sources = []
 
     def in_process(spec, cfg_dict, dist, plan, agent, env, built, run, logger):
-        recipe = ActorRecipe(spec.name, cfg_dict["algo"], {"name": cfg_dict["env"]["id"],
-                             "num_envs": env.num_envs}, 0)  # fmt: skip
+        recipe = ActorRecipe(spec.agent_class, spec.config_from_dict(cfg_dict["algo"]),
+                             {"name": cfg_dict["env"]["id"], "num_envs": env.num_envs}, 0)  # fmt: skip
         sources.append(InProcessActors(recipe, actors=dist.actors, batch_steps=8, every=10))
         return sources[-1], None
 
@@ -114,9 +114,15 @@ def test_replay_loop_counts_rows_received_and_keeps_the_update_to_data_ratio(tmp
     assert logged[-1]["dist/published"] == len(source.published)
 
 
+def _recipe(name: str, algo: dict, env: dict) -> ActorRecipe:
+    """The recipe the root hands actors: the catalog's agent class and the typed config."""
+    spec = catalog.get(name)
+    return ActorRecipe(spec.agent_class, spec.config_from_dict(algo), env, 0)
+
+
 def test_worker_acts_randomly_until_weights_then_with_them():
     algo = OmegaConf.to_container(make_config("algo=sac").algo, resolve=True)
-    recipe = ActorRecipe("sac", algo, {"name": "InvertedPendulum-v5"}, 0)
+    recipe = _recipe("sac", algo, {"name": "InvertedPendulum-v5"})
     worker = EnvWorker(recipe, 0, 0)
     batch = worker.collect(None, -1, 5)
     assert batch["version"] == -1 and len(batch["steps"]) == 5
@@ -241,7 +247,7 @@ ROBOT = "examples.remote_robot.robot:SimulatedRobot-v0"
 def test_robot_actor_keeps_its_control_rate_and_last_weights_while_the_link_is_down():
     algo = OmegaConf.to_container(make_config("algo=sac", *SMALL).algo, resolve=True)
     env = {"name": ROBOT, "env_kwargs": {"control_hz": 200.0}}
-    robot = EnvWorker(ActorRecipe("sac", algo, env, 0), 0, 0)
+    robot = EnvWorker(_recipe("sac", algo, env), 0, 0)
     weights = policy_weights(robot.agent)
     robot.start(outbox=40)
     try:
@@ -302,7 +308,8 @@ def test_rollout_workers_fill_one_rollout_along_the_env_axis(tmp_path, monkeypat
     made = []
 
     def in_process(spec, cfg_dict, dist, plan, agent, env, built, run, logger):
-        recipe = ActorRecipe(spec.name, cfg_dict["algo"], train_env_recipe(cfg_dict, plan, 1), 0)
+        recipe = ActorRecipe(spec.agent_class, spec.config_from_dict(cfg_dict["algo"]),
+                             train_env_recipe(cfg_dict, plan, 1), 0)  # fmt: skip
         made.append(InProcessRollouts(recipe, dist.actors, env))
         return None, made[-1]
 
@@ -323,7 +330,7 @@ def test_ray_rollout_worker_that_died_is_replaced_and_its_part_collected(local_r
     algo = OmegaConf.to_container(make_config("algo=ppo", "algo.hidden=[16,16]").algo,
                                   resolve=True)  # fmt: skip
     env_recipe = {"name": "InvertedPendulum-v5", "num_envs": 1, "normalize_obs": True}
-    recipe = ActorRecipe("ppo", algo, env_recipe, 0)
+    recipe = _recipe("ppo", algo, env_recipe)
     env, agent, _ = recipe.build(0, 0)  # the learner's
     notes = []
     # one worker (two would spawn a third process: the gathering is tested in-process)

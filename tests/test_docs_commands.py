@@ -354,7 +354,7 @@ def sweep_first(value: str) -> str:
 def test_training_command_composes(key):
     """The command's overrides compose and pass the checks ``rlcore.train`` makes before a
     run starts (top-level values, the algorithm's typed config and its plan)."""
-    from rlcore import registry
+    from rlcore import catalog
     from rlcore.generative import HEAD_FIELDS
     from rlcore.train import check_run_config
 
@@ -373,7 +373,7 @@ def test_training_command_composes(key):
             assert (REPO / "configs" / "hydra" / "launcher" / f"{preset}.yaml").is_file(), preset
     cfg_dict = OmegaConf.to_container(make_config(*args), resolve=True)
     check_run_config(cfg_dict)
-    spec = registry.get(cfg_dict["algo"]["name"])
+    spec = catalog.get(cfg_dict["algo"]["name"])
     algo = {**cfg_dict["algo"], "total_steps": cfg_dict["total_steps"]}
     if spec.pretrained_head is not None:  # unset head settings come from the checkpoint
         algo = {k: v for k, v in algo.items() if not (k in HEAD_FIELDS and v is None)}

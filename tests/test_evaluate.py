@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from rlcore.envs.make import make_vec_env
-from rlcore.evaluate import evaluate, normalized_score
+from rlcore.evaluation import evaluate, normalized_score
 
 
 def test_normalized_score():

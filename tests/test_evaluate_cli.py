@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from rlcore.algos.sac import SAC, SACConfig
-from rlcore.checkpoint import load_policy
 from rlcore.envs.make import make_vec_env
 from rlcore.evaluate import evaluate, main
+from rlcore.policies import load_policy
 from tests.conftest import REPO
 from tests.saved_runs import save_run
 

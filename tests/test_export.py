@@ -22,8 +22,8 @@ from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.algos.ppo import PPO, PPOConfig
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.algos.td3 import TD3, TD3Config
-from rlcore.checkpoint import load_policy
 from rlcore.export import drawing, main, record_draws
+from rlcore.policies import load_policy
 from rlcore.spaces import to_env_action
 from tests.saved_runs import recorded_obs, save_run
 

@@ -285,18 +285,18 @@ def test_sizes_set_explicitly_win_on_a_cpu(tmp_path):
 
 
 def test_every_size_set_means_no_note_and_the_reference_sizes_run_when_asked():
-    from rlcore import registry
+    from rlcore import catalog
 
-    spec = registry.get("fast_td3")
+    spec = catalog.get("fast_td3")
     sizes = [f"algo.{k}={str(v).replace(' ', '')}" for k, v in REFERENCE.items()]
     values = _algo(make_config("algo=fast_td3", "env=hopper", *sizes))
     assert spec.sized_for(values, "cpu") == (values, [])
 
 
 def test_a_gpu_run_takes_the_reference_sizes_without_a_note():
-    from rlcore import registry
+    from rlcore import catalog
 
-    values, notes = registry.get("fast_td3").sized_for(
+    values, notes = catalog.get("fast_td3").sized_for(
         _algo(make_config("algo=fast_td3", "env=hopper")), "cuda:0"
     )
     assert {k: values[k] for k in REFERENCE} == REFERENCE and notes == []
@@ -305,13 +305,13 @@ def test_a_gpu_run_takes_the_reference_sizes_without_a_note():
 def test_a_recorded_run_keeps_its_sizes_on_any_device(tmp_path):
     """A resumed run composes the run's own config.yaml: its sizes are set, so no device
     changes them; and a resume that asks for other network widths is refused by name."""
-    from rlcore import registry
+    from rlcore import catalog
     from rlcore.train import ResumeMismatchError, resumed_config
 
     train(make_config(*SHORT_RUN), tmp_path / "run")
     saved = _recorded(tmp_path / "run")
     for device in ("cpu", "cuda"):
-        assert registry.get("fast_td3").sized_for(saved, device) == (saved, [])
+        assert catalog.get("fast_td3").sized_for(saved, device) == (saved, [])
     with pytest.raises(ResumeMismatchError, match="'algo.critic_hidden' is \\[64, 64\\] now"):
         overrides = [f"resume={tmp_path / 'run'}", "algo.critic_hidden=[64,64]",
                      "total_steps=32"]  # fmt: skip

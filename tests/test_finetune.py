@@ -761,7 +761,7 @@ def test_head_settings_come_from_the_declared_config_fields():
 
 
 def test_finetuners_load_the_pretrained_ema_weights_and_refuse_mismatches(tmp_path):
-    from rlcore.checkpoint import load_agent
+    from rlcore.policies import load_agent
 
     torch.manual_seed(0)
     bc_cfg = DiffusionBCConfig(horizon=H, hidden=(32, 32, 32), time_dim=8, denoising_steps=5)

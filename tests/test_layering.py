@@ -5,9 +5,10 @@ nets, losses, loops, checkpoint, logging, ...); ``algos`` and ``offline`` (datas
 the tools (rlcore.report, offline's collection recipes, the snapshot-reset teacher) and
 the composition root ``rlcore.train``; ``benchmarks`` on top. Every import counts,
 module level and function level alike (a function-level import still ties the layers
-together; it only hides the tie until the function runs). Imports by module-path
-string (``importlib.import_module`` in rlcore.registry) are the intended seam and are
-not read. Module names are normalised so that the test reads the same before and after
+together; it only hides the tie until the function runs), and so does an import by
+module-path string (``importlib.import_module("...")`` with a literal name): the catalog
+(rlcore.catalog) names the algorithms with plain imports, and nothing of the core names
+one, in code or in a string. Module names are normalised so that the test reads the same before and after
 the packages move under the ``rlcore.`` namespace (``rlcore.envs.make`` is ``envs.make``).
 """
 
@@ -24,9 +25,17 @@ NAMESPACED = ("envs", "algos", "offline", "benchmarks", "configs")
 
 # rlcore modules above the core, each with the reason it may import algos / offline
 ROOT_AND_TOOLS = {
+    "rlcore": "the public API: load_policy / load_agent (rlcore.policies), imported lazily",
     "rlcore.train": "the composition root: wires algorithms, datasets and envs into a run",
+    "rlcore.catalog": "the list of algorithms, with plain imports (one loader each)",
+    "rlcore.policies": "a tool: rebuilds the agent a checkpoint names (load_agent, load_policy)",
     "rlcore.report": "a tool (reads run directories, writes tables and figures)",
     "rlcore.teacher": "a tool: loads a trained agent as snapshot reset's teacher policy",
+    "rlcore.evaluate": "a tool: the command line that evaluates a saved run",
+    "rlcore.export": "a tool: writes a saved run's policy as ONNX / TorchScript",
+    "rlcore.overrides": "the command line: composes overrides, --help lists the catalog",
+    "rlcore.commands": "the command line: lists and runs rlcore's commands",
+    "rlcore.__main__": "the command line: python -m rlcore",
 }
 
 
@@ -61,7 +70,9 @@ def _imported_names(tree: ast.Module, module: str, is_package: bool) -> set[str]
     package = module if is_package else module.rpartition(".")[0]
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if _string_import(node) is not None:
+            names.add(_string_import(node))
+        elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -73,6 +84,18 @@ def _imported_names(tree: ast.Module, module: str, is_package: bool) -> set[str]
             # ``from pkg import sub`` imports the submodule pkg.sub where there is one
             names.update(f"{base}.{alias.name}" for alias in node.names)
     return names
+
+
+def _string_import(node: ast.AST) -> str | None:
+    """The module an ``importlib.import_module("name")`` / ``import_module("name")`` /
+    ``__import__("name")`` call names with a literal string, else None."""
+    if not (isinstance(node, ast.Call) and node.args):
+        return None
+    func, first = node.func, node.args[0]
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name in ("import_module", "__import__") and isinstance(first, ast.Constant):
+        return first.value if isinstance(first.value, str) else None
+    return None
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -91,9 +114,15 @@ def import_graph() -> dict[str, set[str]]:
             parts = name.split(".")
             targets.update(".".join(parts[:depth]) for depth in range(1, len(parts) + 1))
         # a module's own packages are initialised before it runs: importing them is a
-        # lookup, not an edge (``from rlcore import registry`` inside rlcore.checkpoint)
-        graph[module] = {t for t in targets if not _in(module, t)}
+        # lookup, not an edge (``from rlcore import catalog`` inside rlcore.train); the
+        # namespaced packages (envs, algos, ...) run as rlcore.<name>, inside ``rlcore``
+        graph[module] = {t for t in targets if not _own(module, t)}
     return graph
+
+
+def _own(module: str, target: str) -> bool:
+    """``target`` is a package ``module`` lives in (initialised before it runs)."""
+    return _in(module, target) or (target == "rlcore" and _in(module, *NAMESPACED))
 
 
 def _in(module: str, *prefixes: str) -> bool:
@@ -170,6 +199,8 @@ def test_the_checker_sees_every_kind_of_import(tmp_path):
     )
     names = _imported_names(ast.parse(src), "envs.snapshot", is_package=False)
     assert {"envs.make", "rlcore.offline.scores", "envs.sibling", "rlcore.algos.sac"} <= names
+    by_string = "import importlib\ndef g():\n    importlib.import_module('rlcore.algos.td3')\n"
+    assert "rlcore.algos.td3" in _imported_names(ast.parse(by_string), "rlcore.x", False)
     assert normalise("rlcore.offline.scores") == "offline.scores"
     assert normalise("rlcore.checkpoint") == "rlcore.checkpoint"
     graph = {"envs.snapshot": {"rlcore.checkpoint"}, "rlcore.checkpoint": {"algos.sac"}}
@@ -225,3 +256,17 @@ def test_the_collect_command_line_is_imported_by_nothing():
     graph = import_graph()
     assert "offline.recipe" in graph["offline.collect"]
     assert [m for m, targets in graph.items() if "offline.collect" in targets] == []
+
+
+def test_no_core_module_names_an_algorithm():
+    """Not in an import, not in a string: the core receives classes from the catalog."""
+    for module, path in library_sources().items():
+        if not _in(module, "rlcore") or module in ROOT_AND_TOOLS:
+            continue
+        strings = [
+            node.value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        ]
+        named = [text for text in strings if "rlcore.algos." in text or text.startswith("algos.")]
+        assert not named, f"{module} names an algorithm module: {named}"

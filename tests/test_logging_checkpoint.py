@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from rlcore.algos.sac import SAC, SACConfig
-from rlcore.checkpoint import load_agent, load_checkpoint, load_policy, save_checkpoint
+from rlcore.checkpoint import load_checkpoint, save_checkpoint
 from rlcore.logging import Logger, format_duration, read_csv
+from rlcore.policies import load_agent, load_policy
 from rlcore.train import train
 from tests.conftest import FAST, make_config
 

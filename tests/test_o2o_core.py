@@ -302,9 +302,9 @@ def test_cal_ql_and_rebrac_continue_online_from_a_dataset_buffer(algo):
     critics: Cal-QL's bound reads ``mc_return``, ReBRAC's penalty ``next_action``."""
     import gymnasium as gym
 
-    from rlcore import registry
+    from rlcore import catalog
 
-    spec = registry.get(algo)
+    spec = catalog.get(algo)
     obs_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
     action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
     cfg = spec.config_class(hidden=(16, 16), batch_size=8)
@@ -335,9 +335,9 @@ def test_init_from_a_finished_offline_run(tmp_path, monkeypatch):
     """init_from= loads the agent and the dataset setting of an offline run, skips
     pre-training, evaluates the loaded policy at step 0 and runs the online phase."""
     from rlcore.checkpoint import load_checkpoint
+    from rlcore.config import ConfigError
     from rlcore.logging import read_csv
     from rlcore.offline.recording import collect
-    from rlcore.registry import ConfigError
     from rlcore.train import train
     from tests.conftest import FAST, make_config
 

@@ -17,7 +17,7 @@ from minari.data_collector import EpisodeBuffer
 
 import rlcore.offline.datasets as datasets_module
 from rlcore.buffers import ReplayBuffer
-from rlcore.checkpoint import load_checkpoint, load_policy
+from rlcore.checkpoint import load_checkpoint
 from rlcore.offline.collect import main as collect_main
 from rlcore.offline.datasets import (
     DatasetError,
@@ -28,6 +28,7 @@ from rlcore.offline.datasets import (
 from rlcore.offline.recipe import build_d4rl_like, pick_expert_and_medium
 from rlcore.offline.recording import replay_episodes, rollout
 from rlcore.offline.scores import ScoreReferenceError, env_family, normalized_score
+from rlcore.policies import load_policy
 from rlcore.train import train
 from tests.conftest import HANG_GUARD_S, make_config
 

@@ -67,8 +67,8 @@ def test_every_module_loads_without_a_top_level_copy():
     none is loaded, and ``rlcore.envs`` is this checkout's ``envs/``."""
     script = (
         "import importlib, pkgutil, sys\n"
-        "from rlcore import SUBPACKAGES, registry\n"
-        "for spec in registry.ALGORITHMS.values():\n"
+        "from rlcore import SUBPACKAGES, catalog\n"
+        "for spec in catalog.ALGORITHMS.values():\n"
         "    spec.agent_class\n"
         "for package in ('rlcore', 'rlcore.algos', 'rlcore.envs', 'rlcore.offline'):\n"
         "    module = importlib.import_module(package)\n"

@@ -9,12 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlcore import capabilities, registry
+from rlcore import capabilities, catalog
 from rlcore.capabilities import MissingCapabilityError, OnPolicy, Planned, require
 from rlcore.plan import DataRecipe, EnvRecipe, Returns, RunPlan, Schedule
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGOS = sorted(registry.ALGORITHMS)
+ALGOS = sorted(catalog.ALGORITHMS)
+ON_POLICY = {"ppo", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
+TRAINS_ON_DATA = {"iql", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o", "diffusion_bc",
+                  "flow_bc", "fisor"}  # fmt: skip
 # capabilities an agent declares in its class line (Agent and Planned are not optional)
 OPTIONAL = [
     capabilities.OnPolicy,
@@ -29,7 +32,7 @@ OPTIONAL = [
 
 @pytest.mark.parametrize("name", ALGOS)
 def test_every_config_declares_a_frozen_run_plan(name):
-    spec = registry.get(name)
+    spec = catalog.get(name)
     config = spec.config_class()
     assert isinstance(config, Planned)
     plan = config.plan()
@@ -38,8 +41,9 @@ def test_every_config_declares_a_frozen_run_plan(name):
         assert dataclasses.is_dataclass(part)
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(part, dataclasses.fields(part)[0].name, None)
-    # the loop a spec names and the plan agree: rollouts exactly for on-policy algorithms
-    assert (plan.schedule.rollout_steps > 0) == (spec.loop == "on_policy")
+    # rollouts exactly for the PPO family; a dataset always for the offline algorithms
+    assert plan.schedule.on_policy == (name in ON_POLICY)
+    assert plan.data.required == (name in TRAINS_ON_DATA)
     # a constrained algorithm (it has a cost limit) asks for the task's costs
     has_limit = any(f.name == "cost_limit" for f in dataclasses.fields(spec.config_class))
     assert plan.env.cost == has_limit
@@ -47,7 +51,7 @@ def test_every_config_declares_a_frozen_run_plan(name):
 
 def test_plans_map_each_algorithms_options_onto_the_phases():
     """total_steps is the main phase of each algorithm; the plan says which explicitly."""
-    wsrl = registry.get("wsrl").config_from_dict(
+    wsrl = catalog.get("wsrl").config_from_dict(
         {
             "total_steps": 30,
             "offline_steps": 7,
@@ -62,7 +66,7 @@ def test_plans_map_each_algorithms_options_onto_the_phases():
         warmup_steps=5, updates_per_step=1.0, utd_ratio=3, offline_data="drop",
     )  # fmt: skip
     assert wsrl.plan().data == DataRecipe(normalize_reward_by_returns=True)
-    iql = registry.get("iql").config_from_dict({"total_steps": 10, "online_steps": 20})
+    iql = catalog.get("iql").config_from_dict({"total_steps": 10, "online_steps": 20})
     schedule = iql.plan().schedule
     assert (schedule.offline_steps, schedule.online_steps, schedule.offline_data) == (
         10,
@@ -70,19 +74,19 @@ def test_plans_map_each_algorithms_options_onto_the_phases():
         "keep",
     )
     assert schedule.buffer_size is None  # IQL keeps every online transition
-    cal_ql = registry.get("cal_ql").config_from_dict({"online_steps": 4, "offline_fraction": 0.25})
+    cal_ql = catalog.get("cal_ql").config_from_dict({"online_steps": 4, "offline_fraction": 0.25})
     assert (cal_ql.plan().schedule.offline_data, cal_ql.plan().schedule.offline_fraction) == (
         "mix", 0.25)  # fmt: skip
-    ppo = registry.get("ppo").config_from_dict({"total_steps": 64, "rollout_steps": 16})
+    ppo = catalog.get("ppo").config_from_dict({"total_steps": 64, "rollout_steps": 16})
     assert ppo.plan().schedule.rollout_steps == 16 and ppo.plan().schedule.online_steps == 64
     assert ppo.plan().env == EnvRecipe(normalize_obs=True, normalize_reward=True)
     assert ppo.plan().returns == Returns(0.99, 0.95)
-    cpo = registry.get("cpo").config_from_dict({"cost_gamma": 0.9})
+    cpo = catalog.get("cpo").config_from_dict({"cost_gamma": 0.9})
     assert cpo.plan().returns.cost_gamma == 0.9 and cpo.plan().env.cost
-    dppo = registry.get("dppo").config_from_dict({"horizon": 8, "pretrained": "x.pt"})
+    dppo = catalog.get("dppo").config_from_dict({"horizon": 8, "pretrained": "x.pt"})
     assert dppo.plan().env.action_chunk == 8 and dppo.plan().pretrained == "x.pt"
     assert dppo.plan().needs_pretrained
-    resip = registry.get("resip").config_from_dict({"horizon": 8})
+    resip = catalog.get("resip").config_from_dict({"horizon": 8})
     assert resip.plan().env.action_chunk == 1  # ResiP executes the base's chunk itself
 
 
@@ -115,7 +119,7 @@ def _protocol_members(protocol: type) -> set[str]:
 def test_agents_declare_the_capabilities_they_implement(name):
     """A method of a capability defined by an agent class means the capability is in its
     class line (so the reader sees it there), and a declared one is implemented."""
-    cls = registry.get(name).agent_class
+    cls = catalog.get(name).agent_class
     own = set()
     for klass in cls.__mro__:
         if klass is object or klass.__dict__.get("_is_protocol", False):

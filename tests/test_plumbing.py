@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 from rlcore.agent_state import Parts
-from rlcore.checkpoint import load_agent
 from rlcore.losses import ensemble_mse
 from rlcore.nets import DeterministicActor, QEnsemble
+from rlcore.policies import load_agent
 from rlcore.td3_step import critic_step, smoothed_target_q, td_target
 from rlcore.utils import numpy_act
 

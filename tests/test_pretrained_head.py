@@ -10,17 +10,18 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from rlcore import registry
-from rlcore.checkpoint import load_agent, load_checkpoint
+from rlcore import catalog
+from rlcore.checkpoint import load_checkpoint
+from rlcore.config import ConfigError
 from rlcore.generative import declared_head_fields, head_settings, load_bc, resolve_head
-from rlcore.registry import ConfigError
+from rlcore.policies import load_agent
 from rlcore.train import resumed_config, train
 from tests.conftest import FAST, REPO, make_config
 from tests.test_cli import run_cli
 
 ASSETS = {"ddpm": REPO / "benchmarks/assets/hopper_diffusion_bc.pt",
           "flow": REPO / "benchmarks/assets/hopper_flow_bc.pt"}  # fmt: skip
-FINETUNERS = [name for name, spec in registry.ALGORITHMS.items() if spec.pretrained_head]
+FINETUNERS = [name for name, spec in catalog.ALGORITHMS.items() if spec.pretrained_head]
 # a few chunks of a short Hopper episode: seconds, with the assets' full-size heads
 TINY = ["env=Hopper", *FAST, "env.num_envs=1", "algo.rollout_steps=4", "total_steps=8",
         "eval_every=8", "eval_episodes=1", "eval_envs=1", "env.max_episode_steps=12",
@@ -29,12 +30,12 @@ SMALL_UPDATE = {"dppo": [], "reinflow": [], "resip": ["algo.num_minibatches=2"]}
 
 
 def asset_of(algo: str) -> str:
-    return str(ASSETS[registry.get(algo).pretrained_head])
+    return str(ASSETS[catalog.get(algo).pretrained_head])
 
 
 def recorded_head(algo: str, algo_node: dict) -> dict:
     """The head settings a config node records, as the checkpoint's ``HeadSettings``."""
-    spec = registry.get(algo)
+    spec = catalog.get(algo)
     config = spec.config_from_dict(algo_node)
     return dataclasses.asdict(head_settings(spec.pretrained_head, config))
 
@@ -43,9 +44,9 @@ def test_the_assets_heads_differ_from_the_dataclass_defaults():
     """The feature is visible: each asset's head is not the fine-tuner's paper default
     (3 x 256, not 3 x 512), so running them with the defaults needs the checkpoint's."""
     for algo in FINETUNERS:
-        bc = load_bc(asset_of(algo), registry.get(algo).pretrained_head).head_settings()
+        bc = load_bc(asset_of(algo), catalog.get(algo).pretrained_head).head_settings()
         assert bc.hidden == (256, 256, 256)
-        assert registry.get(algo).config_class().hidden != bc.hidden
+        assert catalog.get(algo).config_class().hidden != bc.hidden
 
 
 def test_cli_defaults_leave_the_head_unset():
@@ -53,7 +54,7 @@ def test_cli_defaults_leave_the_head_unset():
     there was set explicitly; other options keep their dataclass defaults."""
     for algo in FINETUNERS:
         node = OmegaConf.to_container(make_config(f"algo={algo}").algo)
-        names = declared_head_fields(registry.get(algo).config_class)
+        names = declared_head_fields(catalog.get(algo).config_class)
         assert {"horizon", "obs_history", "denoising_steps", "hidden"} <= set(names)
         assert all(node[name] is None for name in names), algo
         assert node["critic_hidden"] is not None
@@ -64,14 +65,14 @@ def test_asset_runs_with_defaults_and_records_its_head(algo, tmp_path):
     """``algo=<fine-tuner> algo.pretrained=<asset>`` runs with no head override; the
     run's config.yaml, its checkpoint and the agent ``load_agent`` rebuilds carry the
     asset's head."""
-    kind = registry.get(algo).pretrained_head
+    kind = catalog.get(algo).pretrained_head
     expected = dataclasses.asdict(load_bc(asset_of(algo), kind).head_settings())
     run = tmp_path / "run"
     result = train(make_config(f"algo={algo}", f"algo.pretrained={asset_of(algo)}", *TINY,
                                *SMALL_UPDATE[algo]), run)  # fmt: skip
     assert result["eval/return"] == result["eval/return"]
     recorded = OmegaConf.to_container(OmegaConf.load(run / "config.yaml"))["algo"]
-    names = declared_head_fields(registry.get(algo).config_class)
+    names = declared_head_fields(catalog.get(algo).config_class)
     assert {name: recorded[name] for name in names} == {
         name: list(value) if isinstance(value, tuple) else value
         for name, value in expected.items()
@@ -126,7 +127,7 @@ def test_the_command_line_refuses_in_one_line_and_writes_nothing(tmp_path):
 def test_agreeing_overrides_are_kept_and_unset_ones_filled():
     """Explicit values equal to the checkpoint's are accepted (a list or a tuple alike);
     without a checkpoint the unset settings are the dataclass defaults."""
-    spec = registry.get("dppo")
+    spec = catalog.get("dppo")
     node = OmegaConf.to_container(make_config("algo=dppo").algo)
     agreeing = {**node, "pretrained": asset_of("dppo"), "hidden": [256, 256, 256],
                 "horizon": 4, "clip_x0": 1}  # fmt: skip
@@ -167,7 +168,7 @@ def test_assets_readme_says_how_each_asset_was_made_and_is_used():
         args = [a.replace("benchmarks/assets/", f"{REPO}/benchmarks/assets/")
                 for a in shlex.split(command)]  # fmt: skip
         algo = OmegaConf.to_container(make_config(*args).algo)
-        spec = registry.get(algo["name"])
+        spec = catalog.get(algo["name"])
         if spec.pretrained_head:
             assert algo["pretrained"], command
             algo = resolve_head(spec.pretrained_head, spec.config_class, algo)

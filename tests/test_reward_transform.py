@@ -67,10 +67,10 @@ def test_online_and_dataset_rows_share_one_reward_transform(algo, tmp_path):
 
 
 def test_the_renamed_dataset_reward_option_names_its_new_name():
-    from rlcore import registry
-    from rlcore.registry import ConfigError
+    from rlcore import catalog
+    from rlcore.config import ConfigError
 
     with pytest.raises(ConfigError, match="normalize_reward_by_returns"):
-        registry.get("iql").config_from_dict({"normalize_reward": True})
+        catalog.get("iql").config_from_dict({"normalize_reward": True})
     # the online algorithms keep normalize_reward: the env's running-std reward scaling
-    assert registry.get("ppo").config_from_dict({"normalize_reward": True}).normalize_reward
+    assert catalog.get("ppo").config_from_dict({"normalize_reward": True}).normalize_reward

@@ -25,9 +25,9 @@ from rlcore.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from rlcore.config import ConfigError
 from rlcore.logging import Logger, read_csv
 from rlcore.loops import RunContext, _Progress
-from rlcore.registry import ConfigError
 from rlcore.train import RunDirExistsError, train
 from tests.conftest import FAST, HANG_GUARD_S, REPO, make_config, python_cmd
 from tests.test_resume import hooked_cli

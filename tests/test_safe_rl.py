@@ -15,7 +15,7 @@ from rlcore.algos.safe.ppo_lag import PPOLag, PPOLagConfig
 from rlcore.algos.safe.sac_lag import SACLag, SACLagConfig
 from rlcore.buffers import RolloutBuffer
 from rlcore.envs.make import EpisodeStats, make_vec_env, step_costs
-from rlcore.evaluate import evaluate
+from rlcore.evaluation import evaluate
 from rlcore.logging import read_csv
 from rlcore.safe import (
     ConstrainedActorCritic,

@@ -209,7 +209,7 @@ def test_teacher_checkpoint_labels_are_its_critics_min_q():
     min_i Q_i(s, pi(s))."""
     import torch
 
-    from rlcore.checkpoint import load_agent
+    from rlcore.policies import load_agent
     from rlcore.teacher import teacher_from_checkpoint
 
     policy, value_fn, teacher_env = teacher_from_checkpoint(TEACHER, sample=False)
@@ -226,7 +226,7 @@ def test_teacher_checkpoint_labels_are_its_critics_min_q():
 
 
 def test_cli_refuses_bad_snapshot_settings(tmp_path):
-    from rlcore.registry import ConfigError
+    from rlcore.config import ConfigError
     from rlcore.train import train
 
     base = ["algo=sac", "total_steps=600", "algo.learning_starts=100", "snapshot.episodes=1",
@@ -268,7 +268,8 @@ def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
     """A PPO teacher labels snapshots with V(s) of its own observation normalisation."""
     import torch
 
-    from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+    from rlcore.checkpoint import load_checkpoint, obs_transform
+    from rlcore.policies import load_agent
     from rlcore.teacher import teacher_from_checkpoint
     from rlcore.train import train
 
@@ -291,7 +292,8 @@ def test_fast_td3_teacher_labels_are_the_lower_expected_return(tmp_path):
     critics, on the observations as it saw them (its env-side normalisation)."""
     import torch
 
-    from rlcore.checkpoint import load_agent, load_checkpoint, obs_transform
+    from rlcore.checkpoint import load_checkpoint, obs_transform
+    from rlcore.policies import load_agent
     from rlcore.teacher import teacher_from_checkpoint
     from rlcore.train import train
 
@@ -324,7 +326,7 @@ def test_which_teachers_sample_their_actions():
 def test_sac_teacher_samples_seeded_and_labels_at_a_fresh_sample():
     import torch
 
-    from rlcore.checkpoint import load_agent
+    from rlcore.policies import load_agent
     from rlcore.teacher import load_or_collect, teacher_from_checkpoint
 
     def collect(seed: int) -> Snapshots:
@@ -357,8 +359,8 @@ def test_offline_teacher_labels_see_its_own_obs_normaliser(tmp_path, monkeypatch
     ``update``: its V(s) labels must be taken on those standardised states."""
     import torch
 
-    from rlcore.checkpoint import load_agent
     from rlcore.offline.recording import collect
+    from rlcore.policies import load_agent
     from rlcore.teacher import teacher_from_checkpoint
     from rlcore.train import train
 

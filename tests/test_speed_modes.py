@@ -10,7 +10,7 @@ import warnings
 import pytest
 import torch
 
-from rlcore import registry
+from rlcore import catalog
 from rlcore.algos.awac import AWAC, AWACConfig
 from rlcore.algos.cal_ql import CalQL, CalQLConfig
 from rlcore.algos.cql import CQL, CQLConfig
@@ -256,7 +256,7 @@ def test_command_line_default_is_auto(algo, compiler):
     from omegaconf import OmegaConf
 
     compiler(True)
-    spec = registry.get(algo)
+    spec = catalog.get(algo)
     for steps, expected in ((300, False), (1_000_000, True)):
         cfg = make_config(f"algo={algo}", f"total_steps={steps}")
         algo_cfg = OmegaConf.to_container(cfg.algo, resolve=True)

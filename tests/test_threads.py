@@ -16,10 +16,10 @@ import torch
 
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.benchmarks import busy
+from rlcore.config import ConfigError
 from rlcore.evaluate import EvaluateError, parse_options
 from rlcore.evaluate import main as evaluate_main
 from rlcore.export import main as export_main
-from rlcore.registry import ConfigError
 from rlcore.threads import apply_threads, check_threads, intra_op_threads
 from rlcore.train import train
 from tests.conftest import REPO, make_config

@@ -129,7 +129,7 @@ class FISORConfig:
     def plan(self) -> RunPlan:
         """Offline gradient steps on a cost-labelled dataset."""
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
-                          normalize_states=self.normalize_states)  # fmt: skip
+                          normalize_states=self.normalize_states, required=True)  # fmt: skip
         schedule = Schedule(offline_steps=self.total_steps, batch_size=self.batch_size)
         return RunPlan(schedule, EnvRecipe(cost=True), data, gamma=self.gamma)
 

@@ -1,0 +1,60 @@
+"""Trained agents and policies back from their checkpoints: the algorithm a checkpoint
+names is rebuilt through the catalog (rlcore.catalog), so this module sits above the
+core, beside the tools that act with saved policies (evaluation, export, snapshot-reset
+teachers, dataset recording).
+
+    policy = rlcore.load_policy("runs/sac/hopper/<time>")
+    action = policy(obs)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from rlcore import catalog
+from rlcore.checkpoint import load_checkpoint, obs_transform
+from rlcore.spaces import DISCRETE, action_kind, action_space_from, to_env_action
+
+
+def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
+    """Rebuild the trained agent stored in a checkpoint (or run directory), ready to ``act``."""
+    state = load_checkpoint(path, map_location=device)
+    spec = catalog.get(state["algo"])
+    config = spec.config_from_dict(state["config"]["algo"])
+    spaces = state["spaces"]
+    observation_space = gym.spaces.Box(-np.inf, np.inf, tuple(spaces["obs_shape"]), np.float32)
+    action_space = action_space_from(spaces)
+    agent = spec.agent_class(observation_space, action_space, config, device=device)
+    saved = state["agent"]
+    missing = [key for key in agent.state_dict() if key not in saved]
+    if missing:  # an agent-only snapshot (no optimisers / target nets): fine for acting
+        saved = {**agent.state_dict(), **saved}
+    agent.load_state_dict(saved)
+    return agent
+
+
+
+def load_policy(
+    path: str | Path, device: str | torch.device = "cpu", deterministic: bool = True
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A ``policy(obs) -> action`` for deployment, including the observation normalisation
+    the agent was trained with (if any). ``deterministic=False`` acts with the agent's own
+    sampling / exploration (e.g. SAC's tanh-Gaussian), drawing from torch's global RNG."""
+    state = load_checkpoint(path, map_location=device)
+    agent = load_agent(path, device)
+    action_space = action_space_from(state["spaces"])
+    discrete = action_kind(action_space) == DISCRETE
+    transform = obs_transform(state)
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        action = agent.act(transform(obs), deterministic=deterministic)
+        # discrete agents act in indices 0..n-1; the env's actions start at space.start
+        return to_env_action(action, action_space) if discrete else action
+
+    return policy

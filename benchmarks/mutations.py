@@ -2,7 +2,9 @@
 
 Each entry of ``MUTATIONS`` is one single-line change to the maths of an update (a sign,
 a terminal mask, an expectile side, a clip, a discount, a target, a temperature loss,
-Polyak, advantage normalisation, the importance ratio, a KL estimate...). For each, the
+Polyak, advantage normalisation, the importance ratio, a KL estimate...) or to the data
+paths that feed it (the observation normaliser's statistics, ``next_obs`` at a truncation,
+the dataset kept or dropped online, exploration-noise scales, returns-to-go). For each, the
 working tree is copied to a temporary folder (tracked and untracked-not-ignored files,
 uncommitted edits included), the mutation is applied there (the original text must occur
 exactly once in its file, else the harness stops: update the entry), and the tests named
@@ -569,6 +571,54 @@ MUTATIONS: list[Mutation] = [
         "q = q.max(0).values if self.config.use_cdq else q.mean(0)",
         "FastTD3's actor maximises the higher critic's expected return",
         ("tests/test_fast_td3.py::test_actor_loss_is_minus_the_mean_of_the_lower_expected_q",),
+    ),
+    # --- issue 45: data paths (each passed the tests of its own module before) ----------
+    Mutation(
+        "obs_normaliser_variance_no_cross_term",
+        "envs/make.py",
+        "m2 = var * self.count + batch_var * n + delta**2 * self.count * n / total",
+        "m2 = var * self.count + batch_var * n",
+        "running variance (NormalizeObservation / NormalizeReward) without Chan's cross term",
+        (
+            "tests/test_envs.py::test_running_mean_std_update_hand_computed",
+            "tests/test_envs.py::test_normalize_observation_standardises_with_every_observation_seen",
+        ),
+    ),
+    Mutation(
+        "replay_next_obs_is_the_reset_obs",
+        "rlcore/loops.py",
+        "rows = Transitions(self.obs, action, reward, final_next_obs(next_obs, info), terminated,",
+        "rows = Transitions(self.obs, action, reward, next_obs, terminated,",
+        "replay rows store the next episode's first observation as next_obs at a truncation",
+        (
+            "tests/test_loops.py::test_replay_rows_keep_the_final_observation_of_a_truncated_episode",
+        ),
+    ),
+    Mutation(
+        "offline_data_drop_kept",
+        "rlcore/train.py",
+        'if dataset is not None and plan.schedule.offline_data == "keep":',
+        'if dataset is not None and plan.schedule.offline_data in ("keep", "drop"):',
+        "offline_data=drop keeps the dataset's rows in the online buffer (as keep)",
+        (
+            "tests/test_o2o_core.py::test_dropped_offline_data_leaves_the_online_buffer_to_online_rows",
+        ),
+    ),
+    Mutation(
+        "fast_td3_noise_range",
+        "algos/fast_td3.py",
+        "fresh = fresh * (cfg.std_max - cfg.std_min) + cfg.std_min",
+        "fresh = fresh * cfg.std_max + cfg.std_min",
+        "FastTD3's per-env noise std drawn from [std_min, std_min + std_max]",
+        ("tests/test_fast_td3.py::test_noise_scales_hand_computed_from_the_seeded_draws",),
+    ),
+    Mutation(
+        "cal_ql_mc_return_not_rescaled",
+        "offline/datasets.py",
+        "self.mc_return = self.mc_return * scale",
+        "self.mc_return = self.mc_return",
+        "returns-to-go (Cal-QL's bound) not rescaled with the rewards",
+        ("tests/test_cql.py::test_cal_ql_mc_return_is_the_discounted_sum_of_the_scaled_rewards",),
     ),
 ]
 

@@ -12,6 +12,7 @@ import torch
 
 from rlcore.algos.cal_ql import CalQL, CalQLConfig
 from rlcore.algos.cql import CQL, CQLConfig, cql_gap
+from rlcore.offline.datasets import OfflineDataset
 from rlcore.types import Batch
 from rlcore.utils import NonFiniteLossError
 from tests.test_algos_contract import ACT, OBS, random_batch
@@ -220,6 +221,43 @@ def test_cql_lagrange_penalty_uses_multiplier_before_its_step(monkeypatch):
     assert metrics["alpha_prime"] == pytest.approx(math.e, rel=1e-6)
     assert metrics["cql_penalty"] == pytest.approx(math.e * 10 * (diff_sum - 2 * 0.5), rel=1e-5)
     assert agent.log_alpha_prime.item() > 1.0
+
+
+@pytest.mark.parametrize(
+    "scale,bias,reward,mc_return",
+    [
+        # r x 10: rewards [10, 20, 30 | 40, 60], returns-to-go
+        # 10 + 0.5 * 20 + 0.25 * 30 = 27.5, 20 + 0.5 * 30 = 35, 30 | 40 + 0.5 * 60 = 70, 60
+        (10.0, 0.0, [10.0, 20.0, 30.0, 40.0, 60.0], [27.5, 35.0, 30.0, 70.0, 60.0]),
+        # r x 10 - 5 (Cal-QL's antmaze recipe): rewards [5, 15, 25 | 35, 55], returns-to-go
+        # 5 + 0.5 * 15 + 0.25 * 25 = 18.75, 15 + 0.5 * 25 = 27.5, 25 | 35 + 0.5 * 55 = 62.5, 55
+        (10.0, -5.0, [5.0, 15.0, 25.0, 35.0, 55.0], [18.75, 27.5, 25.0, 62.5, 55.0]),
+    ],
+)
+def test_cal_ql_mc_return_is_the_discounted_sum_of_the_scaled_rewards(
+    scale, bias, reward, mc_return
+):
+    """Cal-QL bounds Q of policy actions below by ``batch.mc_return``, so after the recipe's
+    r <- scale r + bias (``reward_scale`` / ``reward_bias``) the dataset's returns-to-go must
+    be those of the new rewards. A 3-step episode (truncated) and a 2-step one
+    (terminated), rewards [1, 2, 3 | 4, 6], gamma 0.5: returns-to-go before
+    [1 + 0.5 * 2 + 0.25 * 3 = 2.75, 3.5, 3 | 7, 6]."""
+    data = OfflineDataset(
+        obs=torch.zeros(5, 1), action=torch.zeros(5, 1),
+        reward=torch.tensor([1.0, 2.0, 3.0, 4.0, 6.0]), next_obs=torch.zeros(5, 1),
+        terminated=torch.tensor([0.0, 0, 0, 0, 1]), truncated=torch.tensor([0.0, 0, 1, 0, 0]),
+        episode_id=torch.tensor([0, 0, 0, 1, 1]),
+        mc_return=torch.tensor([2.75, 3.5, 3.0, 7.0, 6.0]),
+        episode_return=torch.tensor([6.0, 10.0], dtype=torch.float64), gamma=0.5,
+    )  # fmt: skip
+    data.scale_rewards(scale, bias)
+    assert data.reward.tolist() == reward
+    assert data.mc_return.tolist() == pytest.approx(mc_return, abs=1e-5)
+    assert data.episode_return.tolist() == [6.0, 10.0]  # the recorded returns stay raw
+    # every row of a batch Cal-QL samples pairs its scaled reward with its own return-to-go
+    batch = data.seed(0).sample(32)
+    row_of = {r: m for r, m in zip(reward, mc_return)}
+    assert batch.mc_return.tolist() == pytest.approx([row_of[r] for r in batch.reward.tolist()])
 
 
 # --------------------------------------------------------------------- update contract

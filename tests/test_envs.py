@@ -1,9 +1,16 @@
+import gymnasium as gym
 import numpy as np
 import pytest
+import torch
+from gymnasium.vector import AutoresetMode
 
+from rlcore.envs.backend import SyncBackend
 from rlcore.envs.make import (
+    EpisodeStats,
     NormalizeObservation,
     NormalizeReward,
+    RunningMeanStd,
+    SimulatorState,
     UnknownEnvError,
     final_next_obs,
     find_wrapper,
@@ -12,6 +19,44 @@ from rlcore.envs.make import (
     resolve_env_id,
     set_vec_env_state,
 )
+
+
+class ScriptedEnv(gym.Env):
+    """A one-number observation known in advance: ``base + 100 * episode + t`` (t steps into
+    the episode), reward 0, truncated after ``limit`` steps; or, with ``values``, the
+    next of ``values`` at every reset and step. Actions are ignored."""
+
+    def __init__(self, base: float = 0.0, limit: int = 1000, values=None) -> None:
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.base, self.limit, self.values = base, limit, values
+        self.episode, self.t, self.calls = -1, 0, 0
+
+    def _obs(self) -> np.ndarray:
+        if self.values is not None:
+            self.calls += 1
+            return np.array([self.values[self.calls - 1]], np.float32)
+        return np.array([self.base + 100 * self.episode + self.t], np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.episode, self.t = self.episode + 1, 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, self.t >= self.limit, {}
+
+
+def scripted_vec_env(*envs: ScriptedEnv) -> gym.vector.VectorEnv:
+    """The sub-envs side by side as ``make_vec_env`` builds them: the sync back end with
+    same-step autoreset (``info["final_obs"]``), episode statistics."""
+    return EpisodeStats(
+        SyncBackend(
+            [lambda env=env: SimulatorState(env) for env in envs],
+            autoreset_mode=AutoresetMode.SAME_STEP,
+        )
+    )
 
 
 @pytest.mark.parametrize(
@@ -88,6 +133,49 @@ def test_normalizers_state_round_trip():
     assert (
         find_wrapper(other, NormalizeReward).rms.var == find_wrapper(env, NormalizeReward).rms.var
     )
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+def test_running_mean_std_update_hand_computed(as_tensor):
+    """Chan et al.'s parallel update, batch by batch: the mean and the population variance
+    of every sample seen, the cross term delta^2 n_a n_b / n included. No prior count here
+    (epsilon 0), so the first batch's statistics are its own."""
+    # column 0: A = [1, 3] (mean 2, var 1), B = [6, 8, 10] (mean 8, var 8/3); together
+    # mean 28/5 = 5.6, M2 = 1 * 2 + 8/3 * 3 + (8 - 2)^2 * 2 * 3 / 5 = 2 + 8 + 43.2 = 53.2,
+    # var 53.2 / 5 = 10.64 (= np.var([1, 3, 6, 8, 10]); without the cross term 10 / 5 = 2).
+    # column 1: A = [0, 0] (mean 0, var 0), B = [-3, 0, 3] (mean 0, var 6): equal means,
+    # no cross term, var (0 * 2 + 6 * 3) / 5 = 3.6
+    a = np.array([[1.0, 0.0], [3.0, 0.0]])
+    b = np.array([[6.0, -3.0], [8.0, 0.0], [10.0, 3.0]])
+    rms = RunningMeanStd((2,), epsilon=0.0)
+    convert = (lambda x: torch.as_tensor(x)) if as_tensor else (lambda x: x)
+    rms.update(convert(a))
+    state = rms.state_dict()
+    np.testing.assert_allclose(state["mean"], [2.0, 0.0], rtol=1e-12)
+    np.testing.assert_allclose(state["var"], [1.0, 0.0], rtol=1e-12)
+    rms.update(convert(b))
+    state = rms.state_dict()
+    assert state["count"] == 5
+    np.testing.assert_allclose(state["mean"], [5.6, 0.0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(state["var"], [10.64, 3.6], rtol=1e-12)
+
+
+def test_normalize_observation_standardises_with_every_observation_seen():
+    """The wrapper's statistics after a reset ([1], [3]) and a step ([6], [8]) of two envs
+    are those of all four observations: mean 4.5, var (1 + 9 + 36 + 64) / 4 - 4.5^2 =
+    7.25 (the batches' own variances are 1 and 1: without the cross term var 1). The step's
+    observations come back as (6 - 4.5) / sqrt(7.25) = 0.5571 and (8 - 4.5) / sqrt(7.25) =
+    1.2999. The prior count of 1e-4 (mean 0, var 1) moves these by < 1e-4 relative."""
+    env = NormalizeObservation(
+        scripted_vec_env(ScriptedEnv(values=[1.0, 6.0]), ScriptedEnv(values=[3.0, 8.0]))
+    )
+    first, _ = env.reset(seed=0)
+    obs, *_ = env.step(np.zeros((2, 1), np.float32))
+    np.testing.assert_allclose(env.rms.mean, [4.5], rtol=1e-4)
+    np.testing.assert_allclose(env.rms.var, [7.25], rtol=1e-4)
+    np.testing.assert_allclose(obs[:, 0], [1.5 / 7.25**0.5, 3.5 / 7.25**0.5], rtol=1e-4)
+    # the reset's observations were standardised by their own statistics: mean 2, var 1
+    np.testing.assert_allclose(first[:, 0], [-1.0, 1.0], rtol=1e-3)
 
 
 @pytest.mark.parametrize(

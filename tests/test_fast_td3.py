@@ -1,6 +1,7 @@
 """FastTD3 (algos/fast_td3.py): its clipped double-Q target and actor loss recomputed from
-the agent's networks, per-env exploration noise drawn again when an env's episode starts,
-the update cadence per vector step through the shared loop, clear errors for bad configs,
+the agent's networks, per-env exploration noise drawn again when an env's episode starts
+(its stds by hand from the seeded draws), the update cadence per vector step through the
+shared loop, clear errors for bad configs,
 (slow) learning InvertedPendulum with 8 native envs, the sizes a CPU run takes where none
 are set (explicit ones win, resumes keep them), and gamma / support per task family. The projection and the loss are
 hand-checked in tests/test_update_maths.py, the parity with the reference in
@@ -128,6 +129,25 @@ def test_noise_scale_per_env_is_drawn_again_when_its_episode_starts():
         ftd3.episodes_started(np.array([True, False]))
     with pytest.raises(ValueError, match="episodes_started"):
         ftd3.act(np.zeros((2, 3), np.float32))
+
+
+def test_noise_scales_hand_computed_from_the_seeded_draws():
+    """sigma_i = std_min + u_i (std_max - std_min), u_i ~ U[0, 1) from torch's global
+    generator. After torch.manual_seed(0) the first four draws are u = 0.49626, 0.76822,
+    0.08848, 0.13203, so with [std_min, std_max] = [0.25, 0.75]: sigma = 0.25 + 0.5 u =
+    0.49813, 0.63411, 0.29424, 0.31602, each inside the range and one per env. Env 1's
+    episode starting again takes index 1 of the next four draws, u = 0.63408: 0.56704."""
+    ftd3 = agent(std_min=0.25, std_max=0.75)
+    torch.manual_seed(0)
+    ftd3.episodes_started(np.ones(4, bool))
+    expected = [0.49813, 0.63411, 0.29424, 0.31602]
+    assert ftd3.noise_scales.flatten().tolist() == pytest.approx(expected, abs=1e-5)
+    torch.manual_seed(0)
+    u = torch.rand(4, 1)
+    assert torch.equal(ftd3.noise_scales, u * 0.5 + 0.25)  # the same draws, bit for bit
+    ftd3.episodes_started(np.array([False, True, False, False]))
+    expected[1] = 0.56704
+    assert ftd3.noise_scales.flatten().tolist() == pytest.approx(expected, abs=1e-5)
 
 
 def test_act_shapes_and_bounds():

@@ -1,13 +1,16 @@
 """The one loop skeleton: a rollout phase runs beside replay phases (told its phase,
-evaluated at its end, logged every iteration) and is refused when it cannot run."""
+evaluated at its end, logged every iteration) and is refused when it cannot run; replay
+phases store an ended episode's true final observation as ``next_obs``."""
 
+import numpy as np
 import pytest
 import torch
 
-from rlcore.buffers import RolloutBuffer
+from rlcore.buffers import ReplayBuffer, RolloutBuffer
 from rlcore.capabilities import MissingCapabilityError, OnPolicy, Phased
 from rlcore.logging import Logger, read_csv
 from rlcore.loops import LoopSettings, Phase, RunContext, rollout_phase, run_phases
+from tests.test_envs import ScriptedEnv, scripted_vec_env
 from tests.test_o2o_core import Source, SpyAgent
 
 
@@ -147,3 +150,32 @@ def test_stop_after_s_ends_on_training_time_and_adds_up_over_a_resume(tmp_path, 
     result, _, evals = run(tmp_path / "c", None)
     assert result["run/step"] == 20 and result["run/out_of_time"] == 0.0
     assert evals[-1]["step"] == 20 and evals[-1]["eval/train_seconds"] == 20.0
+
+
+def test_replay_rows_keep_the_final_observation_of_a_truncated_episode(tmp_path):
+    """Two envs, observation base + 100 * episode + t: env 0 (base 1000) runs on, env 1
+    (base 0) is truncated after 2 steps and reset at once (same-step autoreset). Three
+    vector steps of a warm-up write rows t * 2 + i; the truncated row's ``next_obs`` is
+    the episode's last observation 2, not the next episode's first 100."""
+    env = scripted_vec_env(ScriptedEnv(base=1000.0), ScriptedEnv(base=0.0, limit=2))
+    eval_env = scripted_vec_env(ScriptedEnv(limit=2))
+    buffer = ReplayBuffer(8, (1,), (1,), num_envs=2)
+    logger = Logger(tmp_path, tensorboard=False, console=False)
+    run = RunContext("spy", logger, save=lambda state: tmp_path)
+    settings = LoopSettings(total_steps=6, eval_every=1000, eval_episodes=1,
+                            checkpoint_every=0, batch_size=4)  # fmt: skip
+    run_phases(SpyAgent(1), [Phase("warmup", 6)], env, eval_env, settings, run, buffer)
+    logger.close()
+    assert len(buffer) == 6
+    rows = buffer.batch(torch.arange(6))
+    # env 0:  1000 -> 1001, 1001 -> 1002, 1002 -> 1003
+    # env 1:  0 -> 1, 1 -> 2 (truncated; reset to 100), 100 -> 101
+    assert rows.obs[:, 0].tolist() == [1000.0, 0.0, 1001.0, 1.0, 1002.0, 100.0]
+    assert rows.next_obs[:, 0].tolist() == [1001.0, 1.0, 1002.0, 2.0, 1003.0, 101.0]
+    assert rows.truncated.tolist() == [0.0, 0.0, 0.0, 1.0, 0.0, 0.0]
+    assert rows.terminated.tolist() == [0.0] * 6
+    # a sampled row carries the same pair
+    sampled = buffer.sample(64)
+    truncated = sampled.truncated > 0
+    assert truncated.any() and (sampled.next_obs[truncated, 0] == 2.0).all()
+    np.testing.assert_array_equal(sampled.next_obs[~truncated, 0], sampled.obs[~truncated, 0] + 1)

@@ -296,6 +296,32 @@ def test_a_step_is_evaluated_once(tmp_path):
     assert eval_steps == [5, 11, 16]
 
 
+def test_dropped_offline_data_leaves_the_online_buffer_to_online_rows(tmp_path):
+    """``offline_data=drop`` at the switch to online: the replay buffer of a run's online
+    phase holds the online transitions and nothing else. The dataset has 10 + 30 = 40 rows
+    (tests/test_reward_transform.py), the online phase 40 env steps: 40 rows in a buffer of
+    capacity 40, the six transition fields only (no dataset channel: ``mc_return``). Were
+    the dataset kept, its 40 rows would come first: 80 rows, capacity 80."""
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+    from tests.test_reward_transform import EPISODES, _write_pendulum_d4rl
+
+    dataset = _write_pendulum_d4rl(tmp_path / "pendulum.hdf5")
+    assert sum(EPISODES) == 40
+    train(
+        make_config(
+            "algo=iql", "env=InvertedPendulum", f"dataset={dataset}", "algo.offline_data=drop",
+            "total_steps=4", "algo.online_steps=40", "algo.batch_size=8", "algo.hidden=[16,16]",
+            "algo.compile=false", "eval_every=1000", *FAST,
+        ),
+        tmp_path / "run",
+    )  # fmt: skip
+    buffer = load_checkpoint(tmp_path / "run")["loop"]["stateful"]["buffer"]
+    assert (buffer["size"], buffer["capacity"]) == (40, 40)
+    assert set(buffer["data"]) == set(ReplayBuffer.FIELDS)
+
+
 @pytest.mark.parametrize("algo", ["cal_ql", "rebrac"])
 def test_cal_ql_and_rebrac_continue_online_from_a_dataset_buffer(algo):
     """A buffer built from a dataset, with online rows appended, feeds the offline

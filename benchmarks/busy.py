@@ -170,7 +170,8 @@ def _train_cell(overrides: list[str], run_dir: str) -> None:
     from hydra import compose, initialize_config_module
 
     from rlcore.loops import TrainingInterrupted
-    from rlcore.train import normalize_overrides, train
+    from rlcore.overrides import normalize_overrides
+    from rlcore.train import train
 
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         cfg = compose("config", overrides=normalize_overrides(overrides))

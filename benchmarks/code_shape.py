@@ -82,9 +82,9 @@ def profile(frame, event, arg):
         if name.startswith(library):
             seen.add(name[len(root) + 1:])
 sys.setprofile(profile)
-sys.argv = ["rlcore.train", *sys.argv[1:]]
+sys.argv = ["rlcore.cli", *sys.argv[1:]]
 try:
-    runpy.run_module("rlcore.train", run_name="__main__", alter_sys=True)
+    runpy.run_module("rlcore.cli", run_name="__main__", alter_sys=True)
 except SystemExit:
     pass
 sys.setprofile(None)
@@ -107,8 +107,11 @@ def yaml_files() -> list[str]:
     one file per group choice that exists as a file)."""
     from hydra import compose, initialize_config_module
 
+    from rlcore.overrides import normalize_overrides
+
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
-        cfg = compose("config", overrides=["algo=sac", "env=hopper"], return_hydra_config=True)
+        overrides = normalize_overrides(["algo=sac", "env=hopper"])
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
     files = ["configs/config.yaml"]
     for group, choice in cfg.hydra.runtime.choices.items():
         path = ROOT / "configs" / group / f"{choice}.yaml"

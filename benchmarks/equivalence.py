@@ -79,7 +79,7 @@ TIME_COLUMNS = ("time/", "eval/train_seconds")
 def _compose(overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_module
 
-    from rlcore.train import normalize_overrides
+    from rlcore.overrides import normalize_overrides
 
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         return compose("config", overrides=normalize_overrides(overrides))

@@ -38,6 +38,7 @@ def train_run(
     from hydra import compose, initialize_config_module
 
     from rlcore.logging import read_csv
+    from rlcore.overrides import normalize_overrides
     from rlcore.run_dir import existing_run_markers
     from rlcore.train import train
 
@@ -54,7 +55,7 @@ def train_run(
         )
         clear_dir(run_dir)
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+        cfg = compose("config", overrides=normalize_overrides(list(overrides)))
     start = time.perf_counter()
     train(cfg, run_dir)
     return read_csv(run_dir / "eval.csv"), time.perf_counter() - start

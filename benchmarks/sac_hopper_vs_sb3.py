@@ -97,6 +97,7 @@ def make_sb3_sac(
 def _rlcore_chunk(run_dir: Path, total: int, args: argparse.Namespace, first: bool) -> float:
     from hydra import compose, initialize_config_module
 
+    from rlcore.overrides import normalize_overrides
     from rlcore.train import train
 
     overrides = [
@@ -111,7 +112,7 @@ def _rlcore_chunk(run_dir: Path, total: int, args: argparse.Namespace, first: bo
     if not first:
         overrides.append(f"resume={run_dir}")
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+        cfg = compose("config", overrides=normalize_overrides(list(overrides)))
     result = train(cfg, run_dir)
     return result["eval/return"]
 

@@ -75,6 +75,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
 
     import rlcore.train as train_module
     from rlcore.logging import Logger
+    from rlcore.overrides import normalize_overrides
 
     samples: list[tuple[int, float, float]] = [(0, rss_mb(), 0.0)]
     start = time.perf_counter()
@@ -105,7 +106,7 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     ]
     torch.set_num_threads(args.threads)
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+        cfg = compose("config", overrides=normalize_overrides(list(overrides)))
     original = train_module.Logger
     train_module.Logger = RssLogger  # benchmark-only: train() builds its logger by this name
     try:

@@ -21,6 +21,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from rlcore.config import plain  # noqa: F401 - re-exported: configs.plain
+from rlcore.settings import register_run_defaults
 
 
 def algorithm_defaults(name: str) -> dict[str, Any]:
@@ -66,3 +67,6 @@ def register_algorithm_defaults(names: Iterable[str] | None = None) -> None:
 # configs/env/gym.yaml: a gymnasium id's run folder in lower case, as the short names'
 # (runs/ppo_lag/safetyhoppervelocity-v1/, not .../SafetyHopperVelocity-v1/)
 OmegaConf.register_new_resolver("lower", lambda text: str(text).lower(), replace=True)
+
+
+register_run_defaults()  # the run's own options (rlcore.settings): no algorithm imported

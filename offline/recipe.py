@@ -86,7 +86,7 @@ def compose_config(overrides: Sequence[str]) -> Any:
     """The composed rlcore run config for command-line style overrides."""
     from hydra import compose, initialize_config_module
 
-    from rlcore.train import normalize_overrides
+    from rlcore.overrides import normalize_overrides
 
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         return compose("config", overrides=normalize_overrides(list(overrides)))

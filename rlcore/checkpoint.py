@@ -133,8 +133,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
     """The observation normalisation a checkpoint's agent was trained with (identity
     when it had none), as float32 for ``agent.act``."""
+    from rlcore.settings import recorded_env
+
     norm = state.get("obs_normalizer")
-    clip = float(state["config"].get("env", {}).get("clip_obs", 10.0))
+    clip = recorded_env(state["config"]).clip_obs
 
     def transform(obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float64)

@@ -48,6 +48,7 @@ from torch import nn
 from rlcore.agent_state import part_modules
 from rlcore.checkpoint import CheckpointReadError, load_checkpoint
 from rlcore.policies import load_agent
+from rlcore.settings import EnvSettings
 from rlcore.spaces import action_space_from
 from rlcore.threads import AUTO, apply_threads, check_threads
 
@@ -120,7 +121,7 @@ class DeployedPolicy(nn.Module):
         agent: Any,
         action_space: gym.Space,
         obs_normalizer: dict[str, np.ndarray] | None = None,
-        clip_obs: float = 10.0,
+        clip_obs: float = EnvSettings.clip_obs,  # the one default (rlcore.settings)
         noise: str = "input",
     ) -> None:
         super().__init__()
@@ -202,7 +203,8 @@ def policy_from_checkpoint(
 ) -> tuple[DeployedPolicy, dict[str, Any]]:
     """(the deployable policy of a run directory or checkpoint, facts for the file's
     metadata: algorithm, env, observation history, input shape, action space)."""
-    from rlcore import catalog  # resolves algorithm names by module path (no algos import)
+    from rlcore import catalog
+    from rlcore.settings import recorded_env
 
     state = load_checkpoint(path)
     agent = load_agent(path)
@@ -211,7 +213,7 @@ def policy_from_checkpoint(
     env_cfg = state["config"].get("env", {})
     action_space = action_space_from(state["spaces"])
     policy = DeployedPolicy(
-        agent, action_space, state.get("obs_normalizer"), float(env_cfg.get("clip_obs", 10.0)),
+        agent, action_space, state.get("obs_normalizer"), recorded_env(state["config"]).clip_obs,
         noise,
     )  # fmt: skip
     obs_dim = int(np.prod(state["spaces"]["obs_shape"]))

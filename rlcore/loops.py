@@ -55,27 +55,17 @@ FIRST_CHECKPOINT_S = 60.0
 
 @dataclass
 class LoopSettings:
-    """Schedule of a run. Steps are environment steps summed over all sub-envs."""
+    """The run's cadences and stops. What the phases do (their lengths, batches, update
+    rates, returns) is the algorithm's plan (rlcore.plan.RunPlan), built into ``Phase``s
+    by the composition root: the schedule is declared once."""
 
-    total_steps: int
     seed: int = 0
-    eval_every: int = 10_000
+    eval_every: int = 10_000  # steps between evaluations (0: at the end of phases only)
     eval_episodes: int = 10
     checkpoint_every: int = 50_000
     # also checkpoint when this many seconds passed since the last one (0: steps only)
     checkpoint_every_s: float = 0.0
     log_every: int = 1_000
-    # off-policy only
-    learning_starts: int = 5_000
-    batch_size: int = 256
-    updates_per_step: float = 1.0
-    # set: updates per vector step (any num_envs), in place of updates_per_step
-    updates_per_vector_step: float | None = None
-    # minibatches of batch_size per update call (the agent splits them: Batch.chunks)
-    utd_ratio: int = 1
-    # on-policy only
-    rollout_steps: int = 2048
-    returns: Returns = field(default_factory=Returns)  # the advantages' discounting
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
     # stop (with an evaluation and a checkpoint) once the training time, the seconds spent
@@ -506,6 +496,9 @@ class Phase:
     ``rollout.num_steps`` vector steps into ``rollout``, the returns' GAE, one
     ``agent.update``). ``steps`` counts gradient steps offline and environment steps
     (summed over sub-envs) otherwise; a rollout phase's is a whole number of rollouts.
+    An update draws ``minibatches`` batches of ``batch_size`` rows (online: the
+    algorithm's update-to-data ratio, e.g. RLPD's 20); a rollout's advantages discount
+    with ``returns``.
     """
 
     name: str
@@ -514,7 +507,10 @@ class Phase:
     random_actions: bool = field(default=False, kw_only=True)
     updates_per_step: float = field(default=1.0, kw_only=True)
     updates_per_vector_step: float | None = field(default=None, kw_only=True)
+    batch_size: int = field(default=256, kw_only=True)
+    minibatches: int = field(default=1, kw_only=True)
     rollout: RolloutBuffer | None = field(default=None, kw_only=True)
+    returns: Returns = field(default_factory=Returns, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.name not in PHASE_KINDS:
@@ -663,7 +659,7 @@ def run_phases(
 
     Replay phases' environment steps write into ``buffer`` (after ``reward_transform``,
     e.g. the dataset's reward normalisation); each online update draws
-    ``settings.utd_ratio`` minibatches of ``settings.batch_size`` from the phase's sampler
+    ``phase.minibatches`` minibatches of ``phase.batch_size`` from the phase's sampler
     (offline: one). A rollout phase collects into its own ``RolloutBuffer`` and logs
     every iteration. One global step counter runs through the phases (gradient steps
     offline, then env steps) and is the x-axis of every log. The agent is told each phase
@@ -999,9 +995,8 @@ class _PhaseRun:
     def update(self, phase: Phase, step: int) -> None:
         """One ``agent.update`` on a batch from ``phase``'s sampler: ``utd_ratio``
         minibatches per online update (RLPD, WSRL); pre-training takes one."""
-        minibatches = self.settings.utd_ratio if phase.name == "online" else 1
         try:
-            batch = draw(phase.sampler, self.settings.batch_size, minibatches)
+            batch = draw(phase.sampler, phase.batch_size, phase.minibatches)
             with self.compilation():
                 self.record.metrics.update(self.agent.update(batch))
         except NonFiniteLossError as error:
@@ -1042,7 +1037,7 @@ class _PhaseRun:
             for row in rows:
                 row.add_to(rollout)
                 self.count_rows(rollout.num_envs, row.info)
-        samples = self.returns(rollout)
+        samples = self.returns(phase)
         try:
             with self.compilation():
                 record.metrics = self.agent.update(samples, progress=progress)
@@ -1058,11 +1053,11 @@ class _PhaseRun:
         row.add_to(rollout)
         self.env_stepped(next_obs, row.info, row.terminated, row.truncated)
 
-    def returns(self, rollout: RolloutBuffer) -> Any:
+    def returns(self, phase: Phase) -> Any:
         """The collected rollout with its GAE (and the cost's), bootstrapped from the value
         of the observation after the last step."""
+        rollout, returns = phase.rollout, phase.returns
         obs = torch.as_tensor(self.obs, dtype=torch.float32, device=rollout.device)
-        returns = self.settings.returns
         return rollout.compute(
             self.learner.value(obs), returns.gamma, returns.gae_lambda,
             None if self.cost_value is None else self.cost_value(obs),
@@ -1099,57 +1094,15 @@ def _check_phases(
             )
 
 
-def off_policy(
-    agent: Agent,
-    env: VectorEnv,
-    eval_env: VectorEnv,
-    buffer: ReplayBuffer,
-    settings: LoopSettings,
-    run: RunContext,
-) -> dict[str, float]:
-    """Off-policy training from scratch (SAC, TD3, ...): ``learning_starts`` steps of
-    uniform random actions, then ``updates_per_step`` updates per env step (fractions
-    carry over) on batches from ``buffer``."""
-    random_steps = min(settings.learning_starts, settings.total_steps)
-    phases = [
-        Phase("warmup", random_steps, random_actions=True),
-        Phase(
-            "online",
-            settings.total_steps - random_steps,
-            buffer,
-            updates_per_step=settings.updates_per_step,
-            updates_per_vector_step=settings.updates_per_vector_step,
-        ),
-    ]
-    return run_phases(agent, phases, env, eval_env, settings, run, buffer)
-
-
-def rollout_phase(rollout: RolloutBuffer, total_steps: int) -> Phase:
+def rollout_phase(
+    rollout: RolloutBuffer, total_steps: int, returns: Returns | None = None
+) -> Phase:
     """The rollout phase of an on-policy run: ``total_steps`` rounded down to whole
-    rollouts of ``rollout.num_steps`` x num_envs steps (at least one)."""
+    rollouts of ``rollout.num_steps`` x num_envs steps (at least one), its advantages
+    discounted with ``returns``."""
     per_iteration = rollout.num_steps * rollout.num_envs
-    return Phase("rollout", max(1, total_steps // per_iteration) * per_iteration, rollout=rollout)
-
-
-def on_policy(
-    agent: Agent,
-    env: VectorEnv,
-    eval_env: VectorEnv,
-    rollout: RolloutBuffer,
-    settings: LoopSettings,
-    run: RunContext,
-) -> dict[str, float]:
-    """On-policy training (PPO): one rollout phase of ``settings.total_steps``; each
-    iteration collects ``rollout.num_steps`` x num_envs steps, then ``agent.update``.
-
-    The agent provides ``explore(obs) -> (action, log_prob, value[, channels])`` and
-    ``value(obs)`` (``rlcore.capabilities.OnPolicy``); ``channels`` (a dict of
-    (num_envs, ...) tensors) are stored as rollout channels. An agent that keeps per-env
-    state across steps (``PerEnvState``) is told, with all True at the start and with the
-    envs whose episode just ended after every step, which envs start an episode
-    (evaluation does the same)."""
-    phase = rollout_phase(rollout, settings.total_steps)
-    return run_phases(agent, [phase], env, eval_env, settings, run)
+    steps = max(1, total_steps // per_iteration) * per_iteration
+    return Phase("rollout", steps, rollout=rollout, returns=returns or Returns())
 
 
 def _bootstrap_values(
@@ -1170,20 +1123,3 @@ def _bootstrap_values(
         final = final_next_obs(next_obs, info)[truncated]
         bootstrap[truncated] = value(torch.as_tensor(final, device=device)).cpu().numpy()
     return bootstrap
-
-
-def offline(
-    agent: Agent,
-    dataset: Sampler,
-    eval_env: VectorEnv,
-    settings: LoopSettings,
-    run: RunContext,
-    score: Callable[[float], float] | None = None,
-) -> dict[str, float]:
-    """Pure offline training: ``total_steps`` gradient steps on batches sampled from a
-    fixed dataset (its own seeded generator). Evaluations log the return and, with
-    ``score``, the normalised score (last and best)."""
-    phases = [Phase("offline", settings.total_steps, dataset)]
-    return run_phases(
-        agent, phases, None, eval_env, settings, run, stateful={"dataset": dataset}, score=score
-    )

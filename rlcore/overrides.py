@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlcore import catalog
 from rlcore.config import ConfigError
+from rlcore.envs.make import SHORT_NAMES, resolve_env_id
 
 CONFIG_MODULE = "rlcore.configs"
 # the command line's flags that take the next token as their value
@@ -165,7 +166,8 @@ def check_overrides(args: list[str], multirun: bool) -> None:
         raise ConfigError(_parse_error_message(token, str(error))) from None
     except MissingConfigException as error:
         group, _, name = str(error.missing_cfg_file).rpartition("/")
-        options = ", ".join(error.options or [])
+        # the *_defaults nodes (rlcore.configs, rlcore.settings) are bases, not choices
+        options = ", ".join(o for o in error.options or [] if not o.endswith("_defaults"))
         raise ConfigError(
             f"{group}={name}: there is no {group} config '{name}'"
             + (f"; available: {options}" if options else "")
@@ -202,28 +204,10 @@ def _unparsable(token: str) -> bool:
     return False
 
 
-def _option_lines() -> list[str]:
-    """``key: default  # comment`` of the packaged config.yaml's top-level options."""
-    text = resources.files(CONFIG_MODULE).joinpath("config.yaml").read_text()
-    lines, inside = [], False
-    for line in text.splitlines():
-        if line.startswith("defaults:"):
-            inside = True
-            continue
-        if inside and line.startswith(" "):
-            continue
-        inside = False
-        if line.startswith("hydra:"):
-            break
-        if line and not line.startswith(("#", " ")):
-            lines.append("  " + line)
-    return lines
-
-
 def train_help() -> str:
     """The ``--help`` text of ``python -m rlcore.train``: usage, algorithms, environments,
     config groups and the top-level options with their defaults."""
-    from rlcore.envs.make import SHORT_NAMES
+    from rlcore.settings import help_lines
 
     experiments = sorted(
         p.name.removesuffix(".yaml")
@@ -252,10 +236,103 @@ def train_help() -> str:
         f"+experiment= (a paper recipe): {', '.join(experiments)}",
         f"logger= {', '.join(loggers)}",
         "",
-        "options (key=value; defaults shown):",
-        *_option_lines(),
+        "options (key=value; defaults shown; env.* and logger.* too: --cfg job shows them):",
+        *help_lines(),
         "",
         "flags: --cfg job (print the composed config), -m (sweep), --hydra-help (Hydra's",
         "own help). Exit codes: 0 done, 1 failed, 2 bad command or config, 3 missing input",
         "file, 130/143 stopped by Ctrl-C / SIGTERM (checkpoint saved). docs/cli.md has more.",
     ])  # fmt: skip
+
+
+def _env_config_name(value: str) -> list[str]:
+    """Override tokens for ``env=<value>``: a config file name, or the generic gym config."""
+    key = value.lower().replace("-", "").replace("_", "")
+    if key in SHORT_NAMES or key == "gym":  # gym: the generic config, with env.id=<id>
+        return [f"env={key}"]
+    env_id = resolve_env_id(value)  # raises UnknownEnvError
+    for short, full in SHORT_NAMES.items():
+        if full == env_id:
+            return [f"env={short}"]
+    return ["env=gym", f"env.id={env_id}"]
+
+
+def normalize_overrides(args: list[str]) -> list[str]:
+    """Map friendly names (``env=Hopper``, ``env=Pusher-v5``, ``algo=SAC``) onto config
+    files and fail early, with one clear message, on unknown algorithms or envs."""
+    from rlcore.configs import register_algorithm_defaults
+
+    out: list[str] = []
+    algorithms = [default_algorithm()]
+    seen: set[str] = set()
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        seen.add(key)
+        if sep and key == "algo":
+            names = value.split(",")
+            algorithms = [catalog.get(name).name for name in names]  # UnknownAlgorithmError
+            out.append("algo=" + ",".join(n.lower() for n in names))
+        elif sep and key.lstrip("+") == "experiment":  # a recipe's own algorithm
+            recipes = [a for v in value.split(",") if (a := experiment_algorithm(v))]
+            algorithms = recipes + (algorithms if "algo" in seen else [])
+            out.append(arg)
+        elif sep and key == "hydra.run.dir":  # rlcore places the run dir itself
+            out.append(f"run_dir={value}")
+        elif sep and key == "env":
+            tokens = [_env_config_name(v) for v in value.split(",")]
+            if len(tokens) == 1:
+                out.extend(tokens[0])
+            elif all(len(t) == 1 for t in tokens):
+                out.append("env=" + ",".join(t[0].split("=", 1)[1] for t in tokens))
+            else:
+                raise ConfigError("sweeps over gymnasium ids go through env=gym env.id=A,B")
+        else:
+            out.append(arg)
+    register_algorithm_defaults(algorithms)  # only these: a run imports one algorithm
+    return out
+
+
+def experiment_algorithm(name: str) -> str | None:
+    """The algorithm a packaged ``configs/experiment/<name>.yaml`` selects, if any."""
+    path = resources.files("rlcore.configs").joinpath("experiment", f"{name}.yaml")
+    if not path.is_file():
+        return None
+    for entry in OmegaConf.create(path.read_text()).get("defaults", []):
+        if isinstance(entry, DictConfig) and "override /algo" in entry:
+            return str(entry["override /algo"])
+    return None
+
+
+def default_algorithm() -> str:
+    """The algorithm the packaged config.yaml trains when ``algo=`` is not given."""
+    text = resources.files("rlcore.configs").joinpath("config.yaml").read_text()
+    for entry in OmegaConf.create(text).defaults:
+        if isinstance(entry, DictConfig) and "algo" in entry:
+            return str(entry.algo)
+    raise ConfigError("configs/config.yaml names no default algo")
+
+
+def config_file_defaults(cfg_dict: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``algo`` values this run's config files give (the algorithm's file, its
+    ``algo_env`` file for this env, an ``+experiment=``), command-line overrides left
+    out, and the words naming them (``"for dqn on CartPole-v1"``): what a bad value's
+    message offers as its default (DQN's ``lr`` is 2.5e-4, but 2.3e-3 on CartPole)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+
+    algo, env_id = cfg_dict["algo"]["name"], resolve_env_id(cfg_dict["env"]["id"])
+    groups, where = [f"algo={algo}", *_env_config_name(env_id)], f"for {algo} on {env_id}"
+    if HydraConfig.initialized():  # the CLI: the groups it chose, experiments included
+        choices = HydraConfig.get().runtime.choices
+        groups = [f"algo={choices['algo']}", f"env={choices['env']}"]
+        groups += [f"env.id={env_id}"] if choices["env"] == "gym" else []
+        if choices.get("experiment"):
+            groups.append(f"+experiment={choices['experiment']}")
+            where += f" (+experiment={choices['experiment']})"
+    if GlobalHydra.instance().is_initialized():  # inside the CLI's hydra.main
+        cfg = compose("config", overrides=groups)
+    else:
+        with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
+            cfg = compose("config", overrides=groups)
+    return where, OmegaConf.to_container(cfg.algo, resolve=True)  # type: ignore[return-value]

@@ -57,6 +57,11 @@ class Schedule:
         """A run of rollouts (PPO family) rather than of replayed transitions."""
         return self.rollout_steps > 0
 
+    def warmup_length(self, num_envs: int) -> int:
+        """Env steps of the policy-acting warm-up: ``warmup_steps`` plus
+        ``warmup_vector_steps`` vector steps of ``num_envs`` sub-envs."""
+        return self.warmup_steps + self.warmup_vector_steps * num_envs
+
 
 @dataclass(frozen=True)
 class Returns:
@@ -111,3 +116,15 @@ class RunPlan:
     pretrained: str | None = None
     precision: str = "float32"
     compile: bool | str = False
+
+    def phase_lengths(self, init_from: bool) -> tuple[int, int]:
+        """(offline gradient steps, online env steps); ``init_from`` (an agent loaded from
+        a finished run) skips pre-training."""
+        return (0 if init_from else self.schedule.offline_steps), self.schedule.online_steps
+
+    def needs_dataset(self, init_from: bool) -> bool:
+        """True when the run trains on, or mixes in, an offline dataset (an offline
+        algorithm's plan always does: ``DataRecipe.required``)."""
+        offline, online = self.phase_lengths(init_from)
+        mixes = online > 0 and self.schedule.offline_data in ("keep", "mix")
+        return self.data.required or offline > 0 or mixes

@@ -23,14 +23,23 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from rlcore.checkpoint import CHECKPOINT_DIR, LATEST, PREVIOUS
+from rlcore.checkpoint import (
+    CHECKPOINT_DIR,
+    FORMAT_VERSION,
+    LATEST,
+    PREVIOUS,
+    read_checkpoint,
+    save_checkpoint,
+)
 from rlcore.run_lock import RunLock
+from rlcore.settings import check_resume_compatible
 
 PACKAGES = ("torch", "numpy", "mujoco", "gymnasium", "minari", "hydra-core", "rlcore")
 
@@ -158,3 +167,59 @@ def write_run_metadata(
     (run_dir / ("meta_resumed.json" if resumed else "meta.json")).write_text(
         json.dumps(meta, indent=2)
     )
+
+
+def resume_state_or_new_run(
+    record: dict[str, Any], resume: str | None, run_dir: Path
+) -> tuple[dict[str, Any] | None, list[str], bool]:
+    """(the checkpoint ``resume`` names, checked against this run's ``record``; the notes
+    to log; whether the run replaces one without a checkpoint in ``run_dir``). Without
+    ``resume``, ``run_dir`` must hold no checkpointed run; a ``resume`` of a run that has
+    no checkpoint starts it again. A run dir a live process writes is refused first
+    (RunLockedError), whatever it holds."""
+    if not resume:
+        replaces = check_new_run_dir(run_dir)
+        return None, [replaced_run_note(run_dir, resumed=False)] if replaces else [], replaces
+    RunLock(run_dir).check_free()
+    if Path(resume).is_dir() and not has_checkpoint(resume):
+        return None, [replaced_run_note(run_dir, resumed=True)], True
+    state, resume_file, problems = read_checkpoint(resume)
+    check_resume_compatible(state["config"], record)
+    step = state["loop"]["counters"]["step"]
+    notes = [f"note: {problem}" for problem in problems]
+    notes.append(f"resuming from {resume_file} (step {step:,})")
+    return state, notes, False
+
+
+def checkpoint_writer(
+    algo: str, record: dict[str, Any], spaces: dict[str, Any], run_dir: Path,
+    keep_agent_snapshots: bool,
+) -> Callable[[dict[str, Any]], Path]:  # fmt: skip
+    """``save(loop_state)``: the run's latest checkpoint (the previous one kept) and, with
+    ``keep_agent_snapshots``, an agent-only file per checkpoint. Every file holds the
+    algorithm's name, the run's recorded config, the spaces and the observation
+    statistics deployment needs."""
+
+    def save(loop_state: dict[str, Any]) -> Path:
+        step = loop_state["counters"]["step"]
+        wrappers = (loop_state.get("env") or {}).get("wrappers", {})
+        base = {
+            "format": FORMAT_VERSION,
+            "algo": algo,
+            "config": record,
+            "spaces": spaces,
+            # deployment needs the observation statistics the policy was trained with
+            "obs_normalizer": wrappers.get("NormalizeObservation"),
+        }
+        path = save_checkpoint(
+            {**base, "loop": loop_state, "agent": loop_state["agent"]},
+            run_dir / CHECKPOINT_DIR / LATEST,
+            keep_previous=True,
+        )
+        if keep_agent_snapshots:
+            snapshot = {**base, "agent": loop_state["agent"],
+                        "loop": {"counters": loop_state["counters"]}}  # fmt: skip
+            save_checkpoint(snapshot, run_dir / CHECKPOINT_DIR / f"agent_step_{step}.pt")
+        return path
+
+    return save

@@ -34,7 +34,7 @@ HANG_GUARD_S = 1800
 
 def make_config(*overrides: str) -> DictConfig:
     """The composed run config for command-line style overrides (friendly names allowed)."""
-    from rlcore.train import normalize_overrides
+    from rlcore.overrides import normalize_overrides
 
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         return compose("config", overrides=normalize_overrides(list(overrides)))

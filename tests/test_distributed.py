@@ -18,6 +18,7 @@ import torch
 from omegaconf import OmegaConf
 
 from rlcore import catalog, distributed
+from rlcore.build import train_env_recipe
 from rlcore.checkpoint import load_checkpoint
 from rlcore.config import ConfigError
 from rlcore.distributed import (
@@ -36,7 +37,7 @@ from rlcore.distributed import (
 )
 from rlcore.logging import read_csv
 from rlcore.loops import TrainingInterrupted, _PhaseRun
-from rlcore.train import train, train_env_recipe
+from rlcore.train import train
 from tests.conftest import FAST, make_config
 
 HAVE_RAY = importlib.util.find_spec("ray") is not None
@@ -88,13 +89,16 @@ def test_publish_due_every_k_updates_and_first_at_once():
 def test_replay_loop_counts_rows_received_and_keeps_the_update_to_data_ratio(tmp_path, monkeypatch):
     sources = []
 
-    def in_process(spec, cfg_dict, dist, plan, agent, env, built, run, logger):
-        recipe = ActorRecipe(spec.agent_class, spec.config_from_dict(cfg_dict["algo"]),
-                             {"name": cfg_dict["env"]["id"], "num_envs": env.num_envs}, 0)  # fmt: skip
-        sources.append(InProcessActors(recipe, actors=dist.actors, batch_steps=8, every=10))
+    def in_process(algorithm, built, phases, run, logger):
+        settings, env = built.run.settings, built.env
+        recipe = ActorRecipe(algorithm.agent_class, built.run.algo,
+                             {"name": settings.env.id, "num_envs": env.num_envs}, 0)  # fmt: skip
+        sources.append(
+            InProcessActors(recipe, actors=settings.distributed.actors, batch_steps=8, every=10)
+        )
         return sources[-1], None
 
-    monkeypatch.setattr("rlcore.train._actors", in_process)
+    monkeypatch.setattr("rlcore.run.actors", in_process)
     args = [*SAC_IP, *SMALL, "total_steps=300", "algo.learning_starts=100",
             "algo.updates_per_step=0.5",
             "log_every=100", "eval_every=0"]  # fmt: skip
@@ -307,13 +311,14 @@ class InProcessRollouts:
 def test_rollout_workers_fill_one_rollout_along_the_env_axis(tmp_path, monkeypatch):
     made = []
 
-    def in_process(spec, cfg_dict, dist, plan, agent, env, built, run, logger):
-        recipe = ActorRecipe(spec.agent_class, spec.config_from_dict(cfg_dict["algo"]),
-                             train_env_recipe(cfg_dict, plan, 1), 0)  # fmt: skip
-        made.append(InProcessRollouts(recipe, dist.actors, env))
+    def in_process(algorithm, built, phases, run, logger):
+        settings = built.run.settings
+        recipe = ActorRecipe(algorithm.agent_class, built.run.algo,
+                             train_env_recipe(settings, built.plan, 1), 0)  # fmt: skip
+        made.append(InProcessRollouts(recipe, settings.distributed.actors, built.env))
         return None, made[-1]
 
-    monkeypatch.setattr("rlcore.train._actors", in_process)
+    monkeypatch.setattr("rlcore.run.actors", in_process)
     args = ["algo=ppo", "env=InvertedPendulum", *FAST, "total_steps=256", "algo.rollout_steps=64",
             "algo.hidden=[16,16]", "eval_every=0", "distributed.actors=2"]  # fmt: skip
     train(make_config(*args), tmp_path)

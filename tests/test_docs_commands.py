@@ -356,7 +356,7 @@ def test_training_command_composes(key):
     run starts (top-level values, the algorithm's typed config and its plan)."""
     from rlcore import catalog
     from rlcore.generative import HEAD_FIELDS
-    from rlcore.train import check_run_config
+    from rlcore.settings import run_settings
 
     tokens = COMMAND_TOKENS[key]
     assert tokens[:3] == ["python", "-m", "rlcore.train"], key
@@ -372,7 +372,7 @@ def test_training_command_composes(key):
             preset = token.split("=", 1)[1]
             assert (REPO / "configs" / "hydra" / "launcher" / f"{preset}.yaml").is_file(), preset
     cfg_dict = OmegaConf.to_container(make_config(*args), resolve=True)
-    check_run_config(cfg_dict)
+    run_settings(cfg_dict)
     spec = catalog.get(cfg_dict["algo"]["name"])
     algo = {**cfg_dict["algo"], "total_steps": cfg_dict["total_steps"]}
     if spec.pretrained_head is not None:  # unset head settings come from the checkpoint

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from rlcore import commands, loops
+from rlcore.cli import EXIT_CONFIG, EXIT_MISSING, cli
 from rlcore.logging import read_csv
 from rlcore.loops import FIRST_CHECKPOINT_S, LoopSettings, RunContext
 from rlcore.run_dir import RunDirExistsError
 from rlcore.run_lock import LOCK_FILE, RunLockedError
-from rlcore.train import EXIT_CONFIG, EXIT_MISSING, cli, train
+from rlcore.train import train
 from tests.conftest import FAST, HANG_GUARD_S, REPO, make_config, python_cmd
 
 DQN_TINY = [
@@ -217,7 +218,7 @@ def test_first_checkpoint_comes_within_a_minute(monkeypatch):
     saved: list[int] = []
     run = RunContext("t", logger=None, save=lambda state: saved.append(state) or Path("x"))  # type: ignore[arg-type]
     run.last_save_time = clock[0]  # the process starts
-    settings = LoopSettings(total_steps=10**6, checkpoint_every=0, checkpoint_every_s=300)
+    settings = LoopSettings(checkpoint_every=0, checkpoint_every_s=300)
 
     def tick(seconds: float, step: int) -> None:
         clock[0] += seconds
@@ -285,7 +286,7 @@ def test_progress_line_and_summary_show_the_cost(monkeypatch):
     assert "| episode return 12.3 | eval 70.0 |" in shown[-1]
     result = {"run/step": 100, "run/reached_stop_at_return": 0.0, "eval/return": 73.7,
               "eval/best_return": 80.0, "eval/cost": 23.0}  # fmt: skip
-    first = closing_summary(result, LoopSettings(total_steps=100), Path("runs/x"))[0]
+    first = closing_summary(result, LoopSettings(), Path("runs/x"))[0]
     assert first == "finished: all 100 steps done; final evaluation return 73.7 (cost 23.0), best 80.0"
 
 

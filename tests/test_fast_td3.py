@@ -326,7 +326,8 @@ def test_a_recorded_run_keeps_its_sizes_on_any_device(tmp_path):
     """A resumed run composes the run's own config.yaml: its sizes are set, so no device
     changes them; and a resume that asks for other network widths is refused by name."""
     from rlcore import catalog
-    from rlcore.train import ResumeMismatchError, resumed_config
+    from rlcore.cli import resumed_config
+    from rlcore.settings import ResumeMismatchError
 
     train(make_config(*SHORT_RUN), tmp_path / "run")
     saved = _recorded(tmp_path / "run")

@@ -26,7 +26,11 @@ NAMESPACED = ("envs", "algos", "offline", "benchmarks", "configs")
 # rlcore modules above the core, each with the reason it may import algos / offline
 ROOT_AND_TOOLS = {
     "rlcore": "the public API: load_policy / load_agent (rlcore.policies), imported lazily",
-    "rlcore.train": "the composition root: wires algorithms, datasets and envs into a run",
+    "rlcore.train": "the entry points of a training run (rlcore.cli, rlcore.run)",
+    "rlcore.run": "the composition root: wires algorithms, datasets and envs into a run",
+    "rlcore.build": "the composition root's build step: envs, dataset, agent, phases",
+    "rlcore.checks": "the composition root's checks before anything is written",
+    "rlcore.cli": "the command line of a training run",
     "rlcore.catalog": "the list of algorithms, with plain imports (one loader each)",
     "rlcore.policies": "a tool: rebuilds the agent a checkpoint names (load_agent, load_policy)",
     "rlcore.report": "a tool (reads run directories, writes tables and figures)",

@@ -2,6 +2,8 @@
 evaluated at its end, logged every iteration) and is refused when it cannot run; replay
 phases store an ended episode's true final observation as ``next_obs``."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -48,8 +50,8 @@ def _run(tmp_path, agent, phases, env, eval_env):
     logger = Logger(tmp_path, tensorboard=False, console=False)
     saved = []
     run = RunContext("spy", logger, save=lambda state: saved.append(state) or tmp_path)
-    settings = LoopSettings(total_steps=0, eval_every=1000, eval_episodes=1,
-                            checkpoint_every=0, batch_size=4)  # fmt: skip
+    settings = LoopSettings(eval_every=1000, eval_episodes=1, checkpoint_every=0)
+    phases = [replace(phase, batch_size=4) for phase in phases]
     run_phases(agent, phases, env, eval_env, settings, run)
     logger.close()
     return saved
@@ -127,10 +129,10 @@ def test_stop_after_s_ends_on_training_time_and_adds_up_over_a_resume(tmp_path, 
         logger = Logger(out, tensorboard=False, console=False)
         saved = []
         ctx = RunContext("spy", logger, save=lambda s: saved.append(s) or out, resume=resume)
-        settings = LoopSettings(total_steps=0, eval_every=4, eval_episodes=1,
-                                checkpoint_every=0, batch_size=4, stop_after_s=budget)  # fmt: skip
-        result = run_phases(SpyAgent(1), [Phase("offline", 20, Source(0.0))], env, eval_env,
-                            settings, ctx)  # fmt: skip
+        settings = LoopSettings(eval_every=4, eval_episodes=1, checkpoint_every=0,
+                                stop_after_s=budget)  # fmt: skip
+        phases = [Phase("offline", 20, Source(0.0), batch_size=4)]
+        result = run_phases(SpyAgent(1), phases, env, eval_env, settings, ctx)
         logger.close()
         return result, saved, read_csv(out / "eval.csv")
 
@@ -162,8 +164,7 @@ def test_replay_rows_keep_the_final_observation_of_a_truncated_episode(tmp_path)
     buffer = ReplayBuffer(8, (1,), (1,), num_envs=2)
     logger = Logger(tmp_path, tensorboard=False, console=False)
     run = RunContext("spy", logger, save=lambda state: tmp_path)
-    settings = LoopSettings(total_steps=6, eval_every=1000, eval_episodes=1,
-                            checkpoint_every=0, batch_size=4)  # fmt: skip
+    settings = LoopSettings(eval_every=1000, eval_episodes=1, checkpoint_every=0)
     run_phases(SpyAgent(1), [Phase("warmup", 6)], env, eval_env, settings, run, buffer)
     logger.close()
     assert len(buffer) == 6

@@ -63,7 +63,7 @@ def test_cli_reports_the_missing_mujoco_version_in_one_line(
 ):
     import sys
 
-    from rlcore.train import cli
+    from rlcore.cli import cli
 
     monkeypatch.setattr(sys, "argv", ["rlcore.train"])  # cli() rewrites sys.argv
     with pytest.raises(SystemExit) as exit_info:

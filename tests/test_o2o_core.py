@@ -249,15 +249,14 @@ def _phased_run(tmp_path, offline_data: str, online_steps: int = 10):
     if offline_data == "mix":
         sampler = MixedSampler([(dataset, 0.25), (buffer, 0.75)])
     phases = [
-        Phase("offline", 5, dataset),
+        Phase("offline", 5, dataset, batch_size=8),
         Phase("warmup", 6),
         Phase("warmup", 4, random_actions=True),
-        Phase("online", online_steps, sampler),
+        Phase("online", online_steps, sampler, batch_size=8, minibatches=2),
     ]
     logger = Logger(tmp_path, tensorboard=False, console=False)
     run = RunContext("spy", logger, save=lambda state: tmp_path)
-    settings = LoopSettings(total_steps=15 + online_steps, eval_every=1000, eval_episodes=1, checkpoint_every=0,
-                            batch_size=8, utd_ratio=2)  # fmt: skip
+    settings = LoopSettings(eval_every=1000, eval_episodes=1, checkpoint_every=0)
     run_phases(agent, phases, env, eval_env, settings, run, buffer, {"dataset": dataset})
     logger.close()
     eval_steps = [row["step"] for row in read_csv(tmp_path / "eval.csv")]

@@ -12,10 +12,11 @@ from omegaconf import OmegaConf
 
 from rlcore import catalog
 from rlcore.checkpoint import load_checkpoint
+from rlcore.cli import resumed_config
 from rlcore.config import ConfigError
 from rlcore.generative import declared_head_fields, head_settings, load_bc, resolve_head
 from rlcore.policies import load_agent
-from rlcore.train import resumed_config, train
+from rlcore.train import train
 from tests.conftest import FAST, REPO, make_config
 from tests.test_cli import run_cli
 

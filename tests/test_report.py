@@ -613,8 +613,8 @@ def test_curve_y_label_and_legend_say_the_same_band(tmp_path, monkeypatch):
 
 def interrupted_line(run: Path, step: int) -> None:
     """Append the ``interrupted:`` line rlcore.train writes after Ctrl-C (its own code)."""
+    from rlcore.cli import _stopped
     from rlcore.loops import TrainingInterrupted
-    from rlcore.train import _stopped
 
     error = TrainingInterrupted("SIGINT", step, run / "checkpoints" / "latest.pt")
     with pytest.raises(SystemExit):
@@ -634,7 +634,7 @@ def closing_line(run: Path, step: int, **stops) -> None:
         "eval/return": 950.0,
         "eval/best_return": 960.0,
     }
-    first = closing_summary(result, LoopSettings(total_steps=20000, **stops), run)[0]
+    first = closing_summary(result, LoopSettings(**stops), run)[0]
     with (run / "train.log").open("a") as log:
         log.write(f"[2026-12-01 11:00:00] {first}\n")
 

@@ -16,8 +16,8 @@ import sys
 
 import pytest
 
+from rlcore.cli import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_SIGINT, EXIT_SIGTERM
 from rlcore.run_lock import LOCK_FILE, RunLock, RunLockedError
-from rlcore.train import EXIT_CONFIG, EXIT_FAILED, EXIT_MISSING, EXIT_SIGINT, EXIT_SIGTERM
 from tests.conftest import FAST, HANG_GUARD_S, REPO, python_cmd
 from tests.test_resume import hooked_cli
 
@@ -324,11 +324,12 @@ def test_first_update_of_a_compiled_agent_is_announced_with_its_duration(compile
     env, eval_env = _envs()
     logger = Logger(tmp_path, tensorboard=False, console=False)
     run = RunContext("spy", logger, save=lambda state: tmp_path)
-    settings = LoopSettings(total_steps=0, eval_every=1000, eval_episodes=1,
-                            checkpoint_every=0, batch_size=4, compiled=compiled)  # fmt: skip
+    settings = LoopSettings(eval_every=1000, eval_episodes=1, checkpoint_every=0,
+                            compiled=compiled)  # fmt: skip
     result = run_phases(
-        Compiling(1), [Phase("offline", 3, Source(0.0))], env, eval_env, settings, run
-    )
+        Compiling(1), [Phase("offline", 3, Source(0.0), batch_size=4)], env, eval_env,
+        settings, run,
+    )  # fmt: skip
     logger.close()
     log = (tmp_path / "train.log").read_text()
     if compiled:

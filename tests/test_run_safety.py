@@ -28,7 +28,8 @@ from rlcore.checkpoint import (
 from rlcore.config import ConfigError
 from rlcore.logging import Logger, read_csv
 from rlcore.loops import RunContext, _Progress
-from rlcore.train import RunDirExistsError, train
+from rlcore.run_dir import RunDirExistsError
+from rlcore.train import train
 from tests.conftest import FAST, HANG_GUARD_S, REPO, make_config, python_cmd
 from tests.test_resume import hooked_cli
 

@@ -34,6 +34,7 @@ def _rlcore_run(overrides: list[str]) -> tuple[float, Path, tempfile.TemporaryDi
     import torch
     from hydra import compose, initialize_config_module
 
+    from rlcore.overrides import normalize_overrides
     from rlcore.train import train
 
     torch._dynamo.reset()
@@ -42,7 +43,7 @@ def _rlcore_run(overrides: list[str]) -> tuple[float, Path, tempfile.TemporaryDi
     run_dir = Path(holder.name)
     start = time.perf_counter()
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
-        cfg = compose("config", overrides=overrides)
+        cfg = compose("config", overrides=normalize_overrides(list(overrides)))
     train(cfg, run_dir)
     return time.perf_counter() - start, run_dir, holder
 

@@ -1,0 +1,188 @@
+"""The checks that refuse a run before anything is written, each with one message that
+names the fix (a ``ConfigError``, exit code 2): a schedule that would end before learning,
+spaces the algorithm cannot take, a missing dataset or pre-trained policy, a constrained
+algorithm on a task without costs, distributed options actors cannot run, an
+``init_from`` checkpoint of another algorithm or without its optimisers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from rlcore.capabilities import PerEnvState
+from rlcore.catalog import Algorithm
+from rlcore.checkpoint import read_checkpoint
+from rlcore.config import ConfigError
+from rlcore.distributed import require_ray
+from rlcore.loops import NO_COST
+from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
+from rlcore.settings import RunSettings
+from rlcore.spaces import check_action_space
+
+
+def check_schedule(plan: RunPlan, num_envs: int, init_from: bool) -> None:
+    """Refuse schedules that would end before any learning happens. The option that sets
+    the online phase's length is ``total_steps`` for online algorithms and
+    ``algo.online_steps`` for offline ones that fine-tune (``DataRecipe.required``)."""
+    schedule = plan.schedule
+    online = plan.phase_lengths(init_from)[1]
+    name = "algo.online_steps" if plan.data.required else "total_steps"
+    if online > 0 and not schedule.on_policy:
+        starts, warmup = schedule.learning_starts, schedule.warmup_length(num_envs)
+        if online <= starts + warmup:
+            # the warm-up's option: in vector steps (FastTD3) or in env steps
+            warmup_name = (
+                "algo.warmup_vector_steps x env.num_envs"
+                if schedule.warmup_vector_steps
+                else "algo.warmup_steps"
+            )
+            what = (
+                f"algo.learning_starts + {warmup_name} = {starts + warmup:,}"
+                if warmup
+                else f"algo.learning_starts={starts:,}"
+            )
+            raise ConfigError(
+                f"{name}={online:,} <= {what}: the run would end before the first online "
+                f"gradient update. Raise {name} or lower "
+                + (f"algo.learning_starts / {warmup_name}." if warmup else "algo.learning_starts.")
+            )
+    if schedule.offline_data not in OFFLINE_DATA_MODES:
+        raise ConfigError(
+            f"algo.offline_data={schedule.offline_data!r}: choose one of {OFFLINE_DATA_MODES} "
+            "(drop: online buffer only; keep: dataset rows in the online buffer; mix: "
+            "MixedSampler)"
+        )
+    fraction = schedule.offline_fraction
+    if schedule.offline_data == "mix" and not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"algo.offline_fraction={fraction} must lie in [0, 1]")
+    if schedule.on_policy:
+        per_rollout = schedule.rollout_steps * num_envs
+        if schedule.online_steps < per_rollout:
+            raise ConfigError(
+                f"total_steps={schedule.online_steps:,} is less than one rollout "
+                f"(algo.rollout_steps x env.num_envs = {per_rollout:,}): the run would not "
+                "complete one update. Raise total_steps or lower algo.rollout_steps."
+            )
+        minibatches = schedule.num_minibatches
+        if minibatches is not None and minibatches > per_rollout:
+            raise ConfigError(
+                f"algo.num_minibatches={minibatches} exceeds the rollout's {per_rollout} "
+                "samples; lower algo.num_minibatches"
+            )
+
+
+def check_spaces(
+    algorithm: Algorithm, env_id: str, obs_space: gym.Space, action_space: gym.Space
+) -> None:
+    """Refuse, naming what is supported and the fix, action spaces the algorithm cannot
+    act in (the agent constructors refuse too, for library users; this names the env) and
+    observation spaces the networks cannot take (Dict/Tuple need ``env.flatten_obs=true``)."""
+    agent = algorithm.agent_class.__name__
+    try:
+        check_action_space(action_space, agent, algorithm.action_spaces, env_id)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
+        return
+    hint = (
+        " Pass env.flatten_obs=true to flatten it into one vector (goal-conditioned "
+        "tasks: observation, achieved_goal, desired_goal)."
+        if isinstance(obs_space, gym.spaces.Dict | gym.spaces.Tuple)
+        else ""
+    )
+    raise ConfigError(
+        f"algo={algorithm.name} supports flat Box observation spaces (shape (n,)); {env_id} "
+        f"has {obs_space}.{hint}"
+    )
+
+
+def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:
+    """Refuse a run that lacks the dataset or the pre-trained policy its plan needs."""
+    init_from = bool(settings.init_from)
+    if settings.dataset:
+        from rlcore.offline.datasets import check_dataset_source
+
+        check_dataset_source(settings.dataset)  # a missing file: before anything is written
+    if plan.needs_dataset(init_from) and not settings.dataset:
+        raise ConfigError(
+            f"algo={name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
+            "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
+        )
+    if plan.needs_pretrained and not plan.pretrained and not resuming and not init_from:
+        raise ConfigError(
+            f"algo={name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
+            "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
+            "dataset=... trains one)"
+        )
+
+
+def check_task_reports_cost(algo: str, env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Refuse, before the run writes anything, a constrained algorithm on a task whose
+    steps report no ``info["cost"]`` (one step of a separate env, seeded: the run's envs
+    and RNGs are not touched). A task that cannot be made alone here is left to the loop."""
+    try:
+        probe = gym.make(env_id, **env_kwargs)
+    except Exception:  # noqa: BLE001 - e.g. a device-only task: the loop checks at its first step
+        return
+    try:
+        probe.reset(seed=0)
+        probe.action_space.seed(0)
+        info = probe.step(probe.action_space.sample())[4]
+    finally:
+        probe.close()
+    if "cost" not in info:
+        raise ConfigError(f"algo={algo}: {NO_COST}")
+
+
+def check_distributed(plan: RunPlan, settings: RunSettings, agent: Any) -> None:
+    """Refuse ``distributed.*`` options that actors cannot run yet, with one message
+    naming the fix (before anything is written); without Ray installed, say how to
+    install it."""
+    dist = settings.distributed
+    if dist.actors == 0:
+        return
+    unsupported = [
+        (plan.schedule.on_policy and dist.outbox > 0, "continuous actors (outbox) of a "
+         "rollout algorithm"),
+        (not plan.schedule.on_policy and (plan.env.normalize_obs or plan.env.normalize_reward),
+         "env normalisation of replay runs (per-actor statistics)"),
+        (bool(settings.snapshot.teacher), "snapshot reset"),
+        (isinstance(agent, PerEnvState), "agents with per-env state"),
+        (plan.needs_dataset(bool(settings.init_from)), "online phases next to a "
+         "dataset (their buffer's next actions assume one env stream)"),
+    ]  # fmt: skip
+    reasons = [reason for bad, reason in unsupported if bad]
+    if reasons:
+        raise ConfigError(
+            f"distributed.actors={dist.actors}: not supported yet for {', '.join(reasons)}; "
+            "use distributed.actors=0"
+        )
+    require_ray()
+
+
+def load_init_from(settings: RunSettings, name: str) -> tuple[dict[str, Any], str | None]:
+    """(the checkpoint ``init_from=`` names (a run directory or a .pt file), checked to hold
+    an agent of algorithm ``name``; the dataset that run trained on)."""
+    try:
+        state, path, _ = read_checkpoint(str(settings.init_from))
+    except FileNotFoundError as error:
+        raise ConfigError(f"init_from={settings.init_from}: {error}") from None
+    if state.get("algo") != name:
+        raise ConfigError(
+            f"init_from={path} holds a {state.get('algo')} agent; algo={name} can only start "
+            f"from a {name} run (pass algo={state.get('algo')} or another run)"
+        )
+    return state, state.get("config", {}).get("dataset")
+
+
+def check_whole_agent(ours: dict[str, Any], saved: dict[str, Any], init_from: str) -> None:
+    """``init_from=`` continues training an agent: its checkpoint must hold every part
+    (``ours``), not an agent-only snapshot without optimisers or target networks (those
+    are for acting: ``rlcore.evaluate``, ``load_policy``, ``snapshot.teacher``)."""
+    missing = sorted(set(ours) - set(saved))
+    if missing:
+        raise ConfigError(
+            f"init_from={init_from} is an agent-only snapshot (it lacks {missing}): start from "
+            "the run directory it was taken from, or from a checkpoint of a whole run"
+        )

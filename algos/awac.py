@@ -33,22 +33,19 @@ import copy
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.capabilities import StateStatistics
 from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     ensure_finite,
     mixed_precision,
-    numpy_act,
 )
 
 
@@ -82,8 +79,10 @@ class AWACConfig:
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 
 
-class AWAC(StateStatistics):
+class AWAC:
     """AWAC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    CAPABILITIES = (StateStatistics,)
 
     def __init__(
         self,
@@ -94,27 +93,24 @@ class AWAC(StateStatistics):
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or AWACConfig(), device)
-        require_box_actions(action_space, "AWAC")
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim)
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "AWAC")
+        self.device = io.device
+        self.obs_normalizer = ObsNormalizer(io.obs_dim)
         self.actor = GaussianActor(
-            obs_dim, action_dim, config.hidden, "relu", 0.0, tanh_mean=False,
+            io.obs_dim, io.action_dim, config.hidden, "relu", 0.0, tanh_mean=False,
             log_std_bounds=(-20.0, 2.0), orthogonal=False,
         )  # fmt: skip
-        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden)
+        self.critic = QEnsemble(io.obs_dim, io.action_dim, 2, config.hidden)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
-        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
-        self.parts = Parts(
-            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
-            target_critic=self.target_critic, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        ).to(self.device)  # fmt: skip
+        self.low, self.high = io.bounds()
+        self.parts = io.declare(
+            counters={"updates": int}, obs_normalizer=self.obs_normalizer, actor=self.actor,
+            critic=self.critic, target_critic=self.target_critic,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def _sample(self, obs: torch.Tensor) -> torch.Tensor:
@@ -166,8 +162,7 @@ class AWAC(StateStatistics):
         }
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

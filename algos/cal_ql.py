@@ -77,8 +77,10 @@ class CalQLConfig(CQLConfig):
                        compile=self.compile)  # fmt: skip
 
 
-class CalQL(CQL, Phased):
+class CalQL(CQL):
     """The CQL agent with Cal-QL's calibrated lower bound switched on (``calibrate``)."""
+
+    CAPABILITIES = (*CQL.CAPABILITIES, Phased)
 
     def __init__(
         self,

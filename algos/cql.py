@@ -77,7 +77,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.algos.sac import subset_min
 from rlcore.capabilities import StateStatistics
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps, detached_call
@@ -90,10 +90,9 @@ from rlcore.nets import (
     xavier_uniform_init,
 )
 from rlcore.plan import DataRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
-from rlcore.utils import adam, ensure_finite, mixed_precision, numpy_act, scalars
+from rlcore.utils import adam, ensure_finite, mixed_precision, scalars
 
 NETWORK_INITS = ("cql", "orthogonal", "default")
 
@@ -190,7 +189,7 @@ def cql_gap(
     return (ood - q_data).clamp(*clip).mean(dim=-1)
 
 
-class CQL(StateStatistics):
+class CQL:
     """CQL agent (Cal-QL with ``calibrate=True``): ``act``, ``update(batch)``,
     ``state_dict`` / ``load_state_dict``.
 
@@ -199,6 +198,8 @@ class CQL(StateStatistics):
     to False at the switch to online data (CORL's ``switch_calibration``); nothing here
     switches it.
     """
+
+    CAPABILITIES = (StateStatistics,)
 
     def __init__(
         self,
@@ -210,7 +211,9 @@ class CQL(StateStatistics):
     ) -> None:
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or CQLConfig(), device)
-        require_box_actions(action_space, "Cal-QL" if calibrate else "CQL")
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "Cal-QL" if calibrate else "CQL"
+        )
         if config.network_init not in NETWORK_INITS:
             raise ValueError(
                 f"unknown network_init '{config.network_init}', choose from {NETWORK_INITS}"
@@ -220,24 +223,23 @@ class CQL(StateStatistics):
                 f"critic_subset={config.critic_subset} must be in [1, num_critics="
                 f"{config.num_critics}] (or None for the min over all critics)"
             )
-        low, high = action_space.low, action_space.high
+        low, high = io.low, io.high
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high > low).all()):
             raise ValueError(
                 f"{type(self).__name__} needs a bounded action box, got {action_space}"
             )
-        self.device = torch.device(device)
+        self.device = io.device
         self.calibrate = calibrate
-        obs_dim = int(np.prod(observation_space.shape))
-        self.action_dim = action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim)
+        self.action_dim = action_dim = io.action_dim
+        self.obs_normalizer = ObsNormalizer(io.obs_dim)
         self.actor = TanhGaussianActor(
-            obs_dim, action_dim, low, high, config.hidden, layer_norm=config.actor_layer_norm,
+            io.obs_dim, action_dim, low, high, config.hidden, layer_norm=config.actor_layer_norm,
             log_std_min=config.log_std_min, log_std_max=config.log_std_max,
             log_std_affine=(config.log_std_multiplier, config.log_std_offset),
         )  # fmt: skip
         critic_hidden = config.hidden if config.critic_hidden is None else config.critic_hidden
         self.critic = QEnsemble(
-            obs_dim, action_dim, config.num_critics, critic_hidden, layer_norm=config.layer_norm
+            io.obs_dim, action_dim, config.num_critics, critic_hidden, layer_norm=config.layer_norm
         )
         self._init_networks(config.network_init)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
@@ -251,15 +253,14 @@ class CQL(StateStatistics):
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self.alpha_prime_optimizer = adam([self.log_alpha_prime], config.critic_lr, fused)
-        self.parts = Parts(
-            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
-            target_critic=self.target_critic, log_alpha=self.log_alpha,
-            log_alpha_prime=self.log_alpha_prime, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
-            alpha_prime_optimizer=self.alpha_prime_optimizer,
-        ).to(self.device)  # fmt: skip
-        self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
+        self.parts = io.declare(
+            counters={"updates": int, "calibrate": bool}, obs_normalizer=self.obs_normalizer,
+            actor=self.actor, critic=self.critic, target_critic=self.target_critic,
+            log_alpha=self.log_alpha, log_alpha_prime=self.log_alpha_prime,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+            alpha_optimizer=self.alpha_optimizer, alpha_prime_optimizer=self.alpha_prime_optimizer,
+        )  # fmt: skip
+        self.low, self.high = io.bounds()
         self.random_log_density = -float(np.log(high.astype(np.float64) - low).sum())
         modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
         optimizers = {"actor": self.actor_optimizer, "critic": self.critic_optimizer}
@@ -450,9 +451,7 @@ class CQL(StateStatistics):
         return losses, {name: value.detach().float() for name, value in stats.items()}
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates, calibrate=self.calibrate)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
-        self.calibrate = bool(state["calibrate"])
+        self.plumbing.load_state_dict(self, state)

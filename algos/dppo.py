@@ -79,7 +79,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.generative import (
@@ -92,9 +92,8 @@ from rlcore.generative import (
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import adam, clipped_step, numpy_act
+from rlcore.utils import adam, clipped_step
 
 
 def step_log_prob(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
@@ -168,8 +167,10 @@ class DPPOConfig:
                        gamma=self.gamma, needs_pretrained=True, pretrained=self.pretrained)  # fmt: skip
 
 
-class DPPO(OnPolicy):
+class DPPO:
     """DPPO agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
+
+    CAPABILITIES = (OnPolicy,)
 
     def __init__(
         self,
@@ -178,28 +179,27 @@ class DPPO(OnPolicy):
         config: DPPOConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "DPPO")
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "DPPO")
         self.config = config = config or DPPOConfig()
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
+        self.device = io.device
         head, self.obs_normalizer, self.box = policy_parts(
             "ddpm", observation_space, action_space, config, self.device
         )
         self.base: DDPMHead = head
         self.base.requires_grad_(False)
         self.actor: DDPMHead = copy.deepcopy(self.base).requires_grad_(True)
-        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish")
+        self.critic = MLP(io.obs_dim, 1, config.critic_hidden, "mish")
         self.actor_optimizer = adam(
             self.actor.parameters(), config.actor_lr, config.fused_optimizer
         )
         self.critic_optimizer = adam(
             self.critic.parameters(), config.critic_lr, config.fused_optimizer
         )
-        self.parts = Parts(
-            actor=self.actor, base=self.base, critic=self.critic,
+        self.parts = io.declare(
+            counters={"updates": int}, actor=self.actor, base=self.base, critic=self.critic,
             obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
             critic_optimizer=self.critic_optimizer,
-        ).to(self.device)  # fmt: skip
+        )  # fmt: skip
         self.updates = 0
 
     # -- acting ---------------------------------------------------------------------
@@ -326,8 +326,7 @@ class DPPO(OnPolicy):
         return {**out, "minibatches": float(minibatches)}
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

@@ -38,17 +38,16 @@ import copy
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.nets import DiscreteQNetwork, polyak_update
 from rlcore.plan import RunPlan, Schedule
-from rlcore.spaces import DISCRETE, check_action_space
+from rlcore.spaces import DISCRETE
 from rlcore.types import Batch
-from rlcore.utils import adam, ensure_finite, numpy_act
+from rlcore.utils import adam, ensure_finite
 
 LOSSES = ("mse", "huber")
 
@@ -123,20 +122,20 @@ class DQN:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or DQNConfig()
-        check_action_space(action_space, "DQN", (DISCRETE,))
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "DQN", (DISCRETE,))
         if config.loss not in LOSSES:
             raise ValueError(f"unknown DQN loss '{config.loss}', choose from {LOSSES}")
-        self.device = torch.device(device)
-        self.num_actions = int(action_space.n)
-        obs_dim = int(np.prod(observation_space.shape))
+        self.device = io.device
+        self.num_actions = io.action_dim
         self.q_network = DiscreteQNetwork(
-            obs_dim, self.num_actions, config.hidden, config.activation, config.dueling
+            io.obs_dim, self.num_actions, config.hidden, config.activation, config.dueling
         ).to(self.device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = adam(self.q_network.parameters(), config.lr, config.fused_optimizer)
-        self.parts = Parts(
-            q_network=self.q_network, target_network=self.target_network, optimizer=self.optimizer
-        )
+        self.parts = io.declare(
+            counters={"updates": int, "acted_steps": int}, q_network=self.q_network,
+            target_network=self.target_network, optimizer=self.optimizer,
+        )  # fmt: skip
         self.updates = 0  # gradient updates (target-update schedule)
         self.acted_steps = 0  # env steps explored through act() (epsilon schedule)
 
@@ -184,9 +183,7 @@ class DQN:
         return {"q_loss": loss.item(), "q_value": q.mean().item(), "epsilon": self.epsilon()}
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates, acted_steps=self.acted_steps)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
-        self.acted_steps = int(state["acted_steps"])
+        self.plumbing.load_state_dict(self, state)

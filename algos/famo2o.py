@@ -73,12 +73,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import numpy_act
 from rlcore.algos.iql import IQL, gaussian_policy
 from rlcore.losses import weight_diagnostics
 from rlcore.nets import MLP, sinusoidal_encoding, tanh_gaussian_log_prob
 from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.types import Batch
-from rlcore.utils import adam, ensure_finite, frozen, mixed_precision, numpy_act
+from rlcore.utils import adam, ensure_finite, frozen, mixed_precision
 
 
 @dataclass
@@ -181,8 +182,7 @@ class FamO2O(IQL):
         if config.init_alpha <= 0:
             raise ValueError(f"init_alpha must be > 0, got {config.init_alpha}")
         super().__init__(observation_space, action_space, config, device)  # type: ignore[arg-type]
-        obs_dim = int(np.prod(observation_space.shape))
-        self.balance = BalanceModel(obs_dim, config.balance_hidden).to(self.device)
+        self.balance = BalanceModel(self.plumbing.obs_dim, config.balance_hidden).to(self.device)
         self.log_alpha = torch.tensor(
             float(np.log(config.init_alpha)), device=self.device, requires_grad=True
         )

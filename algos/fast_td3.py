@@ -81,14 +81,13 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.capabilities import DeviceSized, PerEnvState
 from rlcore.losses import categorical_cross_entropy, categorical_projection, smoothed_target_action
 from rlcore.nets import CategoricalQEnsemble, DeterministicActor, polyak_update
 from rlcore.plan import EnvRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import frozen, numpy_act, step_summed
+from rlcore.utils import frozen, step_summed
 
 REFERENCE_ENVS = 1_024  # the Playground defaults' num_envs, for sizes counted over all envs
 # The sizes a run on a CPU takes where the command line leaves them unset: those of the CPU
@@ -103,9 +102,11 @@ CPU_SIZES: dict[str, Any] = {
 
 
 @dataclass
-class FastTD3Config(DeviceSized):
+class FastTD3Config:
     """FastTD3 hyper-parameters (the reference's MuJoCo Playground defaults, sized for a
     GPU; ``device_sizes`` gives a CPU's)."""
+
+    CAPABILITIES = (DeviceSized,)  # not a field: no annotation
 
     gamma: float = 0.97  # discount
     tau: float = 0.1  # Polyak rate of the target critics (every update)
@@ -172,9 +173,11 @@ def adamw(
     return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **kwargs)
 
 
-class FastTD3(PerEnvState):
+class FastTD3:
     """FastTD3 agent: ``act``, ``update(batch)``, ``episodes_started(mask)`` (per-env
     exploration noise), ``state_dict`` / ``load_state_dict``."""
+
+    CAPABILITIES = (PerEnvState,)
 
     def __init__(
         self,
@@ -184,18 +187,16 @@ class FastTD3(PerEnvState):
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or FastTD3Config()
-        require_box_actions(action_space, "FastTD3")
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "FastTD3")
+        self.device = io.device
         self.actor = DeterministicActor(
-            obs_dim, action_dim, action_space.low, action_space.high, config.actor_hidden
+            io.obs_dim, io.action_dim, io.low, io.high, config.actor_hidden
         )
         output = self.actor.net[self.actor.net.output_index]
         torch.nn.init.normal_(output.weight, 0.0, config.init_scale)
         torch.nn.init.zeros_(output.bias)
         self.critic = CategoricalQEnsemble(
-            obs_dim, action_dim, config.num_critics, config.critic_hidden, config.num_atoms,
+            io.obs_dim, io.action_dim, config.num_critics, config.critic_hidden, config.num_atoms,
             config.v_min, config.v_max,
         )  # fmt: skip
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
@@ -208,12 +209,12 @@ class FastTD3(PerEnvState):
             config.fused_optimizer,
         )  # fmt: skip
         self._critic_params = list(self.critic.parameters())
-        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
-        self.parts = Parts(
-            actor=self.actor, critic=self.critic, target_critic=self.target_critic,
+        self.low, self.high = io.bounds()
+        self.parts = io.declare(
+            counters={"updates": int, "noise_scales": torch.Tensor}, actor=self.actor,
+            critic=self.critic, target_critic=self.target_critic,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-        ).to(self.device)  # fmt: skip
+        )  # fmt: skip
         # exploration noise std of each training sub-env, (num_envs, 1); sized by the
         # first ``episodes_started`` (the loop's all-True mask when it resets the envs)
         self.noise_scales = torch.zeros(0, 1, device=self.device)
@@ -305,9 +306,7 @@ class FastTD3(PerEnvState):
 
     def state_dict(self) -> dict:
         """Networks, target critics, optimisers, update counter and the per-env noise."""
-        return self.parts.state_dict(updates=self.updates, noise_scales=self.noise_scales.clone())
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
-        self.noise_scales = state["noise_scales"].to(self.device).clone()
+        self.plumbing.load_state_dict(self, state)

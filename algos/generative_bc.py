@@ -63,10 +63,9 @@ import math
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.capabilities import DatasetUser, StateStatistics
 from rlcore.generative import (
     DENOISERS,
@@ -86,9 +85,8 @@ from rlcore.generative import (
 )
 from rlcore.nets import ObsNormalizer
 from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import ensure_finite, numpy_act
+from rlcore.utils import ensure_finite
 
 HEADS = ("ddpm", "flow")
 
@@ -159,9 +157,11 @@ class FlowBCConfig(DiffusionBCConfig):
     ema_unit: str = "step"
 
 
-class GenerativeBC(DatasetUser, StateStatistics, PretrainedHead):
+class GenerativeBC:
     """A DDPM or flow head cloned from chunked dataset actions: ``act``, ``update``,
     ``prepare_dataset``, ``state_dict`` / ``load_state_dict``."""
+
+    CAPABILITIES = (DatasetUser, StateStatistics, PretrainedHead)
 
     def __init__(
         self,
@@ -170,25 +170,26 @@ class GenerativeBC(DatasetUser, StateStatistics, PretrainedHead):
         config: DiffusionBCConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "diffusion / flow BC")
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "diffusion / flow BC"
+        )
         self.config = config = config or DiffusionBCConfig()
-        self.device = torch.device(device)
-        obs_dim, act_dim = int(np.prod(observation_space.shape)), int(action_space.shape[0])
-        self.box = ActionBox(action_space.low, action_space.high, self.device)
+        self.device = io.device
+        self.box = ActionBox(io.low, io.high, self.device)
         self.kind = config.head
         self.head: DDPMHead | FlowHead = make_head(
-            self.kind, obs_dim, act_dim, self.head_settings()
+            self.kind, io.obs_dim, io.action_dim, self.head_settings()
         )
         self.ema = EMA(self.head, config.ema_decay)
-        self.obs_normalizer = ObsNormalizer(obs_dim)
+        self.obs_normalizer = ObsNormalizer(io.obs_dim)
         self.optimizer = adamw(
             self.head.parameters(), config.lr, config.weight_decay, config.fused_optimizer
         )
         self.epoch_steps: int | None = None  # gradient steps per epoch (prepare_dataset)
-        self.parts = Parts(
-            head=self.head, ema=self.ema.shadow, obs_normalizer=self.obs_normalizer,
-            optimizer=self.optimizer,
-        ).to(self.device)  # fmt: skip
+        self.parts = io.declare(
+            counters={"updates": int}, head=self.head, ema=self.ema.shadow,
+            obs_normalizer=self.obs_normalizer, optimizer=self.optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def head_settings(self) -> HeadSettings:
@@ -264,8 +265,7 @@ class GenerativeBC(DatasetUser, StateStatistics, PretrainedHead):
 
     def state_dict(self) -> dict:
         """Head, EMA weights, normaliser, optimiser and update counter."""
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

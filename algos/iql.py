@@ -51,7 +51,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.capabilities import Phased, StateStatistics
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
 from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr, weight_diagnostics
@@ -64,14 +64,12 @@ from rlcore.nets import (
     polyak_update,
 )
 from rlcore.plan import DataRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
 from rlcore.utils import (
     adam,
     ensure_finite,
     mixed_precision,
-    numpy_act,
     scalars,
     step_summed,
 )
@@ -139,8 +137,10 @@ class IQLConfig:
                        compile=self.compile)  # fmt: skip
 
 
-class IQL(Phased, StateStatistics):
+class IQL:
     """IQL agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    CAPABILITIES = (Phased, StateStatistics)
 
     def __init__(
         self,
@@ -151,28 +151,24 @@ class IQL(Phased, StateStatistics):
     ) -> None:
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or IQLConfig(), device)
-        require_box_actions(action_space, type(self).__name__)
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        low, high = action_space.low, action_space.high
-        self.obs_normalizer = ObsNormalizer(obs_dim)
-        self.actor = self._make_actor(obs_dim, action_dim, low, high)
-        self.critic = QEnsemble(obs_dim, action_dim, 2, config.hidden)
+        self.plumbing = io = Plumbing(observation_space, action_space, device, type(self).__name__)
+        self.device = io.device
+        self.obs_normalizer = ObsNormalizer(io.obs_dim)
+        self.actor = self._make_actor(io.obs_dim, io.action_dim, io.low, io.high)
+        self.critic = QEnsemble(io.obs_dim, io.action_dim, 2, config.hidden)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.value = MLP(obs_dim, 1, config.hidden)
+        self.value = MLP(io.obs_dim, 1, config.hidden)
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.value_optimizer = adam(self.value.parameters(), config.value_lr, fused)
-        self.parts = Parts(
-            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
-            target_critic=self.target_critic, value=self.value,
+        self.parts = io.declare(
+            counters={"updates": int}, obs_normalizer=self.obs_normalizer, actor=self.actor,
+            critic=self.critic, target_critic=self.target_critic, value=self.value,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
             value_optimizer=self.value_optimizer,
-        ).to(self.device)  # fmt: skip
-        self.low = torch.as_tensor(low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(high, dtype=torch.float32, device=self.device)
+        )  # fmt: skip
+        self.low, self.high = io.bounds()
         modules = {
             "value": self.value, "critic": self.critic, "actor": self.actor,
             "target_critic": self.target_critic,
@@ -345,11 +341,10 @@ class IQL(Phased, StateStatistics):
         return actor_loss.detach()
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)
 
 
 def _step(optimizer: torch.optim.Optimizer, **loss: torch.Tensor) -> None:

@@ -42,17 +42,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.compiled import CompiledAdamStep, compile_graph
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, CategoricalActor, GaussianActor, orthogonal_init
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
-from rlcore.spaces import BOX, DISCRETE, action_kind, check_action_space
+from rlcore.spaces import BOX, DISCRETE, action_kind
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import RolloutBatch
-from rlcore.utils import adam, ensure_finite, numpy_act
+from rlcore.utils import adam, ensure_finite
 
 
 @dataclass
@@ -94,8 +94,10 @@ class PPOConfig:
                        gamma=self.gamma, compile=self.compile)  # fmt: skip
 
 
-class PPO(OnPolicy):
+class PPO:
     """PPO agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
+
+    CAPABILITIES = (OnPolicy,)
 
     def __init__(
         self,
@@ -104,29 +106,28 @@ class PPO(OnPolicy):
         config: PPOConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.device = torch.device(device)
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "PPO", (BOX, DISCRETE)
+        )
+        self.device = io.device
         # effective compile: "auto" compiles long runs only; no C++ compiler -> eager + warning
         self.config = config = resolve_speed_modes(config or PPOConfig(), self.device)
-        check_action_space(action_space, "PPO", (BOX, DISCRETE))
         self.discrete = action_kind(action_space) == DISCRETE
-        obs_dim = int(np.prod(observation_space.shape))
         if self.discrete:
             self.actor = CategoricalActor(
-                obs_dim, int(action_space.n), config.hidden, config.activation
+                io.obs_dim, io.action_dim, config.hidden, config.activation
             )
         else:
             self.actor = GaussianActor(
-                obs_dim,
-                int(np.prod(action_space.shape)),
-                config.hidden,
-                config.activation,
-                config.init_log_std,
+                io.obs_dim, io.action_dim, config.hidden, config.activation, config.init_log_std
             )
-        self.critic = MLP(obs_dim, 1, config.hidden, config.activation)
+        self.critic = MLP(io.obs_dim, 1, config.hidden, config.activation)
         self.parameters = [*self.actor.parameters(), *self.critic.parameters()]
         self.optimizer = adam(self.parameters, config.lr, config.fused_optimizer, eps=1e-5)
-        self.parts = Parts(actor=self.actor, critic=self.critic, optimizer=self.optimizer)
-        self.parts.to(self.device)
+        self.parts = io.declare(
+            counters={"updates": int}, actor=self.actor, critic=self.critic,
+            optimizer=self.optimizer,
+        )  # fmt: skip
         # initialised on the device, as before Parts moved the networks (same draws on GPU)
         orthogonal_init(self.critic)
         orthogonal_init(self.critic[-1], gain=1.0)
@@ -258,8 +259,7 @@ class PPO(OnPolicy):
         return loss, policy_loss, value_loss, entropy, approx_kl, clip_frac
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

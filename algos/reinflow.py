@@ -70,7 +70,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.generative import (
@@ -84,9 +84,8 @@ from rlcore.generative import (
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import clipped_step, numpy_act
+from rlcore.utils import clipped_step
 
 
 @dataclass
@@ -191,8 +190,10 @@ class NoiseNetwork(nn.Module):
         return (0.5 * log_var).exp().view(-1, *self.shape)
 
 
-class ReinFlow(OnPolicy):
+class ReinFlow:
     """ReinFlow agent: ``act``, ``explore``, ``value``, ``update(rollout)``, ``state_dict``."""
+
+    CAPABILITIES = (OnPolicy,)
 
     def __init__(
         self,
@@ -201,17 +202,17 @@ class ReinFlow(OnPolicy):
         config: ReinFlowConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "ReinFlow")
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "ReinFlow")
         self.config = config = config or ReinFlowConfig()
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(action_space.shape[-1])
+        self.device = io.device
         head, self.obs_normalizer, self.box = policy_parts(
             "flow", observation_space, action_space, config, self.device
         )
         self.actor: FlowHead = head
-        self.noise = NoiseNetwork(obs_dim, config.horizon, action_dim, config.noise_hidden)
-        self.critic = MLP(obs_dim, 1, config.critic_hidden, "mish")
+        self.noise = NoiseNetwork(
+            io.obs_dim, config.horizon, io.step_action_dim, config.noise_hidden
+        )
+        self.critic = MLP(io.obs_dim, 1, config.critic_hidden, "mish")
         self.actor_optimizer = adamw(
             [*self.actor.parameters(), *self.noise.parameters()],
             config.actor_lr,
@@ -224,11 +225,11 @@ class ReinFlow(OnPolicy):
             config.fused_optimizer,
         )
         self.sigma_max = config.sigma_max  # the schedule's current upper bound
-        self.parts = Parts(
-            actor=self.actor, noise=self.noise, critic=self.critic,
-            obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        ).to(self.device)  # fmt: skip
+        self.parts = io.declare(
+            counters={"updates": int, "sigma_max": float}, actor=self.actor, noise=self.noise,
+            critic=self.critic, obs_normalizer=self.obs_normalizer,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     def sigma_max_at(self, progress: float) -> float:
@@ -387,9 +388,7 @@ class ReinFlow(OnPolicy):
                 "minibatches": float(minibatches)}  # fmt: skip
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates, sigma_max=self.sigma_max)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
-        self.sigma_max = float(state["sigma_max"])
+        self.plumbing.load_state_dict(self, state)

@@ -88,7 +88,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import EvalPolicy, OnPolicy, PerEnvState
 from rlcore.envs.chunks import ChunkQueue
@@ -96,9 +96,8 @@ from rlcore.generative import SCHEDULES, DDPMHead, policy_parts
 from rlcore.losses import clipped_surrogate, standardize
 from rlcore.nets import MLP, DiagNormal
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
-from rlcore.utils import clipped_step, numpy_act
+from rlcore.utils import clipped_step
 
 # the reference's actor warm-up: 5 of its 1,395 iterations (1e9 steps // (1024 envs x 700))
 REFERENCE_WARMUP = 5 / 1395
@@ -208,9 +207,11 @@ class _ResidualPolicy:
             return self.agent.executed(base, mean).cpu().numpy()
 
 
-class ResiP(OnPolicy, PerEnvState, EvalPolicy):
+class ResiP:
     """ResiP agent: ``act``, ``explore``, ``value``, ``update``, ``episodes_started``,
     ``eval_policy``, ``state_dict``."""
+
+    CAPABILITIES = (OnPolicy, PerEnvState, EvalPolicy)
 
     def __init__(
         self,
@@ -219,17 +220,16 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
         config: ResiPConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "ResiP")
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "ResiP")
         self.config = config = config or ResiPConfig()
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(action_space.shape[-1])
+        self.device = io.device
+        action_dim = io.step_action_dim  # one step of a chunk
         head, self.obs_normalizer, self.box = policy_parts(
             "ddpm", observation_space, action_space, config, self.device
         )
         self.base: DDPMHead = head
         self.base.requires_grad_(False)
-        in_dim = obs_dim + action_dim  # [state, base action] for both networks
+        in_dim = io.obs_dim + action_dim  # [state, base action] for both networks
         self.residual = residual_mlp(in_dim, action_dim, config, config.residual_hidden)
         last = nn.Linear(config.residual_hidden[-1], action_dim, bias=False)
         nn.init.zeros_(last.weight)  # training starts exactly at the base policy
@@ -246,10 +246,11 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
             eps=config.adam_eps, weight_decay=config.weight_decay,
         )  # fmt: skip
         self.queue = ChunkQueue()  # the training envs' open-loop base chunks
-        self.parts = Parts(
-            base=self.base, residual=self.residual, critic=self.critic,
-            obs_normalizer=self.obs_normalizer, optimizer=self.optimizer, queue=self.queue,
-        ).to(self.device)  # fmt: skip
+        self.parts = io.declare(
+            counters={"updates": int}, base=self.base, residual=self.residual,
+            critic=self.critic, obs_normalizer=self.obs_normalizer, optimizer=self.optimizer,
+            queue=self.queue,
+        )  # fmt: skip
         self.updates = 0
 
     # -- the policy -----------------------------------------------------------------
@@ -359,8 +360,7 @@ class ResiP(OnPolicy, PerEnvState, EvalPolicy):
                 "critic_lr": critic_group["lr"]}  # fmt: skip
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

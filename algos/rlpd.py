@@ -41,7 +41,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 from rlcore.algos.sac import SAC, SACConfig
@@ -95,4 +94,4 @@ class RLPD(SAC):
         config = config or RLPDConfig()
         super().__init__(observation_space, action_space, config, device)
         if config.target_entropy is None:
-            self.target_entropy = -0.5 * float(np.prod(action_space.shape))
+            self.target_entropy = -0.5 * float(self.plumbing.action_dim)

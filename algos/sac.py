@@ -98,15 +98,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
 from rlcore.losses import ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init
 from rlcore.plan import RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.types import Batch
-from rlcore.utils import adam, ensure_finite, mixed_precision, numpy_act
+from rlcore.utils import adam, ensure_finite, mixed_precision
 
 ACTOR_Q = ("min", "mean")
 ACTOR_BATCH = ("last", "full")
@@ -207,48 +206,43 @@ class SAC:
         ``actor_objective(obs, action, loss)`` maps the per-row actor loss
         alpha log pi - Q to the one minimised (SAC-Lagrangian adds its cost term); eager
         updates only (not with ``compile``)."""
-        require_box_actions(action_space, "SAC")
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "SAC")
         if actor_objective is not None and config is not None and config.compile:
             raise ValueError("SAC's actor_objective needs compile=False")
         self.actor_objective = actor_objective
-        self.device = torch.device(device)
+        self.device = io.device
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config or SACConfig(), self.device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
         if networks is not None:
             self.actor = networks["actor"]
             self.critic = networks["critic"]
             self.target_critic = networks["target_critic"]
         else:
             self.actor = TanhGaussianActor(
-                obs_dim,
-                action_dim,
-                action_space.low,
-                action_space.high,
-                config.hidden,
-                log_std_min=config.log_std_min,
-                log_std_max=config.log_std_max,
-            )
+                io.obs_dim, io.action_dim, io.low, io.high, config.hidden,
+                log_std_min=config.log_std_min, log_std_max=config.log_std_max,
+            )  # fmt: skip
             self.critic = QEnsemble(
-                obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
-            )
+                io.obs_dim, io.action_dim, config.num_critics, config.hidden,
+                layer_norm=config.layer_norm,
+            )  # fmt: skip
             if config.critic_last_layer_scale is not None:
                 orthogonal_init(self.critic.net.output_layer, gain=config.critic_last_layer_scale)
             self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(float(np.log(config.init_alpha)), requires_grad=True)
         self.target_entropy = (
-            -float(action_dim) if config.target_entropy is None else config.target_entropy
+            -float(io.action_dim) if config.target_entropy is None else config.target_entropy
         )
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
-        self.parts = Parts(
-            actor=self.actor, critic=self.critic, target_critic=self.target_critic,
-            log_alpha=self.log_alpha, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer, alpha_optimizer=self.alpha_optimizer,
-        ).to(self.device)  # fmt: skip
+        self.parts = io.declare(
+            counters={"updates": int}, actor=self.actor, critic=self.critic,
+            target_critic=self.target_critic, log_alpha=self.log_alpha,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+            alpha_optimizer=self.alpha_optimizer,
+        )  # fmt: skip
         modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
         optimizers = {"critic": self.critic_optimizer, "actor": self.actor_optimizer}
         if config.autotune_alpha:
@@ -415,8 +409,7 @@ class SAC:
 
     def state_dict(self) -> dict:
         """Networks, optimisers, temperature and update counter (everything to continue)."""
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

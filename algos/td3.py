@@ -20,16 +20,14 @@ import copy
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
 from rlcore.plan import RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.td3_step import critic_step, smoothed_target_q, td_target
 from rlcore.types import Batch
-from rlcore.utils import adam, frozen, numpy_act, step_summed
+from rlcore.utils import adam, frozen, step_summed
 
 
 @dataclass
@@ -76,16 +74,13 @@ class TD3:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or TD3Config()
-        require_box_actions(action_space, "TD3")
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        self.actor = DeterministicActor(
-            obs_dim, action_dim, action_space.low, action_space.high, config.hidden
-        )
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "TD3")
+        self.device = io.device
+        self.actor = DeterministicActor(io.obs_dim, io.action_dim, io.low, io.high, config.hidden)
         self.critic = QEnsemble(
-            obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
-        )
+            io.obs_dim, io.action_dim, config.num_critics, config.hidden,
+            layer_norm=config.layer_norm,
+        )  # fmt: skip
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.actor_optimizer = adam(
@@ -95,13 +90,12 @@ class TD3:
             self.critic.parameters(), config.critic_lr, config.fused_optimizer
         )
         self._critic_params = list(self.critic.parameters())
-        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
-        self.parts = Parts(
-            actor=self.actor, critic=self.critic, target_actor=self.target_actor,
-            target_critic=self.target_critic, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
-        ).to(self.device)  # fmt: skip
+        self.low, self.high = io.bounds()
+        self.parts = io.declare(
+            counters={"updates": int}, actor=self.actor, critic=self.critic,
+            target_actor=self.target_actor, target_critic=self.target_critic,
+            actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
+        )  # fmt: skip
         self.updates = 0
 
     @numpy_act
@@ -140,8 +134,7 @@ class TD3:
 
     def state_dict(self) -> dict:
         """Networks, targets, optimisers and update counter (everything to continue)."""
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

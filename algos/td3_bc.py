@@ -20,14 +20,12 @@ import copy
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.capabilities import StateStatistics
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.speed import resolve_speed_modes
 from rlcore.td3_step import critic_step, smoothed_target_q, td_target
 from rlcore.types import Batch
@@ -35,7 +33,6 @@ from rlcore.utils import (
     adam,
     frozen,
     mixed_precision,
-    numpy_act,
     step_summed,
 )
 
@@ -71,8 +68,10 @@ class TD3BCConfig:
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision)
 
 
-class TD3BC(StateStatistics):
+class TD3BC:
     """TD3+BC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    CAPABILITIES = (StateStatistics,)
 
     def __init__(
         self,
@@ -83,30 +82,26 @@ class TD3BC(StateStatistics):
     ) -> None:
         # effective precision: float32, with one warning, where bf16 would be emulated
         self.config = config = resolve_speed_modes(config or TD3BCConfig(), device)
-        require_box_actions(action_space, "TD3+BC")
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        self.obs_normalizer = ObsNormalizer(obs_dim)
-        self.actor = DeterministicActor(
-            obs_dim, action_dim, action_space.low, action_space.high, config.hidden
-        )
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "TD3+BC")
+        self.device = io.device
+        self.obs_normalizer = ObsNormalizer(io.obs_dim)
+        self.actor = DeterministicActor(io.obs_dim, io.action_dim, io.low, io.high, config.hidden)
         self.critic = QEnsemble(
-            obs_dim, action_dim, config.num_critics, config.hidden, layer_norm=config.layer_norm
-        )
+            io.obs_dim, io.action_dim, config.num_critics, config.hidden,
+            layer_norm=config.layer_norm,
+        )  # fmt: skip
         self.target_actor = copy.deepcopy(self.actor).requires_grad_(False)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
         self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
         self._critic_params = list(self.critic.parameters())
-        self.low = torch.as_tensor(action_space.low, dtype=torch.float32, device=self.device)
-        self.high = torch.as_tensor(action_space.high, dtype=torch.float32, device=self.device)
-        self.parts = Parts(
-            obs_normalizer=self.obs_normalizer, actor=self.actor, critic=self.critic,
-            target_actor=self.target_actor, target_critic=self.target_critic,
+        self.low, self.high = io.bounds()
+        self.parts = io.declare(
+            counters={"updates": int}, obs_normalizer=self.obs_normalizer, actor=self.actor,
+            critic=self.critic, target_actor=self.target_actor, target_critic=self.target_critic,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-        ).to(self.device)  # fmt: skip
+        )  # fmt: skip
         self.updates = 0
 
     @numpy_act
@@ -145,8 +140,7 @@ class TD3BC(StateStatistics):
         return metrics
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

@@ -99,7 +99,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.capabilities import Phased
@@ -167,9 +167,11 @@ def _subset(cls: type, config: WSRLConfig, **changes: object) -> object:
     return cls(**{**{name: getattr(config, name) for name in names}, **changes})
 
 
-class WSRL(Phased):
+class WSRL:
     """CQL pre-training, then SAC fine-tuning of the same networks: ``set_phase``,
     ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
+
+    CAPABILITIES = (Phased,)
 
     def __init__(
         self,
@@ -179,6 +181,8 @@ class WSRL(Phased):
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or WSRLConfig()
+        self.plumbing = io = Plumbing(observation_space, action_space, device)  # CQL checks
+        self.device = io.device
         if config.normalize_states:
             raise ValueError(
                 "WSRL trains on raw states (its online phase never sees dataset "
@@ -193,8 +197,7 @@ class WSRL(Phased):
         # one actor/temperature step per update call, Polyak after every critic step
         sac_config = _subset(SACConfig, config, policy_frequency=1, target_frequency=1)
         self.online = SAC(observation_space, action_space, sac_config, device, networks=shared)
-        self.device = self.offline.device
-        self.parts = Parts(offline=self.offline, online=self.online)
+        self.parts = io.declare(counters={"phase": str}, offline=self.offline, online=self.online)
         self.phase = "offline"
 
     @property
@@ -247,8 +250,7 @@ class WSRL(Phased):
     def state_dict(self) -> dict:
         """Both agents' states (networks, optimisers, temperatures, counters) and the phase
         (so that ``set_phase`` after a resume does not carry the CQL state over again)."""
-        return self.parts.state_dict(phase=self.phase)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.phase = str(state["phase"])
+        self.plumbing.load_state_dict(self, state)

@@ -1,27 +1,54 @@
-"""An agent's state, declared once: ``Parts`` names what an agent is made of (modules,
-optimisers, tensors such as a learned temperature, stateful helpers, whole sub-agents)
-and gives their ``state_dict`` / ``load_state_dict``, so an agent writes
+"""An agent's plumbing, declared once: everything every algorithm needs and none differs
+in, so that an algorithm's file holds only what it does differently.
 
-    self.parts = Parts(actor=self.actor, critic=self.critic, actor_optimizer=...)
+``Plumbing`` is a plain object an agent builds first and keeps (composition: no base
+class, no mixin). It checks the action space, names the device and the sizes the
+networks are built from (the prologue every agent wrote: ``obs_dim``, ``action_dim``,
+the box's bounds), then holds the agent's parts and the names of its counters, from
+which it makes the checkpoint. ``numpy_act`` is the decorator every ``act`` wears
+(numpy or tensor observation(s) in, numpy action(s) in env units out)::
+
+    def __init__(self, observation_space, action_space, config=None, device="cpu"):
+        self.config = config = config or FooConfig()
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "Foo")
+        self.device = io.device
+        self.actor = Actor(io.obs_dim, io.action_dim, io.low, io.high, config.hidden)
+        ...
+        self.parts = io.declare(
+            counters={"updates": int}, actor=self.actor, actor_optimizer=self.optimizer
+        )
+        self.updates = 0
+
+    @numpy_act
+    def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        return self.actor(obs, deterministic)
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)
 
-A checkpoint holds one entry per part, under the part's name, in declaration order, then
-the plain values (counters) given to ``state_dict``.
+``Parts`` names what an agent is made of (modules, optimisers, tensors such as a learned
+temperature, stateful helpers, whole sub-agents) and gives their ``state_dict`` /
+``load_state_dict``. A checkpoint holds one entry per part, under the part's name, in
+declaration order, then the counters, in declaration order.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Protocol, runtime_checkable
+import functools
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
+
+from rlcore.spaces import BOX, check_action_space
+from rlcore.utils import batched_obs
 
 
 @runtime_checkable
@@ -83,9 +110,9 @@ class Parts:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Load every part from its entry of ``state`` (a ``KeyError`` names a missing one);
-        the agent restores its counters itself. Tensors are copied in place; optimiser
-        states are deep-copied (``Optimizer.load_state_dict`` would otherwise keep the very
-        tensors of the source, and two agents would share moment estimates)."""
+        the counters are the agent's (``Plumbing`` loads them). Tensors are copied in place;
+        optimiser states are deep-copied (``Optimizer.load_state_dict`` would otherwise keep
+        the very tensors of the source, and two agents would share moment estimates)."""
         for name, part in self.parts.items():
             if name not in state:
                 raise KeyError(f"state dict has no entry '{name}' (has {sorted(state)})")
@@ -96,6 +123,115 @@ class Parts:
                 part.load_state_dict(copy.deepcopy(state[name]))
             else:
                 part.load_state_dict(state[name])
+
+
+class Plumbing:
+    """The plumbing of one agent (see the module docstring): built first in its
+    ``__init__`` from the spaces and the device, then told the agent's parts and counters
+    (``declare``), then asked for the agent's ``state_dict`` / ``load_state_dict``.
+
+    ``algo`` names the agent in the refusal of an action space of another kind than
+    ``kinds`` (``rlcore.spaces``: ``"box"``, ``"discrete"``); None checks nothing (an
+    agent whose sub-agents check). Sizes, read off the spaces:
+
+    * ``obs_dim``: the flattened observation's size;
+    * ``action_dim``: a Box action's flattened size, a Discrete space's number of
+      actions (one logit / Q-value each);
+    * ``step_action_dim``: the last axis of a Box, one env step's action inside an
+      action-chunk env's (H, A) box (``rlcore.envs.make.ActionChunks``);
+    * ``low`` / ``high``: a Box's bounds (numpy; ``bounds()`` as tensors on the device),
+      None for a Discrete space."""
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: str | torch.device,
+        algo: str | None = None,
+        kinds: tuple[str, ...] = (BOX,),
+    ) -> None:
+        if algo is not None:
+            check_action_space(action_space, algo, kinds)
+        self.device = torch.device(device)
+        self.obs_dim = int(np.prod(observation_space.shape))
+        self.low: np.ndarray | None = None
+        self.high: np.ndarray | None = None
+        if isinstance(action_space, gym.spaces.Discrete):
+            self.action_dim = self.step_action_dim = int(action_space.n)
+        else:
+            self.action_dim = int(np.prod(action_space.shape))
+            self.step_action_dim = int(action_space.shape[-1])
+            self.low, self.high = action_space.low, action_space.high
+        self.parts = Parts()
+        self.counters: dict[str, type] = {}
+
+    def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The Box's (low, high) as float32 tensors on the device (an ``act``'s clamp)."""
+        if self.low is None or self.high is None:
+            raise TypeError("bounds: the action space is not a Box")
+        as_tensor = functools.partial(torch.as_tensor, dtype=torch.float32, device=self.device)
+        return as_tensor(self.low), as_tensor(self.high)
+
+    def declare(self, counters: dict[str, type], **parts: Stateful | torch.Tensor) -> Parts:
+        """The agent's parts, moved to the device (``Parts.to``: once, before the first
+        step), and its counters: plain attributes of the agent, by name, with the type a
+        checkpoint's value is converted to when loaded (``int``, ``float``, ``bool``,
+        ``str``; ``torch.Tensor``: saved as a copy, loaded as a copy on the device).
+        Returns the ``Parts`` (the agent keeps it as ``self.parts``; ``Parts.add`` appends
+        the parts of an agent extending another)."""
+        clash = set(counters) & {*self.parts.parts, *parts}
+        if clash:
+            raise ValueError(f"{sorted(clash)} named both a part and a counter")
+        self.parts.add(**parts)
+        self.parts.to(self.device)
+        self.counters = {**self.counters, **counters}
+        return self.parts
+
+    def state_dict(self, agent: object) -> dict[str, Any]:
+        """Every part's state, then ``agent``'s counters (tensors copied)."""
+        values = {name: getattr(agent, name) for name in self.counters}
+        return self.parts.state_dict(
+            **{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in values.items()}
+        )
+
+    def load_state_dict(self, agent: object, state: dict[str, Any]) -> None:
+        """Load every part, then set ``agent``'s counters from ``state`` (a ``KeyError``
+        names a missing entry)."""
+        self.parts.load_state_dict(state)
+        for name, kind in self.counters.items():
+            if name not in state:
+                raise KeyError(f"state dict has no counter '{name}' (has {sorted(state)})")
+            value = state[name]
+            tensor = kind is torch.Tensor  # a copy on this device
+            setattr(agent, name, value.to(self.device).clone() if tensor else kind(value))
+
+
+class _OnDevice(Protocol):
+    device: torch.device
+
+
+AgentT = TypeVar("AgentT", bound=_OnDevice)
+Policy = Callable[[AgentT, torch.Tensor, bool], torch.Tensor]
+
+
+def numpy_act(
+    policy: Policy[AgentT],
+) -> Callable[[AgentT, np.ndarray | torch.Tensor, bool], np.ndarray]:
+    """Decorator that turns ``policy(agent, obs, deterministic) -> action tensor`` (obs a
+    float32 (B, ...) tensor on ``agent.device``) into the agent's ``act``: numpy or tensor
+    observation(s) in, one or a batch; the policy run in inference mode (no autograd);
+    numpy out, a single observation's action (or chunk) without the batch dimension."""
+
+    @functools.wraps(policy)
+    def act(
+        agent: AgentT, obs: np.ndarray | torch.Tensor, deterministic: bool = False
+    ) -> np.ndarray:
+        with torch.inference_mode():
+            obs_t, single = batched_obs(obs, agent.device)
+            action = policy(agent, obs_t, deterministic).cpu().numpy()
+        return action[0] if single else action
+
+    return act
 
 
 def agent_modules(agent: Any) -> list[nn.Module]:

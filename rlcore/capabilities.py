@@ -1,9 +1,13 @@
 """What an agent can do, as Protocols the loops check once when a run is built.
 
-An algorithm names the capabilities it implements in its class line
-(``class PPO(OnPolicy):``), so a reader sees them there; the loops test them with
-``isinstance`` once, before the first step, instead of looking methods up by name.
-``require`` turns a missing capability into one clear error.
+An algorithm names the capabilities it implements in a class attribute at the top of its
+class, ``CAPABILITIES = (OnPolicy, Phased)``, so a reader sees them there; the loops test
+them with ``isinstance`` once, before the first step, instead of looking methods up by
+name. Agents do not subclass these Protocols: one that forgot a method would inherit the
+Protocol's ``...`` stub, pass ``isinstance`` and return None. tests/test_capabilities.py
+checks every agent and config class for inherited Protocols and stub methods, that each
+declared capability holds, and that each implemented one is declared. ``require`` turns a
+missing capability into one clear error.
 """
 
 from __future__ import annotations

@@ -10,11 +10,9 @@ from __future__ import annotations
 import os
 import tempfile
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 CHECKPOINT_DIR = "checkpoints"
@@ -128,20 +126,3 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if problems:
         warnings.warn(f"{'; '.join(problems)}: loaded {file} instead", stacklevel=2)
     return state
-
-
-def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
-    """The observation normalisation a checkpoint's agent was trained with (identity
-    when it had none), as float32 for ``agent.act``."""
-    from rlcore.settings import recorded_env
-
-    norm = state.get("obs_normalizer")
-    clip = recorded_env(state["config"]).clip_obs
-
-    def transform(obs: np.ndarray) -> np.ndarray:
-        obs = np.asarray(obs, dtype=np.float64)
-        if norm is not None:
-            obs = np.clip((obs - norm["mean"]) / np.sqrt(norm["var"] + 1e-8), -clip, clip)
-        return obs.astype(np.float32)
-
-    return transform

@@ -112,7 +112,7 @@ def record_draws(policy: Callable[[], Any]) -> tuple[Any, np.ndarray]:
 
 class DeployedPolicy(nn.Module):
     """Raw observations -> env actions: the run's observation pipeline, the agent's
-    deterministic act (``act.__wrapped__`` of ``rlcore.utils.numpy_act``: the torch
+    deterministic act (``act.__wrapped__`` of ``rlcore.agent_state.numpy_act``: the torch
     function inside it), the action space's clip or index shift. ``forward(obs)``, or
     ``forward(obs, noise)`` for a sampling policy exported with a noise input."""
 
@@ -132,7 +132,7 @@ class DeployedPolicy(nn.Module):
         if self._act is func or self._owner is None:
             raise ExportError(
                 f"{type(agent).__name__}.act is not a torch function of the observation "
-                "(rlcore.utils.numpy_act): it cannot be traced for export"
+                "(rlcore.agent_state.numpy_act): it cannot be traced for export"
             )
         if noise not in NOISE_MODES:
             raise ExportError(f"unknown noise mode '{noise}', choose from {list(NOISE_MODES)}")

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from rlcore import catalog
-from rlcore.checkpoint import load_checkpoint, obs_transform
+from rlcore.checkpoint import load_checkpoint
+from rlcore.settings import recorded_env
 from rlcore.spaces import DISCRETE, action_kind, action_space_from, to_env_action
 
 
@@ -38,6 +39,21 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
     agent.load_state_dict(saved)
     return agent
 
+
+
+def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
+    """The observation normalisation a checkpoint's agent was trained with (identity
+    when it had none), as float32 for ``agent.act``."""
+    norm = state.get("obs_normalizer")
+    clip = recorded_env(state["config"]).clip_obs
+
+    def transform(obs: np.ndarray) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float64)
+        if norm is not None:
+            obs = np.clip((obs - norm["mean"]) / np.sqrt(norm["var"] + 1e-8), -clip, clip)
+        return obs.astype(np.float32)
+
+    return transform
 
 
 def load_policy(

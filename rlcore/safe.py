@@ -29,8 +29,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.agent_state import numpy_act
 from rlcore.nets import MLP, GaussianActor, orthogonal_init
-from rlcore.utils import ensure_finite, numpy_act
+from rlcore.utils import ensure_finite
 
 MULTIPLIERS = ("lagrange", "pid")
 

@@ -21,11 +21,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from rlcore.checkpoint import load_checkpoint, obs_transform
+from rlcore.checkpoint import load_checkpoint
 from rlcore.envs.make import resolve_env_id
 from rlcore.envs.snapshot import SnapshotMismatchError, Snapshots, collect_snapshots
 from rlcore.nets import CategoricalQEnsemble
-from rlcore.policies import load_agent
+from rlcore.policies import load_agent, obs_transform
 
 
 @runtime_checkable

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -98,34 +97,6 @@ def batched_obs(obs: np.ndarray | torch.Tensor, device: torch.device) -> tuple[t
     tensor = as_obs_tensor(obs, device)
     single = tensor.dim() == 1
     return (tensor.unsqueeze(0) if single else tensor), single
-
-
-class _OnDevice(Protocol):
-    device: torch.device
-
-
-AgentT = TypeVar("AgentT", bound=_OnDevice)
-Policy = Callable[[AgentT, torch.Tensor, bool], torch.Tensor]
-
-
-def numpy_act(
-    policy: Policy[AgentT],
-) -> Callable[[AgentT, np.ndarray | torch.Tensor, bool], np.ndarray]:
-    """Decorator that turns ``policy(agent, obs, deterministic) -> action tensor`` (obs a
-    float32 (B, ...) tensor on ``agent.device``) into the agent's ``act``: numpy or tensor
-    observation(s) in, one or a batch; the policy run in inference mode (no autograd);
-    numpy out, a single observation's action (or chunk) without the batch dimension."""
-
-    @functools.wraps(policy)
-    def act(
-        agent: AgentT, obs: np.ndarray | torch.Tensor, deterministic: bool = False
-    ) -> np.ndarray:
-        with torch.inference_mode():
-            obs_t, single = batched_obs(obs, agent.device)
-            action = policy(agent, obs_t, deterministic).cpu().numpy()
-        return action[0] if single else action
-
-    return act
 
 
 def adam(

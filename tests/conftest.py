@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -38,6 +39,23 @@ def make_config(*overrides: str) -> DictConfig:
 
     with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
         return compose("config", overrides=normalize_overrides(list(overrides)))
+
+
+def registered_agent(name: str, seed: int = 0) -> Any:
+    """A fresh agent of the registered algorithm ``name`` with its default config, built
+    after ``torch.manual_seed(seed)`` for a 5-dim observation and a 3-dim [-1, 1] box (4
+    discrete actions for an algorithm that acts in discrete spaces only)."""
+    import gymnasium as gym
+    import numpy as np
+
+    from rlcore import catalog
+
+    spec = catalog.get(name)
+    obs_space = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    box = gym.spaces.Box(-np.ones(3, np.float32), np.ones(3, np.float32))
+    action_space = box if "box" in spec.action_spaces else gym.spaces.Discrete(4)
+    torch.manual_seed(seed)
+    return spec.agent_class(obs_space, action_space, spec.config_class())
 
 
 def python_cmd(*args: str) -> list[str]:

@@ -189,9 +189,8 @@ def test_a_draw_the_noise_input_does_not_replace_is_refused(tmp_path: Path) -> N
     op: export says so instead of writing a file that differs from load_policy."""
     from torch import nn
 
-    from rlcore.agent_state import Parts
+    from rlcore.agent_state import Parts, numpy_act
     from rlcore.export import DeployedPolicy, ExportError, export_policy
-    from rlcore.utils import numpy_act
 
     class Dithering:
         device = torch.device("cpu")

@@ -3,13 +3,12 @@ reads nothing else."""
 
 import ast
 import dataclasses
-import typing
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from rlcore import capabilities, catalog
+from rlcore import catalog
 from rlcore.capabilities import MissingCapabilityError, OnPolicy, Planned, require
 from rlcore.plan import DataRecipe, EnvRecipe, Returns, RunPlan, Schedule
 
@@ -18,16 +17,6 @@ ALGOS = sorted(catalog.ALGORITHMS)
 ON_POLICY = {"ppo", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
 TRAINS_ON_DATA = {"iql", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o", "diffusion_bc",
                   "flow_bc", "fisor"}  # fmt: skip
-# capabilities an agent declares in its class line (Agent and Planned are not optional)
-OPTIONAL = [
-    capabilities.OnPolicy,
-    capabilities.CostCritic,
-    capabilities.CostRecorder,
-    capabilities.Phased,
-    capabilities.PerEnvState,
-    capabilities.EvalPolicy,
-    capabilities.DatasetUser,
-]
 
 
 @pytest.mark.parametrize("name", ALGOS)
@@ -107,32 +96,6 @@ def test_composition_root_and_loops_fish_for_nothing(module):
     """No getattr / hasattr: settings come from the plan, capabilities from Protocols."""
     tree = ast.parse((ROOT / module).read_text())
     assert _names(tree, ("getattr", "hasattr")) == []
-
-
-def _protocol_members(protocol: type) -> set[str]:
-    return {
-        name
-        for name in vars(protocol)
-        if not name.startswith("_") and callable(vars(protocol)[name])
-    }
-
-
-@pytest.mark.parametrize("name", ALGOS)
-def test_agents_declare_the_capabilities_they_implement(name):
-    """A method of a capability defined by an agent class means the capability is in its
-    class line (so the reader sees it there), and a declared one is implemented."""
-    cls = catalog.get(name).agent_class
-    own = set()
-    for klass in cls.__mro__:
-        if klass is object or klass.__dict__.get("_is_protocol", False):
-            continue
-        own |= set(vars(klass))
-    for protocol in OPTIONAL:
-        members = _protocol_members(protocol)
-        if members & own:
-            assert protocol in cls.__mro__, f"{cls.__name__} implements {protocol.__name__}"
-    hints = typing.get_type_hints(capabilities.StateStatistics)
-    assert set(hints) == {"obs_normalizer"}
 
 
 def test_a_missing_capability_is_one_clear_error():

@@ -1,22 +1,29 @@
-"""The agents' shared plumbing: ``Parts`` (state_dict / load_state_dict declared once),
-``numpy_act`` (numpy or tensor in, numpy out) and TD3's critic step (rlcore.td3_step),
+"""The agents' shared plumbing: ``Plumbing`` (spaces, device, parts and counters declared
+once, the state dict made from them) and its ``Parts``, ``numpy_act`` (numpy or tensor
+in, numpy out) and TD3's critic step (rlcore.td3_step); every registered agent's state
+dict entry for entry as recorded before ``Plumbing`` (tests/golden/agent_state_dicts.json),
 plus the committed agent snapshots still loading into today's agents, key for key."""
 
-from pathlib import Path
+import json
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore import catalog
+from rlcore.agent_state import Parts, Plumbing, numpy_act
 from rlcore.losses import ensemble_mse
 from rlcore.nets import DeterministicActor, QEnsemble
 from rlcore.policies import load_agent
 from rlcore.td3_step import critic_step, smoothed_target_q, td_target
-from rlcore.utils import numpy_act
+from tests.conftest import REPO, registered_agent
+from tests.test_cql import assert_same
 
-ASSETS = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "assets").glob("*.pt"))
+ASSETS = sorted((REPO / "benchmarks" / "assets").glob("*.pt"))
+GOLDEN_STATE = REPO / "tests" / "golden" / "agent_state_dicts.json"
+ALGOS = sorted(catalog.ALGORITHMS)
 
 
 # -- Parts ----------------------------------------------------------------------------
@@ -104,6 +111,113 @@ def test_parts_to_refuses_an_optimiser_left_on_the_old_parameters():
 def test_parts_refuses_a_part_without_state():
     with pytest.raises(TypeError, match="part 'steps' is a int"):
         Parts(net=nn.Linear(1, 1), steps=3)
+
+
+# -- Plumbing -------------------------------------------------------------------------
+class _Counting:
+    """An agent's plumbing with one counter of each kind."""
+
+    def __init__(self, seed: int, action_space: gym.Space | None = None) -> None:
+        torch.manual_seed(seed)
+        obs_space = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)
+        box = gym.spaces.Box(np.zeros(2, np.float32), np.ones(2, np.float32))
+        action_space = action_space or box
+        self.plumbing = io = Plumbing(obs_space, action_space, "cpu", "Counting")
+        self.net = nn.Linear(io.obs_dim, io.action_dim)
+        self.parts = io.declare(
+            counters={"updates": int, "phase": str, "on": bool, "sigma": float,
+                      "noise": torch.Tensor},
+            net=self.net,
+        )  # fmt: skip
+        self.updates, self.phase, self.on, self.sigma = seed, f"p{seed}", bool(seed), seed / 2
+        self.noise = torch.full((2, 1), float(seed))
+
+
+def test_plumbing_reads_the_sizes_off_the_spaces():
+    agent = _Counting(0)
+    io = agent.plumbing
+    assert (io.obs_dim, io.action_dim, io.step_action_dim) == (6, 2, 2)
+    assert io.device == torch.device("cpu") and agent.net.in_features == 6
+    low, high = io.bounds()
+    assert low.dtype == torch.float32 and high.tolist() == [1.0, 1.0]
+    chunked = gym.spaces.Box(-np.ones((4, 2), np.float32), np.ones((4, 2), np.float32))
+    io = _Counting(0, chunked).plumbing  # an action-chunk env's (H, A) box
+    assert (io.action_dim, io.step_action_dim) == (8, 2)
+    discrete = Plumbing(
+        gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(5), "cpu", "D", ("discrete",)
+    )
+    assert discrete.action_dim == 5 and discrete.low is None
+    with pytest.raises(ValueError, match="Counting needs a continuous"):
+        _Counting(0, gym.spaces.Discrete(2))
+
+
+def test_plumbing_state_dict_is_the_parts_then_the_counters_and_loads_back():
+    source, target = _Counting(1), _Counting(0)
+    state = source.plumbing.state_dict(source)
+    assert list(state) == ["net", "updates", "phase", "on", "sigma", "noise"]
+    assert state["noise"] is not source.noise  # a copy: the agent keeps stepping its own
+    state["sigma"] = 3  # an int where a float is declared (a YAML value): loaded as float
+    target.plumbing.load_state_dict(target, state)
+    assert (target.updates, target.phase, target.on) == (1, "p1", True)
+    assert isinstance(target.sigma, float) and target.sigma == 3.0
+    torch.testing.assert_close(target.noise, source.noise, rtol=0, atol=0)
+    assert target.noise is not state["noise"]
+    torch.testing.assert_close(target.net.weight, source.net.weight, rtol=0, atol=0)
+    del state["phase"]
+    with pytest.raises(KeyError, match="no counter 'phase'"):
+        target.plumbing.load_state_dict(target, state)
+
+
+def test_plumbing_refuses_a_name_both_part_and_counter():
+    io = Plumbing(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(-1, 1, (1,)), "cpu")
+    with pytest.raises(ValueError, match=r"\['updates'\] named both a part and a counter"):
+        io.declare(counters={"updates": int}, updates=nn.Linear(1, 1))
+
+
+# -- every registered agent's state dict ----------------------------------------------------
+def state_layout(state: dict, prefix: str = "") -> dict[str, str]:
+    """Every entry of a (nested) state dict by its path: a tensor's dtype and shape, a
+    list's length, another value's type."""
+    layout = {}
+    for key, value in state.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict):
+            layout[path] = "dict"
+            layout.update(state_layout(value, path + "/"))
+        elif isinstance(value, torch.Tensor):
+            layout[path] = f"tensor {str(value.dtype).removeprefix('torch.')} {list(value.shape)}"
+        elif isinstance(value, list | tuple):
+            layout[path] = f"{type(value).__name__} of {len(value)}"
+        else:
+            layout[path] = type(value).__name__
+    return layout
+
+
+def test_the_recorded_layouts_cover_every_registered_algorithm():
+    assert sorted(json.loads(GOLDEN_STATE.read_text())) == ALGOS
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_state_dict_layout_is_the_recorded_one(name):
+    """The checkpoint format, entry for entry and in order: what each agent's state_dict
+    held before its plumbing moved to ``Plumbing`` (recorded from that code with
+    ``state_layout``). A change here is a change of format: old checkpoints stop resuming."""
+    recorded = json.loads(GOLDEN_STATE.read_text())[name]
+    layout = state_layout(registered_agent(name).state_dict())
+    missing = [path for path in recorded if path not in layout]
+    added = [path for path in layout if path not in recorded]
+    assert (missing, added) == ([], []), f"{name}: entries missing {missing}, new {added}"
+    assert list(layout.items()) == list(recorded.items())
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_state_dict_loads_into_a_fresh_agent_entry_for_entry(name):
+    source, target = registered_agent(name, seed=0), registered_agent(name, seed=1)
+    state = source.state_dict()
+    target.load_state_dict(state)
+    loaded = target.state_dict()
+    assert list(state_layout(loaded).items()) == list(state_layout(state).items())
+    assert_same(loaded, state)  # every tensor and counter
 
 
 # -- numpy_act --------------------------------------------------------------------------
@@ -198,3 +312,19 @@ def test_committed_snapshots_load_key_for_key_and_act(asset):
     action = agent.act(obs, deterministic=True)
     assert action.shape[-1] == len(saved["spaces"]["action_low"])
     assert np.isfinite(action).all()
+
+
+def record(names: list[str]) -> None:
+    """Write the layouts of ``names`` (a new algorithm) into the recorded ones."""
+    recorded = json.loads(GOLDEN_STATE.read_text())
+    for name in names:
+        recorded[name] = state_layout(registered_agent(name).state_dict())
+    GOLDEN_STATE.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
+
+
+if __name__ == "__main__":  # python -m tests.test_plumbing record NAME [NAME ...]
+    import sys
+
+    if sys.argv[1:2] != ["record"] or not sys.argv[2:]:
+        raise SystemExit("usage: python -m tests.test_plumbing record NAME [NAME ...]")
+    record(sys.argv[2:])

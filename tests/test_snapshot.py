@@ -268,8 +268,8 @@ def test_ppo_teacher_labels_are_its_value_of_the_normalised_state(tmp_path):
     """A PPO teacher labels snapshots with V(s) of its own observation normalisation."""
     import torch
 
-    from rlcore.checkpoint import load_checkpoint, obs_transform
-    from rlcore.policies import load_agent
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.policies import load_agent, obs_transform
     from rlcore.teacher import teacher_from_checkpoint
     from rlcore.train import train
 
@@ -292,8 +292,8 @@ def test_fast_td3_teacher_labels_are_the_lower_expected_return(tmp_path):
     critics, on the observations as it saw them (its env-side normalisation)."""
     import torch
 
-    from rlcore.checkpoint import load_checkpoint, obs_transform
-    from rlcore.policies import load_agent
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.policies import load_agent, obs_transform
     from rlcore.teacher import teacher_from_checkpoint
     from rlcore.train import train
 

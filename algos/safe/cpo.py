@@ -70,17 +70,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Parts, Plumbing
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import CostCritic, CostRecorder, OnPolicy
 from rlcore.nets import DiagNormal
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.safe import ConstrainedActorCritic, EpisodeCostWindow
-from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import ensure_finite
 
@@ -217,9 +215,11 @@ def _project(value: float, low: float, high: float) -> float | None:
     return None if low > high else min(max(value, low), high)
 
 
-class CPO(OnPolicy, CostCritic, CostRecorder):
+class CPO:
     """CPO agent: ``act``, ``explore``, ``value``, ``cost_value``, ``record_episode_costs``,
     ``update(rollout)``, ``state_dict``."""
+
+    CAPABILITIES = (OnPolicy, CostCritic, CostRecorder)
 
     def __init__(
         self,
@@ -228,21 +228,20 @@ class CPO(OnPolicy, CostCritic, CostRecorder):
         config: CPOConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "CPO")
-        self.device = torch.device(device)
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "CPO")
+        self.device = io.device
         self.config = cfg = config or CPOConfig()
-        obs_dim = int(np.prod(observation_space.shape))
-        self.action_dim = int(np.prod(action_space.shape))
+        self.action_dim = io.action_dim
         self.nets = ConstrainedActorCritic(
-            obs_dim, self.action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
+            io.obs_dim, self.action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
         ).to(self.device)
         self.critic_optimizers = self.nets.critic_optimizers(cfg.critic_lr)
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
-        self.parts = Parts(
-            nets=self.nets, episode_costs=self.episode_costs,
-            critic_optimizers=Parts(**self.critic_optimizers),
+        self.parts = io.declare(
+            counters={"updates": int, "episodes_since_update": int}, nets=self.nets,
+            episode_costs=self.episode_costs, critic_optimizers=Parts(**self.critic_optimizers),
         )  # fmt: skip
         self.updates = 0
         self.episodes_since_update = 0  # T = rollout rows / this (``constraint_per_step``)
@@ -363,11 +362,7 @@ class CPO(OnPolicy, CostCritic, CostRecorder):
         }
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(
-            updates=self.updates, episodes_since_update=self.episodes_since_update
-        )
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
-        self.episodes_since_update = int(state["episodes_since_update"])
+        self.plumbing.load_state_dict(self, state)

@@ -52,19 +52,17 @@ import copy
 from dataclasses import dataclass
 
 import gymnasium as gym
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.capabilities import DatasetUser, EvalPolicy, StateStatistics
 from rlcore.generative import EMA, ActionBox, DDPMHead
 from rlcore.losses import cosine_lr, expectile_loss, set_lr
 from rlcore.nets import MLP, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
-from rlcore.spaces import require_box_actions
 from rlcore.types import Batch
-from rlcore.utils import adam, ensure_finite, numpy_act
+from rlcore.utils import adam, ensure_finite
 
 ACTOR_OBJECTIVES = ("feasibility", "bc")
 
@@ -141,9 +139,11 @@ def effective_sample_fraction(weights: torch.Tensor) -> float:
     return float(total**2 / (len(weights) * (weights**2).sum()).clamp_min(1e-12))
 
 
-class FISOR(DatasetUser, EvalPolicy, StateStatistics):
+class FISOR:
     """FISOR agent: ``act``, ``eval_policy``, ``prepare_dataset``, ``update(batch)`` (a
     batch with ``cost``), ``state_dict``."""
+
+    CAPABILITIES = (DatasetUser, EvalPolicy, StateStatistics)
 
     def __init__(
         self,
@@ -152,12 +152,11 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
         config: FISORConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "FISOR")
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "FISOR")
         self.config = cfg = config or FISORConfig()
-        self.device = torch.device(device)
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        self.box = ActionBox(action_space.low, action_space.high, self.device)
+        self.device = io.device
+        obs_dim, action_dim = io.obs_dim, io.action_dim
+        self.box = ActionBox(io.low, io.high, self.device)
         self.obs_normalizer = ObsNormalizer(obs_dim)
         self.actor = DDPMHead(
             obs_dim, action_dim, horizon=1, steps=cfg.denoising_steps, schedule=cfg.schedule,
@@ -177,13 +176,13 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
             "cost_critic": adam(self.cost_critic.parameters(), cfg.critic_lr),
             "cost_value": adam(self.cost_value.parameters(), cfg.value_lr),
         }
-        self.parts = Parts(
-            actor=self.actor, ema=self.ema.shadow, critic=self.critic,
+        self.parts = io.declare(
+            counters={"updates": int}, actor=self.actor, ema=self.ema.shadow, critic=self.critic,
             target_critic=self.target_critic, value=self.value, cost_critic=self.cost_critic,
             target_cost_critic=self.target_cost_critic, cost_value=self.cost_value,
             obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
             **{f"{k}_optimizer": o for k, o in self.optimizers.items()},
-        ).to(self.device)  # fmt: skip
+        )  # fmt: skip
         self.updates = 0
 
     # --- data -------------------------------------------------------------------------
@@ -332,8 +331,7 @@ class FISOR(DatasetUser, EvalPolicy, StateStatistics):
         optimizer.step()
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Parts, Plumbing
 from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import CostCritic, CostRecorder, OnPolicy
 from rlcore.losses import clipped_surrogate, standardize
@@ -49,7 +49,6 @@ from rlcore.safe import (
     EpisodeCostWindow,
     make_multiplier,
 )
-from rlcore.spaces import require_box_actions
 from rlcore.types import RolloutBatch
 from rlcore.utils import ensure_finite
 
@@ -100,9 +99,11 @@ class PPOLagConfig:
         return RunPlan(schedule, env, returns=returns, gamma=self.gamma)
 
 
-class PPOLag(OnPolicy, CostCritic, CostRecorder):
+class PPOLag:
     """PPO-Lagrangian agent: ``act``, ``explore``, ``value``, ``cost_value``,
     ``record_episode_costs``, ``update(rollout)``, ``state_dict``."""
+
+    CAPABILITIES = (OnPolicy, CostCritic, CostRecorder)
 
     def __init__(
         self,
@@ -111,13 +112,11 @@ class PPOLag(OnPolicy, CostCritic, CostRecorder):
         config: PPOLagConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        require_box_actions(action_space, "PPO-Lagrangian")
-        self.device = torch.device(device)
+        self.plumbing = io = Plumbing(observation_space, action_space, device, "PPO-Lagrangian")
+        self.device = io.device
         self.config = cfg = config or PPOLagConfig()
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
         self.nets = ConstrainedActorCritic(
-            obs_dim, action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
+            io.obs_dim, io.action_dim, cfg.hidden, cfg.activation, cfg.init_log_std
         ).to(self.device)
         self.actor_optimizer = torch.optim.Adam(self.nets.actor.parameters(), lr=cfg.actor_lr)
         self.critic_optimizers = self.nets.critic_optimizers(cfg.critic_lr)
@@ -127,9 +126,10 @@ class PPOLag(OnPolicy, CostCritic, CostRecorder):
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act, self.explore = self.nets.act, self.nets.explore
         self.value, self.cost_value = self.nets.value, self.nets.cost_value
-        self.parts = Parts(
-            nets=self.nets, actor_optimizer=self.actor_optimizer, multiplier=self.multiplier,
-            episode_costs=self.episode_costs, critic_optimizers=Parts(**self.critic_optimizers),
+        self.parts = io.declare(
+            counters={"updates": int}, nets=self.nets, actor_optimizer=self.actor_optimizer,
+            multiplier=self.multiplier, episode_costs=self.episode_costs,
+            critic_optimizers=Parts(**self.critic_optimizers),
         )  # fmt: skip
         self.updates = 0
 
@@ -195,8 +195,7 @@ class PPOLag(OnPolicy, CostCritic, CostRecorder):
         }
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlcore.agent_state import Parts
+from rlcore.agent_state import Plumbing
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.capabilities import CostRecorder
 from rlcore.nets import QEnsemble, polyak_update
@@ -86,9 +86,11 @@ class SACLagConfig:
         return RunPlan(schedule, EnvRecipe(cost=True), gamma=self.gamma)
 
 
-class SACLag(CostRecorder):
+class SACLag:
     """SAC-Lagrangian agent: ``act``, ``record_episode_costs``, ``update(batch)`` (a batch
     with ``cost``), ``state_dict``."""
+
+    CAPABILITIES = (CostRecorder,)
 
     def __init__(
         self,
@@ -98,7 +100,8 @@ class SACLag(CostRecorder):
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = cfg = config or SACLagConfig()
-        self.device = torch.device(device)
+        self.plumbing = io = Plumbing(observation_space, action_space, device)  # SAC checks
+        self.device = io.device
         sac_config = SACConfig(
             gamma=cfg.gamma, tau=cfg.tau, actor_lr=cfg.actor_lr, critic_lr=cfg.critic_lr,
             hidden=cfg.hidden, init_alpha=cfg.alpha, autotune_alpha=False,
@@ -107,9 +110,7 @@ class SACLag(CostRecorder):
         self.sac = SAC(
             observation_space, action_space, sac_config, device, actor_objective=self._lagrangian
         )
-        obs_dim = int(np.prod(observation_space.shape))
-        action_dim = int(np.prod(action_space.shape))
-        self.cost_critic = QEnsemble(obs_dim, action_dim, 1, cfg.hidden).to(self.device)
+        self.cost_critic = QEnsemble(io.obs_dim, io.action_dim, 1, cfg.hidden).to(self.device)
         self.target_cost_critic = copy.deepcopy(self.cost_critic).requires_grad_(False)
         self.cost_optimizer = adam(self.cost_critic.parameters(), cfg.critic_lr)
         self.multiplier = make_multiplier(
@@ -117,10 +118,10 @@ class SACLag(CostRecorder):
         )
         self.episode_costs = EpisodeCostWindow(cfg.cost_window)
         self.act = self.sac.act
-        self.parts = Parts(
-            sac=self.sac, cost_critic=self.cost_critic, target_cost_critic=self.target_cost_critic,
-            cost_optimizer=self.cost_optimizer, multiplier=self.multiplier,
-            episode_costs=self.episode_costs,
+        self.parts = io.declare(
+            counters={"updates": int}, sac=self.sac, cost_critic=self.cost_critic,
+            target_cost_critic=self.target_cost_critic, cost_optimizer=self.cost_optimizer,
+            multiplier=self.multiplier, episode_costs=self.episode_costs,
         )  # fmt: skip
         self.updates = 0
 
@@ -169,8 +170,7 @@ class SACLag(CostRecorder):
         }
 
     def state_dict(self) -> dict:
-        return self.parts.state_dict(updates=self.updates)
+        return self.plumbing.state_dict(self)
 
     def load_state_dict(self, state: dict) -> None:
-        self.parts.load_state_dict(state)
-        self.updates = int(state["updates"])
+        self.plumbing.load_state_dict(self, state)

@@ -200,8 +200,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "rlpd_target_entropy_sign",
         "algos/rlpd.py",
-        "self.target_entropy = -0.5 * float(np.prod(action_space.shape))",
-        "self.target_entropy = 0.5 * float(np.prod(action_space.shape))",
+        "self.target_entropy = -0.5 * float(self.plumbing.action_dim)",
+        "self.target_entropy = 0.5 * float(self.plumbing.action_dim)",
         "RLPD's target entropy +dim(A)/2 instead of -dim(A)/2",
         _t("test_rlpd_default_target_entropy_is_minus_half_the_action_dim"),
     ),
@@ -481,7 +481,7 @@ MUTATIONS: list[Mutation] = [
     # --- issue 32's fixes: each would bring its bug back ---------------------------------
     Mutation(
         "online_reward_normalised_twice",
-        "rlcore/train.py",
+        "rlcore/build.py",
         '"normalize_reward": plan.env.normalize_reward,',
         '"normalize_reward": plan.env.normalize_reward or plan.data.normalize_reward_by_returns,',  # noqa: E501
         "the dataset's reward recipe also wraps the env in running-std reward scaling",
@@ -596,9 +596,9 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "offline_data_drop_kept",
-        "rlcore/train.py",
-        'if dataset is not None and plan.schedule.offline_data == "keep":',
-        'if dataset is not None and plan.schedule.offline_data in ("keep", "drop"):',
+        "rlcore/build.py",
+        'if dataset is not None and schedule.offline_data == "keep":',
+        'if dataset is not None and schedule.offline_data in ("keep", "drop"):',
         "offline_data=drop keeps the dataset's rows in the online buffer (as keep)",
         (
             "tests/test_o2o_core.py::test_dropped_offline_data_leaves_the_online_buffer_to_online_rows",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from importlib import resources
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -61,9 +62,14 @@ def register_algorithm_defaults(names: Iterable[str] | None = None) -> None:
     store = ConfigStore.instance()
     for name in catalog.ALGORITHMS if names is None else names:
         key = catalog.get(name).name
-        if key not in _REGISTERED:
-            store.store(group="algo", name=f"{key}_defaults", node=algorithm_defaults(key))
-            _REGISTERED.add(key)
+        if key in _REGISTERED:
+            continue
+        node = algorithm_defaults(key)
+        store.store(group="algo", name=f"{key}_defaults", node=node)
+        if not resources.files(__name__).joinpath("algo", f"{key}.yaml").is_file():
+            # an algorithm without a configs/algo/<name>.yaml runs its defaults as they are
+            store.store(group="algo", name=key, node=node)
+        _REGISTERED.add(key)
 # configs/env/gym.yaml: a gymnasium id's run folder in lower case, as the short names'
 # (runs/ppo_lag/safetyhoppervelocity-v1/, not .../SafetyHopperVelocity-v1/)
 OmegaConf.register_new_resolver("lower", lambda text: str(text).lower(), replace=True)

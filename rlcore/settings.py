@@ -85,7 +85,8 @@ class LoggerSettings:
     tensorboard: bool = option(True, "TensorBoard events under <run dir>/tb")
     csv: bool = option(True, "train.csv, eval.csv, time.csv in the run dir")
     console: bool = option(True, "progress line on stdout")
-    progress_interval_s: float = option(10.0, "seconds between progress lines", POSITIVE)
+    progress_interval_s: float = option(10.0, "seconds between progress lines (0: every step)",
+                                        NON_NEGATIVE)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -274,7 +274,7 @@ def test_an_init_from_run_neither_compiles_nor_counts_the_skipped_pretraining(tm
 
 
 def test_progress_line_and_summary_show_the_cost(monkeypatch):
-    from rlcore.train import closing_summary
+    from rlcore.run import closing_summary
 
     shown: list[str] = []
     run = RunContext("x", logger=None, save=lambda state: Path("x"))  # type: ignore[arg-type]
@@ -304,7 +304,7 @@ def test_safety_tasks_build_without_gymnasium_colour_coded_notices(tmp_path):
 
     import rlcore.envs  # noqa: F401 - registers the Safety*Velocity ids
     from rlcore.logging import Logger
-    from rlcore.train import log_warnings
+    from rlcore.run import log_warnings
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -624,7 +624,7 @@ def interrupted_line(run: Path, step: int) -> None:
 def closing_line(run: Path, step: int, **stops) -> None:
     """Append rlcore.train's closing ``finished:`` line for a stop rule (its own code)."""
     from rlcore.loops import LoopSettings
-    from rlcore.train import closing_summary
+    from rlcore.run import closing_summary
 
     result = {
         "run/step": step,

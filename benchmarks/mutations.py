@@ -605,6 +605,14 @@ MUTATIONS: list[Mutation] = [
         ),
     ),
     Mutation(
+        "actor_next_obs_is_the_reset_obs",
+        "rlcore/distributed.py",
+        "row = (self.obs, action, reward, final_next_obs(next_obs, info), terminated, truncated,",
+        "row = (self.obs, action, reward, next_obs, terminated, truncated,",
+        "a Ray actor's rows store the next episode's first observation at a truncation",
+        ("tests/test_distributed.py::test_actor_rows_keep_the_final_observation_of_a_truncated_episode",),
+    ),
+    Mutation(
         "fast_td3_noise_range",
         "algos/fast_td3.py",
         "fresh = fresh * (cfg.std_max - cfg.std_min) + cfg.std_min",

@@ -356,3 +356,24 @@ def test_distributed_options_are_checked_with_the_fix_named():
         DistributedSettings.from_config({"actor": 2})
     with pytest.raises(ConfigError, match="publish_every"):
         DistributedSettings.from_config({"actors": 2, "publish_every": 0})
+
+
+def test_actor_rows_keep_the_final_observation_of_a_truncated_episode():
+    """An actor's rows, as the loop's own (tests/test_loops.py): env 1 (base 0) is
+    truncated after 2 steps and reset at once; its row's next_obs is the episode's last
+    observation 2, not the next episode's first 100."""
+    from tests.test_envs import ScriptedEnv, scripted_vec_env
+
+    class ScriptedRecipe:
+        def build(self, index: int, incarnation: int) -> tuple:
+            env = scripted_vec_env(ScriptedEnv(base=1000.0), ScriptedEnv(base=0.0, limit=2))
+            return env, None, 0
+
+    worker = EnvWorker(ScriptedRecipe(), 0, 0)  # type: ignore[arg-type]
+    rows = [worker.step() for _ in range(3)]
+    obs = [row[0][:, 0].tolist() for row in rows]
+    next_obs = [row[3][:, 0].tolist() for row in rows]
+    truncated = [row[5].tolist() for row in rows]
+    assert obs == [[1000.0, 0.0], [1001.0, 1.0], [1002.0, 100.0]]
+    assert next_obs == [[1001.0, 1.0], [1002.0, 2.0], [1003.0, 101.0]]
+    assert truncated == [[False, False], [False, True], [False, False]]

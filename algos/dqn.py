@@ -70,7 +70,7 @@ class DQNConfig:
     end_e: float = 0.05  # epsilon after the decay
     exploration_fraction: float = 0.5  # fraction of total_steps over which epsilon decays
     fused_optimizer: bool = False  # fused Adam kernel (CleanRL uses the default Adam)
-    # loop settings (read by rlcore.loops.off_policy through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 128  # transitions per update
     buffer_size: int = 10_000  # replay capacity
     learning_starts: int = 10_000  # uniform random actions and no updates before this step

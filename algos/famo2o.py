@@ -110,7 +110,7 @@ class FamO2OConfig:
     reward_bias: float = 0.0  # (antmaze recipe: reward_bias -1)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
-    # loop settings (read by rlcore.loops through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # offline gradient steps (cosine length if cosine_actor_lr)
     online_steps: int = 1_000_000  # env steps of online fine-tuning, one update each

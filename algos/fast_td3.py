@@ -127,7 +127,7 @@ class FastTD3Config:
     init_scale: float = 0.01  # std of the policy's output-layer weights at init
     policy_frequency: int = 2  # critic updates per actor update
     fused_optimizer: bool = True  # fused AdamW kernel (same maths, faster)
-    # loop settings (read by rlcore.loops through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 32_768  # transitions per update (all envs together)
     buffer_size: int = 10_240 * REFERENCE_ENVS  # replay capacity, transitions over all envs
     updates_per_vector_step: float = 2.0  # gradient updates after every vector step

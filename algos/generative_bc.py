@@ -119,7 +119,7 @@ class DiffusionBCConfig:
     normalize_states: bool = True  # standardise observations with dataset statistics
     fused_optimizer: bool = True  # fused AdamW kernel (same maths, faster)
     gamma: float = 0.99  # only for the dataset's return-to-go (not used by BC)
-    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 128  # chunks per gradient step (an epoch: dataset rows / batch_size)
     total_steps: int = 200_000  # gradient steps
     online_steps: int = 0  # BC has no online phase

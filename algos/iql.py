@@ -116,7 +116,7 @@ class IQLConfig:
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     compile: bool | str = False  # True | False | "auto": the update as one compiled graph
-    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps (also the cosine schedule length)
     online_steps: int = 0  # env steps of online fine-tuning after total_steps (0: offline only)

@@ -83,7 +83,7 @@ class ReBRACConfig:
     reward_bias: float = 0.0  # (antmaze recipe: reward_scale 100)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
-    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 1024  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
 

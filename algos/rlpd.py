@@ -63,7 +63,7 @@ class RLPDConfig(SACConfig):
     actor_batch: str = "last"  # actor/temperature step on the last minibatch
     policy_frequency: int = 1  # one actor + temperature step per update call
     target_entropy: float | None = None  # None -> -action_dim / 2
-    # loop settings (read by rlcore.loops.off_policy through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     offline_data: str = "mix"  # every minibatch mixes dataset and online rows ...
     offline_fraction: float = 0.5  # ... half and half (symmetric sampling)
     offline_steps: int = 0  # no offline pre-training

@@ -149,7 +149,7 @@ class SACConfig:
     utd_ratio: int = 1  # minibatches per update call: one critic step each, then the actor
     actor_batch: str = "last"  # actor/temperature rows: "last" minibatch | "full" batch
     critic_last_layer_scale: float | None = None  # orthogonal gain of the critics' output layer
-    # loop settings (read by rlcore.loops.off_policy through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
     learning_starts: int = 5_000  # uniform random actions and no updates before this step

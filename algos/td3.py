@@ -46,7 +46,7 @@ class TD3Config:
     exploration_noise: float = 0.1  # std of Gaussian exploration noise (x action scale)
     policy_frequency: int = 2  # critic updates per actor + target update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
-    # loop settings (read by rlcore.loops.off_policy through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
     learning_starts: int = 25_000  # uniform random actions and no updates before this step

@@ -56,7 +56,7 @@ class TD3BCConfig:
     normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
-    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
 

@@ -134,7 +134,7 @@ class WSRLConfig(CQLConfig):
     actor_batch: str = "full"  # one actor/temperature step on all utd_ratio minibatches
     compile: bool | str = False  # the online update as one compiled graph (algos/sac.py)
     compile_steps: int | None = 1  # critic steps per compiled graph call (None: all 4)
-    # loop settings (read by rlcore.loops.off_policy through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # minibatch size (offline CQL batch, online critic minibatch)
     offline_steps: int = 250_000  # CQL pre-training gradient steps
     offline_data: str = "drop"  # the online buffer starts empty; no dataset rows online

@@ -100,7 +100,7 @@ class FISORConfig:
     # (Q's target r, Q_h's h there); True: bootstrap V(s') / V_h(s') at truncations
     bootstrap_timeouts: bool = False
     critic_batch_size: int = 256  # rows of the batch the critics train on
-    # loop settings (read by rlcore.loops.offline through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 2048  # rows per update: the actor steps on each half
     total_steps: int = 1_000_000  # gradient steps
 

@@ -63,7 +63,7 @@ class SACLagConfig:
     alpha: float = 0.2  # fixed temperature
     hidden: tuple[int, ...] = (256, 256)  # hidden widths of actor and critics
     policy_frequency: int = 2  # critic updates per burst of actor updates
-    # loop settings (read by rlcore.loops through rlcore.train)
+    # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
     learning_starts: int = 10_000  # uniform random actions and no updates before this step

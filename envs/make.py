@@ -490,8 +490,19 @@ class NormalizeObservation(VectorWrapper):
 
     def __init__(self, env: VectorEnv, clip: float = 10.0, epsilon: float = 1e-8) -> None:
         super().__init__(env)
-        self.rms = RunningMeanStd(self.single_observation_space.shape)
+        space = self.single_observation_space
+        # Box observations only; another space is refused when the env is first reset (a
+        # training run's own checks refuse it first, naming the options to change)
+        self.rms = RunningMeanStd(space.shape) if isinstance(space, gym.spaces.Box) else None
         self.clip, self.epsilon, self.training = clip, epsilon, True
+
+    def _check_box(self) -> None:
+        if self.rms is None:
+            raise ValueError(
+                f"NormalizeObservation standardises Box observations, got "
+                f"{self.single_observation_space}: flatten it first (env.flatten_obs=true), or "
+                "standardise dict observations part by part (rlcore.observations.PartNormalizer)"
+            )
 
     def normalize(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
         mean, var = _like(self.rms.mean, obs), _like(self.rms.var, obs)
@@ -501,6 +512,7 @@ class NormalizeObservation(VectorWrapper):
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
     def reset(self, **kwargs):
+        self._check_box()
         obs, info = self.env.reset(**kwargs)
         if self.training:
             self.rms.update(obs)
@@ -702,12 +714,19 @@ def _auto_backend(env_id: str) -> str:
 
 
 def final_next_obs(
-    obs: np.ndarray | torch.Tensor, info: dict[str, Any]
-) -> np.ndarray | torch.Tensor:
+    obs: np.ndarray | torch.Tensor | dict[str, np.ndarray], info: dict[str, Any]
+) -> np.ndarray | torch.Tensor | dict[str, np.ndarray]:
     """The true next observation of every env: the final one where an episode just ended
-    (device back ends: a ``torch.where`` on the device, no host round trip)."""
+    (device back ends: a ``torch.where`` on the device, no host round trip; dict
+    observations: a copy of every part with the ended envs' rows replaced)."""
     if "final_obs" not in info:
         return obs
+    if isinstance(obs, dict):  # dict observations: final_obs holds one dict per env
+        parts = {name: _to_numpy(value) for name, value in obs.items()}
+        for i in np.flatnonzero(info["_final_obs"]):
+            for name, value in parts.items():
+                value[i] = info["final_obs"][i][name]
+        return parts
     if isinstance(obs, torch.Tensor):
         mask = info["_final_obs"].reshape(-1, *([1] * (obs.dim() - 1)))
         return torch.where(mask, info["final_obs"], obs)

@@ -47,6 +47,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlcore.buffers import FlatObs, Sampler
+from rlcore.observations import ObsSpec
 from rlcore.spaces import BOX, check_action_space
 from rlcore.utils import batched_obs
 
@@ -132,9 +134,15 @@ class Plumbing:
 
     ``algo`` names the agent in the refusal of an action space of another kind than
     ``kinds`` (``rlcore.spaces``: ``"box"``, ``"discrete"``); None checks nothing (an
-    agent whose sub-agents check). Sizes, read off the spaces:
+    agent whose sub-agents check). The observation is read through its spec
+    (``rlcore.observations.ObsSpec``, ``obs``): a Box is one vector, as always; a Dict of
+    vectors is flattened for the agent's networks, in the spec's part order, when it acts
+    (``numpy_act``) and in its update batches (``batches``), unless ``obs_parts`` says
+    its networks read the parts themselves (an ``rlcore.nets.ObsEncoder``: images).
+    Sizes, read off the spaces:
 
-    * ``obs_dim``: the flattened observation's size;
+    * ``obs_dim``: the flattened observation's size (``ObsSpec.flat_dim``; an image part
+      raises: it needs an image encoder);
     * ``action_dim``: a Box action's flattened size, a Discrete space's number of
       actions (one logit / Q-value each);
     * ``step_action_dim``: the last axis of a Box, one env step's action inside an
@@ -149,11 +157,13 @@ class Plumbing:
         device: str | torch.device,
         algo: str | None = None,
         kinds: tuple[str, ...] = (BOX,),
+        obs_parts: bool = False,
     ) -> None:
         if algo is not None:
             check_action_space(action_space, algo, kinds)
         self.device = torch.device(device)
-        self.obs_dim = int(np.prod(observation_space.shape))
+        self.obs = ObsSpec.from_space(observation_space)
+        self.obs_parts = obs_parts
         self.low: np.ndarray | None = None
         self.high: np.ndarray | None = None
         if isinstance(action_space, gym.spaces.Discrete):
@@ -164,6 +174,28 @@ class Plumbing:
             self.low, self.high = action_space.low, action_space.high
         self.parts = Parts()
         self.counters: dict[str, type] = {}
+
+    @property
+    def obs_dim(self) -> int:
+        """The flat observation's size (the input of an MLP)."""
+        return self.obs.flat_dim
+
+    def obs_input(
+        self, obs: dict[str, Any]
+    ) -> tuple[torch.Tensor | dict[str, torch.Tensor], bool]:
+        """A dict observation (or batch of them) as the agent's networks read it: one flat
+        float32 (B, obs_dim) tensor, or ``{part: tensor}`` with ``obs_parts``; and whether
+        a single observation was given (``numpy_act``)."""
+        if self.obs_parts:
+            return self.obs.tensors(obs, self.device)
+        return self.obs.flat_batch(obs, self.device)
+
+    def batches(self, sampler: Sampler) -> Sampler:
+        """What the agent's updates draw from: ``sampler`` itself, or a view that flattens
+        dict observations (``rlcore.buffers.FlatObs``) for networks that read one vector."""
+        if not self.obs.keyed or self.obs_parts:
+            return sampler
+        return FlatObs(sampler, self.obs)
 
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The Box's (low, high) as float32 tensors on the device (an ``act``'s clamp)."""
@@ -220,14 +252,19 @@ def numpy_act(
     """Decorator that turns ``policy(agent, obs, deterministic) -> action tensor`` (obs a
     float32 (B, ...) tensor on ``agent.device``) into the agent's ``act``: numpy or tensor
     observation(s) in, one or a batch; the policy run in inference mode (no autograd);
-    numpy out, a single observation's action (or chunk) without the batch dimension."""
+    numpy out, a single observation's action (or chunk) without the batch dimension.
+    A dict observation (one array per part, or a batch per part) goes through the agent's
+    ``plumbing`` (``Plumbing.obs_input``: flattened in the spec's order)."""
 
     @functools.wraps(policy)
     def act(
-        agent: AgentT, obs: np.ndarray | torch.Tensor, deterministic: bool = False
+        agent: AgentT, obs: np.ndarray | torch.Tensor | dict[str, Any], deterministic: bool = False
     ) -> np.ndarray:
         with torch.inference_mode():
-            obs_t, single = batched_obs(obs, agent.device)
+            if isinstance(obs, dict):
+                obs_t, single = agent.plumbing.obs_input(obs)  # type: ignore[attr-defined]
+            else:
+                obs_t, single = batched_obs(obs, agent.device)
             action = policy(agent, obs_t, deterministic).cpu().numpy()
         return action[0] if single else action
 

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
+from rlcore.observations import ObsSpec
 from rlcore.types import Batch, RolloutBatch
 
 ArrayLike = np.ndarray | torch.Tensor
+ObsArg = tuple[int, ...] | ObsSpec  # a buffer's observation: a shape (one vector) or a spec
+OBS_FIELDS = ("obs", "next_obs")  # the transition fields that hold observations
 
 
 def _as_tensor(x: ArrayLike, device: torch.device, dtype=torch.float32) -> torch.Tensor:
@@ -57,6 +61,14 @@ class ReplayBuffer:
     ``(t * num_envs + i) % capacity``. ``next_obs`` is stored explicitly, so the loop
     hands in the *final* observation of an episode that ended (not the reset one).
 
+    Observations: ``obs_shape`` is a shape (one float32 vector, stored in the channels
+    ``obs`` and ``next_obs``, as always) or an ``rlcore.observations.ObsSpec``; a keyed
+    spec (dict observations) is stored one channel per part, ``obs.<part>`` and
+    ``next_obs.<part>``, each in its part's dtype (images uint8). ``add`` then takes
+    ``obs`` / ``next_obs`` as ``{part: (num_envs, *shape)}`` and ``Batch.obs`` /
+    ``next_obs`` are ``{part: (B, *shape)}`` (``FlatObs`` concatenates them for agents
+    that read one vector); ``buffer.obs`` reads as that dict of the stored tensors.
+
     The six transition fields (``FIELDS``) always exist; ``channels`` adds more, each
     ``name -> (shape, dtype)`` (e.g. ``{"mc_return": ((), torch.float32)}``). ``add`` takes
     them as keyword arguments; a channel left out of an ``add`` is written as zeros (the
@@ -73,7 +85,7 @@ class ReplayBuffer:
     def __init__(
         self,
         capacity: int,
-        obs_shape: tuple[int, ...],
+        obs_shape: ObsArg,
         action_shape: tuple[int, ...],
         num_envs: int = 1,
         device: torch.device | str = "cpu",
@@ -90,11 +102,21 @@ class ReplayBuffer:
         self.num_envs = int(num_envs)
         self.device = torch.device(device)
         self.next_action = next_action
+        self.obs_spec = spec = ObsSpec.of(obs_shape)
+        # obs / next_obs -> {part: channel}: the field itself for one unkeyed part
+        self.obs_channels = {
+            field: {p.name: f"{field}.{p.name}" if spec.keyed else field for p in spec.parts}
+            for field in OBS_FIELDS
+        }
+
+        def observation(field: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+            return {self.obs_channels[field][p.name]: (p.shape, p.torch_dtype) for p in spec.parts}
+
         specs = {
-            "obs": (tuple(obs_shape), torch.float32),
+            **observation("obs"),
             "action": (tuple(action_shape), action_dtype),
             "reward": ((), torch.float32),
-            "next_obs": (tuple(obs_shape), torch.float32),
+            **observation("next_obs"),
             "terminated": ((), torch.float32),
             "truncated": ((), torch.float32),
         }
@@ -117,6 +139,9 @@ class ReplayBuffer:
         data = self.__dict__.get("data")
         if data is not None and name in data:
             return data[name]
+        parts = self.__dict__.get("obs_channels", {}).get(name)
+        if data is not None and parts is not None:  # a keyed spec's obs / next_obs
+            return {part: data[channel] for part, channel in parts.items()}
         raise AttributeError(f"{type(self).__name__} has no attribute or channel '{name}'")
 
     def __len__(self) -> int:
@@ -124,8 +149,21 @@ class ReplayBuffer:
 
     @property
     def extra_channels(self) -> tuple[str, ...]:
-        """Names of the channels beyond the six transition fields."""
-        return tuple(name for name in self.specs if name not in self.FIELDS)
+        """Names of the channels beyond the six transition fields (and their parts)."""
+        fields = {*self.FIELDS, *(c for f in OBS_FIELDS for c in self.obs_channels[f].values())}
+        return tuple(name for name in self.specs if name not in fields)
+
+    def _observation_values(self, field: str, value: Any) -> dict[str, Any]:
+        """``{channel: value}`` of one observation field as ``add`` got it."""
+        channels = self.obs_channels[field]
+        if not self.obs_spec.keyed:
+            if isinstance(value, Mapping):
+                raise ValueError(f"{field} is a dict, but this buffer stores one array")
+            return {field: value}
+        if not isinstance(value, Mapping) or set(value) != set(channels):
+            got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
+            raise ValueError(f"{field} must be a dict of the parts {list(channels)}, got {got}")
+        return {channels[part]: value[part] for part in channels}
 
     def add(
         self,
@@ -145,6 +183,8 @@ class ReplayBuffer:
             )
         n = self.num_envs
         values = dict(zip(self.FIELDS, (obs, action, reward, next_obs, terminated, truncated)))
+        for field in OBS_FIELDS:
+            values.update(self._observation_values(field, values.pop(field)))
         values.update(channels)
         if self.pos + n <= self.capacity:
             rows: slice | torch.Tensor = slice(self.pos, self.pos + n)
@@ -171,7 +211,13 @@ class ReplayBuffer:
     def batch(self, idx: torch.Tensor) -> Batch:
         """The transitions at rows ``idx`` as a Batch (every channel)."""
         rows = {name: tensor[idx] for name, tensor in self.data.items()}
-        fields = {name: rows.pop(name) for name in self.FIELDS}
+        fields: dict[str, Any] = {}
+        for name in self.FIELDS:
+            parts = self.obs_channels.get(name)
+            if parts is not None and self.obs_spec.keyed:
+                fields[name] = {part: rows.pop(channel) for part, channel in parts.items()}
+            else:
+                fields[name] = rows.pop(name)
         fields.update({name: rows.pop(name) for name in _BATCH_FIELDS if name in rows})
         if self.next_action:
             successor = (idx + self.num_envs) % self.capacity
@@ -294,6 +340,34 @@ class MixedSampler:
         self.calls = int(state["calls"])
 
 
+def flat_obs_batch(batch: Batch, spec: ObsSpec) -> Batch:
+    """``batch`` with its dict ``obs`` / ``next_obs`` concatenated into one float32 vector
+    each, the parts in ``spec``'s order (``ObsSpec.concat``)."""
+    return dataclasses.replace(batch, obs=spec.concat(batch.obs), next_obs=spec.concat(batch.next_obs))
+
+
+class FlatObs:
+    """A sampler whose dict observations reach the agent as one flat vector: ``sample``
+    draws from ``sampler`` and concatenates the parts of ``obs`` / ``next_obs`` in the
+    spec's order. An agent whose networks read one vector (every MLP agent) trains on dict
+    observations of vectors through it (``rlcore.agent_state.Plumbing.batches``); a
+    sampler that works on the parts (HER's relabelling of ``desired_goal``) sits below it.
+    It holds no state: ``state_dict`` is the wrapped sampler's."""
+
+    def __init__(self, sampler: Sampler, spec: ObsSpec) -> None:
+        spec.flat_dim  # noqa: B018 - an image part: the encoder error, now
+        self.sampler, self.spec = sampler, spec
+
+    def sample(self, batch_size: int) -> Batch:
+        return flat_obs_batch(self.sampler.sample(batch_size), self.spec)
+
+    def state_dict(self) -> dict:
+        return self.sampler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sampler.load_state_dict(state)
+
+
 def draw(sampler: Sampler, batch_size: int, minibatches: int = 1) -> Batch:
     """``minibatches`` independent samples of ``batch_size`` rows, concatenated: an agent
     making ``utd_ratio`` critic steps per update splits them back with ``Batch.chunks``
@@ -353,14 +427,26 @@ def compute_gae(
     return advantages, advantages + values
 
 
+def _copy_row(row: torch.Tensor, value: ArrayLike) -> None:
+    """Write ``value`` into ``row``, a view of a store: ``copy_`` converts dtype and
+    device in place."""
+    source = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
+    row.copy_(source.reshape(row.shape))
+
+
 class RolloutBuffer:
-    """Fixed-length on-policy storage of shape (num_steps, num_envs)."""
+    """Fixed-length on-policy storage of shape (num_steps, num_envs).
+
+    ``obs_shape``: a shape (one float32 vector) or an ``rlcore.observations.ObsSpec``; a
+    keyed spec stores one tensor per part in its dtype (``self.obs`` is then ``{part:
+    tensor}``, ``add`` takes ``{part: (num_envs, *shape)}`` and ``RolloutBatch.obs`` is a
+    dict)."""
 
     def __init__(
         self,
         num_steps: int,
         num_envs: int,
-        obs_shape: tuple[int, ...],
+        obs_shape: ObsArg,
         action_shape: tuple[int, ...],
         device: torch.device | str = "cpu",
         action_dtype: torch.dtype = torch.float32,
@@ -370,7 +456,16 @@ class RolloutBuffer:
         self.device = torch.device(device)
         shape = (num_steps, num_envs)
         f32 = dict(dtype=torch.float32, device=self.device)
-        self.obs = torch.zeros((*shape, *obs_shape), **f32)
+        self.obs_spec = spec = ObsSpec.of(obs_shape)
+        self.obs: torch.Tensor | dict[str, torch.Tensor]
+        if spec.keyed:
+            self.obs = {
+                p.name: torch.zeros((*shape, *p.shape), dtype=p.torch_dtype, device=self.device)
+                for p in spec.parts
+            }
+        else:
+            part = spec.parts[0]
+            self.obs = torch.zeros((*shape, *part.shape), dtype=part.torch_dtype, device=self.device)
         self.action = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=self.device)
         self.log_prob = torch.zeros(shape, **f32)
         self.reward = torch.zeros(shape, **f32)
@@ -425,9 +520,13 @@ class RolloutBuffer:
             fields += tuple(costs)
             stores += (self.cost, self.cost_value, self.cost_bootstrap_value)
         for store, value_ in zip(stores, fields):
-            row = store[t]  # a view: copy_ converts dtype and device in place
-            source = value_ if isinstance(value_, torch.Tensor) else torch.as_tensor(value_)
-            row.copy_(source.reshape(row.shape))
+            if isinstance(store, dict):  # a keyed observation: one store per part
+                if not isinstance(value_, Mapping) or set(value_) != set(store):
+                    raise ValueError(f"obs must be a dict of the parts {list(store)}")
+                for name, part_store in store.items():
+                    _copy_row(part_store[t], value_[name])
+            else:
+                _copy_row(store[t], value_)
         extras = extras or {}
         if set(extras) != set(self.extras) and (t > 0 or self.extras):
             raise ValueError(f"rollout channels changed: {sorted(self.extras)} -> {sorted(extras)}")
@@ -482,8 +581,12 @@ class RolloutBuffer:
             gamma,
             gae_lambda,
         )
+        def flat(x: torch.Tensor) -> torch.Tensor:
+            return x.reshape(n, *x.shape[2:])
+
         return RolloutBatch(
-            obs=self.obs.reshape(n, *self.obs.shape[2:]),
+            obs={k: flat(v) for k, v in self.obs.items()} if isinstance(self.obs, dict)
+            else flat(self.obs),
             action=self.action.reshape(n, *self.action.shape[2:]),
             log_prob=self.log_prob.reshape(n),
             value=self.value.reshape(n),

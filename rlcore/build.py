@@ -38,6 +38,7 @@ from rlcore.envs.make import UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluation import EvalVideo
 from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_phase
+from rlcore.observations import ObsSpec
 from rlcore.plan import RunPlan
 from rlcore.settings import RunSettings, SettledRun, with_dataset
 from rlcore.spaces import action_storage
@@ -85,7 +86,7 @@ def build(
     env, eval_env = build_envs(algorithm.name, plan, settings, run_dir, offline_run, device)
     try:
         obs_space, action_space = env.single_observation_space, env.single_action_space
-        check_spaces(algorithm, settings.env.id, obs_space, action_space)
+        check_spaces(algorithm, settings.env.id, obs_space, action_space, plan, settings)
         dataset = load_dataset(plan, settings)  # a download, too, before any write
         if dataset is not None:
             try:
@@ -366,7 +367,7 @@ def build_phases(built: Built, logger: Logger) -> Phases:
         # rollout workers: each worker's envs side by side in one rollout
         rollout_envs = env.num_envs * max(settings.distributed.actors, 1)
         rollout = RolloutBuffer(
-            schedule.rollout_steps, rollout_envs, env.single_observation_space.shape,
+            schedule.rollout_steps, rollout_envs, ObsSpec.from_space(env.single_observation_space),
             action_shape, agent.device, action_dtype,
         )  # fmt: skip
         return Phases([rollout_phase(rollout, schedule.online_steps, plan.returns)])
@@ -392,6 +393,8 @@ def build_phases(built: Built, logger: Logger) -> Phases:
             sampler = phases.stateful["mixed"] = MixedSampler(
                 [(dataset, fraction), (buffer, 1 - fraction)]
             )
+        if buffer.obs_spec.keyed:  # dict observations: flattened for networks of one vector
+            sampler = agent.plumbing.batches(sampler)
         warmup = min(schedule.warmup_length(env.num_envs), online_steps)
         random_steps = min(schedule.learning_starts, online_steps - warmup)
         phases.phases += [
@@ -420,7 +423,7 @@ def replay_buffer(plan: RunPlan, agent: Any, env: Any, seed: int, dataset: Any) 
     action_shape, action_dtype = action_storage(env.single_action_space)
     return ReplayBuffer(
         capacity,
-        env.single_observation_space.shape,
+        ObsSpec.from_space(env.single_observation_space),  # one channel per part
         action_shape,
         env.num_envs,
         device=agent.device,

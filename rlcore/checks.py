@@ -16,6 +16,7 @@ from rlcore.checkpoint import read_checkpoint
 from rlcore.config import ConfigError
 from rlcore.distributed import require_ray
 from rlcore.loops import NO_COST
+from rlcore.observations import ObsSpec
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
 from rlcore.settings import RunSettings
 from rlcore.spaces import check_action_space
@@ -73,11 +74,20 @@ def check_schedule(plan: RunPlan, num_envs: int, init_from: bool) -> None:
 
 
 def check_spaces(
-    algorithm: Algorithm, env_id: str, obs_space: gym.Space, action_space: gym.Space
+    algorithm: Algorithm,
+    env_id: str,
+    obs_space: gym.Space,
+    action_space: gym.Space,
+    plan: RunPlan | None = None,
+    settings: RunSettings | None = None,
 ) -> None:
     """Refuse, naming what is supported and the fix, action spaces the algorithm cannot
     act in (the agent constructors refuse too, for library users; this names the env) and
-    observation spaces the networks cannot take (Dict/Tuple need ``env.flatten_obs=true``)."""
+    observation spaces the networks cannot take. A flat Box is always taken; a Dict of
+    vector Boxes (goal-conditioned tasks) in a replay run (``plan`` and ``settings``
+    given): its agent reads the parts flattened through the observation seam
+    (rlcore.observations), except where the run needs what still reads flat observations
+    (``dict_obs_blockers``). Anything else needs ``env.flatten_obs=true`` (Dict/Tuple)."""
     agent = algorithm.agent_class.__name__
     try:
         check_action_space(action_space, agent, algorithm.action_spaces, env_id)
@@ -85,16 +95,53 @@ def check_spaces(
         raise ConfigError(str(error)) from None
     if isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1:
         return
+    try:
+        spec: ObsSpec | None = ObsSpec.from_space(obs_space)
+    except ValueError:
+        spec = None  # a Tuple, a Dict with a part that is not a Box: flatten_obs
+    keyed_vectors = spec is not None and spec.keyed and spec.all_vector
+    if keyed_vectors and plan is not None and settings is not None:
+        blockers = dict_obs_blockers(plan, settings)
+        if not blockers:
+            return
+        raise ConfigError(
+            f"algo={algorithm.name} reads dict observations of vectors ({env_id}: parts "
+            f"{list(spec.names)}) in replay runs; this run has {', '.join(blockers)}, which "
+            "read flat observations. Pass env.flatten_obs=true to flatten them into one "
+            "vector in the env."
+        )
     hint = (
         " Pass env.flatten_obs=true to flatten it into one vector (goal-conditioned "
         "tasks: observation, achieved_goal, desired_goal)."
         if isinstance(obs_space, gym.spaces.Dict | gym.spaces.Tuple)
         else ""
     )
+    if spec is not None and not spec.all_vector:
+        hint = (
+            f" Its image part(s) {[p.name for p in spec.images]} need an image encoder, "
+            "which no algorithm has yet." + hint
+        )
     raise ConfigError(
-        f"algo={algorithm.name} supports flat Box observation spaces (shape (n,)); {env_id} "
-        f"has {obs_space}.{hint}"
+        f"algo={algorithm.name} supports flat Box observation spaces (shape (n,)) and, in "
+        f"replay runs, dicts of them; {env_id} has {obs_space}.{hint}"
     )
+
+
+def dict_obs_blockers(plan: RunPlan, settings: RunSettings) -> list[str]:
+    """What a run needs that reads flat observations only, so that it cannot take dict
+    observations yet (empty: it can): rollouts (the rollout path and its value bootstrap
+    read one array), offline datasets (flat observations), the env-side observation
+    normaliser and observation history (Box wrappers), distributed actors (not tried)."""
+    found = [
+        (plan.schedule.on_policy, "rollouts (an on-policy algorithm)"),
+        (plan.needs_dataset(bool(settings.init_from)) or bool(settings.dataset),
+         "an offline dataset (its observations are flat)"),
+        (plan.env.normalize_obs, "env-side observation normalisation "
+         "(algo.normalize_obs=true)"),
+        (plan.env.obs_history > 1, "an observation history"),
+        (settings.distributed.actors > 0, "distributed actors"),
+    ]  # fmt: skip
+    return [reason for blocked, reason in found if blocked]
 
 
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:

@@ -53,7 +53,8 @@ def evaluate(
     chunked = len(env.single_action_space.shape) + 2  # ndim of a batch of chunks
     queue = ChunkQueue()
     while (done_count < quota).any():
-        need = queue.needs(obs)
+        # a dict observation (one array per part): its first part counts the envs
+        need = queue.needs(next(iter(obs.values())) if isinstance(obs, dict) else obs)
         if need.any():  # the policy sees every env; the envs that need a chunk take theirs
             out = np.asarray(policy(obs))
             queue.fill((out if out.ndim == chunked else out[:, None])[need], need)

@@ -10,6 +10,12 @@ agent's own observation normaliser and action scaling, and the clip to the actio
 bounds (discrete actions: the index shifted by the space's ``start``, int64). It is the
 agent's deterministic action, ``load_policy(path)`` followed by the env's clip.
 
+Dict observations (a run on a Dict observation space, rlcore.observations): the file
+takes one input per part, named after it, in the spec's part order (goal-conditioned
+tasks: ``observation``, ``achieved_goal``, ``desired_goal``), each (B, *part shape)
+float32, and concatenates them inside the graph as the agent does. Image parts are not
+exportable yet (no agent has an image encoder): refused with one line.
+
 Diffusion and flow policies (diffusion_bc, flow_bc, ...) sample: the file holds their
 fixed-step sampling chain (K denoising / Euler steps, the evaluation sampler of
 ``act(deterministic=True)``). With ``--noise input`` (default) it takes a second input
@@ -47,6 +53,7 @@ from torch import nn
 
 from rlcore.agent_state import part_modules
 from rlcore.checkpoint import CheckpointReadError, load_checkpoint
+from rlcore.observations import ObsSpec
 from rlcore.policies import load_agent
 from rlcore.settings import EnvSettings
 from rlcore.spaces import action_space_from
@@ -168,11 +175,24 @@ class DeployedPolicy(nn.Module):
         self._offset += k
         return z.reshape((-1, *shape[1:])).clone()  # clone: the chain may clamp in place
 
-    def forward(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
-        x = obs.reshape(obs.shape[0], -1)
+    input_names: tuple[str, ...] = ("obs",)
+
+    def example_inputs(self, batch: int, obs_shape: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        """Zero observations to trace with: one (batch, *obs_shape) tensor."""
+        return (torch.zeros((batch, *obs_shape)),)
+
+    def features(self, *obs: torch.Tensor) -> torch.Tensor:
+        """The agent's float32 (B, obs_dim) input from the file's observation input(s)."""
+        x = obs[0].reshape(obs[0].shape[0], -1)
         if self.normalise:
             x = ((x.double() - self.obs_mean) / self.obs_std).clamp(-self.clip_obs, self.clip_obs)
-        x = x.float()
+        return x.float()
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        return self.action(self.features(obs), noise)
+
+    def action(self, x: torch.Tensor, noise: torch.Tensor | None) -> torch.Tensor:
+        """The env action of the agent's input ``x`` (the chain's draws from ``noise``)."""
         self._noise, self._offset = noise, 0
         try:
             with drawing(self._draw):
@@ -183,7 +203,7 @@ class DeployedPolicy(nn.Module):
             return action.long() + self.action_start
         return torch.maximum(torch.minimum(action, self.high), self.low)
 
-    def draws_per_row(self, obs: torch.Tensor) -> int:
+    def draws_per_row(self, *obs: torch.Tensor) -> int:
         """How many standard normal draws one action takes (0: a deterministic policy)."""
         count = 0
 
@@ -193,9 +213,40 @@ class DeployedPolicy(nn.Module):
             return torch.zeros(shape)
 
         with torch.no_grad(), drawing(draw):
-            x = obs.reshape(obs.shape[0], -1).float()
+            x = obs[0].reshape(obs[0].shape[0], -1).float() if len(obs) == 1 else self.features(*obs)
             self._act(self._owner, x, True)
         return count
+
+
+class DeployedDictPolicy(DeployedPolicy):
+    """A ``DeployedPolicy`` of dict observations of vectors: ``forward(*parts[, noise])``
+    takes one (B, *shape) input per part of ``spec``, in its order, and concatenates them
+    as the agent's plumbing does (``ObsSpec.concat``)."""
+
+    def __init__(self, agent: Any, action_space: gym.Space, spec: ObsSpec, noise: str = "input"):
+        super().__init__(agent, action_space, None, noise=noise)
+        if spec.images:
+            raise ExportError(_IMAGES_NOT_EXPORTABLE)
+        self.spec = spec
+        self.input_names = spec.names
+
+    def example_inputs(self, batch: int, obs_shape: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
+        """Zero observations to trace with: one (batch, *shape) tensor per part."""
+        return tuple(torch.zeros((batch, *part.shape)) for part in self.spec.parts)
+
+    def features(self, *obs: torch.Tensor) -> torch.Tensor:
+        return self.spec.concat(dict(zip(self.spec.names, obs)))
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        parts = len(self.spec.parts)
+        noise = inputs[parts] if len(inputs) > parts else None
+        return self.action(self.features(*inputs[:parts]), noise)
+
+
+_IMAGES_NOT_EXPORTABLE = (
+    "image observations are not exportable yet: no agent has an image encoder "
+    "(rlcore.nets.ObsEncoder)"
+)
 
 
 def policy_from_checkpoint(
@@ -207,22 +258,31 @@ def policy_from_checkpoint(
     from rlcore.settings import recorded_env
 
     state = load_checkpoint(path)
+    spec = ObsSpec.from_record(state["spaces"])
+    if spec.images:  # before the agent: it could not be rebuilt without an encoder
+        raise ExportError(_IMAGES_NOT_EXPORTABLE)
     agent = load_agent(path)
     config = catalog.get(state["algo"]).config_from_dict(state["config"]["algo"])
     history = int(config.plan().env.obs_history)
     env_cfg = state["config"].get("env", {})
     action_space = action_space_from(state["spaces"])
-    policy = DeployedPolicy(
-        agent, action_space, state.get("obs_normalizer"), recorded_env(state["config"]).clip_obs,
-        noise,
-    )  # fmt: skip
-    obs_dim = int(np.prod(state["spaces"]["obs_shape"]))
+    obs_shape: list[int] | dict[str, list[int]]
+    if spec.keyed:  # one input per part
+        policy: DeployedPolicy = DeployedDictPolicy(agent, action_space, spec, noise)
+        obs_shape = {part.name: list(part.shape) for part in spec.parts}
+    else:
+        policy = DeployedPolicy(
+            agent, action_space, state.get("obs_normalizer"),
+            recorded_env(state["config"]).clip_obs, noise,
+        )  # fmt: skip
+        obs_dim = int(np.prod(state["spaces"]["obs_shape"]))
+        obs_shape = [history, obs_dim // history] if history > 1 else [obs_dim]
     info = {
         "algo": str(state["algo"]),
         "env": str(env_cfg.get("id", env_cfg.get("name", ""))),
         "step": int(state.get("loop", {}).get("counters", {}).get("step", 0)),
         "obs_history": history,
-        "obs_shape": [history, obs_dim // history] if history > 1 else [obs_dim],
+        "obs_shape": obs_shape,
         "obs_normalisation": state.get("obs_normalizer") is not None,
     }
     return policy, info
@@ -236,17 +296,18 @@ def export_policy(
     batch: int = 1,
     info: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Trace ``policy`` on a batch of zero observations of ``obs_shape`` and write it to
-    ``out`` as ONNX or TorchScript; returns the metadata written into the file."""
+    """Trace ``policy`` on a batch of zero observations of ``obs_shape`` (a dict policy:
+    of its parts' shapes) and write it to ``out`` as ONNX or TorchScript; returns the
+    metadata written into the file."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format '{fmt}', choose from {list(FORMATS)}")
     if batch < 1:
         raise ExportError(f"--batch must be >= 1, got {batch}")
-    example = torch.zeros((batch, *obs_shape))
-    draws = policy.draws_per_row(example)
+    examples = policy.example_inputs(batch, obs_shape)
+    draws = policy.draws_per_row(*examples)
     noise_input = draws > 0 and policy.noise_mode == "input"
-    inputs = (example, torch.zeros(batch, draws)) if noise_input else (example,)
-    names = ["obs", "noise"] if noise_input else ["obs"]
+    inputs = (*examples, torch.zeros(batch, draws)) if noise_input else examples
+    names = [*policy.input_names, "noise"] if noise_input else list(policy.input_names)
     if draws == 0:
         noise_text = "none (a deterministic policy)"
     elif noise_input:
@@ -371,7 +432,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     batch = "B" if metadata["batch"] == "any" else metadata["batch"]
-    print(f"wrote {out} ({args.fmt}): obs {[batch, *info['obs_shape']]} -> {metadata['output']}")
+    shapes = info["obs_shape"]
+    obs = (
+        ", ".join(f"{name} {[batch, *shape]}" for name, shape in shapes.items())
+        if isinstance(shapes, dict)
+        else f"obs {[batch, *shapes]}"
+    )
+    print(f"wrote {out} ({args.fmt}): {obs} -> {metadata['output']}")
     print(f"noise: {metadata['noise']}")
     return 0
 

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcore.observations import IMAGE, ObsPart, ObsSpec, image_encoder_needed
+
 ACTIVATIONS: dict[str, type[nn.Module]] = {
     "relu": nn.ReLU,
     "tanh": nn.Tanh,
@@ -641,6 +643,45 @@ class DiscreteQNetwork(nn.Module):
             return self.q(obs)
         value, advantage = self.streams(obs)
         return value + advantage - advantage.mean(-1, keepdim=True)
+
+
+class ObsEncoder(nn.Module):
+    """An observation (``rlcore.observations.ObsSpec``) -> one feature vector (B, out_dim):
+    the parts in the spec's order, each vector flattened, each image through its own
+    encoder, concatenated. A network built on ``out_dim`` reads any observation the spec
+    describes; for one vector part it is the identity (the networks of every run before
+    the seam, unchanged).
+
+    ``image_encoder(part) -> nn.Module`` builds the encoder of an image part: a module
+    taking the part's uint8 (B, frame_stack * C, H, W) tensor (scaling its pixels itself)
+    and giving (B, out_dim), with an int ``out_dim`` attribute. Without one, an image part
+    is refused with the one image-encoder message (``rlcore.observations``)."""
+
+    def __init__(
+        self, spec: ObsSpec, image_encoder: Callable[[ObsPart], nn.Module] | None = None
+    ) -> None:
+        super().__init__()
+        self.spec = spec
+        self.images = nn.ModuleDict()
+        out_dim = 0
+        for part in spec.parts:
+            if part.kind != IMAGE:
+                out_dim += part.size
+                continue
+            if image_encoder is None:
+                raise ValueError(image_encoder_needed(part))
+            encoder = image_encoder(part)
+            if not isinstance(getattr(encoder, "out_dim", None), int):
+                raise TypeError(
+                    f"the image encoder of part {part.name!r} ({type(encoder).__name__}) needs "
+                    "an int out_dim attribute (its feature size)"
+                )
+            self.images[part.name] = encoder
+            out_dim += encoder.out_dim
+        self.out_dim = out_dim
+
+    def forward(self, obs: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.spec.concat(obs, self.images)
 
 
 class ObsNormalizer(nn.Module):

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import torch
 
 from rlcore import catalog
 from rlcore.checkpoint import load_checkpoint
+from rlcore.observations import ObsSpec
 from rlcore.settings import recorded_env
 from rlcore.spaces import DISCRETE, action_kind, action_space_from, to_env_action
 
@@ -29,7 +29,8 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
     spec = catalog.get(state["algo"])
     config = spec.config_from_dict(state["config"]["algo"])
     spaces = state["spaces"]
-    observation_space = gym.spaces.Box(-np.inf, np.inf, tuple(spaces["obs_shape"]), np.float32)
+    # the observation seam's record (a checkpoint from before it: one vector, obs_shape)
+    observation_space = ObsSpec.from_record(spaces).to_space()
     action_space = action_space_from(spaces)
     agent = spec.agent_class(observation_space, action_space, config, device=device)
     saved = state["agent"]
@@ -41,11 +42,27 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
 
 
 
-def obs_transform(state: dict[str, Any]) -> Callable[[np.ndarray], np.ndarray]:
+def obs_transform(state: dict[str, Any]) -> Callable[[Any], Any]:
     """The observation normalisation a checkpoint's agent was trained with (identity
-    when it had none), as float32 for ``agent.act``."""
+    when it had none), as float32 for ``agent.act``. Dict observations (the checkpoint's
+    observation spec is keyed) are taken as ``{part: array}``, each part in its dtype
+    (the env-side normaliser standardises Box observations only)."""
     norm = state.get("obs_normalizer")
     clip = recorded_env(state["config"]).clip_obs
+    spec = ObsSpec.from_record(state["spaces"])
+    if spec.keyed:
+        if norm is not None:
+            raise ValueError("a checkpoint with dict observations and env-side statistics")
+
+        def parts(obs: dict[str, Any]) -> dict[str, np.ndarray]:
+            if not isinstance(obs, dict):
+                raise TypeError(
+                    f"this policy takes dict observations with the parts {list(spec.names)}, "
+                    f"got {type(obs).__name__}"
+                )
+            return {p.name: np.asarray(obs[p.name], dtype=p.dtype) for p in spec.parts}
+
+        return parts
 
     def transform(obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float64)
@@ -60,7 +77,8 @@ def load_policy(
     path: str | Path, device: str | torch.device = "cpu", deterministic: bool = True
 ) -> Callable[[np.ndarray], np.ndarray]:
     """A ``policy(obs) -> action`` for deployment, including the observation normalisation
-    the agent was trained with (if any). ``deterministic=False`` acts with the agent's own
+    the agent was trained with (if any). ``obs``: one observation or a batch, as the env
+    gives them (a dict of arrays for a dict observation space). ``deterministic=False`` acts with the agent's own
     sampling / exploration (e.g. SAC's tanh-Gaussian), drawing from torch's global RNG."""
     state = load_checkpoint(path, map_location=device)
     agent = load_agent(path, device)

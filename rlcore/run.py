@@ -35,6 +35,7 @@ from rlcore.checkpoint import CHECKPOINT_DIR, LATEST
 from rlcore.config import ConfigError
 from rlcore.logging import Logger
 from rlcore.loops import LoopSettings, RunContext, run_phases
+from rlcore.observations import ObsSpec
 from rlcore.overrides import config_file_defaults
 from rlcore.run_dir import (
     checkpoint_writer,
@@ -121,7 +122,8 @@ def _run(
     for note in notes:
         logger.note(note)
     obs_space, action_space = env.single_observation_space, env.single_action_space
-    spaces = {"obs_shape": list(obs_space.shape), **describe_action_space(action_space)}
+    # the observation seam's record ("obs") beside "obs_shape" for older readers
+    spaces = {**ObsSpec.from_space(obs_space).spaces_record(), **describe_action_space(action_space)}
     context = RunContext(
         name=f"{algorithm.name} {settings.env.id}{f' {label}' if label else ''}",
         logger=logger,

@@ -8,6 +8,15 @@ from dataclasses import dataclass, field
 
 import torch
 
+Obs = torch.Tensor | dict[str, torch.Tensor]  # one observation tensor, or one per part
+
+
+def rows_of(obs: Obs) -> int:
+    """Leading (batch) size of an observation tensor or of a dict of part tensors."""
+    if isinstance(obs, dict):
+        return next(iter(obs.values())).shape[0]
+    return obs.shape[0]
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -15,12 +24,14 @@ class Batch:
 
     ``terminated`` and ``truncated`` are kept apart: bootstrapping stops only on
     termination. ``discount`` is gamma^n for n-step returns (1 step: None, use gamma).
+    ``obs`` / ``next_obs`` are one tensor, or ``{part: tensor}`` for dict observations
+    (``rlcore.observations.ObsSpec``, keyed; ``rlcore.buffers.FlatObs`` concatenates them).
     """
 
-    obs: torch.Tensor
+    obs: Obs
     action: torch.Tensor
     reward: torch.Tensor
-    next_obs: torch.Tensor
+    next_obs: Obs
     terminated: torch.Tensor
     truncated: torch.Tensor
     discount: torch.Tensor | None = None
@@ -29,7 +40,7 @@ class Batch:
     extras: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return self.obs.shape[0]
+        return rows_of(self.obs)
 
     def to(self, device: torch.device | str) -> Batch:
         """Copy of the batch with every tensor moved to ``device``."""
@@ -75,6 +86,10 @@ class Batch:
             if f.name == "extras":
                 keys = set.intersection(*(set(p) for p in parts))
                 values["extras"] = {k: torch.cat([p[k] for p in parts]) for k in sorted(keys)}
+            elif any(isinstance(p, dict) for p in parts):  # dict observations: part by part
+                if not all(isinstance(p, dict) and p.keys() == parts[0].keys() for p in parts):
+                    raise ValueError(f"Batch.cat: {f.name} mixes observations of other parts")
+                values[f.name] = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
             elif all(p is not None for p in parts):
                 values[f.name] = torch.cat(parts)
         return Batch(**values)
@@ -86,11 +101,12 @@ class RolloutBatch:
 
     ``extras`` holds the rollout channels an agent's ``explore`` returned besides the
     action (a diffusion policy's denoising chain, its per-step log-densities, a residual
-    policy's base action), row-aligned with ``obs``. On a constrained task (an agent with a
+    policy's base action), row-aligned with ``obs`` (a tensor, or ``{part: tensor}`` for
+    dict observations). On a constrained task (an agent with a
     cost critic) ``cost_value`` / ``cost_advantage`` / ``cost_returns`` are the cost's
     V_c, GAE and value targets, computed as the reward's are; None otherwise."""
 
-    obs: torch.Tensor
+    obs: Obs
     action: torch.Tensor
     log_prob: torch.Tensor
     value: torch.Tensor
@@ -102,11 +118,11 @@ class RolloutBatch:
     cost_returns: torch.Tensor | None = None
 
     def __len__(self) -> int:
-        return self.obs.shape[0]
+        return rows_of(self.obs)
 
     def _map(self, cut) -> RolloutBatch:  # noqa: ANN001 (tensor -> tensor)
         values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values = {k: ({c: cut(t) for c, t in v.items()} if k == "extras" else
+        values = {k: ({c: cut(t) for c, t in v.items()} if isinstance(v, dict) else
                       None if v is None else cut(v))
                   for k, v in values.items()}  # fmt: skip
         return RolloutBatch(**values)

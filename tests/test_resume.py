@@ -79,6 +79,12 @@ CASES = {
         "dataset=local/hopper/random-v0",
     ],
 }
+# dict observations (observation / achieved_goal / desired_goal) through the observation
+# seam: the buffer's parts, a dict obs in the loop state; the module registers the task
+CASES["sac_goal"] = ["algo=sac", "env=tests.goal_env:RlcoreGoalPoint-v0", "total_steps=600",
+                     "algo.learning_starts=100", "algo.batch_size=32", "algo.hidden=[32,32]",
+                     "checkpoint_every=100", "eval_every=200", "log_every=50",
+                     "env.num_envs=2"]  # fmt: skip
 # offline-to-online: IQL fine-tuning (offline 400 gradient steps, then 1,600 env steps)
 CASES["iql_o2o"] = [*CASES["iql"][:2], "total_steps=400", "algo.online_steps=1600",
                     *CASES["iql"][3:]]  # fmt: skip

@@ -335,19 +335,21 @@ def test_algo_env_pair_overrides_top_level_keys(config_factory):
 # ----------------------------------------------------------------------------- spaces, data
 
 
-def test_dict_observations_are_refused_with_the_flatten_option_then_flattened(tmp_path):
+def test_dict_observations_refused_where_read_flat_with_the_flatten_option(tmp_path):
+    """A rollout algorithm reads flat observations: a Dict is refused naming the flatten
+    option, which then flattens it (replay algorithms take it through the observation
+    seam: tests/test_observations.py)."""
     from tests.goal_env import ENV_ID
 
     args = [
-        "algo=sac",
+        "algo=ppo",
         f"env={ENV_ID}",
-        "total_steps=200",
-        "algo.learning_starts=100",
-        "algo.batch_size=16",
-        "algo.hidden=[16,16]",
+        "total_steps=128",
+        "algo.rollout_steps=64",
+        "algo.num_minibatches=2",
         *FAST,
     ]
-    with pytest.raises(ConfigError, match=r"supports flat Box.*env\.flatten_obs=true"):
+    with pytest.raises(ConfigError, match=r"dict observations.*env\.flatten_obs=true"):
         train(make_config(*args), tmp_path / "dict")
     result = train(make_config(*args, "env.flatten_obs=true"), tmp_path / "flat")
     assert np.isfinite(result["eval/return"])

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import safety  # noqa: F401  (registers the Safety<Task>Velocity-v1 ids)
+from rlcore.envs import robots, safety  # noqa: F401  (register the Panda and safety ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -45,6 +45,7 @@ SHORT_NAMES: dict[str, str] = {
     "reacher": "Reacher-v5",
     "pusher": "Pusher-v5",
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
+    **{name.lower(): env_id for name, env_id in robots.ROBOT_IDS.items()},  # PandaPush...
 }
 BACKENDS = ("sync", "async", "native", "mjx", "auto")
 EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics
@@ -261,28 +262,39 @@ class RunningMeanStd:
         self.count = state["count"]
 
 
+def step_info(
+    info: dict[str, Any], key: str, num_envs: int, dtype: Any = np.float64
+) -> np.ndarray | None:
+    """Every sub-env's ``info[key]`` of the step it took, (num_envs,) of ``dtype``, or None
+    when the task reports none. gymnasium's vector envs give ``info[key]`` with its mask
+    ``info["_" + key]``, and, for an env whose episode just ended (SAME_STEP autoreset),
+    the value of its last step in ``info["final_info"]`` (read last, so it wins over the
+    reset's); the native back end gives a plain array."""
+    final = info.get("final_info") or {}
+    if key not in info and key not in final:
+        return None
+    values = np.zeros(num_envs, dtype)
+    for source in (info, final):
+        if key in source:
+            mask = np.asarray(source.get(f"_{key}", np.ones(num_envs, bool)), bool)
+            values[mask] = np.asarray(source[key], dtype)[mask]
+    return values
+
+
 def step_costs(info: dict[str, Any], num_envs: int) -> np.ndarray | torch.Tensor | None:
-    """Every sub-env's cost of this step, (num_envs,) float64, or None when the task reports
-    none. gymnasium's vector envs give ``info["cost"]`` with its mask ``info["_cost"]``, and,
-    for an env whose episode just ended (SAME_STEP autoreset), the cost in
-    ``info["final_info"]``; the native back end gives a plain array."""
+    """Every sub-env's cost of this step (``step_info`` of ``cost``; a device back end's
+    own tensor as it is)."""
     if isinstance(info.get("cost"), torch.Tensor):  # a device back end: every env's cost
         return info["cost"].double()
-    final = info.get("final_info") or {}
-    if "cost" not in info and "cost" not in final:
-        return None
-    costs = np.zeros(num_envs, np.float64)
-    for source in (info, final):
-        if "cost" in source:
-            mask = source.get("_cost", np.ones(num_envs, bool))
-            costs[mask] = np.asarray(source["cost"], np.float64)[mask]
-    return costs
+    return step_info(info, "cost", num_envs)
 
 
 class EpisodeStats(VectorWrapper):
     """Adds raw ``episode_return`` / ``episode_length`` (NaN where still running) to info;
     on a task that reports costs also ``info["cost"]`` as one plain (num_envs,) array
-    (``step_costs``) and ``episode_cost``, the episode's summed cost."""
+    (``step_costs``) and ``episode_cost``, the episode's summed cost; on a task that
+    reports ``info["is_success"]`` (robot tasks) ``episode_success``: 1.0 or 0.0, whether
+    the episode's last step was a success (gymnasium-robotics' and SB3's convention)."""
 
     def __init__(self, env: VectorEnv) -> None:
         super().__init__(env)
@@ -312,6 +324,9 @@ class EpisodeStats(VectorWrapper):
             self.costs += costs
             info["episode_cost"] = np.where(done, self.costs, np.nan)
             self.costs[done] = 0.0
+        success = step_info(info, "is_success", self.num_envs, bool)
+        if success is not None:
+            info["episode_success"] = np.where(done, success.astype(np.float64), np.nan)
         self.returns[done] = 0.0
         self.lengths[done] = 0
         return obs, reward, terminated, truncated, info
@@ -599,7 +614,8 @@ def make_vec_env(
     ``seed`` (if given) seeds the action spaces; the loop seeds the physics through
     ``reset(seed=...)``, which gives env ``i`` the seed ``seed + i``. ``backend="native"``
     steps all envs in MuJoCo's C threads (``envs/native.py``, ``num_threads`` of them,
-    default all CPUs) and supports the tasks in ``rlcore.envs.native.SUPPORTED_ENVS``; it needs
+    default all CPUs) and supports the tasks in ``rlcore.envs.native.SUPPORTED_ENVS`` and the
+    robot tasks (``rlcore.envs.robots.native``); it needs
     MuJoCo >= 4.0 (``mujoco.batch``) and says so when it is missing. ``backend="auto"``
     (the env configs' default for those tasks) picks native for them when MuJoCo has
     ``mujoco.batch``, and otherwise sync (with one warning if the reason is an old MuJoCo).
@@ -645,6 +661,16 @@ def make_vec_env(
         from rlcore.envs.mjx import MjxVectorEnv
 
         env = MjxVectorEnv(env_id, num_envs, device=device, impl=mjx_impl, **kwargs)
+    elif backend == "native" and robots.native_task(env_id):
+        from rlcore.envs.robots.native import RobotVectorEnv
+
+        if flatten_obs:
+            raise ValueError(
+                "env backend 'native' does not flatten a robot task's dict observations "
+                "(flatten_obs): the algorithms read them as they are, or use env.backend=sync"
+            )
+        env = RobotVectorEnv(robots.native_task(env_id), num_envs, num_threads=num_threads,
+                             **kwargs)  # fmt: skip
     elif backend == "native":
         from rlcore.envs.native import NativeVectorEnv  # needs mujoco.batch; says so without it
 
@@ -699,7 +725,9 @@ def _auto_backend(env_id: str) -> str:
     from rlcore.envs import native
 
     safe = safety.velocity_cost_of(env_id)
-    if (safe[0] if safe else env_id) not in native.SUPPORTED_ENVS:
+    if (safe[0] if safe else env_id) not in native.SUPPORTED_ENVS and not robots.native_task(
+        env_id
+    ):
         return "sync"
     if native.batch_available():
         return "native"

@@ -481,33 +481,7 @@ class NativeVectorEnv(VectorEnv):
         """Reset every env; env i gets ``seed + i`` (or ``seed[i]``), as SyncVectorEnv does.
         ``options={"reset_mask": mask}`` resets only the envs where ``mask`` is True (the
         others keep running; their rows of the returned observations are current)."""
-        mask = (options or {}).get("reset_mask")
-        if mask is not None:
-            mask = np.asarray(mask)
-            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_ or not mask.any():
-                raise ValueError(
-                    f"reset_mask must be a bool array of shape ({self.num_envs},) with at "
-                    f"least one True, got {mask!r}"
-                )
-            ids = np.flatnonzero(mask)
-            if seed is not None:
-                seeds = [seed + i for i in range(self.num_envs)] if isinstance(seed, int) else seed
-                for i in ids:
-                    if seeds[i] is not None:
-                        self.rngs[i], _ = seeding.np_random(seeds[i])
-            self._reset_envs(ids)
-            obs = self._obs()
-            return obs, {}
-        if seed is None or isinstance(seed, int):
-            seeds = [None if seed is None else seed + i for i in range(self.num_envs)]
-        else:
-            seeds = list(seed)
-            if len(seeds) != self.num_envs:
-                raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} envs")
-        for i, s in enumerate(seeds):
-            if s is not None or self.rngs[i] is None:
-                self.rngs[i], _ = seeding.np_random(s)
-        self._reset_envs(np.arange(self.num_envs))
+        self._reset_envs(reseed(self.rngs, seed, options))
         return self._obs(), {}
 
     def step(
@@ -648,6 +622,43 @@ class NativeVectorEnv(VectorEnv):
         if name == "rlcore_get_state":
             return tuple(self.get_states())
         raise AttributeError(f"NativeVectorEnv does not support call('{name}')")
+
+
+def reseed(
+    rngs: list[np.random.Generator | None],
+    seed: int | list[int | None] | None,
+    options: dict | None,
+) -> np.ndarray:
+    """The envs a host vector env's ``reset`` restarts, their generators seeded as
+    SyncVectorEnv seeds them: env i gets ``seed + i`` (or ``seed[i]``); without a seed an
+    env keeps its generator (a fresh unseeded one the first time). ``options={"reset_mask":
+    mask}`` restarts only the envs where ``mask`` is True."""
+    num_envs = len(rngs)
+    mask = (options or {}).get("reset_mask")
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.shape != (num_envs,) or mask.dtype != np.bool_ or not mask.any():
+            raise ValueError(
+                f"reset_mask must be a bool array of shape ({num_envs},) with at "
+                f"least one True, got {mask!r}"
+            )
+        ids = np.flatnonzero(mask)
+        if seed is not None:
+            seeds = [seed + i for i in range(num_envs)] if isinstance(seed, int) else seed
+            for i in ids:
+                if seeds[i] is not None:
+                    rngs[i], _ = seeding.np_random(seeds[i])
+        return ids
+    if seed is None or isinstance(seed, int):
+        seeds = [None if seed is None else seed + i for i in range(num_envs)]
+    else:
+        seeds = list(seed)
+        if len(seeds) != num_envs:
+            raise ValueError(f"got {len(seeds)} seeds for {num_envs} envs")
+    for i, s in enumerate(seeds):
+        if s is not None or rngs[i] is None:
+            rngs[i], _ = seeding.np_random(s)
+    return np.arange(num_envs)
 
 
 def _inside(values: np.ndarray, bounds: tuple[float, float]) -> np.ndarray:

@@ -180,9 +180,7 @@ class Plumbing:
         """The flat observation's size (the input of an MLP)."""
         return self.obs.flat_dim
 
-    def obs_input(
-        self, obs: dict[str, Any]
-    ) -> tuple[torch.Tensor | dict[str, torch.Tensor], bool]:
+    def obs_input(self, obs: dict[str, Any]) -> tuple[torch.Tensor | dict[str, torch.Tensor], bool]:
         """A dict observation (or batch of them) as the agent's networks read it: one flat
         float32 (B, obs_dim) tensor, or ``{part: tensor}`` with ``obs_parts``; and whether
         a single observation was given (``numpy_act``)."""

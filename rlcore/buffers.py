@@ -52,6 +52,8 @@ class Sampler(Protocol):
 
 # channels whose names are ``Batch`` fields; every other channel goes to ``Batch.extras``
 _BATCH_FIELDS = ("cost", "mc_return", "discount")
+# a replay buffer's episode record (``track_episodes``), one int64 per row
+EPISODE_CHANNELS = ("episode_step", "episode_env", "episode_start", "episode_length")
 
 
 class ReplayBuffer:
@@ -93,9 +95,14 @@ class ReplayBuffer:
         action_dtype: torch.dtype = torch.float32,
         channels: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
         next_action: bool = False,
+        track_episodes: bool = False,
     ) -> None:
         """``action_dtype``: float32 for Box actions; int64 with ``action_shape=()`` for
-        discrete action indices (``rlcore.spaces.action_storage`` gives both)."""
+        discrete action indices (``rlcore.spaces.action_storage`` gives both).
+        ``track_episodes``: every row also records its episode (``EPISODE_CHANNELS``: the
+        vector step it was written at, its env, the step its episode started at and the
+        episode's length once it ended, 0 before), which hindsight relabelling
+        (``rlcore.her``) reads to find a transition's episode."""
         if capacity < num_envs:
             raise ValueError(f"capacity ({capacity}) must be >= num_envs ({num_envs})")
         self.capacity = int(capacity)
@@ -120,10 +127,16 @@ class ReplayBuffer:
             "terminated": ((), torch.float32),
             "truncated": ((), torch.float32),
         }
-        for name, (shape, dtype) in (channels or {}).items():
+        extra = dict(channels or {})
+        if track_episodes:
+            extra |= {name: ((), torch.int64) for name in EPISODE_CHANNELS}
+        for name, (shape, dtype) in extra.items():
             if name in specs:
                 raise ValueError(f"channel '{name}' is one of the fixed fields {self.FIELDS}")
             specs[name] = (tuple(shape), dtype)
+        self.track_episodes = track_episodes
+        self.steps = 0  # vector steps added (the episode channels count them)
+        self.episode_start = np.zeros(num_envs, np.int64)  # each env's current episode
         self.specs = specs
         self.data = {
             name: torch.zeros((self.capacity, *shape), dtype=dtype, device=self.device)
@@ -186,6 +199,11 @@ class ReplayBuffer:
         for field in OBS_FIELDS:
             values.update(self._observation_values(field, values.pop(field)))
         values.update(channels)
+        if self.track_episodes:
+            values |= {
+                "episode_step": np.full(n, self.steps), "episode_env": np.arange(n),
+                "episode_start": self.episode_start.copy(), "episode_length": np.zeros(n),
+            }  # fmt: skip
         if self.pos + n <= self.capacity:
             rows: slice | torch.Tensor = slice(self.pos, self.pos + n)
         else:
@@ -198,8 +216,25 @@ class ReplayBuffer:
             if tensor.shape[0] != n:
                 raise ValueError(f"{name} has leading dim {tensor.shape[0]}, expected num_envs={n}")
             target[rows] = tensor.reshape(target[rows].shape)
+        if self.track_episodes:
+            self._end_episodes(np.asarray(terminated, bool) | np.asarray(truncated, bool))
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+
+    def _end_episodes(self, done: np.ndarray) -> None:
+        """Write the length of every episode that ended in the step just added into its
+        rows still in the buffer (a row overwritten since is another episode's)."""
+        n, step = self.num_envs, self.steps
+        for i in np.flatnonzero(done):
+            length = step - int(self.episode_start[i]) + 1
+            back = torch.arange(length - 1, -1, -1, device=self.device)  # steps before the end
+            rows = (self.pos + int(i) - back * n) % self.capacity
+            intact = (self.data["episode_step"][rows] == step - back) & (
+                self.data["episode_env"][rows] == int(i)
+            )
+            self.data["episode_length"][rows[intact]] = length
+            self.episode_start[i] = step + 1
+        self.steps += 1
 
     def sample(self, batch_size: int) -> Batch:
         """Uniform sample with replacement (seeded, reproducible)."""
@@ -237,13 +272,16 @@ class ReplayBuffer:
         data = {}
         for name, tensor in self.data.items():
             data[name] = tensor if self.size == self.capacity else tensor[: self.size].clone()
-        return {
+        state = {
             "data": data,
             "pos": self.pos,
             "size": self.size,
             "capacity": self.capacity,
             "generator": self.generator.get_state(),
         }
+        if self.track_episodes:
+            state["episodes"] = {"steps": self.steps, "start": self.episode_start.copy()}
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore a saved buffer. Loading into a larger buffer (a resumed run whose
@@ -271,6 +309,9 @@ class ReplayBuffer:
             tensor[:size] = data[name].to(self.device)
         self.pos, self.size = pos, size
         self.generator.set_state(state["generator"])
+        if self.track_episodes:
+            self.steps = int(state["episodes"]["steps"])
+            self.episode_start = np.asarray(state["episodes"]["start"]).copy()
 
 
 class MixedSampler:
@@ -343,7 +384,9 @@ class MixedSampler:
 def flat_obs_batch(batch: Batch, spec: ObsSpec) -> Batch:
     """``batch`` with its dict ``obs`` / ``next_obs`` concatenated into one float32 vector
     each, the parts in ``spec``'s order (``ObsSpec.concat``)."""
-    return dataclasses.replace(batch, obs=spec.concat(batch.obs), next_obs=spec.concat(batch.next_obs))
+    return dataclasses.replace(
+        batch, obs=spec.concat(batch.obs), next_obs=spec.concat(batch.next_obs)
+    )
 
 
 class FlatObs:
@@ -465,7 +508,9 @@ class RolloutBuffer:
             }
         else:
             part = spec.parts[0]
-            self.obs = torch.zeros((*shape, *part.shape), dtype=part.torch_dtype, device=self.device)
+            self.obs = torch.zeros(
+                (*shape, *part.shape), dtype=part.torch_dtype, device=self.device
+            )
         self.action = torch.zeros((*shape, *action_shape), dtype=action_dtype, device=self.device)
         self.log_prob = torch.zeros(shape, **f32)
         self.reward = torch.zeros(shape, **f32)
@@ -581,11 +626,13 @@ class RolloutBuffer:
             gamma,
             gae_lambda,
         )
+
         def flat(x: torch.Tensor) -> torch.Tensor:
             return x.reshape(n, *x.shape[2:])
 
         return RolloutBatch(
-            obs={k: flat(v) for k, v in self.obs.items()} if isinstance(self.obs, dict)
+            obs={k: flat(v) for k, v in self.obs.items()}
+            if isinstance(self.obs, dict)
             else flat(self.obs),
             action=self.action.reshape(n, *self.action.shape[2:]),
             log_prob=self.log_prob.reshape(n),

@@ -25,6 +25,7 @@ from rlcore.capabilities import DatasetUser, OnPolicy, StateStatistics, require
 from rlcore.catalog import Algorithm
 from rlcore.checks import (
     check_distributed,
+    check_her,
     check_inputs,
     check_schedule,
     check_spaces,
@@ -36,6 +37,7 @@ from rlcore.config import ConfigError
 from rlcore.distributed import ActorRecipe, RayActors, RayRollouts
 from rlcore.envs.make import UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluation import EvalVideo
+from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_phase
 from rlcore.observations import ObsSpec
@@ -86,6 +88,7 @@ def build(
     env, eval_env = build_envs(algorithm.name, plan, settings, run_dir, offline_run, device)
     try:
         obs_space, action_space = env.single_observation_space, env.single_action_space
+        check_her(algorithm.name, plan, settings, obs_space)  # first: names her= as the cause
         check_spaces(algorithm, settings.env.id, obs_space, action_space, plan, settings)
         dataset = load_dataset(plan, settings)  # a download, too, before any write
         if dataset is not None:
@@ -386,8 +389,19 @@ def build_phases(built: Built, logger: Logger) -> Phases:
             Phase("offline", offline_steps, dataset, batch_size=schedule.batch_size)
         )
     if online_steps > 0:
-        phases.buffer = buffer = replay_buffer(plan, agent, env, settings.seed, dataset)
+        her = settings.her
+        phases.buffer = buffer = replay_buffer(
+            plan, agent, env, settings.seed, dataset, track_episodes=her.strategy != "none"
+        )
         sampler: Any = buffer
+        if her.strategy != "none":  # hindsight relabelling (rlcore/her.py)
+            try:
+                reward = task_reward_function(settings.env.id, dict(settings.env.kwargs))
+            except ValueError as error:
+                raise ConfigError(f"her={her.strategy}: {error}") from None
+            sampler = phases.stateful["her"] = HindsightSampler(
+                buffer, reward, HerOptions(her.strategy, her.k), seed=settings.seed
+            )
         if dataset is not None and schedule.offline_data == "mix":
             fraction = schedule.offline_fraction
             sampler = phases.stateful["mixed"] = MixedSampler(
@@ -411,9 +425,12 @@ def build_phases(built: Built, logger: Logger) -> Phases:
     return phases
 
 
-def replay_buffer(plan: RunPlan, agent: Any, env: Any, seed: int, dataset: Any) -> ReplayBuffer:
+def replay_buffer(
+    plan: RunPlan, agent: Any, env: Any, seed: int, dataset: Any, track_episodes: bool = False
+) -> ReplayBuffer:
     """The online phases' replay buffer: every online transition is kept unless the
-    algorithm caps its capacity; with ``offline_data=keep`` the dataset's rows first."""
+    algorithm caps its capacity; with ``offline_data=keep`` the dataset's rows first;
+    ``track_episodes`` for hindsight relabelling."""
     schedule = plan.schedule
     capacity = max(schedule.online_steps, env.num_envs)
     if schedule.buffer_size is not None:
@@ -432,6 +449,7 @@ def replay_buffer(plan: RunPlan, agent: Any, env: Any, seed: int, dataset: Any) 
         next_action=dataset is not None,  # offline-style critics (ReBRAC) read it
         # constrained algorithms learn a cost critic from the task's info["cost"]
         channels={"cost": ((), torch.float32)} if plan.env.cost else None,
+        track_episodes=track_episodes,
     )
 
 

@@ -144,6 +144,32 @@ def dict_obs_blockers(plan: RunPlan, settings: RunSettings) -> list[str]:
     return [reason for blocked, reason in found if blocked]
 
 
+def check_her(name: str, plan: RunPlan, settings: RunSettings, obs_space: gym.Space) -> None:
+    """Refuse hindsight relabelling where it cannot run: it needs an algorithm that
+    learns online from a replay buffer, dict observations with ``achieved_goal`` and
+    ``desired_goal`` parts and the task's ``compute_reward`` (checked when the sampler is
+    made), and one process (distributed actors are not supported with it yet)."""
+    her = settings.her.strategy
+    if her == "none":
+        return
+    online = plan.phase_lengths(bool(settings.init_from))[1] > 0
+    if plan.schedule.on_policy or not online:
+        raise ConfigError(
+            f"her={her}: hindsight relabelling draws from a replay buffer, and algo={name} "
+            "has no online replay phase; use an off-policy algorithm (sac, td3, dqn, "
+            "fast_td3) or her=none"
+        )
+    parts = set(obs_space.spaces) if isinstance(obs_space, gym.spaces.Dict) else set()
+    if not {"achieved_goal", "desired_goal"} <= parts:
+        flat = " (env.flatten_obs=true flattened them: drop it)" if settings.env.flatten_obs else ""
+        raise ConfigError(
+            f"her={her}: {settings.env.id} must observe a dict with achieved_goal and "
+            f"desired_goal parts (a goal-conditioned task, e.g. env=PandaPush){flat}"
+        )
+    if settings.distributed.actors > 0:
+        raise ConfigError(f"her={her} runs in one process: set distributed.actors=0")
+
+
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:
     """Refuse a run that lacks the dataset or the pre-trained policy its plan needs."""
     init_from = bool(settings.init_from)

@@ -35,6 +35,7 @@ from rlcore.settings import ResumeMismatchError
 def _resuming(resume: str | None) -> bool:
     return resume not in (None, "", "None", "null")
 
+
 def _fail(message: str, code: int = 2, run_dir: Path | None = None) -> None:
     """Print one ``error:`` line (also into the run's train.log) and exit with ``code``.
     Called while handling an exception with ``HYDRA_FULL_ERROR=1`` set, it re-raises that
@@ -46,6 +47,7 @@ def _fail(message: str, code: int = 2, run_dir: Path | None = None) -> None:
     if os.environ.get("HYDRA_FULL_ERROR") == "1" and sys.exc_info()[1] is not None:
         raise  # noqa: PLE0704 - re-raise the exception being handled by the caller
     raise SystemExit(code)
+
 
 def _remove_if_never_started(run_dir: Path) -> None:
     """Delete a sweep job's directory that Hydra created and the refused run left empty
@@ -62,6 +64,7 @@ def _remove_if_never_started(run_dir: Path) -> None:
                 break
             parent.rmdir()
 
+
 # Exit codes of ``python -m rlcore.train`` (docs/cli.md, "Exit codes")
 EXIT_FAILED = 1  # the run started and failed: a NaN loss, a full disk, an unexpected error
 
@@ -71,7 +74,8 @@ EXIT_MISSING = 3  # refused before anything was written: an input file or direct
 
 EXIT_SIGINT, EXIT_SIGTERM = 130, 143  # stopped on request (checkpoint saved): not an error
 
-_CONFIG_GROUPS = ("algo", "env", "logger")
+_CONFIG_GROUPS = ("algo", "env", "logger", "her")
+
 
 def _saved_config(resume: str | Path) -> dict[str, Any]:
     """The composed config the resumed run last ran with: its ``config_resumed.yaml``
@@ -86,6 +90,7 @@ def _saved_config(resume: str | Path) -> dict[str, Any]:
             "the directory of an earlier run, or start a new one with run_dir="
         )
     return read_checkpoint(resume)[0]["config"]
+
 
 def resumed_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
     """The config of a ``resume=`` run: the run's own composed config (algorithm, env and
@@ -113,10 +118,13 @@ def resumed_config(cfg: DictConfig, overrides: list[str]) -> DictConfig:
         if key in _CONFIG_GROUPS:
             if key == "logger":
                 out.logger = cfg.logger
+            if key == "her":  # the strategy is checked against the run's (SHAPE_FIELDS)
+                out.her = cfg.her
             continue
         OmegaConf.update(out, key, OmegaConf.select(cfg, key), force_add=True)
     out.resume = cfg.resume
     return out
+
 
 def _hydra_record(hydra_cfg: Any, cfg: DictConfig, run_dir: Path, resumed: bool) -> None:
     """Hydra's record of the run (what ``hydra.output_subdir`` would write), written once
@@ -127,9 +135,11 @@ def _hydra_record(hydra_cfg: Any, cfg: DictConfig, run_dir: Path, resumed: bool)
     OmegaConf.save(OmegaConf.create({"hydra": hydra_cfg}), out / "hydra.yaml")
     OmegaConf.save(hydra_cfg.overrides.task, out / "overrides.yaml")
 
+
 # the keys a sweep varies, from the command line (cli) to every job, whichever process
 # (joblib, SLURM, Ray) the launcher runs it in: the environment is inherited
 SWEPT_KEYS_ENV = "RLCORE_SWEPT_KEYS"
+
 
 def swept_keys(args: list[str]) -> list[str]:
     """The override keys a ``-m`` command line sweeps (``seed=0,1,2``, ``range(3)``...)."""
@@ -137,6 +147,7 @@ def swept_keys(args: list[str]) -> list[str]:
 
     parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
     return [o.key_or_group for o in parsed if o.is_sweep_override()]
+
 
 def sweep_label(job_overrides: list[str]) -> str:
     """A sweep job's values of the swept keys (``seed=1 algo.tau=0.01``) for its progress
@@ -147,8 +158,10 @@ def sweep_label(job_overrides: list[str]) -> str:
     values = [o for o in job_overrides if o.split("=", 1)[0] in keys - {"algo", "env"}]
     return " ".join(values)
 
+
 def _continue_command(run_dir: Path) -> str:
     return f"python -m rlcore.train resume={run_dir}"
+
 
 def hydra_main(cfg: DictConfig) -> float:
     from hydra.core.hydra_config import HydraConfig
@@ -202,6 +215,7 @@ def hydra_main(cfg: DictConfig) -> float:
         )
     return float(result.get("eval/return", float("nan")))
 
+
 def _stopped(message: str, code: int, run_dir: Path) -> None:
     """A run stopped on the user's request: one ``interrupted:`` line (not an error), the
     command that continues it, and ``code``."""
@@ -213,6 +227,7 @@ def _stopped(message: str, code: int, run_dir: Path) -> None:
         with (run_dir / "train.log").open("a") as log:
             log.write(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {line}\n")
     raise SystemExit(code)
+
 
 def check_run_dir_overrides(args: list[str]) -> None:
     """Before Hydra composes the config: ``resume=`` must exist, and ``run_dir=`` must not
@@ -234,6 +249,7 @@ def check_run_dir_overrides(args: list[str]) -> None:
             check_new_run_dir(values["run_dir"])  # one without a checkpoint is reused
         except (RunDirExistsError, RunLockedError) as error:
             _fail(str(error), EXIT_CONFIG)
+
 
 def cli(argv: list[str] | None = None) -> None:
     """``python -m rlcore.train`` / ``rlcore-train``: Hydra CLI with friendly names."""
@@ -261,4 +277,3 @@ def cli(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     cli()
-

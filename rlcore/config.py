@@ -51,9 +51,7 @@ def config_from_dict(
                 f"{prefix}{key} is now {prefix}{renamed[0]} for {name} ({renamed[1]})"
             )
     if unknown:
-        raise ConfigError(
-            f"unknown {name} option(s) {unknown}; valid options: {sorted(fields)}"
-        )
+        raise ConfigError(f"unknown {name} option(s) {unknown}; valid options: {sorted(fields)}")
     converted = {}
     for key, value in values.items():
         try:

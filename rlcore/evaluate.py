@@ -85,27 +85,27 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
     from rlcore.checkpoint import load_checkpoint
     from rlcore.envs.make import make_vec_env
     from rlcore.policies import load_policy
+    from rlcore.settings import recorded_env
 
     apply_threads(options["threads"])  # one torch thread by default (rlcore/threads.py)
     path = Path(path)
     state = load_checkpoint(path)
-    cfg, env_cfg = state["config"], state["config"].get("env", {})
-    config = catalog.get(state["algo"]).config_from_dict(cfg["algo"])
+    env_settings = recorded_env(state["config"])
+    config = catalog.get(state["algo"]).config_from_dict(state["config"]["algo"])
     video = bool(options["video"])
     if video:
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; read at first render
-    kwargs = dict(env_cfg.get("kwargs") or {}) | ({"render_mode": "rgb_array"} if video else {})
+    kwargs = dict(env_settings.kwargs) | ({"render_mode": "rgb_array"} if video else {})
     # the run's CPU back end; rendering, and MJX runs (torch tensors), step the task on sync
-    backend = str(env_cfg.get("backend", "sync"))
-    backend = "sync" if video or backend == "mjx" else backend
+    backend = "sync" if video or env_settings.backend == "mjx" else env_settings.backend
     env = make_vec_env(
-        str(env_cfg.get("id", env_cfg.get("name"))),
+        env_settings.id or env_settings.name,
         1,
         seed=int(options["seed"]),
         backend=backend,
-        max_episode_steps=env_cfg.get("max_episode_steps"),
+        max_episode_steps=env_settings.max_episode_steps,
         env_kwargs=kwargs,
-        flatten_obs=bool(env_cfg.get("flatten_obs", False)),
+        flatten_obs=env_settings.flatten_obs,
         obs_history=int(config.plan().env.obs_history),
     )
     run_dir = path if path.is_dir() else path.parent
@@ -143,12 +143,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for i, episode in enumerate(result["episodes"]):
         cost = f"  cost {episode['cost']:.2f}" if "cost" in episode else ""
+        success = f"  success {episode['success']}" if "success" in episode else ""
         print(f"episode {i + 1}: return {episode['return']:.2f}{cost}  "
-              f"length {episode['length']}")  # fmt: skip
+              f"length {episode['length']}{success}")  # fmt: skip
     summary = result["summary"]
     cost = f", cost {summary['cost']:.2f} +- {summary['cost_std']:.2f}" if "cost" in summary else ""
+    rate = f", success rate {summary['success_rate']:.2f}" if "success_rate" in summary else ""
     print(f"mean over {len(result['episodes'])} episodes: return {summary['return']:.2f} +- "
-          f"{summary['return_std']:.2f}{cost}")  # fmt: skip
+          f"{summary['return_std']:.2f}{cost}{rate}")  # fmt: skip
     for video in result["videos"]:
         print(f"wrote {video}")
     return 0

@@ -26,7 +26,8 @@ def evaluate(
     seed: int,
 ) -> dict[str, float]:
     """Run ``num_episodes`` full episodes and return mean/std/min/max return and length
-    (and mean/std episode cost on a task that reports costs).
+    (and mean/std episode cost on a task that reports costs; ``success_rate`` on a task that
+    reports ``info["is_success"]``).
 
     Episodes are split evenly across the sub-envs up front (env i runs its quota, then
     idles), so short episodes are not over-represented. The env is reset with ``seed``
@@ -45,6 +46,7 @@ def evaluate(
     returns: list[float] = []
     lengths: list[float] = []
     costs: list[float] = []
+    successes: list[float] = []
     done_count = np.zeros(n, dtype=np.int64)
     obs, _ = env.reset(seed=seed)
     episodes_started = policy.episodes_started if isinstance(policy, PerEnvState) else None
@@ -70,6 +72,8 @@ def evaluate(
                 lengths.append(float(info["episode_length"][i]))
                 if "episode_cost" in info:
                     costs.append(float(info["episode_cost"][i]))
+                if "episode_success" in info:
+                    successes.append(float(info["episode_success"][i]))
                 done_count[i] += 1
     r = np.asarray(returns)
     result = {
@@ -81,6 +85,8 @@ def evaluate(
     }
     if costs:  # a task with costs: the episodes' summed cost
         result |= {"cost": float(np.mean(costs)), "cost_std": float(np.std(costs))}
+    if successes:  # a task that reports is_success: the share of episodes ending in one
+        result["success_rate"] = float(np.mean(successes))
     return result
 
 
@@ -129,6 +135,7 @@ def pinned_reference_scores(env_or_dataset_id: str) -> tuple[float, float] | Non
 
 
 # --------------------------------------------------------------------------- CLI
+
 
 class EvaluateError(ValueError):
     """A bad option of ``python -m rlcore.evaluate`` (the message names the fix)."""
@@ -189,6 +196,8 @@ class EpisodeRecorder(VectorWrapper):
             episode = {"return": float(returns[0]), "length": int(info["episode_length"][0])}
             if "episode_cost" in info:
                 episode["cost"] = float(info["episode_cost"][0])
+            if "episode_success" in info:
+                episode["success"] = bool(info["episode_success"][0])
             self.episodes.append(episode)
             self._end_video()
         self._frame()

@@ -213,7 +213,11 @@ class DeployedPolicy(nn.Module):
             return torch.zeros(shape)
 
         with torch.no_grad(), drawing(draw):
-            x = obs[0].reshape(obs[0].shape[0], -1).float() if len(obs) == 1 else self.features(*obs)
+            x = (
+                obs[0].reshape(obs[0].shape[0], -1).float()
+                if len(obs) == 1
+                else self.features(*obs)
+            )
             self._act(self._owner, x, True)
         return count
 
@@ -264,7 +268,7 @@ def policy_from_checkpoint(
     agent = load_agent(path)
     config = catalog.get(state["algo"]).config_from_dict(state["config"]["algo"])
     history = int(config.plan().env.obs_history)
-    env_cfg = state["config"].get("env", {})
+    env_settings = recorded_env(state["config"])
     action_space = action_space_from(state["spaces"])
     obs_shape: list[int] | dict[str, list[int]]
     if spec.keyed:  # one input per part
@@ -273,13 +277,13 @@ def policy_from_checkpoint(
     else:
         policy = DeployedPolicy(
             agent, action_space, state.get("obs_normalizer"),
-            recorded_env(state["config"]).clip_obs, noise,
+            env_settings.clip_obs, noise,
         )  # fmt: skip
         obs_dim = int(np.prod(state["spaces"]["obs_shape"]))
         obs_shape = [history, obs_dim // history] if history > 1 else [obs_dim]
     info = {
         "algo": str(state["algo"]),
-        "env": str(env_cfg.get("id", env_cfg.get("name", ""))),
+        "env": env_settings.id or env_settings.name,
         "step": int(state.get("loop", {}).get("counters", {}).get("step", 0)),
         "obs_history": history,
         "obs_shape": obs_shape,

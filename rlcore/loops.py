@@ -159,6 +159,11 @@ def _cost_text(cost: float) -> str:
     return f" (cost {cost:.1f})" if math.isfinite(cost) else ""
 
 
+def _success_text(rate: float) -> str:
+    """`` (success 0.85)`` on a task that reports success, else nothing."""
+    return f" (success {rate:.2f})" if math.isfinite(rate) else ""
+
+
 def _number(value: float) -> str:
     """``12.3`` for a number, ``-`` before the first episode or evaluation."""
     return f"{value:.1f}" if math.isfinite(value) else "-"
@@ -255,15 +260,18 @@ class _Progress:
         force: bool = False,
         last_cost: float = math.nan,
         last_eval_cost: float = math.nan,
+        last_eval_success: float = math.nan,
     ) -> None:
         """Print the line (at most every ``progress_interval_s`` unless ``force``); on a
-        task with costs the last episode's and evaluation's costs beside their returns."""
+        task with costs the last episode's and evaluation's costs beside their returns, on
+        one that reports success the evaluation's success rate."""
         rate = self.measured_rate()
         text = (
             f"[{self.run.name}] step {step:,}/{self.total:,} ({100 * step / self.total:.1f}%)"
             f" | {'-' if rate is None else f'{rate:,.0f}'} steps/s"
             f" | episode return {_number(last_return)}{_cost_text(last_cost)}"
             f" | eval {_number(last_eval)}{_cost_text(last_eval_cost)}"
+            f"{_success_text(last_eval_success)}"
             f" | ETA {self.eta_text(step)}"
         )
         self.run.logger.progress(text, force=force)
@@ -320,8 +328,9 @@ def _log_episodes(
     step: int,
     record_costs: Callable[[list[float]], None] | None = None,
 ) -> tuple[list[float], list[float]]:
-    """Log every episode that ended in this vector step (return, length and, on a task with
-    costs, ``train/episode_cost``); returns their returns and costs (none on a task
+    """Log every episode that ended in this vector step (return, length, on a task with
+    costs ``train/episode_cost``, on one that reports success ``train/episode_success``);
+    returns their returns and costs (none on a task
     without). ``record_costs`` (a constrained agent's ``record_episode_costs``) is handed
     the episodes' costs."""
     returns, lengths = info["episode_return"], info["episode_length"]
@@ -330,10 +339,13 @@ def _log_episodes(
     done = ~np.isnan(returns)
     returns = returns[done]
     costs = info["episode_cost"][done] if "episode_cost" in info else None
+    successes = info["episode_success"][done] if "episode_success" in info else None
     for i, (episode_return, episode_length) in enumerate(zip(returns, lengths[done])):
         metrics = {"train/episode_return": episode_return, "train/episode_length": episode_length}
         if costs is not None:
             metrics["train/episode_cost"] = costs[i]
+        if successes is not None:
+            metrics["train/episode_success"] = successes[i]
         run.logger.log(metrics, step)
     if record_costs is not None and len(returns):
         if costs is None:
@@ -590,6 +602,7 @@ class _Record:
     last_cost: float = math.nan  # a task with costs: the last training episode's cost
     last_eval: float = math.nan
     last_eval_cost: float = math.nan  # a task with costs: the last evaluation's episode cost
+    last_eval_success: float = math.nan  # a task reporting success: the last success rate
     best: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)
     # wall seconds spent training (ticks less compilation; not evaluations or
@@ -601,11 +614,13 @@ class _Record:
         """Remember an evaluation's mean return (and cost)."""
         self.last_eval = result["eval/return"]
         self.last_eval_cost = result.get("eval/cost", math.nan)
+        self.last_eval_success = result.get("eval/success_rate", math.nan)
 
     def state(self) -> dict[str, Any]:
         return {
             "counters": dict(self.counters),
             "eval_cost": self.last_eval_cost,
+            "eval_success": self.last_eval_success,
             "returns": (self.last_return, self.last_eval, dict(self.best)),
             "metrics": dict(self.metrics),
             "train_seconds": self.train_seconds,
@@ -618,6 +633,7 @@ class _Record:
         self.counters = dict(state["counters"])
         self.last_return, self.last_eval, best = state["returns"]
         self.last_eval_cost = state.get("eval_cost", math.nan)
+        self.last_eval_success = state.get("eval_success", math.nan)  # older checkpoints: none
         self.best = dict(best)
         self.metrics = dict(state.get("metrics", {}))
         self.train_seconds = float(state.get("train_seconds", 0.0))  # older checkpoints: 0
@@ -630,6 +646,8 @@ class _Record:
         }
         if math.isfinite(self.last_eval_cost):  # a task with costs
             out["eval/cost"] = self.last_eval_cost
+        if math.isfinite(self.last_eval_success):  # a task that reports success
+            out["eval/success_rate"] = self.last_eval_success
         if score is not None:
             out["eval/normalized_score"] = score(self.last_eval)
             out["eval/best_normalized_score"] = self.best.get("eval/normalized_score", math.nan)
@@ -890,7 +908,8 @@ class _PhaseRun:
         """The progress line at the current step."""
         record = self.record
         self.progress.show(self.counters["step"], record.last_return, record.last_eval, force,
-                           record.last_cost, record.last_eval_cost)  # fmt: skip
+                           record.last_cost, record.last_eval_cost,
+                           record.last_eval_success)  # fmt: skip
 
     def log_training(self, phase: Phase, step: int, prev: int, tick_s: float) -> None:
         """The training metrics and speeds: every rollout iteration (with its duration:

@@ -180,9 +180,7 @@ class ObsSpec:
         return cls((ObsPart(FLAT, tuple(shape)),))
 
     @classmethod
-    def from_space(
-        cls, space: gym.Space, frame_stack: int | Mapping[str, int] = 1
-    ) -> ObsSpec:
+    def from_space(cls, space: gym.Space, frame_stack: int | Mapping[str, int] = 1) -> ObsSpec:
         """The spec of a gym observation space: a Box (one part), or a Dict of Boxes (one
         part per key: ``GOAL_PARTS`` first, in that order, then the other keys in the
         space's order; ``desired_goal`` standardised with ``achieved_goal``'s statistics
@@ -279,8 +277,15 @@ class ObsSpec:
             return cls.vector(tuple(spaces["obs_shape"]))
         record = spaces["obs"]
         parts = tuple(
-            ObsPart(p["name"], tuple(p["shape"]), p["kind"], p["dtype"], p["normalize"],
-                    p["frame_stack"], p["statistics"])  # fmt: skip
+            ObsPart(
+                p["name"],
+                tuple(p["shape"]),
+                p["kind"],
+                p["dtype"],
+                p["normalize"],
+                p["frame_stack"],
+                p["statistics"],
+            )  # fmt: skip
             for p in record["parts"]
         )
         return cls(parts, keyed=bool(record["keyed"]))
@@ -364,9 +369,7 @@ class ObsSpec:
                 pieces.append(value.reshape(rows, -1).to(torch.float32))
         return torch.cat(pieces, dim=-1)
 
-    def flat_batch(
-        self, obs: ObsLike, device: torch.device | str
-    ) -> tuple[torch.Tensor, bool]:
+    def flat_batch(self, obs: ObsLike, device: torch.device | str) -> tuple[torch.Tensor, bool]:
         """Observation(s) as the one float32 (B, flat_dim) vector of an all-vector spec
         (``tensors`` then ``concat``), and whether a single observation was given."""
         self.flat_dim  # noqa: B018 - images: the encoder error, before any conversion

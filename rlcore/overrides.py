@@ -235,6 +235,8 @@ def train_help() -> str:
         f"  {', '.join(sorted(SHORT_NAMES))}",
         f"+experiment= (a paper recipe): {', '.join(experiments)}",
         f"logger= {', '.join(loggers)}",
+        "her= none, future, final, episode (hindsight relabelling; her.k=4 relabelled goals "
+        "per real one)",
         "",
         "options (key=value; defaults shown; env.* and logger.* too: --cfg job shows them):",
         *help_lines(),

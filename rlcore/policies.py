@@ -41,7 +41,6 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
     return agent
 
 
-
 def obs_transform(state: dict[str, Any]) -> Callable[[Any], Any]:
     """The observation normalisation a checkpoint's agent was trained with (identity
     when it had none), as float32 for ``agent.act``. Dict observations (the checkpoint's

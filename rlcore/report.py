@@ -1023,6 +1023,7 @@ _METRIC_WORDS = {
     "eval/best_return": "best evaluation return",
     "eval/normalized_score": "normalised score",
     "eval/cost": "evaluation episode cost",
+    "eval/success_rate": "evaluation success rate",
 }
 X_LABEL = "environment steps (offline runs: gradient steps)"
 X_LABELS = {

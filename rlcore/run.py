@@ -123,12 +123,16 @@ def _run(
         logger.note(note)
     obs_space, action_space = env.single_observation_space, env.single_action_space
     # the observation seam's record ("obs") beside "obs_shape" for older readers
-    spaces = {**ObsSpec.from_space(obs_space).spaces_record(), **describe_action_space(action_space)}
+    spaces = {
+        **ObsSpec.from_space(obs_space).spaces_record(),
+        **describe_action_space(action_space),
+    }
     context = RunContext(
         name=f"{algorithm.name} {settings.env.id}{f' {label}' if label else ''}",
         logger=logger,
-        save=checkpoint_writer(algorithm.name, built.run.record, spaces, run_dir,
-                               settings.keep_agent_snapshots),  # fmt: skip
+        save=checkpoint_writer(
+            algorithm.name, built.run.record, spaces, run_dir, settings.keep_agent_snapshots
+        ),  # fmt: skip
         resume=resume_state["loop"] if resume_state else None,
         eval_video=eval_video(settings, plan, run_dir, logger),
     )
@@ -209,6 +213,8 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     final, best = result["eval/return"], result["eval/best_return"]
     cost = f" (cost {result['eval/cost']:.1f})" if "eval/cost" in result else ""
     evaluation = f"final evaluation return {final:.1f}{cost}, best {best:.1f}"
+    if "eval/success_rate" in result:
+        evaluation += f", success rate {result['eval/success_rate']:.2f}"
     if "eval/normalized_score" in result:
         evaluation += (
             f" (normalised score {result['eval/normalized_score']:.1f}, "

@@ -135,6 +135,17 @@ class SnapshotOptions:
 
 
 @dataclass(frozen=True)
+class HerSettings:
+    """``her=none | future | final | episode``: hindsight relabelling of goals (rlcore.her)."""
+
+    strategy: str = option("none", "none | future | final | episode: where a relabelled "
+                           "goal comes from in its episode",
+                           (lambda v: v in ("none", "future", "final", "episode"),
+                            "one of none, future, final, episode"))  # fmt: skip
+    k: int = option(4, "relabelled goals per real one (4: 80% of a batch)", AT_LEAST_1)
+
+
+@dataclass(frozen=True)
 class RunSettings:
     """The top-level options of a run (``algo`` is the algorithm's own config)."""
 
@@ -144,6 +155,8 @@ class RunSettings:
                               "the algorithm's total_steps", rule=POSITIVE)  # fmt: skip
     run_dir: str = option(help="where the run is written")
     logger: LoggerSettings = option(LoggerSettings(), "logger=default | quiet")
+    her: HerSettings = option(HerSettings(), "her=none | future | final | episode "
+                              "(goal-conditioned tasks, replay runs)")  # fmt: skip
     seed: int = option(0, "seeds python, numpy, torch, the envs and the buffer sampler",
                        NON_NEGATIVE)  # fmt: skip
     device: str = option("cpu", "cpu | cuda | cuda:0 ...",
@@ -202,6 +215,7 @@ SHAPE_FIELDS = (
     "algo.activation", "algo.buffer_size", "algo.rollout_steps", "algo.normalize_obs",
     "algo.normalize_reward", "algo.normalize_reward_by_returns", "algo.normalize_states",
     "algo.deterministic_actor", "algo.dueling", "algo.offline_data", "dataset", "init_from",
+    "her.strategy",
 )  # fmt: skip
 
 
@@ -272,7 +286,9 @@ def defaults_node(cls: type) -> dict[str, Any]:
             node[item.name] = INTERPOLATED[item.name]
         elif item.default is not dataclasses.MISSING:
             value = item.default
-            node[item.name] = defaults_node(type(value)) if dataclasses.is_dataclass(value) else value
+            node[item.name] = (
+                defaults_node(type(value)) if dataclasses.is_dataclass(value) else value
+            )
         elif item.default_factory is not dataclasses.MISSING:
             node[item.name] = item.default_factory()
     return node
@@ -284,17 +300,20 @@ def register_run_defaults() -> None:
     from hydra.core.config_store import ConfigStore
 
     store = ConfigStore.instance()
-    top = {k: v for k, v in defaults_node(RunSettings).items() if k not in ("env", "logger")}
+    top = {
+        k: v for k, v in defaults_node(RunSettings).items() if k not in ("env", "logger", "her")
+    }
     store.store(name="run_defaults", node=top)
     store.store(group="env", name="env_defaults", node=defaults_node(EnvSettings))
     store.store(group="logger", name="logger_defaults", node=defaults_node(LoggerSettings))
+    store.store(group="her", name="her_defaults", node=defaults_node(HerSettings))
 
 
 def help_lines(cls: type = RunSettings, prefix: str = "") -> list[str]:
     """``key: default  # help`` of every option (nested settings indented), for --help."""
     lines = []
     for item in dataclasses.fields(cls):
-        if item.name in ("algo", "env", "logger") and cls is RunSettings:
+        if item.name in ("algo", "env", "logger", "her") and cls is RunSettings:
             continue
         default = INTERPOLATED.get(item.name) if cls is RunSettings else None
         if default is None and item.default is not dataclasses.MISSING:
@@ -305,7 +324,13 @@ def help_lines(cls: type = RunSettings, prefix: str = "") -> list[str]:
             lines.append(f"  {prefix}{item.name}:  # {item.metadata.get('help', '')}")
             lines += help_lines(type(default), prefix + "  ")
             continue
-        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+        shown = (
+            "null"
+            if default is None
+            else str(default).lower()
+            if isinstance(default, bool)
+            else default
+        )
         lines.append(f"  {prefix}{item.name}: {shown}  # {item.metadata.get('help', '')}")
     return lines
 
@@ -314,11 +339,17 @@ class ResumeMismatchError(ValueError):
     """The resumed checkpoint was trained with a different shape-changing setting."""
 
 
+# SHAPE_FIELDS that runs of older versions did not record, with the value they ran with
+RECORDED_SINCE = {"her.strategy": "none"}
+
+
 def check_resume_compatible(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Raise ResumeMismatchError naming the first of ``SHAPE_FIELDS`` that differs between
     the checkpoint's recorded config and this run's."""
     for name in SHAPE_FIELDS:
         old, new = _select(saved, name), _select(current, name)
+        if old is None and name in RECORDED_SINCE:  # a run from before the option existed
+            old = RECORDED_SINCE[name]
         if isinstance(old, tuple | list) and isinstance(new, tuple | list):
             old, new = list(old), list(new)
         if old != new:

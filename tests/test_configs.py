@@ -49,20 +49,35 @@ ONLINE = sorted(
     and name not in FINETUNERS
     and name not in CONSTRAINED
 )
-ENVS = sorted(p.stem for p in (REPO / "configs" / "env").glob("*.yaml") if p.stem != "gym")
+# every env config, but of the seven robot tasks one per observation kind (PandaLift: a
+# vector, PandaPush: a goal dict); the others run in tests/test_robot_tasks.py
+ENVS = sorted(
+    p.stem for p in (REPO / "configs" / "env").glob("*.yaml")
+    if p.stem != "gym" and (not p.stem.startswith("panda") or p.stem in ("pandalift", "pandapush"))
+)  # fmt: skip
+# the replay algorithms that read dict observations as they are (the others refuse them,
+# naming env.flatten_obs: tests/test_observations.py)
+DICT_OBS_ALGOS = ("sac", "td3")
 
 
-def _action_kind(env: str) -> str:
-    """The kind of action space of an env config's task (rlcore.spaces.action_kind)."""
+def _kinds(env: str) -> tuple[str, bool]:
+    """The kind of action space of an env config's task (rlcore.spaces.action_kind) and
+    whether it observes a dict."""
     import gymnasium as gym
 
+    import rlcore.envs  # noqa: F401  (registers the robot tasks)
     from rlcore.spaces import action_kind
 
     env_id = yaml.safe_load((REPO / "configs" / "env" / f"{env}.yaml").read_text())["id"]
-    return action_kind(gym.make(env_id).action_space)
+    made = gym.make(env_id)
+    return action_kind(made.action_space), isinstance(made.observation_space, gym.spaces.Dict)
 
 
-ENV_KINDS = {env: _action_kind(env) for env in ENVS}
+ENV_KINDS, DICT_ENVS = {}, set()
+for _env in ENVS:
+    ENV_KINDS[_env], _dict = _kinds(_env)
+    if _dict:
+        DICT_ENVS.add(_env)
 # each algorithm with each env whose action space it can use (the others are refused,
 # tests/test_discrete.py)
 ONLINE_PAIRS = [
@@ -70,8 +85,12 @@ ONLINE_PAIRS = [
     for algo in ONLINE
     for env in ENVS
     if ENV_KINDS[env] in catalog.get(algo).action_spaces
+    and (env not in DICT_ENVS or algo in DICT_OBS_ALGOS)
 ]
-BOX_ENVS = [env for env in ENVS if ENV_KINDS[env] == "box"]
+# the offline matrices record a tiny random dataset per env: the locomotion envs (a
+# random policy never succeeds at a robot task, so its sparse returns are all equal and the
+# return-range reward scaling refuses them, as it should)
+BOX_ENVS = [env for env in ENVS if ENV_KINDS[env] == "box" and not env.startswith("panda")]
 
 
 @pytest.mark.parametrize("algo", ALGOS)

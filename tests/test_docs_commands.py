@@ -218,6 +218,9 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.report runs/sweep --incomplete include": run(
         "on saved runs (benchmarks/results/distributed_learning_runs)"
     ),
+    # docs/robots.md
+    "python -m rlcore.train algo=sac env=PandaReach env.kwargs.reward_type=dense "
+    "total_steps=20000": run("20,000 steps cut to 300 (TINY_ONLINE)", extra=TINY_ONLINE),
     # docs/safe.md
     "python -m rlcore.train algo=ppo_lag env=SafetyHopperVelocity algo.cost_limit=25": COMPOSE,
     "python -m rlcore.train algo=ppo_lag env=SafetyHopperVelocity algo.multiplier=pid": COMPOSE,

@@ -628,6 +628,46 @@ MUTATIONS: list[Mutation] = [
         "returns-to-go (Cal-QL's bound) not rescaled with the rewards",
         ("tests/test_cql.py::test_cal_ql_mc_return_is_the_discounted_sum_of_the_scaled_rewards",),
     ),
+    Mutation(
+        "her_future_from_episode_start",
+        "rlcore/her.py",
+        'low = index if strategy == "future" else torch.zeros_like(index)',
+        "low = torch.zeros_like(index)",
+        "HER 'future' draws goals from the whole episode, earlier steps included",
+        ("tests/test_her.py::test_relabelled_goals_come_from_the_right_transitions",),
+    ),
+    Mutation(
+        "her_reward_of_current_goal",
+        "rlcore/her.py",
+        'achieved = batch.next_obs["achieved_goal"][:relabelled]',
+        'achieved = batch.obs["achieved_goal"][:relabelled]',
+        "HER recomputes the reward from the goal achieved before the step, not after it",
+        ("tests/test_her.py::test_relabelled_goals_come_from_the_right_transitions",),
+    ),
+    Mutation(
+        "her_next_obs_keeps_old_goal",
+        "rlcore/her.py",
+        'batch.next_obs["desired_goal"][:relabelled] = goals',
+        "pass",
+        "HER relabels obs but leaves next_obs with the old goal (the TD target's)",
+        ("tests/test_her.py::test_relabelled_goals_come_from_the_right_transitions",),
+    ),
+    Mutation(
+        "episode_length_off_by_one",
+        "rlcore/buffers.py",
+        "length = step - int(self.episode_start[i]) + 1",
+        "length = step - int(self.episode_start[i])",
+        "the replay buffer's episode record one step short (HER's 'final' goal one early)",
+        ("tests/test_her.py::test_episode_record_by_hand",),
+    ),
+    Mutation(
+        "episode_success_from_reset_info",
+        "envs/make.py",
+        "    for source in (info, final):",
+        "    for source in (final, info):",
+        "an ended episode's success (and cost) read from the reset's info, not its last step's",
+        ("tests/test_robot_tasks.py::test_episode_success_is_the_last_steps_flag_and_evaluate_averages_it",),
+    ),
 ]
 
 

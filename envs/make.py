@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import robots, safety  # noqa: F401  (register the Panda and safety ids)
+from rlcore.envs import robots, safety, third_party  # noqa: F401  (register ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -66,11 +66,14 @@ def resolve_env_id(name: str) -> str:
     key = name.lower().replace("-", "").replace("_", "")
     if key in SHORT_NAMES:
         return SHORT_NAMES[key]
-    if name in gym.registry:
+    if name in gym.registry and not third_party.from_suite(name):
         return name
     lowered = {env_id.lower(): env_id for env_id in gym.registry}
-    if name.lower() in lowered:
+    if name.lower() in lowered and not third_party.from_suite(lowered[name.lower()]):
         return lowered[name.lower()]
+    robotics = third_party.suite_id(name)  # Fetch, Kitchen, AntMaze...: through the adapter
+    if robotics is not None:
+        return robotics
     # a registered id without its version (SafetyHopperVelocity): the newest version
     versions = sorted(
         (env_id for env_id in gym.registry if env_id.lower().rsplit("-v", 1)[0] == name.lower()),
@@ -293,7 +296,8 @@ class EpisodeStats(VectorWrapper):
     """Adds raw ``episode_return`` / ``episode_length`` (NaN where still running) to info;
     on a task that reports costs also ``info["cost"]`` as one plain (num_envs,) array
     (``step_costs``) and ``episode_cost``, the episode's summed cost; on a task that
-    reports ``info["is_success"]`` (robot tasks) ``episode_success``: 1.0 or 0.0, whether
+    reports ``info["is_success"]`` (robot tasks; the mazes' ``info["success"]``)
+    ``episode_success``: 1.0 or 0.0, whether
     the episode's last step was a success (gymnasium-robotics' and SB3's convention)."""
 
     def __init__(self, env: VectorEnv) -> None:
@@ -325,6 +329,8 @@ class EpisodeStats(VectorWrapper):
             info["episode_cost"] = np.where(done, self.costs, np.nan)
             self.costs[done] = 0.0
         success = step_info(info, "is_success", self.num_envs, bool)
+        if success is None:  # gymnasium-robotics' mazes name it "success"
+            success = step_info(info, "success", self.num_envs, bool)
         if success is not None:
             info["episode_success"] = np.where(done, success.astype(np.float64), np.nan)
         self.returns[done] = 0.0

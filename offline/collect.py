@@ -7,13 +7,16 @@
     python -m rlcore.offline.collect policy=replay:runs/sac/hopper/<time> steps=60000 dataset_id=...
     python -m rlcore.offline.collect recipe env=Hopper ...      # D4RL-like datasets, see offline/recipe.py
 
-``policy`` is ``random`` (uniform actions), a run directory or checkpoint file (its
+``policy`` is ``random`` (uniform actions), ``expert`` (a robot task's scripted expert,
+rlcore.envs.robots.experts; ``slowness`` < 1 slows it down: with ``noise``, the mixed
+demonstrations), a run directory or checkpoint file (its
 deterministic policy via ``rlcore.checkpoint.load_policy``; with ``sample=true`` actions are
 sampled from the agent's own stochastic policy, as D4RL recorded its datasets; plus optional
 Gaussian ``noise``), or ``replay:<run dir>`` (the transitions in that run's checkpointed
 replay buffer; with ``steps=n`` only those of its first n env steps). Optional keys:
 ``seed`` (env resets, noise and policy sampling), ``sample``, ``noise`` (std as a fraction
-of the action half-range), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
+of the action half-range), ``slowness``, ``flatten_obs`` (a dict observation recorded as
+one vector), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
 both together), ``threads`` (torch threads, as in ``rlcore.train``: ``auto`` = 1, N, or
 ``null``). The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
@@ -34,9 +37,10 @@ from rlcore.offline.recording import collect
 from rlcore.threads import AUTO, apply_threads
 
 USAGE = (
-    "usage: python -m rlcore.offline.collect env=<env> policy=<run dir | random | replay:<run dir>> "
+    "usage: python -m rlcore.offline.collect env=<env> "
+    "policy=<run dir | random | expert | replay:<run dir>> "
     "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [sample=false] [noise=0.0] "
-    "[max_episode_steps=<n>] "
+    "[slowness=1.0] [flatten_obs=false] [max_episode_steps=<n>] "
     "[ref_min_score=<x> ref_max_score=<y>] [threads=auto]\n"
     "       python -m rlcore.offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
 )
@@ -52,6 +56,8 @@ KEYS = {
     "ref_min_score",
     "ref_max_score",
     "threads",
+    "slowness",
+    "flatten_obs",
 }
 
 
@@ -81,6 +87,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             max_episode_steps=number_arg(args, "max_episode_steps", int),
             ref_min_score=number_arg(args, "ref_min_score", float),
             ref_max_score=number_arg(args, "ref_max_score", float),
+            slowness=number_arg(args, "slowness", float, 1.0),
+            flatten_obs=bool_arg(args, "flatten_obs", False),
         )
     except UsageError as error:
         print(f"error: {error}\n{USAGE}", file=sys.stderr)
@@ -88,10 +96,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     except (DatasetError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(1) from None
+    success = f", success rate {summary['success_rate']:.2f}" if "success_rate" in summary else ""
     print(
         f"wrote {summary['dataset_id']} ({summary['env_id']}): {summary['episodes']} episodes, "
         f"{summary['steps']} steps, mean return {summary['mean_return']:.2f} "
-        f"(min {summary['min_return']:.2f}, max {summary['max_return']:.2f}) -> {summary['path']}"
+        f"(min {summary['min_return']:.2f}, max {summary['max_return']:.2f}){success} "
+        f"-> {summary['path']}"
     )
     return summary
 

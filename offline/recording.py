@@ -26,7 +26,8 @@ from rlcore.offline.datasets import DatasetError
 @dataclass
 class Episode:
     """One episode: T+1 observations, T actions / rewards / terminations / truncations;
-    on a task that reports ``info["cost"]`` also T costs (stored as Minari ``infos``)."""
+    on a task that reports ``info["cost"]`` also T costs, on one that reports
+    ``info["is_success"]`` T success flags (both stored as Minari ``infos``)."""
 
     observations: np.ndarray
     actions: np.ndarray
@@ -34,6 +35,7 @@ class Episode:
     terminations: np.ndarray
     truncations: np.ndarray
     costs: np.ndarray | None = None
+    success: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -56,7 +58,7 @@ def rollout(
     env.action_space.seed(seed)
     episodes: list[Episode] = []
     obs, _ = env.reset(seed=seed)
-    empty = {"act": [], "rew": [], "term": [], "trunc": [], "cost": []}
+    empty = {"act": [], "rew": [], "term": [], "trunc": [], "cost": [], "success": []}
     trace: dict[str, list] = {"obs": [obs], **empty}
     for step in range(steps):
         if policy is None:
@@ -70,6 +72,8 @@ def rollout(
         last = step == steps - 1
         if "cost" in info:
             trace["cost"].append(float(info["cost"]))
+        if "is_success" in info:
+            trace["success"].append(bool(info["is_success"]))
         for key, value in (
             ("obs", obs),
             ("act", action),
@@ -87,6 +91,7 @@ def rollout(
                     np.asarray(trace["term"]),
                     np.asarray(trace["trunc"]),
                     np.asarray(trace["cost"], dtype=np.float64) if trace["cost"] else None,
+                    np.asarray(trace["success"], dtype=bool) if trace["success"] else None,
                 )
             )
             if not last:
@@ -176,6 +181,33 @@ def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> li
     return episodes
 
 
+def _made(env_id: str, kwargs: dict[str, Any], flatten_obs: bool) -> gym.Env:
+    env = gym.make(env_id, **kwargs)
+    return gym.wrappers.FlattenObservation(env) if flatten_obs else env
+
+
+def _expert_task(env_id: str) -> str:
+    """The robot task of ``env_id`` that has a scripted expert, or a UsageError naming them."""
+    from rlcore.envs.robots import native_task
+    from rlcore.envs.robots.experts import EXPERTS
+
+    task = native_task(env_id)
+    if task not in EXPERTS:
+        raise UsageError(
+            f"policy=expert: no scripted expert for {env_id}; experts: "
+            f"{', '.join(f'{name}-v1' for name in EXPERTS)}"
+        )
+    return task
+
+
+def _expert(env_id: str, space: gym.Space, slowness: float) -> Callable[[np.ndarray], np.ndarray]:
+    """The scripted expert of robot task ``env_id`` as a policy of the recorded observation."""
+    from rlcore.envs.robots.experts import expert_policy
+
+    dict_space = space if isinstance(space, gym.spaces.Dict) else None
+    return expert_policy(_expert_task(env_id), dict_space, slowness)
+
+
 def check_new_dataset_id(dataset_id: str) -> Path:
     """Fail before any work when the id is malformed or already taken; returns its path."""
     from minari.dataset.minari_dataset import parse_dataset_id
@@ -207,8 +239,8 @@ def write_dataset(
     ref_max_score: float | None = None,
 ) -> Path:
     """Store ``episodes`` as a Minari dataset (HDF5); reference scores only when given.
-    Costs go to the episodes' ``infos["cost"]`` (T + 1 values, as Minari records infos: the
-    reset's, 0, then one per step)."""
+    Costs and success flags go to the episodes' ``infos["cost"]`` / ``infos["success"]``
+    (T + 1 values, as Minari records infos: the reset's, 0 / False, then one per step)."""
     import minari
     from minari.data_collector import EpisodeBuffer
 
@@ -222,7 +254,7 @@ def write_dataset(
             rewards=ep.rewards,
             terminations=ep.terminations,
             truncations=ep.truncations,
-            infos=None if ep.costs is None else {"cost": np.concatenate([[0.0], ep.costs])},
+            infos=_infos(ep),
         )
         for index, ep in enumerate(episodes)
     ]
@@ -253,6 +285,16 @@ def write_dataset(
     return Path(dataset.storage.data_path).parent
 
 
+def _infos(episode: Episode) -> dict[str, np.ndarray] | None:
+    """An episode's Minari ``infos`` (None when it has neither costs nor success flags)."""
+    infos = {}
+    if episode.costs is not None:
+        infos["cost"] = np.concatenate([[0.0], episode.costs])
+    if episode.success is not None:
+        infos["success"] = np.concatenate([[False], episode.success])
+    return infos or None
+
+
 def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     """Episodes, steps and mean / min / max undiscounted return (and mean episode cost on a
     task with costs)."""
@@ -266,6 +308,8 @@ def summarize(episodes: Sequence[Episode]) -> dict[str, float]:
     }
     if all(ep.costs is not None for ep in episodes):
         out["mean_cost"] = float(np.mean([ep.costs.sum() for ep in episodes]))
+    if all(ep.success is not None for ep in episodes):  # an episode succeeds at its last step
+        out["success_rate"] = float(np.mean([ep.success[-1] for ep in episodes]))
     return out
 
 
@@ -280,8 +324,13 @@ def collect(
     max_episode_steps: int | None = None,
     ref_min_score: float | None = None,
     ref_max_score: float | None = None,
+    slowness: float = 1.0,
+    flatten_obs: bool = False,
 ) -> dict[str, Any]:
-    """Record (or export) one Minari dataset; returns the summary it prints."""
+    """Record (or export) one Minari dataset; returns the summary it prints.
+    ``policy="expert"``: a robot task's scripted expert (rlcore.envs.robots.experts), moving
+    at ``slowness`` of its speed; ``flatten_obs`` records a dict observation flattened (the
+    offline algorithms read one vector)."""
     import torch
 
     from rlcore.checkpoint import load_checkpoint
@@ -321,15 +370,31 @@ def collect(
             make_kwargs["max_episode_steps"] = max_episode_steps
         if policy == "random" and sample:
             raise UsageError("sample=true needs a trained policy, not policy=random")
-        actor = None if policy == "random" else load_policy(policy, deterministic=not sample)
-        kind = "actions sampled from the policy" if sample else "deterministic policy"
-        algorithm = "uniform random" if actor is None else f"{kind} of {policy}"
+        if not 0 < slowness <= 1:
+            raise UsageError(f"slowness={slowness}: in (0, 1] (1: the expert's own speed)")
+        if policy == "expert":
+            _expert_task(env_id)  # before the observation check: names the missing expert
+        with gym.make(env_id, **make_kwargs) as probe:
+            dict_space = probe.observation_space
+        if isinstance(dict_space, gym.spaces.Dict) and not flatten_obs:
+            raise UsageError(
+                f"{env_id} observes a dict: pass flatten_obs=true to record it flattened "
+                "into one vector (the offline algorithms read flat observations)"
+            )
+        if policy == "expert":
+            actor, algorithm = _expert(env_id, dict_space, slowness), f"scripted expert of {env_id}"
+            if slowness < 1:
+                algorithm += f" at {slowness:g} of its speed"
+        else:
+            actor = None if policy == "random" else load_policy(policy, deterministic=not sample)
+            kind = "actions sampled from the policy" if sample else "deterministic policy"
+            algorithm = "uniform random" if actor is None else f"{kind} of {policy}"
         if actor is not None and noise > 0:
             algorithm += f" + Gaussian noise {noise}"
-        with gym.make(env_id, **make_kwargs) as rollout_env, torch.random.fork_rng():
+        with _made(env_id, make_kwargs, flatten_obs) as rollout_env, torch.random.fork_rng():
             torch.manual_seed(seed)  # the policy's own sampling: same seed, same dataset
             episodes = rollout(rollout_env, actor, steps, seed=seed, noise=noise)
-    with gym.make(env_id, **make_kwargs) as env_for_spec:
+    with _made(env_id, make_kwargs, flatten_obs) as env_for_spec:
         path = write_dataset(
             dataset_id,
             episodes,

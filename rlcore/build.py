@@ -30,6 +30,7 @@ from rlcore.checks import (
     check_schedule,
     check_spaces,
     check_task_reports_cost,
+    check_task_reports_success,
     check_whole_agent,
     load_init_from,
 )
@@ -99,6 +100,10 @@ def build(
         check_schedule(plan, settings.env.num_envs, init_from)
         if plan.env.cost:
             check_task_reports_cost(algorithm.name, settings.env.id, settings.env.kwargs)
+        if settings.stop_at_success is not None:
+            check_task_reports_success(
+                settings.stop_at_success, settings.env.id, settings.env.kwargs
+            )
         agent = algorithm.agent_class(obs_space, action_space, run.algo, device=device)
         if plan.schedule.on_policy:
             require(agent, OnPolicy, f"algo={algorithm.name} needs: its plan runs rollouts")

@@ -190,22 +190,39 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
         )
 
 
-def check_task_reports_cost(algo: str, env_id: str, env_kwargs: dict[str, Any]) -> None:
-    """Refuse, before the run writes anything, a constrained algorithm on a task whose
-    steps report no ``info["cost"]`` (one step of a separate env, seeded: the run's envs
-    and RNGs are not touched). A task that cannot be made alone here is left to the loop."""
+def _first_step_info(env_id: str, env_kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The info of one seeded step of a separate env (the run's envs and RNGs are not
+    touched), or None for a task that cannot be made alone here (the loop checks then)."""
     try:
         probe = gym.make(env_id, **env_kwargs)
     except Exception:  # noqa: BLE001 - e.g. a device-only task: the loop checks at its first step
-        return
+        return None
     try:
         probe.reset(seed=0)
         probe.action_space.seed(0)
-        info = probe.step(probe.action_space.sample())[4]
+        return probe.step(probe.action_space.sample())[4]
     finally:
         probe.close()
-    if "cost" not in info:
+
+
+def check_task_reports_cost(algo: str, env_id: str, env_kwargs: dict[str, Any]) -> None:
+    """Refuse, before the run writes anything, a constrained algorithm on a task whose
+    steps report no ``info["cost"]``."""
+    info = _first_step_info(env_id, env_kwargs)
+    if info is not None and "cost" not in info:
         raise ConfigError(f"algo={algo}: {NO_COST}")
+
+
+def check_task_reports_success(stop_at_success: float, env_id: str, env_kwargs: dict) -> None:
+    """Refuse ``stop_at_success`` on a task whose steps report no ``info["is_success"]``
+    (its evaluations have no success rate, so the run would never stop by it)."""
+    info = _first_step_info(env_id, env_kwargs)
+    if info is not None and "is_success" not in info:
+        raise ConfigError(
+            f"stop_at_success={stop_at_success:g}: {env_id} reports no info['is_success'], "
+            "so its evaluations have no success rate; use stop_at_return, or a task that "
+            "reports success (e.g. env=PandaPush)"
+        )
 
 
 def check_distributed(plan: RunPlan, settings: RunSettings, agent: Any) -> None:

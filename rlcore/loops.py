@@ -68,6 +68,8 @@ class LoopSettings:
     log_every: int = 1_000
     # stop early once an evaluation's mean return reaches this (None: never)
     stop_at_return: float | None = None
+    # stop early once an evaluation's success rate reaches this (None: never)
+    stop_at_success: float | None = None
     # stop (with an evaluation and a checkpoint) once the training time, the seconds spent
     # in env steps, updates and rollouts (evaluations, checkpoints and a compiled update's
     # compilation left out, summed over resumes), reaches this (None: never);
@@ -77,8 +79,11 @@ class LoopSettings:
     # seconds on a CPU) is announced with its duration and left out of the progress ETA
     compiled: bool = False
 
-    def reached_target(self, eval_return: float) -> bool:
-        return self.stop_at_return is not None and eval_return >= self.stop_at_return
+    def reached_target(self, eval_return: float, eval_success: float = math.nan) -> bool:
+        """Whether the last evaluation reached ``stop_at_return`` or ``stop_at_success``."""
+        by_return = self.stop_at_return is not None and eval_return >= self.stop_at_return
+        by_success = self.stop_at_success is not None and eval_success >= self.stop_at_success
+        return by_return or by_success
 
     def out_of_time(self, train_seconds: float) -> bool:
         return self.stop_after_s is not None and train_seconds >= self.stop_after_s
@@ -672,7 +677,7 @@ def run_phases(
     """Training as a sequence of phases, e.g. ``offline`` -> ``warmup`` -> ``online``
     (offline-to-online), ``warmup`` (random) -> ``online`` (SAC), ``offline`` (IQL) or
     ``rollout`` (PPO): the one skeleton of every run, with one place for evaluation,
-    checkpoint cadence, stop requests, logging, ``stop_at_return``, ``stop_after_s``
+    checkpoint cadence, stop requests, logging, ``stop_at_return`` / ``stop_at_success``, ``stop_after_s``
     and resume.
 
     Replay phases' environment steps write into ``buffer`` (after ``reward_transform``,
@@ -846,7 +851,9 @@ class _PhaseRun:
                 self.show_progress()
             if phase_done and not last:
                 self.next_phase()
-            reached = not last and self.settings.reached_target(record.last_eval)
+            reached = not last and self.settings.reached_target(
+                record.last_eval, record.last_eval_success
+            )
             done = last or reached or out_of_time
             _checkpoint_if_due(self.run, self.settings, step, prev, done, self.snapshot)
             if done:

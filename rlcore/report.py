@@ -429,6 +429,10 @@ def run_end(run: Run) -> RunEnd:
     returns = [float(r["eval/return"]) for r in rows if _finite(r.get("eval/return"))]
     if isinstance(target, int | float) and returns and returns[-1] >= target:
         return RunEnd(True, f"stop_at_return={target:g} reached" + inferred, last, planned)
+    rates = [float(r["eval/success_rate"]) for r in rows if _finite(r.get("eval/success_rate"))]
+    rate_target = run.config.get("stop_at_success")
+    if isinstance(rate_target, int | float) and rates and rates[-1] >= rate_target:
+        return RunEnd(True, f"stop_at_success={rate_target:g} reached" + inferred, last, planned)
     reached = "nothing" if last is None else f"step {last:,}"
     why = f"no train.log, and it logged up to {reached} of {planned:,}"
     return RunEnd(False, why, last, planned)

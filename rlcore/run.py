@@ -16,6 +16,7 @@ is the command line (rlcore.cli).
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import threading
@@ -192,7 +193,8 @@ def loop_settings_of(settings: RunSettings, compiled: bool) -> LoopSettings:
         seed=settings.seed, eval_every=settings.eval_every,
         eval_episodes=settings.eval_episodes, checkpoint_every=settings.checkpoint_every,
         checkpoint_every_s=settings.checkpoint_every_s, log_every=settings.log_every,
-        stop_at_return=settings.stop_at_return, stop_after_s=settings.stop_after_s,
+        stop_at_return=settings.stop_at_return, stop_at_success=settings.stop_at_success,
+        stop_after_s=settings.stop_after_s,
         compiled=compiled,
     )  # fmt: skip
 
@@ -202,7 +204,11 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     run and its checkpoint are, and the commands that continue or evaluate it."""
     step = int(result["run/step"])
     if result["run/reached_stop_at_return"]:
-        why = f"stop_at_return={settings.stop_at_return:g} reached at step {step:,}"
+        success = result.get("eval/success_rate", math.nan)
+        if settings.stop_at_success is not None and success >= settings.stop_at_success:
+            why = f"stop_at_success={settings.stop_at_success:g} reached at step {step:,}"
+        else:
+            why = f"stop_at_return={settings.stop_at_return:g} reached at step {step:,}"
     elif result.get("run/out_of_time"):
         why = (
             f"stop_after_s={settings.stop_after_s:g} reached at step {step:,} "

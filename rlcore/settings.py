@@ -187,6 +187,10 @@ class RunSettings:
                             "every episode)", POSITIVE)  # fmt: skip
     stop_at_return: float | None = option(None, "stop once an evaluation's mean return "
                                           "reaches this")  # fmt: skip
+    stop_at_success: float | None = option(
+        None, "stop once an evaluation's success rate reaches this (tasks that report "
+        "info['is_success'])", (lambda v: v is None or 0 < v <= 1, "in (0, 1] or null"),
+    )  # fmt: skip
     stop_after_s: float | None = option(
         None, "stop (evaluate, checkpoint) after this many seconds of training (evaluations, "
         "checkpoints, compilation not counted; summed over resumes)",

@@ -219,6 +219,29 @@ COMMANDS: dict[str, Case] = {
         "on saved runs (benchmarks/results/distributed_learning_runs)"
     ),
     # docs/robots.md
+    "python -m rlcore.train algo=sac env=PandaReach her=future stop_at_success=0.9": run(
+        "cut to 300 steps (TINY_ONLINE)", extra=TINY_ONLINE
+    ),
+    "python -m rlcore.offline.collect env=PandaLift policy=expert steps=20000 "
+    "dataset_id=local/pandalift/proficient-v0": run(
+        "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
+        leaves=("minari/local/pandalift/proficient-v0",),
+    ),
+    "python -m rlcore.offline.collect env=PandaLift policy=expert steps=20000 "
+    "dataset_id=local/pandalift/mixed-v0 noise=0.3 slowness=0.7": run(
+        "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
+        leaves=("minari/local/pandalift/mixed-v0",),
+    ),
+    "python -m rlcore.offline.collect env=PandaPegInsertion policy=expert steps=20000 "
+    "flatten_obs=true dataset_id=local/pandapeginsertion/proficient-v0": run(
+        "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
+        leaves=("minari/local/pandapeginsertion/proficient-v0",),
+    ),
+    "python -m rlcore.offline.collect env=PandaPegInsertion policy=expert steps=20000 "
+    "flatten_obs=true dataset_id=local/pandapeginsertion/mixed-v0 noise=0.02 slowness=0.7": run(
+        "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
+        leaves=("minari/local/pandapeginsertion/mixed-v0",),
+    ),
     "python -m rlcore.train algo=sac env=PandaReach env.kwargs.reward_type=dense "
     "total_steps=20000": run("20,000 steps cut to 300 (TINY_ONLINE)", extra=TINY_ONLINE),
     # docs/safe.md

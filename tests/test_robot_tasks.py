@@ -252,3 +252,39 @@ def test_a_task_without_success_reports_none() -> None:
     _, _, _, _, info = env.step(np.zeros((1, 1), np.float32))
     assert "episode_success" not in info
     assert "success_rate" not in evaluate(lambda obs: np.zeros((1, 1), np.float32), env, 1, 0)
+
+
+class _Solved(gym.Env):
+    """Every 5-step episode ends in success (a stand-in for a solved task)."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(2, np.float32), {"is_success": False}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(2, np.float32), 0.0, False, self.t == 5, {"is_success": self.t == 5}
+
+
+def test_stop_at_success_stops_at_the_first_evaluation_that_reaches_it(tmp_path) -> None:
+    from rlcore.config import ConfigError
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    gym.register(id="rlcore-test/Solved-v0", entry_point=_Solved)
+    try:
+        args = ("algo=sac", "env=rlcore-test/Solved-v0", "total_steps=400", "eval_every=100",
+                "eval_episodes=2", "eval_envs=1", "algo.learning_starts=50",
+                "algo.batch_size=16", "algo.hidden=[16,16]", "logger=quiet", "threads=1")  # fmt: skip
+        result = train(make_config(*args, "stop_at_success=0.9"), tmp_path / "run")
+        assert result["run/step"] == 100 and result["eval/success_rate"] == 1.0
+        assert "stop_at_success=0.9 reached at step 100" in (tmp_path / "run" / "train.log").read_text()
+        assert train(make_config(*args), tmp_path / "all")["run/step"] == 400
+    finally:
+        gym.registry.pop("rlcore-test/Solved-v0")
+    with pytest.raises(ConfigError, match=r"Hopper-v5 reports no info\['is_success'\]"):
+        train(make_config("algo=sac", "env=Hopper", "stop_at_success=0.9"), tmp_path / "no")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import gymnasium as gym
 import numpy as np
 
 from rlcore.envs.robots.tasks import EE_STEP, OBJECT_SIZE, TASKS, PandaTask
@@ -119,3 +120,20 @@ def expert_action(
             raise ValueError("noise > 0 needs an rng (the episode's seed makes it replayable)")
         action = action + noise * rng.standard_normal(action.shape)
     return np.clip(action, -1.0, 1.0).astype(np.float32)
+
+
+def expert_policy(
+    task: str, dict_space: gym.spaces.Dict | None = None, slowness: float = 1.0
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The expert as a policy of one observation (``rlcore.offline.collect policy=expert``);
+    with ``dict_space`` it reads observations flattened from that space (a goal task
+    recorded with ``flatten_obs=true``) and unflattens them first."""
+    if task not in EXPERTS:
+        raise ValueError(f"no scripted expert for {task}; experts: {', '.join(EXPERTS)}")
+
+    def act(obs: np.ndarray) -> np.ndarray:
+        if dict_space is not None:
+            obs = gym.spaces.unflatten(dict_space, obs)
+        return expert_action(task, obs, slowness=slowness)
+
+    return act

@@ -1,0 +1,144 @@
+"""SAC + HER: rlcore next to Stable-Baselines3 on a robot task, and plain SAC beside them.
+
+    python -m rlcore.benchmarks.her --env PandaReach --steps 5000 --eval-every 500 \\
+        --seeds 0 1 2 --methods rlcore_her sb3_her rlcore_sac --run-dir runs/her_bench
+
+Methods: ``rlcore_her`` (``algo=sac her=future her.k=4``), ``sb3_her`` (SB3's SAC with its
+``HerReplayBuffer``, future, 4 goals), ``rlcore_sac`` (no relabelling: the sparse reward
+alone). Same hyper-parameters, SB3's SAC defaults made explicit: lr 3e-4 (actor, critics,
+temperature), batch 256, 256x256, tau 0.005, gamma 0.99, one update per env step, initial
+temperature 1, target entropy -|A|, ``--learning-starts`` uniform random steps (default
+1,000: HER draws from complete episodes). rlcore's SAC departs from SB3's in four listed
+ways (algos/sac.py, "Against Stable-Baselines3").
+
+Every ``--eval-every`` env steps, 20 deterministic episodes on the native back end
+(rlcore's loop evaluates itself; SB3 trains in chunks and is evaluated with
+``rlcore.evaluation.evaluate`` on the same env, seeds as rlcore's loop uses); the success
+rate is the share of episodes whose last step is a success. Each run is a run dir under
+``--run-dir`` (SB3's: config.yaml with ``algo.name: sb3_sac_her`` and eval.csv), so
+``python -m rlcore.report <run dir>/* --metric eval/success_rate`` draws the curves; the
+JSON (``--out``) has every evaluation and the lscpu record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from rlcore.benchmarks.runs import cpu_info
+
+EVAL_EPISODES = 20
+SB3_ALGO = "sb3_sac_her"
+
+
+def rlcore_overrides(
+    env: str, steps: int, her: bool, seed: int, args: argparse.Namespace
+) -> list[str]:
+    """rlcore's SAC with SB3's defaults (module doc), with or without HER."""
+    return [
+        "algo=sac", f"env={env}", f"seed={seed}", f"total_steps={steps}",
+        f"her={'future' if her else 'none'}", "her.k=4",
+        "algo.actor_lr=3e-4", "algo.critic_lr=3e-4", "algo.alpha_lr=3e-4",
+        "algo.policy_frequency=1", "algo.init_alpha=1.0", "algo.batch_size=256",
+        "algo.hidden=[256,256]", "algo.tau=0.005", "algo.gamma=0.99",
+        f"algo.learning_starts={args.learning_starts}", f"eval_every={args.eval_every}",
+        f"eval_episodes={EVAL_EPISODES}", "eval_envs=5", "logger=quiet", "threads=1",
+        f"checkpoint_every={steps}", "keep_agent_snapshots=false",
+    ]  # fmt: skip
+
+
+def run_rlcore(env: str, her: bool, seed: int, run_dir: Path, args: argparse.Namespace) -> list:
+    from hydra import compose, initialize_config_module
+
+    from rlcore.overrides import normalize_overrides
+    from rlcore.train import train
+
+    overrides = rlcore_overrides(env, args.steps, her, seed, args)
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
+        cfg = compose("config", overrides=normalize_overrides(overrides))
+    train(cfg, run_dir)
+    with (run_dir / "eval.csv").open() as f:
+        return [(int(float(r["step"])), float(r["eval/success_rate"])) for r in csv.DictReader(f)]
+
+
+def run_sb3(env: str, seed: int, run_dir: Path, args: argparse.Namespace) -> list:
+    import gymnasium as gym
+    import stable_baselines3
+    import torch
+    from stable_baselines3 import SAC, HerReplayBuffer
+
+    from rlcore.envs.make import make_vec_env, resolve_env_id
+    from rlcore.evaluation import evaluate
+
+    torch.set_num_threads(1)
+    env_id = resolve_env_id(env)
+    model = SAC(
+        "MultiInputPolicy", gym.make(env_id), learning_rate=3e-4, buffer_size=args.steps,
+        learning_starts=args.learning_starts, batch_size=256, tau=0.005, gamma=0.99,
+        train_freq=1, gradient_steps=1, ent_coef="auto", target_entropy="auto",
+        replay_buffer_class=HerReplayBuffer,
+        replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
+        policy_kwargs={"net_arch": [256, 256]}, seed=seed, device="cpu", verbose=0,
+    )  # fmt: skip
+    evals = []
+    eval_env = make_vec_env(env_id, 5, seed=seed + 1)
+    for done in range(args.eval_every, args.steps + 1, args.eval_every):
+        model.learn(total_timesteps=args.eval_every, reset_num_timesteps=False)
+        result = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], eval_env,
+                          EVAL_EPISODES, seed=seed + 1_000_003)  # fmt: skip
+        evals.append((done, result["success_rate"]))
+    eval_env.close()
+    from omegaconf import OmegaConf
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(OmegaConf.create({
+        "algo": {"name": SB3_ALGO, "library": f"stable-baselines3 {stable_baselines3.__version__}",
+                 "learning_starts": args.learning_starts},
+        "env": {"id": env_id}, "seed": seed, "total_steps": args.steps,
+    }), run_dir / "config.yaml")  # fmt: skip
+    with (run_dir / "eval.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["step", "eval/success_rate"])
+        writer.writerows(evals)
+    return evals
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="PandaReach")
+    parser.add_argument("--steps", type=int, default=5000)
+    parser.add_argument("--eval-every", type=int, default=500)
+    parser.add_argument("--learning-starts", type=int, default=1000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--methods", nargs="+", default=["rlcore_her", "sb3_her", "rlcore_sac"])
+    parser.add_argument("--run-dir", default="runs/her_bench")
+    parser.add_argument("--out", default=None, help="JSON (default: <run dir>/her_bench.json)")
+    args = parser.parse_args(argv)
+    root = Path(args.run_dir)
+    out = Path(args.out) if args.out else root / "her_bench.json"
+    record: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {"runs": {}}
+    record |= {"lscpu": cpu_info(), "cpu_count": os.cpu_count(), "env": args.env,
+               "steps": args.steps, "eval_episodes": EVAL_EPISODES}  # fmt: skip
+    for seed in args.seeds:
+        for method in args.methods:
+            run_dir = root / args.env.lower() / f"{method}_seed{seed}"
+            start = time.perf_counter()
+            if method == "sb3_her":
+                evals = run_sb3(args.env, seed, run_dir, args)
+            else:
+                evals = run_rlcore(args.env, method == "rlcore_her", seed, run_dir, args)
+            seconds = time.perf_counter() - start
+            record["runs"][f"{method}/seed{seed}"] = {"evals": evals, "seconds": seconds}
+            print(f"{args.env} {method} seed {seed}: success "
+                  f"{' '.join(f'{s:.2f}' for _, s in evals)} ({seconds:.0f} s)", flush=True)  # fmt: skip
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(record, indent=2))
+
+
+if __name__ == "__main__":
+    main()

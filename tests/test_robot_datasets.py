@@ -1,0 +1,87 @@
+"""Demonstrations of the robot tasks (``rlcore.offline.collect policy=expert``): success
+flags in the Minari episodes, byte-identical regeneration from a seed, flattened goal
+observations, refusals, and an offline run that trains on them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlcore.offline.collect import main as collect_main
+
+
+@pytest.fixture
+def minari_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "minari"
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
+    return root
+
+
+def _record(*args: str) -> dict:
+    return collect_main(["policy=expert", *args])
+
+
+def test_expert_demonstrations_carry_success_flags(minari_root: Path) -> None:
+    import minari
+
+    summary = _record("env=PandaLift", "steps=300", "dataset_id=local/pandalift/proficient-v0")
+    assert summary["episodes"] == 3 and summary["success_rate"] == 1.0
+    episodes = list(minari.load_dataset("local/pandalift/proficient-v0").iterate_episodes())
+    for episode in episodes:
+        success = np.asarray(episode.infos["success"])
+        assert success.shape == (101,) and not success[0]  # the reset's flag, then each step's
+        assert success[-1]
+        # the sparse reward is the success flag of the step it follows
+        np.testing.assert_array_equal(episode.rewards, success[1:].astype(float))
+
+
+def test_the_same_seed_regenerates_the_same_bytes(tmp_path: Path, monkeypatch) -> None:
+    files = []
+    for name in ("a", "b"):
+        monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / name))
+        _record("env=PandaLift", "steps=200", "dataset_id=local/pandalift/mixed-v0", "seed=3",
+                "noise=0.3", "slowness=0.7")  # fmt: skip
+        data = tmp_path / name / "local" / "pandalift" / "mixed-v0" / "data"
+        files.append([(data / f).read_bytes() for f in ("main_data.hdf5", "metadata.json")])
+    assert files[0] == files[1]
+    meta = json.loads(files[0][1])
+    assert "scripted expert of PandaLift-v1 at 0.7 of its speed + Gaussian noise 0.3" in (
+        meta["algorithm_name"]
+    )
+
+
+def test_goal_tasks_are_recorded_flattened(minari_root: Path) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        _record("env=PandaPegInsertion", "steps=100", "dataset_id=local/peg/proficient-v0")
+    assert stopped.value.code == 2
+    summary = _record("env=PandaPegInsertion", "steps=200", "flatten_obs=true",
+                      "dataset_id=local/peg/proficient-v0")  # fmt: skip
+    assert summary["success_rate"] == 1.0
+    from rlcore.offline.datasets import load_dataset
+
+    dataset = load_dataset("local/peg/proficient-v0", gamma=0.99)
+    assert dataset.obs.shape[1] == 6 + 3 + 3  # achieved_goal, desired_goal, observation
+
+
+def test_tasks_without_an_expert_are_named(minari_root: Path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        _record("env=PandaSlide", "steps=100", "dataset_id=local/slide/x-v0")
+    assert "no scripted expert for PandaSlide-v1" in capsys.readouterr().err
+
+
+def test_an_offline_run_trains_on_demonstrations_and_reports_success(
+    minari_root: Path, tmp_path: Path
+) -> None:
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    _record("env=PandaLift", "steps=400", "dataset_id=local/pandalift/proficient-v0")
+    result = train(make_config(
+        "algo=iql", "env=PandaLift", "dataset=local/pandalift/proficient-v0", "total_steps=60",
+        "algo.batch_size=32", "algo.hidden=[32,32]", "eval_every=60", "eval_episodes=2",
+        "eval_envs=1", "logger=quiet", "threads=1",
+    ), tmp_path / "run")  # fmt: skip
+    assert result["run/step"] == 60 and 0.0 <= result["eval/success_rate"] <= 1.0

@@ -26,16 +26,16 @@ have none either, and a mixed batch keeps ``mc_return`` only when every row has 
 Departures: those of algos/cql.py (batched critic ensemble, all losses checked before any
 step, uniform actions in the env's box); CORL's separate ``cql_alpha_online`` is not
 exposed (the same ``cql_alpha`` applies online). CORL's ``is_sparse_reward`` return-to-go
-is not ported: CORL gives every row of a failed sparse-reward episode r / (1 - gamma);
-ours sums the discounted rewards to the episode's end (with -5 per step: -5 on the last
-row of a timed-out episode where CORL has -500), so the bound is looser near timeouts.
-It matters for antmaze / adroit recipes only; none ships here. The update itself matches
+is ``sparse_reward=true`` (with ``sparse_min_reward``): every row of an episode that ends
+on the failure reward gets r / (1 - gamma), CORL's ``get_return_to_go`` on the same
+rows to float32 rounding (tests/golden/cal_ql_sparse_returns.json). The update itself matches
 CORL@6afec90 within 4.9e-6 relative on losses, 2.1e-7 on parameters after 20 updates
 (tests/golden/cal_ql.json, docs/PARITY.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -62,6 +62,12 @@ class CalQLConfig(CQLConfig):
     offline_fraction: float = 0.5  # share of dataset rows in every online batch ("mix")
     buffer_size: int = 1_000_000  # online replay capacity
     calibrate_online: bool = False  # keep the Monte-Carlo bound on after the switch
+    # CORL's is_sparse_reward (its antmaze configs: true): an episode that ends on the
+    # failure reward sparse_min_reward * reward_scale + reward_bias gets that reward /
+    # (1 - gamma) as every row's return-to-go (sparse_min_reward: the task's reward without
+    # success before the transform; D4RL antmaze's ref_min_score 0)
+    sparse_reward: bool = False
+    sparse_min_reward: float = 0.0
 
     def plan(self) -> RunPlan:
         """Offline gradient steps, then (``online_steps`` > 0) fine-tuning online with the
@@ -73,6 +79,9 @@ class CalQLConfig(CQLConfig):
             offline_fraction=self.offline_fraction,
         )  # fmt: skip
         data = super().plan().data  # CQL's dataset recipe
+        if self.sparse_reward:
+            failure = self.sparse_min_reward * self.reward_scale + self.reward_bias
+            data = dataclasses.replace(data, sparse_failure_reward=failure)
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=self.compile)  # fmt: skip
 

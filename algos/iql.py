@@ -113,6 +113,10 @@ class IQLConfig:
     noise_clip: float = 0.5
     normalize_states: bool = True  # standardise observations with dataset statistics
     normalize_reward_by_returns: bool = False  # r * 1000 / (max - min dataset episode return)
+    # dataset and online rewards r <- reward_scale * r + reward_bias (CORL's antmaze
+    # recipe, finetune/iql.py modify_reward / modify_reward_online: r - 1, reward_bias=-1)
+    reward_scale: float = 1.0
+    reward_bias: float = 0.0
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
     precision: str = "float32"  # "bf16": updates' matmuls in bfloat16 autocast (speed mode)
     compile: bool | str = False  # True | False | "auto": the update as one compiled graph
@@ -132,6 +136,7 @@ class IQLConfig:
             offline_data=self.offline_data,
         )  # fmt: skip
         data = DataRecipe(normalize_reward_by_returns=self.normalize_reward_by_returns,
+                          reward_scale=self.reward_scale, reward_bias=self.reward_bias,
                           normalize_states=self.normalize_states, required=True)  # fmt: skip
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=self.compile)  # fmt: skip

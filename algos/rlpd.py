@@ -44,7 +44,7 @@ import gymnasium as gym
 import torch
 
 from rlcore.algos.sac import SAC, SACConfig
-from rlcore.plan import RunPlan, Schedule
+from rlcore.plan import DataRecipe, RunPlan, Schedule
 
 
 @dataclass
@@ -67,6 +67,11 @@ class RLPDConfig(SACConfig):
     offline_data: str = "mix"  # every minibatch mixes dataset and online rows ...
     offline_fraction: float = 0.5  # ... half and half (symmetric sampling)
     offline_steps: int = 0  # no offline pre-training
+    # dataset and online rewards r <- reward_scale * r + reward_bias; the reference's antmaze
+    # recipe (train_finetuning.py: rewards - 1 in every offline and online batch) is
+    # reward_bias=-1
+    reward_scale: float = 1.0
+    reward_bias: float = 0.0
 
     def plan(self) -> RunPlan:
         """Online, with the dataset mixed into every batch (``offline_data``)."""
@@ -77,7 +82,8 @@ class RLPDConfig(SACConfig):
             utd_ratio=self.utd_ratio, offline_data=self.offline_data,
             offline_fraction=self.offline_fraction,
         )  # fmt: skip
-        return RunPlan(schedule, gamma=self.gamma, precision=self.precision,
+        data = DataRecipe(reward_scale=self.reward_scale, reward_bias=self.reward_bias)
+        return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=self.compile)  # fmt: skip
 
 

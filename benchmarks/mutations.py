@@ -629,6 +629,14 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_cql.py::test_cal_ql_mc_return_is_the_discounted_sum_of_the_scaled_rewards",),
     ),
     Mutation(
+        "cal_ql_sparse_success_marked_failed",
+        "offline/datasets.py",
+        "failed = self.episode_id[last][self.reward[last] == failure_reward]",
+        "failed = self.episode_id[last][self.reward[last] != failure_reward]",
+        "Cal-QL's sparse-reward return-to-go given to the episodes that succeeded",
+        ("tests/test_cql.py::test_cal_ql_sparse_reward_returns_match_corl",),
+    ),
+    Mutation(
         "her_future_from_episode_start",
         "rlcore/her.py",
         'low = index if strategy == "future" else torch.zeros_like(index)',

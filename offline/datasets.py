@@ -187,6 +187,19 @@ class OfflineDataset:
             rtg = returns_to_go(self.reward.numpy(), ends.numpy(), self.gamma)
             self.mc_return = torch.as_tensor(rtg, dtype=torch.float32)
 
+    def fail_sparse_episodes(self, failure_reward: float) -> int:
+        """CORL Cal-QL's sparse-reward return-to-go (``is_sparse_reward``): every row of an
+        episode whose last reward equals ``failure_reward`` (a sparse task it never solved)
+        gets ``failure_reward / (1 - gamma)``, the return of failing forever, instead of the
+        discounted sum to its end. Call after the reward transform. Returns how many
+        episodes were marked."""
+        last = torch.ones(len(self), dtype=torch.bool)
+        last[:-1] = self.episode_id[1:] != self.episode_id[:-1]
+        failed = self.episode_id[last][self.reward[last] == failure_reward]
+        rows = torch.isin(self.episode_id, failed)
+        self.mc_return[rows] = failure_reward / (1.0 - self.gamma)
+        return len(failed)
+
     def normalize_rewards_by_return_range(self) -> float:
         """IQL/CQL locomotion recipe: r <- r * 1000 / (max - min episode return); the
         factor is returned. Uses the recorded episode returns."""

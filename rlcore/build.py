@@ -309,6 +309,14 @@ def prepare_offline(
     scale, bias = plan.data.reward_scale, plan.data.reward_bias
     if (scale, bias) != (1.0, 0.0):
         dataset.scale_rewards(scale, bias)
+    if plan.data.sparse_failure_reward is not None:  # Cal-QL's sparse-reward return-to-go
+        failed = dataset.fail_sparse_episodes(plan.data.sparse_failure_reward)
+        logger.progress(
+            f"sparse rewards: {failed} of {dataset.num_episodes} episodes end on the failure "
+            f"reward {plan.data.sparse_failure_reward:g}; their return-to-go is "
+            f"{plan.data.sparse_failure_reward / (1 - dataset.gamma):g} on every row",
+            force=True,
+        )
 
     def reward_transform(reward: Any) -> Any:
         """The dataset's reward transform, applied to online rewards too."""

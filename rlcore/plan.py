@@ -93,6 +93,10 @@ class DataRecipe:
     reward_scale: float = 1.0
     reward_bias: float = 0.0
     normalize_states: bool = False  # fit the agent's observation statistics on the dataset
+    # sparse rewards (CORL Cal-QL's is_sparse_reward): every row of an episode that ends on
+    # this reward (after scale and bias: it never succeeded) gets the return-to-go r / (1 -
+    # gamma), as if it failed forever; None: plain discounted sums
+    sparse_failure_reward: float | None = None
     # an offline algorithm: it always trains with its dataset (an online phase after
     # ``init_from`` too: the dataset's reward and state statistics). Its ``total_steps``
     # are gradient steps and its online phase is ``algo.online_steps``.

@@ -370,3 +370,39 @@ def test_network_init_schemes():
     assert cql.actor.log_std_multiplier.item() == 1.0 and cql.actor.log_std_offset.item() == -1.0
     with pytest.raises(ValueError, match="network_init"):
         CQL(OBS, ACT, CQLConfig(network_init="he"))
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_cal_ql_sparse_reward_returns_match_corl(tmp_path, sparse):
+    """CORL's get_return_to_go on AntMaze-style rewards (0 / 1, scaled to -5 / 5): with
+    is_sparse_reward every row of an episode that ends on the failure reward gets
+    -5 / (1 - 0.99) = -500, otherwise the discounted sums; ours on the same rows through the
+    D4RL loader, the plan's reward transform and ``fail_sparse_episodes``."""
+    import json
+
+    import h5py
+
+    from rlcore.offline.datasets import load_dataset
+    from tests.conftest import REPO
+
+    golden = json.loads((REPO / "tests/golden/cal_ql_sparse_returns.json").read_text())
+    rows = golden["rows"]
+    n = len(rows["rewards"])
+    path = tmp_path / "sparse.hdf5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("observations", data=np.stack([np.arange(n), np.zeros(n)], 1)
+                         .astype(np.float32))  # fmt: skip
+        f.create_dataset("next_observations", data=np.stack([np.arange(n) + 1, np.zeros(n)], 1)
+                         .astype(np.float32))  # fmt: skip
+        f.create_dataset("actions", data=np.zeros((n, 1), np.float32))
+        for key in ("rewards", "terminals", "timeouts"):
+            f.create_dataset(key, data=np.asarray(rows[key], np.float32))
+    config = CalQLConfig(sparse_reward=sparse, reward_scale=10.0, reward_bias=-5.0)
+    data = config.plan().data
+    assert data.sparse_failure_reward == (-5.0 if sparse else None)
+    dataset = load_dataset(path, gamma=golden["meta"]["gamma"])
+    dataset.scale_rewards(data.reward_scale, data.reward_bias)
+    if sparse:
+        assert dataset.fail_sparse_episodes(data.sparse_failure_reward) == 3
+    expected = golden["mc_returns"][f"sparse_{str(sparse).lower()}"]
+    np.testing.assert_allclose(dataset.mc_return.numpy(), expected, rtol=2e-6, atol=1e-5)

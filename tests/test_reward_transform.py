@@ -74,3 +74,26 @@ def test_the_renamed_dataset_reward_option_names_its_new_name():
         catalog.get("iql").config_from_dict({"normalize_reward": True})
     # the online algorithms keep normalize_reward: the env's running-std reward scaling
     assert catalog.get("ppo").config_from_dict({"normalize_reward": True}).normalize_reward
+
+
+def test_antmaze_reward_shift_reaches_dataset_and_online_rows(tmp_path):
+    """CORL IQL's and RLPD's AntMaze recipe, r - 1 (``algo.reward_bias=-1``), on the dataset
+    rows and on every online reward alike: IQL keeps the dataset in its buffer, so both are
+    read back (dataset rows 1 - 1 = 0; online InvertedPendulum rewards 1 or 0 -> 0 or -1)."""
+    from rlcore.algos.rlpd import RLPDConfig
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.train import train
+
+    assert RLPDConfig(reward_bias=-1.0).plan().data.reward_bias == -1.0
+    dataset = _write_pendulum_d4rl(tmp_path / "pendulum.hdf5")
+    online = 40
+    train(make_config(
+        "algo=iql", "env=InvertedPendulum", f"dataset={dataset}", "algo.reward_bias=-1",
+        "total_steps=4", f"algo.online_steps={online}", "algo.batch_size=8",
+        "algo.hidden=[16,16]", "eval_every=1000", "algo.compile=false", *FAST,
+    ), tmp_path / "run")  # fmt: skip
+    buffer = load_checkpoint(tmp_path / "run")["loop"]["stateful"]["buffer"]
+    rewards = buffer["data"]["reward"][: int(buffer["size"])]
+    rows = sum(EPISODES)
+    torch.testing.assert_close(rewards[:rows], torch.zeros(rows))
+    assert set(rewards[rows:].tolist()) <= {0.0, -1.0} and (rewards[rows:] == 0.0).sum() >= 20

@@ -697,3 +697,33 @@ def test_walltime_benchmark_end_to_end(tmp_path, capsys):
     assert "algo.v_min=-500" in args and "env.num_envs=16" in args
     with pytest.raises(SystemExit, match="no C51 support known for Walker2d"):
         method_overrides("fast_td3", "Walker2d", 16)
+
+
+def test_robots_benchmark_end_to_end(tmp_path, capsys):
+    """The speed table's rows on this machine (no side Python): every row measured, the
+    JSON written with the CPU record."""
+    from rlcore.benchmarks.robots import main
+
+    out = tmp_path / "robots.json"
+    main(["--envs", "2", "--steps", "40", "--out", str(out)])
+    record = json.loads(out.read_text())
+    rows = record["rows"]["2"]
+    assert {"rlcore native, 1 thread", "rlcore sync (gymnasium SyncVectorEnv)"} <= set(rows)
+    assert all(rate > 0 for rate in rows.values()) and record["lscpu"]
+    assert "x robosuite" in capsys.readouterr().out
+
+
+def test_her_benchmark_end_to_end(tmp_path, capsys):
+    """Both libraries' SAC + HER on PandaReach at a tiny budget: run dirs the report reads
+    (SB3's config.yaml and eval.csv too) and the JSON of every evaluation."""
+    from rlcore.benchmarks.her import main
+
+    main(["--env", "PandaReach", "--steps", "200", "--eval-every", "100",
+          "--learning-starts", "100", "--seeds", "0", "--methods", "rlcore_her", "sb3_her",
+          "--run-dir", str(tmp_path)])  # fmt: skip
+    record = json.loads((tmp_path / "her_bench.json").read_text())
+    for method in ("rlcore_her", "sb3_her"):
+        evals = record["runs"][f"{method}/seed0"]["evals"]
+        assert [step for step, _ in evals] == [100, 200]
+        assert all(0.0 <= rate <= 1.0 for _, rate in evals)
+        assert (tmp_path / "pandareach" / f"{method}_seed0" / "eval.csv").is_file()

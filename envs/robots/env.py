@@ -158,10 +158,10 @@ class PandaEnv(MujocoEnv):
         }
 
     def _goals(self) -> tuple[np.ndarray, np.ndarray]:
+        """(achieved goal, desired goal) of this env's current state."""
         sim = sim_arrays(self.data)
-        return self.task.achieved_goal(sim, self.layout)[0], self.task.desired_goal(
-            sim, self.layout
-        )[0]
+        achieved = self.task.achieved_goal(sim, self.layout)[0]
+        return achieved, self.task.desired_goal(sim, self.layout)[0]
 
     def reset_model(self) -> Any:
         reset_state(self.task, self.model, self.data, self.layout, self.np_random, self.control)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -285,7 +284,3 @@ TASKS: dict[str, PandaTask] = {
     )
 }  # fmt: skip
 
-
-def task_info(task: PandaTask, achieved: np.ndarray, desired: np.ndarray) -> dict[str, Any]:
-    """The per-step info of one env: ``is_success`` (a bool, as gymnasium-robotics)."""
-    return {"is_success": bool(task.is_success(achieved, desired))}

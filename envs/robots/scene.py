@@ -185,7 +185,7 @@ def scene_xml(
   </default>
   <worldbody>
     <light pos="0 0 2.5" dir="0 0 -1" directional="true"/>
-    <camera name="front" pos="1.0 0 0.6" xyaxes="0 1 0 -0.5 0 0.87"/>
+    <camera name="front" pos="0.8 0.9 0.75" xyaxes="-0.688 0.726 0 -0.342 -0.324 0.882"/>
     <geom name="floor" type="plane" size="3 3 0.1" pos="0 0 -0.4" rgba="0.75 0.75 0.75 1"
           contype="1" conaffinity="1"/>
     <geom name="table" type="box" size="0.7 0.45 0.2" pos="-0.1 0 -0.2"

@@ -219,6 +219,13 @@ COMMANDS: dict[str, Case] = {
         "on saved runs (benchmarks/results/distributed_learning_runs)"
     ),
     # docs/robots.md
+    "python -m rlcore.train algo=diffusion_bc env=PandaLift dataset=local/pandalift/mixed-v0 "
+    "run_dir=runs/lift_bc": COMPOSE,
+    "python -m rlcore.train algo=dppo env=PandaLift algo.pretrained=runs/lift_bc "
+    "run_dir=runs/lift_dppo": COMPOSE,
+    "python -m rlcore.evaluate runs/lift_dppo episodes=10 video=true": Case(
+        "skip", "renders video (EGL / OSMesa; tests/test_evaluate_cli.py records a short one)"
+    ),
     "python -m rlcore.train algo=sac env=PandaReach her=future stop_at_success=0.9": run(
         "cut to 300 steps (TINY_ONLINE)", extra=TINY_ONLINE
     ),

@@ -60,6 +60,11 @@ Gym, and each needs a fine-tuning benchmark of its own):
   alike; the reference samples
   its base with 4 DDIM steps (eta 0) from random noise (residual_ppo.py:209,
   src/behavior/diffusion.py:55-100). Exploration comes from the residual only.
+  Measured on PandaLift (2026-11-28): its mixed-demonstration BC policy succeeds in 0.44
+  of 50 episodes with its own sampler and in 0 of 20 on the zero-noise path with
+  open-loop chunks (0.70 re-planning every step), and ResiP trained on it stays at 0;
+  ``base_noise=true`` samples the base from random noise with the BC policy's evaluation
+  sampler (DDPM, not the reference's DDIM).
 * States are standardised with the behaviour-cloning dataset's statistics (frozen);
   the reference min-max-normalises to [-1, 1] and clamps at +-3
   (src/behavior/residual_diffusion.py:161-178).
@@ -132,6 +137,10 @@ class ResiPConfig:
     critic_last_bias: float = 0.25
     residual_scale: float = 0.1  # executed = base + scale * residual (normalised units)
     log_std: float = -1.0  # fixed log-std of the residual's Gaussian
+    # the base's chunks: False, the zero-noise DDPM mean path; True, sampled from
+    # x_K ~ N(0, I) with the BC run's evaluation sampler (the reference samples its base
+    # from random noise); PandaLift's open-loop chunks need it (docs/robots.md)
+    base_noise: bool = False
     # PPO
     actor_lr: float = 3e-4  # linear warm-up over actor_warmup, then cosine to 0
     actor_warmup: float = REFERENCE_WARMUP  # fraction of the run's iterations
@@ -255,7 +264,12 @@ class ResiP:
 
     # -- the policy -----------------------------------------------------------------
     def base_chunk(self, norm_obs: torch.Tensor) -> torch.Tensor:
-        """The frozen base's chunk (B, H, A) in normalised units (zero-noise path)."""
+        """The frozen base's chunk (B, H, A) in normalised units: the zero-noise path, or
+        with ``base_noise`` DPPO's evaluation sampler, which the BC run evaluates with
+        (x_K ~ N(0, I), the global torch RNG's draws; its injected draws unclipped, the
+        BC run clips them at 10 standard deviations)."""
+        if self.config.base_noise:
+            return self.base.sample(norm_obs, evaluation=True)
         return self.base.sample(norm_obs, noise_scale=0.0)
 
     def residual_mean(self, norm_obs: torch.Tensor, base: torch.Tensor) -> torch.Tensor:

@@ -149,6 +149,10 @@ class SACConfig:
     utd_ratio: int = 1  # minibatches per update call: one critic step each, then the actor
     actor_batch: str = "last"  # actor/temperature rows: "last" minibatch | "full" batch
     critic_last_layer_scale: float | None = None  # orthogonal gain of the critics' output layer
+    # in-agent observation standardisation (rlcore.agent_state.Plumbing): dict parts one by
+    # one, goals with the achieved goals' statistics; transitions are stored raw (HER)
+    normalize_obs: bool = False  # running statistics of the update batches' observations
+    clip_obs: float = 5.0  # clip of the standardised observation (OpenAI baselines' HER: 5)
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
@@ -206,13 +210,17 @@ class SAC:
         ``actor_objective(obs, action, loss)`` maps the per-row actor loss
         alpha log pi - Q to the one minimised (SAC-Lagrangian adds its cost term); eager
         updates only (not with ``compile``)."""
-        self.plumbing = io = Plumbing(observation_space, action_space, device, "SAC")
-        if actor_objective is not None and config is not None and config.compile:
+        config = config or SACConfig()
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "SAC",
+            normalize_obs=config.normalize_obs, clip_obs=config.clip_obs,
+        )  # fmt: skip
+        if actor_objective is not None and config.compile:
             raise ValueError("SAC's actor_objective needs compile=False")
         self.actor_objective = actor_objective
         self.device = io.device
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
-        self.config = config = resolve_speed_modes(config or SACConfig(), self.device)
+        self.config = config = resolve_speed_modes(config, self.device)
         if networks is not None:
             self.actor = networks["actor"]
             self.critic = networks["critic"]
@@ -263,6 +271,7 @@ class SAC:
     @numpy_act
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action(s) in env units for one observation or a batch (no autograd)."""
+        obs = self.plumbing.standardize(obs)
         action, _ = self.actor(obs, deterministic=deterministic, with_log_prob=False)
         return action
 
@@ -272,6 +281,7 @@ class SAC:
         ``policy_frequency`` calls (``_update_steps``, eager or as one compiled graph).
         Critic metrics are means over the minibatches."""
         cfg = self.config
+        batch = self.plumbing.standardized_batch(batch)  # normalize_obs: statistics, then inputs
         self.updates += 1
         actor_burst = self.updates % cfg.policy_frequency == 0
         # Polyak after critic step j (0-based) of this call: the critic-step count so far

@@ -46,6 +46,10 @@ class TD3Config:
     exploration_noise: float = 0.1  # std of Gaussian exploration noise (x action scale)
     policy_frequency: int = 2  # critic updates per actor + target update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    # in-agent observation standardisation (rlcore.agent_state.Plumbing): dict parts one by
+    # one, goals with the achieved goals' statistics; transitions are stored raw (HER)
+    normalize_obs: bool = False  # running statistics of the update batches' observations
+    clip_obs: float = 5.0  # clip of the standardised observation (OpenAI baselines' HER: 5)
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
@@ -74,7 +78,10 @@ class TD3:
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or TD3Config()
-        self.plumbing = io = Plumbing(observation_space, action_space, device, "TD3")
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "TD3",
+            normalize_obs=config.normalize_obs, clip_obs=config.clip_obs,
+        )  # fmt: skip
         self.device = io.device
         self.actor = DeterministicActor(io.obs_dim, io.action_dim, io.low, io.high, config.hidden)
         self.critic = QEnsemble(
@@ -101,7 +108,7 @@ class TD3:
     @numpy_act
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Policy action plus Gaussian exploration noise (none if deterministic), clipped."""
-        action = self.actor(obs)
+        action = self.actor(self.plumbing.standardize(obs))
         if not deterministic:
             scale = self.actor.to_env.scale
             action = action + torch.randn_like(action) * scale * self.config.exploration_noise
@@ -111,6 +118,7 @@ class TD3:
     def update(self, batch: Batch) -> dict[str, float]:
         """One critic update; actor and targets every ``policy_frequency`` updates."""
         cfg = self.config
+        batch = self.plumbing.standardized_batch(batch)  # normalize_obs: statistics, then inputs
         _, next_q = smoothed_target_q(
             self.target_actor, self.target_critic, batch.next_obs, self.low, self.high,
             cfg.policy_noise, cfg.noise_clip,

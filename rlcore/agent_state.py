@@ -38,6 +38,7 @@ declaration order, then the counters, in declaration order.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -48,9 +49,12 @@ import torch
 from torch import nn
 
 from rlcore.buffers import FlatObs, Sampler
-from rlcore.observations import ObsSpec
+from rlcore.observations import ObsSpec, PartNormalizer
 from rlcore.spaces import BOX, check_action_space
+from rlcore.types import Batch
 from rlcore.utils import batched_obs
+
+STATISTICS = "obs_statistics"  # the part holding an in-agent observation normaliser
 
 
 @runtime_checkable
@@ -148,7 +152,15 @@ class Plumbing:
     * ``step_action_dim``: the last axis of a Box, one env step's action inside an
       action-chunk env's (H, A) box (``rlcore.envs.make.ActionChunks``);
     * ``low`` / ``high``: a Box's bounds (numpy; ``bounds()`` as tensors on the device),
-      None for a Discrete space."""
+      None for a Discrete space.
+
+    ``normalize_obs`` standardises the observation inside the agent, part by part
+    (``rlcore.observations.PartNormalizer``: goals with the statistics of achieved goals,
+    clipped to +-``clip_obs``), for agents whose stored transitions must stay raw (HER
+    recomputes rewards from the stored goals). The agent calls ``standardize`` on its
+    flat input where it acts and ``standardized_batch`` on each update batch (which first
+    adds the batch's observations to the statistics); the statistics are a part of the
+    agent (``obs_statistics``), so checkpoints, ``load_policy`` and exports carry them."""
 
     def __init__(
         self,
@@ -158,6 +170,8 @@ class Plumbing:
         algo: str | None = None,
         kinds: tuple[str, ...] = (BOX,),
         obs_parts: bool = False,
+        normalize_obs: bool = False,
+        clip_obs: float = 5.0,
     ) -> None:
         if algo is not None:
             check_action_space(action_space, algo, kinds)
@@ -174,6 +188,9 @@ class Plumbing:
             self.low, self.high = action_space.low, action_space.high
         self.parts = Parts()
         self.counters: dict[str, type] = {}
+        self.normalizer = PartNormalizer(self.obs, clip_obs) if normalize_obs else None
+        if self.normalizer is not None and obs_parts:
+            raise ValueError("normalize_obs standardises the flat input of vector networks")
 
     @property
     def obs_dim(self) -> int:
@@ -195,6 +212,23 @@ class Plumbing:
             return sampler
         return FlatObs(sampler, self.obs)
 
+    def standardize(self, obs: torch.Tensor) -> torch.Tensor:
+        """The networks' flat input (B, obs_dim) standardised part by part with the
+        current statistics (unchanged without ``normalize_obs``)."""
+        if self.normalizer is None:
+            return obs
+        return self.normalizer.standardize_flat(obs)
+
+    def standardized_batch(self, batch: Batch) -> Batch:
+        """An update batch (flat observations) with ``obs`` and ``next_obs`` standardised,
+        after its ``obs`` joined the statistics (unchanged without ``normalize_obs``)."""
+        if self.normalizer is None:
+            return batch
+        self.normalizer.update_flat(batch.obs)
+        return dataclasses.replace(
+            batch, obs=self.standardize(batch.obs), next_obs=self.standardize(batch.next_obs)
+        )
+
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The Box's (low, high) as float32 tensors on the device (an ``act``'s clamp)."""
         if self.low is None or self.high is None:
@@ -212,6 +246,8 @@ class Plumbing:
         clash = set(counters) & {*self.parts.parts, *parts}
         if clash:
             raise ValueError(f"{sorted(clash)} named both a part and a counter")
+        if self.normalizer is not None and STATISTICS not in self.parts.parts:
+            parts = {**parts, STATISTICS: self.normalizer}  # saved with the agent
         self.parts.add(**parts)
         self.parts.to(self.device)
         self.counters = {**self.counters, **counters}

@@ -87,14 +87,18 @@ def adam_state(
     optimizer: torch.optim.Optimizer, params: list[torch.Tensor]
 ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
     """The optimiser's per-parameter ``step``, ``exp_avg``, ``exp_avg_sq`` tensors (created
-    as torch's Adam would on its first step), to pass into a compiled graph."""
+    as torch's fused / capturable Adam would on its first step: all on the parameter's
+    device, since a graph compiled for a GPU cannot read a CPU tensor), to pass into a
+    compiled graph."""
     steps, exp_avgs, exp_avg_sqs = [], [], []
     for param in params:
         state = optimizer.state[param]
         if not state:
-            state["step"] = torch.tensor(0.0, dtype=torch.float32)
+            state["step"] = torch.tensor(0.0, dtype=torch.float32, device=param.device)
             state["exp_avg"] = torch.zeros_like(param, memory_format=torch.preserve_format)
             state["exp_avg_sq"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+        if state["step"].device != param.device:  # loaded onto the CPU (an eager run's)
+            state["step"] = state["step"].to(param.device)
         steps.append(state["step"])
         exp_avgs.append(state["exp_avg"])
         exp_avg_sqs.append(state["exp_avg_sq"])
@@ -179,7 +183,8 @@ def graph_inputs(
     one float32 tensor): what a compiled update reads besides parameters and data. The lr
     goes in as a tensor, so changing it (a schedule) does not recompile."""
     states = [adam_state(opt, p) for opt, p in zip(optimizers, params)]
-    lrs = torch.tensor([float(opt.param_groups[0]["lr"]) for opt in optimizers])
+    device = next((p.device for group in params for p in group), torch.device("cpu"))
+    lrs = torch.tensor([float(opt.param_groups[0]["lr"]) for opt in optimizers], device=device)
     return states, lrs
 
 
@@ -229,7 +234,10 @@ class CompiledAdamStep:
 
     def __call__(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         state = adam_state(self.optimizer, self.params)
-        lr = torch.tensor(float(self.optimizer.param_groups[0]["lr"]), dtype=torch.float32)
+        lr = torch.tensor(
+            float(self.optimizer.param_groups[0]["lr"]), dtype=torch.float32,
+            device=self.params[0].device,
+        )  # fmt: skip
         with torch.no_grad():  # the compiled graph is a pure inference graph
             return self._compiled(self.params, state, lr, *inputs)
 

@@ -423,6 +423,7 @@ class PartNormalizer:
             name: RunningMeanStd(spec.part(name).shape)
             for name in dict.fromkeys(self.sources.values())
         }
+        self._flat: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # cache
 
     def _parts(self, obs: ObsLike) -> Mapping[str, Any]:
         return obs if self.spec.keyed else {self.spec.parts[0].name: obs}  # type: ignore[return-value]
@@ -432,6 +433,42 @@ class PartNormalizer:
         parts = self._parts(obs)
         for name, stats in self.stats.items():
             stats.update(parts[name])
+        self._flat = None
+
+    def update_flat(self, flat: torch.Tensor) -> None:
+        """``update`` from flattened observations (B, flat_dim), the parts in the spec's
+        order: what an MLP agent's update batch holds (``ObsSpec.concat``)."""
+        parts = self.spec.split(flat)
+        for name, stats in self.stats.items():
+            stats.update(parts[name])
+        self._flat = None
+
+    def standardize_flat(self, flat: torch.Tensor) -> torch.Tensor:
+        """Flattened observations (B, flat_dim) standardised part by part, exactly as
+        ``normalize`` standardises the parts (float64 arithmetic, clip, float32 out; parts
+        without ``normalize`` unchanged). An MLP agent applies it inside its torch
+        functions (``rlcore.agent_state.Plumbing.standardize``), so an exported policy
+        carries the statistics of the moment it was exported."""
+        if self._flat is None or self._flat[0].device != flat.device:
+            means, variances, marks = [], [], []
+            for part in self.spec.parts:
+                source = self.sources.get(part.name)
+                stats = self.stats[source] if source is not None else None
+                means.append(_numpy(stats.mean).ravel() if stats else np.zeros(part.size))
+                variances.append(_numpy(stats.var).ravel() if stats else np.ones(part.size))
+                marks.append(np.full(part.size, stats is not None))
+            variance = torch.as_tensor(
+                np.concatenate(variances), dtype=torch.float64, device=flat.device
+            )
+            self._flat = (
+                torch.as_tensor(np.concatenate(means), dtype=torch.float64, device=flat.device),
+                (variance + self.epsilon) ** 0.5,  # as ``_standardise`` computes it
+                torch.as_tensor(np.concatenate(marks), device=flat.device),
+            )
+        mean, std, marked = self._flat
+        x = flat.double()
+        scaled = ((x - mean) / std).clamp(-self.clip, self.clip)
+        return torch.where(marked, scaled, x).float()
 
     def normalize(self, obs: ObsLike) -> ObsLike:
         """The observations with every standardised part replaced (a new dict; an unkeyed
@@ -464,6 +501,7 @@ class PartNormalizer:
             )
         for name, stats in self.stats.items():
             stats.load_state_dict(state[name])
+        self._flat = None
 
 
 def _numpy(value: Any) -> np.ndarray:

@@ -113,3 +113,21 @@ def test_compiled_update_raises_on_nan(name):
     batch = random_batch(32)
     with pytest.raises(NonFiniteLossError):
         agent.update(with_field(batch, reward=torch.full_like(batch.reward, float("nan"))))
+
+
+def test_compiled_graph_inputs_live_on_the_parameters_device():
+    """What a compiled update reads besides parameters and data (Adam's step counts, the
+    learning rates) is on the parameters' device: a graph compiled for a GPU cannot read a
+    CPU tensor (inductor: "Pointer argument cannot be accessed from Triton"). The meta
+    device stands in for a GPU; a step count loaded onto the CPU (an eager run's
+    checkpoint) follows its parameter, in place."""
+    from rlcore.compiled import adam_state, graph_inputs
+
+    param = torch.nn.Parameter(torch.zeros(3, device="meta"))
+    optimizer = torch.optim.Adam([param], lr=1e-3)
+    ((steps, exp_avgs, exp_avg_sqs),) = graph_inputs([optimizer], [[param]])[0]
+    lrs = graph_inputs([optimizer], [[param]])[1]
+    assert {t.device.type for t in (*steps, *exp_avgs, *exp_avg_sqs, lrs)} == {"meta"}
+    optimizer.state[param]["step"] = torch.tensor(4.0)  # a CPU step, as loaded
+    (step,), _, _ = adam_state(optimizer, [param])
+    assert step is optimizer.state[param]["step"] and step.device.type == "meta"

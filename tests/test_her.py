@@ -138,7 +138,9 @@ def test_resume_with_a_larger_buffer_draws_the_same_episodes() -> None:
             env = (batch.next_obs["achieved_goal"][:8, 0] // 100 - 1).long()
             goal_step = (batch.obs["desired_goal"][:8, 0] - 100 * (env + 1)).long() - 1
             step = batch.obs["observation"][:8, 0].long()
-            start = torch.where(env == 0, torch.where(step >= 2, 2, 0), torch.where(step >= 3, 3, 0))
+            start = torch.where(
+                env == 0, torch.where(step >= 2, 2, 0), torch.where(step >= 3, 3, 0)
+            )
             end = torch.where(env == 0, torch.where(step >= 2, 4, 1), torch.where(step >= 3, 5, 2))
             assert torch.all((goal_step >= start) & (goal_step <= end))
     # the episode still running when saved goes on, and its end is recorded in the new rows
@@ -176,8 +178,11 @@ def test_future_goals_match_sb3_her_replay_buffer() -> None:
         for e in range(2):
             step = pos[e]
             code = np.array([ep[e] * 1000 + e * 100 + step + 1, step, 0], np.float32)
-            obs = {"observation": np.array([step, ep[e], e, 0, 0, 0], np.float32),
-                   "achieved_goal": code - [1, 0, 0], "desired_goal": np.zeros(3, np.float32)}
+            obs = {
+                "observation": np.array([step, ep[e], e, 0, 0, 0], np.float32),
+                "achieved_goal": code - [1, 0, 0],
+                "desired_goal": np.zeros(3, np.float32),
+            }
             nxt = {**obs, "achieved_goal": code}
             done = ep[e] < len(lengths[e]) and step + 1 == lengths[e][ep[e]]
             rows.append((obs, nxt, done))
@@ -212,16 +217,21 @@ def test_future_goals_match_sb3_her_replay_buffer() -> None:
     assert np.abs(fa - fb).max() < 0.01, (fa.round(3), fb.round(3))
 
 
-def test_her_runs_from_the_command_line_and_resumes_exactly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("normalize", [False, True])
+def test_her_runs_from_the_command_line_and_resumes_exactly(
+    tmp_path: Path, normalize: bool
+) -> None:
     """SAC + HER on PandaReach: a run stopped at 180 steps and resumed to 240 ends with the
     same agent, to the bit, as one run of 240 (the sampler's generator and the episode
-    record are in the checkpoint)."""
+    record are in the checkpoint; with ``algo.normalize_obs=true`` the agent's observation
+    statistics too)."""
     from rlcore.checkpoint import load_checkpoint
     from rlcore.train import train
 
     args = ("algo=sac", "env=PandaReach", "her=future", "algo.learning_starts=120",
             "algo.batch_size=32", "algo.hidden=[32,32]", "eval_every=120", "eval_episodes=2",
-            "eval_envs=1", "logger=quiet", "threads=1")  # fmt: skip
+            "eval_envs=1", "logger=quiet", "threads=1",
+            f"algo.normalize_obs={str(normalize).lower()}")  # fmt: skip
     whole = train(make_config(*args, "total_steps=240"), tmp_path / "whole")
     assert 0.0 <= whole["eval/success_rate"] <= 1.0
     part = train(make_config(*args, "total_steps=180", "checkpoint_every=180"), tmp_path / "p")
@@ -229,9 +239,12 @@ def test_her_runs_from_the_command_line_and_resumes_exactly(tmp_path: Path) -> N
     resumed = train(make_config(*args, "total_steps=240", f"resume={tmp_path / 'p'}"),
                     tmp_path / "p")  # fmt: skip
     assert resumed["eval/return"] == whole["eval/return"]
-    agents = [load_checkpoint(tmp_path / d)["agent"]["actor"] for d in ("whole", "p")]
-    for name, tensor in agents[0].items():
-        assert torch.equal(tensor, agents[1][name]), name
+    agents = [load_checkpoint(tmp_path / d)["agent"] for d in ("whole", "p")]
+    for name, tensor in agents[0]["actor"].items():
+        assert torch.equal(tensor, agents[1]["actor"][name]), name
+    assert ("obs_statistics" in agents[0]) == normalize
+    if normalize:
+        assert str(agents[0]["obs_statistics"]) == str(agents[1]["obs_statistics"])
 
 
 @pytest.mark.parametrize(
@@ -239,8 +252,16 @@ def test_her_runs_from_the_command_line_and_resumes_exactly(tmp_path: Path) -> N
     [
         (("algo=ppo", "env=PandaReach", "her=future"), "no online replay phase"),
         (("algo=sac", "env=Hopper", "her=final"), "achieved_goal and desired_goal"),
-        (("algo=sac", "env=PandaReach", "her=future", "env.flatten_obs=true",
-          "env.backend=sync"), "flatten_obs=true flattened them"),  # fmt: skip
+        (
+            (
+                "algo=sac",
+                "env=PandaReach",
+                "her=future",
+                "env.flatten_obs=true",
+                "env.backend=sync",
+            ),
+            "flatten_obs=true flattened them",
+        ),  # fmt: skip
     ],
 )
 def test_her_refusals_name_the_fix(overrides: tuple[str, ...], message: str) -> None:

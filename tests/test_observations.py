@@ -207,7 +207,11 @@ def test_next_obs_at_a_truncation_is_the_final_dict_observation_not_the_reset_on
         position = np.float32(position + np.float32(0.5))
     env.close()
     assert buffer.truncated[:3].tolist() == [0, 0, 1]
-    assert buffer.next_obs["observation"][2].item() == position == buffer.next_obs["achieved_goal"][2].item()
+    assert (
+        buffer.next_obs["observation"][2].item()
+        == position
+        == buffer.next_obs["achieved_goal"][2].item()
+    )
     assert buffer.next_obs["desired_goal"][2].item() == goal
     assert buffer.next_obs["observation"][0].item() == buffer.obs["observation"][1].item()
     reset_goal = obs["desired_goal"][0, 0]
@@ -369,9 +373,14 @@ def test_part_normalizer_standardises_marked_parts_and_goals_with_achieved_stati
     assert out["achieved_goal"].tolist() == [[2.0]]  # (4 - 2) / 1
     assert out["desired_goal"].tolist() == [[3.0]]  # (5 - 2) / 1: achieved_goal's statistics
     assert out["pixels"] is pixels  # never standardised
-    assert norm.normalize({**obs, "desired_goal": np.array([[40.0]])})["desired_goal"].item() == 10.0
+    assert (
+        norm.normalize({**obs, "desired_goal": np.array([[40.0]])})["desired_goal"].item() == 10.0
+    )
     torch_out = norm.normalize({k: torch.as_tensor(v) for k, v in obs.items()})
-    assert torch_out["desired_goal"].tolist() == [[3.0]] and torch_out["observation"].dtype == torch.float32
+    assert (
+        torch_out["desired_goal"].tolist() == [[3.0]]
+        and torch_out["observation"].dtype == torch.float32
+    )
     # Chan's update by hand. achieved_goal: count 2, mean 2, var 1, batch [4, 4] (mean 4,
     # var 0): delta 2, total 4, mean 2 + 2 * 2 / 4 = 3, M2 = 1 * 2 + 0 * 2 + 2^2 * 2 * 2 / 4
     # = 6, var 6 / 4 = 1.5; the desired goals (100) do not count. observation: batch
@@ -408,6 +417,33 @@ def test_part_normalizer_of_one_vector_is_the_env_side_normaliser():
     dict_env.close()
 
 
+def test_standardize_flat_is_normalize_on_the_parts_then_concatenated():
+    """The in-agent path (flat vectors, what an MLP agent reads) standardises exactly as
+    ``normalize`` does part by part: the desired goal with the achieved goal's statistics,
+    clipped, float32; ``update_flat`` feeds the statistics as ``update`` does."""
+    norm = PartNormalizer(GOAL, clip=5.0)
+    other = PartNormalizer(GOAL, clip=5.0)
+    rng = np.random.default_rng(0)
+    rows = rng.normal(1.0, 2.0, (6, 4)).astype(np.float32)  # observation 2, goals 1 + 1
+    norm.update_flat(torch.as_tensor(rows))
+    other.update(GOAL.split(torch.as_tensor(rows)))
+    assert str(norm.state_dict()) == str(other.state_dict())
+    flat = torch.as_tensor(rng.normal(1.0, 8.0, (5, 4)).astype(np.float32))
+    parts = norm.normalize(GOAL.split(flat))
+    assert torch.equal(norm.standardize_flat(flat), GOAL.concat(parts))
+    # by hand: the desired goal (column 3) with the achieved goal's (column 2) moments
+    stats = norm.state_dict()["achieved_goal"]
+    by_hand = (flat[:, 3].double() - stats["mean"][0]) / np.sqrt(stats["var"][0] + 1e-8)
+    assert torch.equal(norm.standardize_flat(flat)[:, 3], by_hand.clamp(-5, 5).float())
+    assert norm.standardize_flat(flat).abs().max() <= 5.0
+    assert stats["count"] == 6 + 1e-4  # only the achieved goals' 6 rows, not the desired
+    unmarked = ObsSpec((ObsPart("observation", (2,)), ObsPart("extra", (1,), normalize=False)),
+                       keyed=True)  # fmt: skip
+    keep = PartNormalizer(unmarked)
+    keep.update_flat(torch.ones(2, 3))
+    assert torch.equal(keep.standardize_flat(torch.full((1, 3), 9.0))[:, 2], torch.tensor([9.0]))
+
+
 # ----------------------------------------------------------------------------- runs
 
 GOAL_RUN = [
@@ -416,15 +452,51 @@ GOAL_RUN = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def goal_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """SAC on the goal task's dict observations, no env.flatten_obs (300 steps)."""
+@pytest.fixture(scope="module", params=["raw", "normalized"])
+def goal_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SAC on the goal task's dict observations, no env.flatten_obs (300 steps); with
+    ``algo.normalize_obs=true`` the agent standardises them inside (its statistics are a
+    part of the agent, so load_policy, evaluate and export must carry them)."""
     from rlcore.train import train
 
-    run_dir = tmp_path_factory.mktemp("goal") / "sac"
-    result = train(make_config(*GOAL_RUN), run_dir)
+    run_dir = tmp_path_factory.mktemp("goal") / f"sac_{request.param}"
+    extra = ["algo.normalize_obs=true"] if request.param == "normalized" else []
+    result = train(make_config(*GOAL_RUN, *extra), run_dir)
     assert np.isfinite(result["eval/return"]) and result["run/step"] == 300
     return run_dir
+
+
+def test_in_agent_normaliser_learns_from_update_batches_and_acts_with_them(tmp_path: Path):
+    """algo.normalize_obs=true: the statistics saw every update batch's observations (16
+    rows per update, the goals' with the achieved goals only), the buffer holds raw
+    observations (HER recomputes rewards from them), and acting standardises with the
+    saved statistics, as computed here by hand."""
+    import rlcore
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.train import train
+
+    train(make_config(*GOAL_RUN, "algo.normalize_obs=true", "algo.clip_obs=3"), tmp_path)
+    state = load_checkpoint(tmp_path)
+    stats = state["agent"]["obs_statistics"]
+    assert set(stats) == {"observation", "achieved_goal"}
+    assert stats["observation"]["count"] == pytest.approx(16 * state["agent"]["updates"] + 1e-4)
+    assert state["agent"]["updates"] > 0
+    buffer = state["loop"]["stateful"]["buffer"]["data"]
+    # raw task values: standardised ones could not leave the clip's +-3
+    assert buffer["obs.observation"].abs().max() > 3.0
+    agent = rlcore.load_agent(tmp_path)
+    raw = np.array([[0.3, 0.3, -0.8]], np.float32)
+    mean = np.concatenate([stats["observation"]["mean"], stats["achieved_goal"]["mean"],
+                           stats["achieved_goal"]["mean"]])  # fmt: skip
+    var = np.concatenate([stats["observation"]["var"], stats["achieved_goal"]["var"],
+                          stats["achieved_goal"]["var"]])  # fmt: skip
+    standardized = np.clip((raw - mean) / np.sqrt(var + 1e-8), -3, 3).astype(np.float32)
+    with torch.no_grad():
+        by_hand, _ = agent.actor(torch.as_tensor(standardized), deterministic=True,
+                                 with_log_prob=False)  # fmt: skip
+    np.testing.assert_allclose(agent.act(raw, True), by_hand.numpy(), rtol=0, atol=1e-6)
+    assert not np.allclose(agent.act(raw, True), agent.actor(torch.as_tensor(raw), True,
+                                                            False)[0].detach().numpy())  # fmt: skip
 
 
 def test_sac_trains_on_dict_observations_and_saves_the_spec(goal_run: Path):
@@ -512,7 +584,9 @@ def test_td3_trains_on_dict_observations_too(tmp_path: Path):
     result = train(make_config(*args), tmp_path)
     assert np.isfinite(result["eval/return"]) and result["run/step"] == 300
     assert load_checkpoint(tmp_path)["agent"]["critic"]["net.hidden_layers.0.weight"].shape == (
-        2, 3 + 1, 16,
+        2,
+        3 + 1,
+        16,
     )  # two critics on the 3 flat observation values and the action
 
 

@@ -198,3 +198,25 @@ def test_one_update_follows_the_advantage(sign):
     change = log_probs() - before
     positive, negative = (0, 1) if sign > 0 else (1, 0)
     assert change[positive] > 1e-4 and change[negative] < -1e-4, change
+
+
+def test_base_noise_samples_the_base_from_random_noise_as_the_bc_run_evaluates():
+    """``base_noise=false`` (default): the base's zero-noise mean path, the same chunk for
+    the same state whatever the RNG; ``base_noise=true``: DPPO's evaluation sampler from
+    x_K ~ N(0, I) on the global RNG (the BC run's own evaluation), so two draws differ and
+    a reseeded draw repeats."""
+    torch.manual_seed(0)
+    zero, noisy = small_resip(), small_resip(base_noise=True)
+    noisy.base.load_state_dict(zero.base.state_dict())
+    norm = torch.randn(4, STATE_DIM)
+    torch.manual_seed(1)
+    first = zero.base_chunk(norm)
+    torch.manual_seed(2)
+    assert torch.equal(zero.base_chunk(norm), first)
+    assert torch.equal(first, zero.base.sample(norm, noise_scale=0.0))
+    torch.manual_seed(3)
+    sampled = noisy.base_chunk(norm)
+    torch.manual_seed(3)
+    assert torch.equal(sampled, zero.base.sample(norm, evaluation=True))
+    assert not torch.equal(sampled, noisy.base_chunk(norm))
+    assert not torch.equal(sampled, first)

@@ -27,6 +27,10 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   "last", RLPD) or on all U of them (``"full"``, WSRL); ``critic_last_layer_scale``
   re-initialises the critics' output layer orthogonally with that gain (biases 0).
   With U = 1 the update is the plain SAC update above, unchanged.
+* ``normalize_obs`` (off by default; neither the paper nor CleanRL has it): the agent
+  standardises its input part by part with running statistics of its update batches
+  (goals with the achieved goals'), clipped at ``clip_obs``, as OpenAI baselines' HER
+  does with its normaliser (docs/PARITY.md lists how it differs); TD3 the same.
 * Speed, not maths: critic parameters do not get gradients in the actor step, acting
   runs without autograd, Adam uses the fused step.
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with

@@ -13,10 +13,12 @@ start online. The table reports, per method (mean over seeds, each seed in the J
 * ``pre-switch``: the return of the evaluation at the end of offline training;
 * ``dip``: the lowest evaluation return within the first ``--dip-window`` online env steps
   (the warm-up steps count: they are env steps), and ``dip / pre-switch``;
-* the return after 25k and 50k online env steps (the evaluation at that step).
+* the return after 25k and 50k online env steps (the evaluation at that step; ``--marks``).
 
 and checks the papers' claims: WSRL never dips below 90% of its pre-switch return and beats
 SAC from scratch at the end; RLPD beats SAC from scratch; FamO2O matches IQL fine-tuning.
+On a sparse goal task (AntMaze data of ``rlcore.offline.antmaze``) pass ``--env`` and
+``--metric eval/success_rate``: the same table and claims on success rates.
 ``--utd-for rlpd=5`` etc. shrink an update-to-data ratio to fit a CPU budget (recorded in
 the JSON next to the numbers). The JSON also records the CPU (lscpu model and flags).
 """
@@ -54,12 +56,14 @@ METHODS: dict[str, tuple[str, bool]] = {
 COST = {"rlpd": 6.0, "wsrl": 3.0, "cal_ql": 3.0, "famo2o": 1.5, "iql": 1.0, "sac": 1.0}
 
 
-def method_overrides(method: str, dataset: str, offline_steps: int, online_steps: int) -> list[str]:
+def method_overrides(
+    method: str, dataset: str, offline_steps: int, online_steps: int, env: str = "hopper"
+) -> list[str]:
     """rlcore.train overrides of one method: the phases' lengths in each algorithm's terms
     (offline algorithms: total_steps = offline steps + algo.online_steps; online ones:
     total_steps = online env steps + algo.offline_steps)."""
     algo, pretrains = METHODS[method]
-    out = [f"algo={algo}", "env=hopper"]
+    out = [f"algo={algo}", f"env={env}"]
     if method == "sac":
         return [*out, f"total_steps={online_steps}"]
     out.append(f"dataset={dataset}")
@@ -71,19 +75,25 @@ def method_overrides(method: str, dataset: str, offline_steps: int, online_steps
     return [*out, f"total_steps={offline_steps}", f"algo.online_steps={online_steps}"]
 
 
-def summarise(rows: list[dict[str, float]], dip_window: int, marks: tuple[int, ...]) -> dict:
-    """Pre-switch return, dip and returns at ``marks`` online env steps from eval.csv rows
+def summarise(
+    rows: list[dict[str, float]],
+    dip_window: int,
+    marks: tuple[int, ...],
+    metric: str = "eval/return",
+) -> dict:
+    """Pre-switch value, dip and values at ``marks`` online env steps of ``metric``
+    (``eval/return``, or ``eval/success_rate`` on a sparse goal task) from eval.csv rows
     (``eval/env_steps`` is the online env-step count of each evaluation)."""
     offline = [r for r in rows if r.get("eval/env_steps", 0) == 0]
     online = [r for r in rows if r.get("eval/env_steps", 0) > 0]
-    pre = offline[-1]["eval/return"] if offline else math.nan
-    window = [r["eval/return"] for r in online if r["eval/env_steps"] <= dip_window]
+    pre = offline[-1][metric] if offline else math.nan
+    window = [r[metric] for r in online if r["eval/env_steps"] <= dip_window]
     dip = min(window) if window else math.nan
     at = {}
     for mark in marks:
-        hits = [r["eval/return"] for r in online if r["eval/env_steps"] == mark]
+        hits = [r[metric] for r in online if r["eval/env_steps"] == mark]
         at[str(mark)] = hits[-1] if hits else math.nan
-    curve = [(int(r["eval/env_steps"]), float(r["eval/return"])) for r in online]
+    curve = [(int(r["eval/env_steps"]), float(r[metric])) for r in online]
     return {"pre_switch": pre, "dip": dip, "at": at, "curve": curve}
 
 
@@ -122,6 +132,18 @@ def claims(table: dict[str, dict[str, Any]], end: str) -> list[str]:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dataset", default="local/hopper/medium-replay-v0")
+    parser.add_argument(
+        "--env", default="hopper",
+        help="the online env of every run (e.g. antmazeumazeeval for AntMaze data)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--metric", default="eval/return", choices=["eval/return", "eval/success_rate"],
+        help="the evaluation column the table and the claims read",
+    )  # fmt: skip
+    parser.add_argument(
+        "--marks", type=int, nargs="+", default=[25_000, 50_000],
+        help="online env steps the table reports (those within --online-steps)",
+    )  # fmt: skip
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
     parser.add_argument("--offline-steps", type=int, default=50_000)
     parser.add_argument("--online-steps", type=int, default=50_000)
@@ -168,7 +190,9 @@ def main(argv: list[str] | None = None) -> dict:
     jobs = []
     for method in args.methods:
         overrides = [
-            *method_overrides(method, args.dataset, args.offline_steps, args.online_steps),
+            *method_overrides(
+                method, args.dataset, args.offline_steps, args.online_steps, args.env
+            ),
             *common,
             *extra[method],
         ]
@@ -184,12 +208,13 @@ def main(argv: list[str] | None = None) -> dict:
             }
             results = {key: future.result() for key, future in futures.items()}
 
-    marks = tuple(m for m in (25_000, 50_000) if m <= args.online_steps) or (args.online_steps,)
+    marks = tuple(m for m in args.marks if m <= args.online_steps) or (args.online_steps,)
     end = str(marks[-1])
     table: dict[str, dict[str, Any]] = {}
     for method in args.methods:
         per_seed = [
-            {**summarise(results[(method, s)]["rows"], args.dip_window, marks), "seed": s,
+            {**summarise(results[(method, s)]["rows"], args.dip_window, marks, args.metric),
+             "seed": s,
              "seconds": results[(method, s)]["seconds"]}
             for s in seeds[method]
         ]  # fmt: skip
@@ -201,8 +226,10 @@ def main(argv: list[str] | None = None) -> dict:
             "overrides": [o for m, s, o in jobs if m == method][0],
         }
 
-    print(f"dataset {args.dataset}; offline {args.offline_steps:,} gradient steps, online "
-          f"{args.online_steps:,} env steps; returns are means over seeds")  # fmt: skip
+    what = "success rates" if args.metric == "eval/success_rate" else "returns"
+    digits = 2 if args.metric == "eval/success_rate" else 0
+    print(f"dataset {args.dataset} on {args.env}; offline {args.offline_steps:,} gradient "
+          f"steps, online {args.online_steps:,} env steps; {what} are means over seeds")  # fmt: skip
     cols = " | ".join(f"after {int(m) // 1000}k" for m in map(str, marks))
     print(f"| method | seeds | pre-switch | dip (first {args.dip_window // 1000}k) | "
           f"dip / pre | {cols} | hours |")  # fmt: skip
@@ -210,13 +237,16 @@ def main(argv: list[str] | None = None) -> dict:
     for method, row in table.items():
         ratio = row["dip"] / row["pre_switch"] if row["pre_switch"] else math.nan
         hours = sum(r["seconds"] for r in row["seeds"]) / 3600
-        values = " | ".join(f"{row['at'][str(m)]:.0f}" for m in marks)
-        print(f"| {method} | {len(row['seeds'])} | {row['pre_switch']:.0f} | {row['dip']:.0f} | "
-              f"{ratio:.2f} | {values} | {hours:.2f} |")  # fmt: skip
+        values = " | ".join(f"{row['at'][str(m)]:.{digits}f}" for m in marks)
+        print(f"| {method} | {len(row['seeds'])} | {row['pre_switch']:.{digits}f} | "
+              f"{row['dip']:.{digits}f} | {ratio:.2f} | {values} | {hours:.2f} |")  # fmt: skip
     verdicts = claims(table, end)
     for line in verdicts:
         print(f"- {line}")
-    payload = {"table": table, "claims": verdicts, "cpu": cpu_info()}
+    payload = {
+        "table": table, "claims": verdicts, "cpu": cpu_info(), "env": args.env,
+        "metric": args.metric,
+    }  # fmt: skip
     write_result(args, payload)
     return payload
 

@@ -84,21 +84,28 @@ def restart_on_host(
     rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """``SimulatorBackend.restart`` for a numpy back end: ``set_states`` of the chosen
-    rows (their observations from the states' ``"obs"``) or a masked gymnasium reset."""
+    rows (their observations from the states' ``"obs"``) or a masked gymnasium reset.
+    Dict observations are replaced part by part."""
     mask = np.asarray(mask, bool)
     ids = np.flatnonzero(mask)
     if not ids.size:
         return obs, {}
-    obs = obs.copy()
+    keyed = isinstance(obs, dict)
+    obs = {name: part.copy() for name, part in obs.items()} if keyed else obs.copy()
     if table is None:
         fresh, _ = backend.reset(options={"reset_mask": mask})
-        obs[ids] = fresh[ids]
+        for name in obs if keyed else [None]:
+            target, source = (obs[name], fresh[name]) if keyed else (obs, fresh)
+            target[ids] = source[ids]
         return obs, {}
     states = [table[int(rows[i])] for i in ids]
     if any("obs" not in state for state in states):
         raise ValueError("restart from states needs each state's observation ('obs')")
     backend.set_states(states, ids)
-    obs[ids] = np.stack([np.asarray(state["obs"]) for state in states]).astype(obs.dtype)
+    for name in obs if keyed else [None]:
+        target = obs[name] if keyed else obs
+        values = [state["obs"][name] if keyed else state["obs"] for state in states]
+        target[ids] = np.stack([np.asarray(value) for value in values]).astype(target.dtype)
     return obs, {}
 
 

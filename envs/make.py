@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import robots, safety, third_party  # noqa: F401  (register ids)
+from rlcore.envs import antmaze, robots, safety, third_party  # noqa: F401  (register ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -45,6 +45,8 @@ SHORT_NAMES: dict[str, str] = {
     "reacher": "Reacher-v5",
     "pusher": "Pusher-v5",
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
+    "antgoal": antmaze.ANT_GOAL_ID,  # the Ant walking to goal points (AntMaze data)
+    **{f"antmaze{maze}eval": env_id for maze, env_id in antmaze.EVAL_IDS.items()},
     **{name.lower(): env_id for name, env_id in robots.ROBOT_IDS.items()},  # PandaPush...
 }
 BACKENDS = ("sync", "async", "native", "mjx", "auto")
@@ -506,26 +508,52 @@ class ActionChunks(VectorWrapper):
 class NormalizeObservation(VectorWrapper):
     """Standardises observations (and final observations) with running statistics.
 
-    Set ``training = False`` to freeze the statistics (evaluation envs).
+    A Box observation is standardised as one vector (``rms``, a ``RunningMeanStd``; its
+    ``state_dict`` is the one the checkpoints' ``obs_normalizer`` holds). A Dict of vector
+    Boxes (goal tasks) is standardised part by part (``parts``, a
+    ``rlcore.observations.PartNormalizer``: ``desired_goal`` with the statistics of
+    ``achieved_goal``, as HER practice does), out as a dict of float32 arrays; its
+    ``state_dict`` is ``{"parts": {statistic: ...}}``. Set ``training = False`` to freeze
+    the statistics (evaluation envs).
     """
 
     def __init__(self, env: VectorEnv, clip: float = 10.0, epsilon: float = 1e-8) -> None:
+        from rlcore.observations import ObsSpec, PartNormalizer
+
         super().__init__(env)
         space = self.single_observation_space
-        # Box observations only; another space is refused when the env is first reset (a
-        # training run's own checks refuse it first, naming the options to change)
-        self.rms = RunningMeanStd(space.shape) if isinstance(space, gym.spaces.Box) else None
+        self.rms: RunningMeanStd | None = None
+        self.parts: PartNormalizer | None = None
+        if isinstance(space, gym.spaces.Box):
+            self.rms = RunningMeanStd(space.shape)
+        elif isinstance(space, gym.spaces.Dict):
+            try:
+                spec = ObsSpec.from_space(space)
+            except ValueError:
+                spec = None
+            if spec is not None and spec.all_vector:
+                self.parts = PartNormalizer(spec, clip, epsilon)
+        # another space is refused when the env is first reset (a training run's own
+        # checks refuse it first, naming the options to change)
         self.clip, self.epsilon, self.training = clip, epsilon, True
 
-    def _check_box(self) -> None:
-        if self.rms is None:
+    def _check_space(self) -> None:
+        if self.rms is None and self.parts is None:
             raise ValueError(
-                f"NormalizeObservation standardises Box observations, got "
-                f"{self.single_observation_space}: flatten it first (env.flatten_obs=true), or "
-                "standardise dict observations part by part (rlcore.observations.PartNormalizer)"
+                f"NormalizeObservation standardises Box observations and dicts of vector "
+                f"Boxes, got {self.single_observation_space}: flatten it first "
+                "(env.flatten_obs=true)"
             )
 
-    def normalize(self, obs: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    def _update(self, obs: Any) -> None:
+        if self.rms is not None:
+            self.rms.update(obs)
+        else:
+            self.parts.update(obs)
+
+    def normalize(self, obs: Any) -> Any:
+        if self.parts is not None:
+            return self.parts.normalize(obs)
         mean, var = _like(self.rms.mean, obs), _like(self.rms.var, obs)
         scaled = (obs - mean) / (var + self.epsilon) ** 0.5
         if isinstance(scaled, torch.Tensor):
@@ -533,16 +561,16 @@ class NormalizeObservation(VectorWrapper):
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
     def reset(self, **kwargs):
-        self._check_box()
+        self._check_space()
         obs, info = self.env.reset(**kwargs)
         if self.training:
-            self.rms.update(obs)
+            self._update(obs)
         return self.normalize(obs), info
 
     def step(self, actions):
         obs, reward, terminated, truncated, info = self.env.step(actions)
         if self.training:
-            self.rms.update(obs)
+            self._update(obs)
         if isinstance(info.get("final_obs"), torch.Tensor):  # device back end: every row
             info["final_obs"] = self.normalize(info["final_obs"])
         elif "final_obs" in info:
@@ -553,10 +581,15 @@ class NormalizeObservation(VectorWrapper):
         return self.normalize(obs), reward, terminated, truncated, info
 
     def state_dict(self) -> dict[str, Any]:
+        if self.parts is not None:
+            return {"parts": self.parts.state_dict()}
         return self.rms.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rms.load_state_dict(state)
+        if self.parts is not None:
+            self.parts.load_state_dict(state["parts"])
+        else:
+            self.rms.load_state_dict(state)
 
 
 class NormalizeReward(VectorWrapper):

@@ -93,7 +93,8 @@ class Snapshots:
     xpos: np.ndarray  # (N, nbody, 3) derived body positions at the snapshot
     xipos: np.ndarray  # (N, nbody, 3) derived body centres of mass
     elapsed: np.ndarray  # (N,) time-limit steps elapsed in the teacher's episode
-    obs: np.ndarray  # (N, obs_dim) the observation at the snapshot (raw)
+    # the observation at the snapshot (raw): (N, obs_dim), or {part: (N, ...)} for a dict
+    obs: np.ndarray | dict[str, np.ndarray]
     labels: np.ndarray  # (N,) teacher value labels (NaN: none)
     episode: np.ndarray  # (N,) teacher episode index of each snapshot
     episode_returns: np.ndarray  # (K,) return of every teacher episode
@@ -112,11 +113,23 @@ class Snapshots:
             "elapsed_steps": int(self.elapsed[k]),
         }
 
+    def obs_at(self, k: int) -> np.ndarray | dict[str, np.ndarray]:
+        """The observation of snapshot ``k`` (a dict of parts for a dict observation)."""
+        if isinstance(self.obs, dict):
+            return {name: part[k] for name, part in self.obs.items()}
+        return self.obs[k]
+
     def subset(self, rows: np.ndarray) -> Snapshots:
         """The snapshots ``rows`` (episode returns and metadata kept)."""
-        per_row = {"integration", "xpos", "xipos", "elapsed", "obs", "labels", "episode"}
+        per_row = {"integration", "xpos", "xipos", "elapsed", "labels", "episode"}
         values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return Snapshots(**{k: v[rows] if k in per_row else v for k, v in values.items()})
+        out = {k: v[rows] if k in per_row else v for k, v in values.items()}
+        out["obs"] = (
+            {name: part[rows] for name, part in self.obs.items()}
+            if isinstance(self.obs, dict)
+            else self.obs[rows]
+        )
+        return Snapshots(**out)
 
     def keep_best(self, episodes: int) -> Snapshots:
         """Only the snapshots of the ``episodes`` best teacher episodes by return (ties:
@@ -141,9 +154,13 @@ class Snapshots:
         }
         arrays = {
             name: getattr(self, name)
-            for name in ("integration", "xpos", "xipos", "elapsed", "obs", "labels", "episode",
+            for name in ("integration", "xpos", "xipos", "elapsed", "labels", "episode",
                          "episode_returns")
         }  # fmt: skip
+        if isinstance(self.obs, dict):  # one array per part: obs.<part>
+            arrays.update({f"obs.{name}": part for name, part in self.obs.items()})
+        else:
+            arrays["obs"] = self.obs
         with open(path, "wb") as file:
             np.savez_compressed(file, meta=np.array(json.dumps(meta)), **arrays)
         return path
@@ -163,6 +180,9 @@ class Snapshots:
         if meta.get("format") != FORMAT:
             raise ValueError(f"{path} is not an rlcore snapshot file (format {meta.get('format')})")
         meta.pop("format")
+        parts = {k.removeprefix("obs."): arrays.pop(k) for k in list(arrays) if k.startswith("obs.")}
+        if parts:
+            arrays["obs"] = parts
         return cls(**meta, **arrays)
 
     def check_env(
@@ -227,7 +247,11 @@ def collect_snapshots(
         while True:
             if step % every == 0:
                 rows["state"].append(env.unwrapped.call("rlcore_portable_state")[0])
-                rows["obs"].append(obs[0].copy())
+                rows["obs"].append(
+                    {name: part[0].copy() for name, part in obs.items()}
+                    if isinstance(obs, dict)
+                    else obs[0].copy()
+                )
                 rows["episode"].append(episode)
             action = np.asarray(policy(obs), dtype=np.float64).reshape(env.action_space.shape)
             obs, reward, terminated, truncated, _ = env.step(action)
@@ -236,9 +260,13 @@ def collect_snapshots(
                 returns.append(total)
                 break
     env.close()
-    observations = np.stack(rows["obs"])
+    observations: np.ndarray | dict[str, np.ndarray]
+    if isinstance(rows["obs"][0], dict):
+        observations = {name: np.stack([o[name] for o in rows["obs"]]) for name in rows["obs"][0]}
+    else:
+        observations = np.stack(rows["obs"])
     labels = (
-        np.full(len(observations), np.nan)
+        np.full(len(rows["obs"]), np.nan)
         if value_fn is None
         else np.asarray(value_fn(observations), dtype=np.float64).reshape(-1)
     )
@@ -378,7 +406,7 @@ class SnapshotReset(VectorWrapper):
         steps), so the episode runs ``truncate_after`` steps even past the teacher's limit
         (the reference's TimeLimit = elapsed + truncate_step); with the teacher's
         observation there, which host back ends hand out."""
-        return {**self.snapshots.state(k), "elapsed_steps": 0, "obs": self.snapshots.obs[k]}
+        return {**self.snapshots.state(k), "elapsed_steps": 0, "obs": self.snapshots.obs_at(k)}
 
     @property
     def active(self) -> bool:

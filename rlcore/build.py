@@ -40,7 +40,7 @@ from rlcore.envs.make import UnknownEnvError, make_vec_env, resolve_env_id
 from rlcore.evaluation import EvalVideo
 from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
-from rlcore.loops import Phase, RunContext, rollout_phase
+from rlcore.loops import Phase, RunContext, rollout_obs_shape, rollout_phase
 from rlcore.observations import ObsSpec
 from rlcore.plan import RunPlan
 from rlcore.settings import RunSettings, SettledRun, with_dataset
@@ -383,7 +383,7 @@ def build_phases(built: Built, logger: Logger) -> Phases:
         # rollout workers: each worker's envs side by side in one rollout
         rollout_envs = env.num_envs * max(settings.distributed.actors, 1)
         rollout = RolloutBuffer(
-            schedule.rollout_steps, rollout_envs, ObsSpec.from_space(env.single_observation_space),
+            schedule.rollout_steps, rollout_envs, rollout_obs_shape(env.single_observation_space),
             action_shape, agent.device, action_dtype,
         )  # fmt: skip
         return Phases([rollout_phase(rollout, schedule.online_steps, plan.returns)])

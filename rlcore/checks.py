@@ -84,9 +84,9 @@ def check_spaces(
     """Refuse, naming what is supported and the fix, action spaces the algorithm cannot
     act in (the agent constructors refuse too, for library users; this names the env) and
     observation spaces the networks cannot take. A flat Box is always taken; a Dict of
-    vector Boxes (goal-conditioned tasks) in a replay run (``plan`` and ``settings``
-    given): its agent reads the parts flattened through the observation seam
-    (rlcore.observations), except where the run needs what still reads flat observations
+    vector Boxes (goal-conditioned tasks; ``plan`` and ``settings`` given): its agent
+    reads the parts flattened through the observation seam (rlcore.observations), replay
+    and rollout runs alike, except where the run needs what still reads flat observations
     (``dict_obs_blockers``). Anything else needs ``env.flatten_obs=true`` (Dict/Tuple)."""
     agent = algorithm.agent_class.__name__
     try:
@@ -106,9 +106,9 @@ def check_spaces(
             return
         raise ConfigError(
             f"algo={algorithm.name} reads dict observations of vectors ({env_id}: parts "
-            f"{list(spec.names)}) in replay runs; this run has {', '.join(blockers)}, which "
-            "read flat observations. Pass env.flatten_obs=true to flatten them into one "
-            "vector in the env."
+            f"{list(spec.names)}); this run has {', '.join(blockers)}, which read flat "
+            "observations. Pass env.flatten_obs=true to flatten them into one vector in the "
+            "env."
         )
     hint = (
         " Pass env.flatten_obs=true to flatten it into one vector (goal-conditioned "
@@ -122,22 +122,23 @@ def check_spaces(
             "which no algorithm has yet." + hint
         )
     raise ConfigError(
-        f"algo={algorithm.name} supports flat Box observation spaces (shape (n,)) and, in "
-        f"replay runs, dicts of them; {env_id} has {obs_space}.{hint}"
+        f"algo={algorithm.name} supports flat Box observation spaces (shape (n,)) and "
+        f"dicts of them; {env_id} has {obs_space}.{hint}"
     )
 
 
 def dict_obs_blockers(plan: RunPlan, settings: RunSettings) -> list[str]:
     """What a run needs that reads flat observations only, so that it cannot take dict
-    observations yet (empty: it can): rollouts (the rollout path and its value bootstrap
-    read one array), offline datasets (flat observations), the env-side observation
-    normaliser and observation history (Box wrappers), distributed actors (not tried)."""
+    observations yet (empty: it can): offline datasets (flat observations), a pre-trained
+    BC policy (DPPO, ReinFlow, ResiP: it learned from such a dataset), observation history
+    (a Box wrapper), distributed actors (not tried).
+    Rollouts store dict observations flattened (``rlcore.loops.rollout_input``) and the
+    env-side normaliser standardises them part by part."""
     found = [
-        (plan.schedule.on_policy, "rollouts (an on-policy algorithm)"),
         (plan.needs_dataset(bool(settings.init_from)) or bool(settings.dataset),
          "an offline dataset (its observations are flat)"),
-        (plan.env.normalize_obs, "env-side observation normalisation "
-         "(algo.normalize_obs=true)"),
+        (plan.needs_pretrained, "a pre-trained BC policy (it learned from a dataset's flat "
+         "observations)"),
         (plan.env.obs_history > 1, "an observation history"),
         (settings.distributed.actors > 0, "distributed actors"),
     ]  # fmt: skip
@@ -168,6 +169,12 @@ def check_her(name: str, plan: RunPlan, settings: RunSettings, obs_space: gym.Sp
         )
     if settings.distributed.actors > 0:
         raise ConfigError(f"her={her} runs in one process: set distributed.actors=0")
+    if plan.env.normalize_obs:
+        raise ConfigError(
+            f"her={her} recomputes rewards from the stored goals, and algo={name}'s env-side "
+            "observation normaliser (algo.normalize_obs=true) stores them standardised: set "
+            "algo.normalize_obs=false"
+        )
 
 
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:

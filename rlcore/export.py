@@ -53,7 +53,7 @@ from torch import nn
 
 from rlcore.agent_state import part_modules
 from rlcore.checkpoint import CheckpointReadError, load_checkpoint
-from rlcore.observations import ObsSpec
+from rlcore.observations import ObsSpec, PartNormalizer
 from rlcore.policies import load_agent
 from rlcore.settings import EnvSettings
 from rlcore.spaces import action_space_from
@@ -225,21 +225,37 @@ class DeployedPolicy(nn.Module):
 class DeployedDictPolicy(DeployedPolicy):
     """A ``DeployedPolicy`` of dict observations of vectors: ``forward(*parts[, noise])``
     takes one (B, *shape) input per part of ``spec``, in its order, and concatenates them
-    as the agent's plumbing does (``ObsSpec.concat``)."""
+    as the agent's plumbing does (``ObsSpec.concat``), standardised part by part with the
+    run's env-side statistics when it had them (``obs_normalizer``: ``{"parts": ...}``)."""
 
-    def __init__(self, agent: Any, action_space: gym.Space, spec: ObsSpec, noise: str = "input"):
+    def __init__(
+        self,
+        agent: Any,
+        action_space: gym.Space,
+        spec: ObsSpec,
+        noise: str = "input",
+        obs_normalizer: dict[str, Any] | None = None,
+        clip_obs: float = EnvSettings.clip_obs,
+    ):
         super().__init__(agent, action_space, None, noise=noise)
         if spec.images:
             raise ExportError(_IMAGES_NOT_EXPORTABLE)
         self.spec = spec
         self.input_names = spec.names
+        self.part_normalizer: PartNormalizer | None = None
+        if obs_normalizer is not None:
+            self.part_normalizer = PartNormalizer(spec, clip_obs)
+            self.part_normalizer.load_state_dict(obs_normalizer["parts"])
 
     def example_inputs(self, batch: int, obs_shape: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
         """Zero observations to trace with: one (batch, *shape) tensor per part."""
         return tuple(torch.zeros((batch, *part.shape)) for part in self.spec.parts)
 
     def features(self, *obs: torch.Tensor) -> torch.Tensor:
-        return self.spec.concat(dict(zip(self.spec.names, obs)))
+        flat = self.spec.concat(dict(zip(self.spec.names, obs)))
+        if self.part_normalizer is not None:
+            flat = self.part_normalizer.standardize_flat(flat)
+        return flat
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         parts = len(self.spec.parts)
@@ -272,7 +288,9 @@ def policy_from_checkpoint(
     action_space = action_space_from(state["spaces"])
     obs_shape: list[int] | dict[str, list[int]]
     if spec.keyed:  # one input per part
-        policy: DeployedPolicy = DeployedDictPolicy(agent, action_space, spec, noise)
+        policy: DeployedPolicy = DeployedDictPolicy(
+            agent, action_space, spec, noise, state.get("obs_normalizer"), env_settings.clip_obs
+        )
         obs_shape = {part.name: list(part.shape) for part in spec.parts}
     else:
         policy = DeployedPolicy(

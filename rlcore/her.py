@@ -132,7 +132,8 @@ class HindsightSampler:
                 raise RuntimeError(
                     "hindsight relabelling draws from complete episodes, and the replay "
                     "buffer holds none yet: let the first episodes end before updates start "
-                    "(raise algo.learning_starts above the episode length)"
+                    "(raise algo.learning_starts, fast_td3: algo.warmup_vector_steps x num_envs, "
+                    "above the episode length)"
                 )
         return torch.cat(chosen)[:batch_size].to(self.buffer.device)
 

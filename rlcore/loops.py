@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
@@ -43,6 +44,7 @@ from rlcore.envs.make import (
 )
 from rlcore.evaluation import evaluate
 from rlcore.logging import Logger, format_duration
+from rlcore.observations import ObsSpec
 from rlcore.plan import Returns
 from rlcore.spaces import random_actions, to_env_action
 from rlcore.utils import NonFiniteLossError, get_rng_state, set_rng_state, tensors_finite
@@ -479,22 +481,41 @@ def explore_step(
     observation. Actions are clipped to the action box for the env but stored unclipped
     (discrete ones as the int64 indices the agent drew); the agent's rollout channels (a
     denoising chain, a base action) are stored by name. ``cost_value`` (a constrained
-    agent's V_c): the step's cost, V_c(obs) and V_c(final obs) where truncated."""
-    obs_t = torch.as_tensor(obs, dtype=torch.float32, device=device)
+    agent's V_c): the step's cost, V_c(obs) and V_c(final obs) where truncated. Dict
+    observations of vectors are stored, explored and valued flattened (``rollout_input``)."""
+    space = env.single_observation_space
+    obs_t = rollout_input(obs, space, device)
     action, log_prob, value, *channels = learner.explore(obs_t)
     # a device back end (mjx) takes the device tensor, the others numpy
     env_action = action if isinstance(obs, torch.Tensor) else action.cpu().numpy()
     next_obs, reward, terminated, truncated, info = env.step(
         to_env_action(env_action, env.single_action_space)
     )
-    bootstrap = _bootstrap_values(learner.value, next_obs, info, truncated, device)
+    bootstrap = _bootstrap_values(learner.value, next_obs, info, truncated, device, space)
     costs = None
     if cost_value is not None:
         costs = (_step_cost(info), cost_value(obs_t),
-                 _bootstrap_values(cost_value, next_obs, info, truncated, device))  # fmt: skip
+                 _bootstrap_values(cost_value, next_obs, info, truncated, device, space))  # fmt: skip
     row = RolloutRow(obs_t, action, log_prob, reward, value, terminated, truncated, bootstrap,
                      channels[0] if channels else None, costs, info)  # fmt: skip
     return row, next_obs
+
+
+def rollout_input(obs: Any, space: gym.Space, device: torch.device) -> torch.Tensor:
+    """What an on-policy agent explores, values and stores: the observations as one
+    float32 tensor; a dict of vector parts flattened in its ``ObsSpec``'s order (what the
+    agent's ``act`` does to a dict through its plumbing, so a rollout and a deployed policy
+    read the same vector)."""
+    if isinstance(obs, dict):
+        return ObsSpec.from_space(space).flat_batch(obs, device)[0]
+    return torch.as_tensor(obs, dtype=torch.float32, device=device)
+
+
+def rollout_obs_shape(space: gym.Space) -> ObsSpec | tuple[int]:
+    """The rollout buffer's observation storage for ``space``: its spec, or the flat
+    vector ``rollout_input`` makes of a dict of vectors."""
+    spec = ObsSpec.from_space(space)
+    return (spec.flat_dim,) if spec.keyed and spec.all_vector else spec
 
 
 PHASE_KINDS = ("offline", "warmup", "online", "rollout")
@@ -1083,7 +1104,7 @@ class _PhaseRun:
         """The collected rollout with its GAE (and the cost's), bootstrapped from the value
         of the observation after the last step."""
         rollout, returns = phase.rollout, phase.returns
-        obs = torch.as_tensor(self.obs, dtype=torch.float32, device=rollout.device)
+        obs = rollout_input(self.obs, self.env.single_observation_space, rollout.device)
         return rollout.compute(
             self.learner.value(obs), returns.gamma, returns.gae_lambda,
             None if self.cost_value is None else self.cost_value(obs),
@@ -1137,6 +1158,7 @@ def _bootstrap_values(
     info: dict[str, Any],
     truncated: np.ndarray | torch.Tensor,
     device: torch.device,
+    space: gym.Space,
 ) -> np.ndarray | torch.Tensor:
     """``value``(final observation) where an episode was truncated, else 0 (the agent's V,
     or its V_c). With a device back end every env's final observation is valued and masked
@@ -1146,6 +1168,10 @@ def _bootstrap_values(
         return torch.where(truncated.to(device), value(final), 0.0)
     bootstrap = np.zeros(len(truncated), np.float32)
     if truncated.any():
-        final = final_next_obs(next_obs, info)[truncated]
-        bootstrap[truncated] = value(torch.as_tensor(final, device=device)).cpu().numpy()
+        final = final_next_obs(next_obs, info)
+        if isinstance(final, dict):
+            final = {name: part[truncated] for name, part in final.items()}
+        else:
+            final = final[truncated]
+        bootstrap[truncated] = value(rollout_input(final, space, device)).cpu().numpy()
     return bootstrap

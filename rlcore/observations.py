@@ -430,15 +430,14 @@ class PartNormalizer:
 
     def update(self, obs: ObsLike) -> None:
         """Add a batch of observations (B, ...) per part to the statistics."""
-        parts = self._parts(obs)
-        for name, stats in self.stats.items():
-            stats.update(parts[name])
-        self._flat = None
+        self._update_parts(self._parts(obs))
 
     def update_flat(self, flat: torch.Tensor) -> None:
         """``update`` from flattened observations (B, flat_dim), the parts in the spec's
         order: what an MLP agent's update batch holds (``ObsSpec.concat``)."""
-        parts = self.spec.split(flat)
+        self._update_parts(self.spec.split(flat))
+
+    def _update_parts(self, parts: Mapping[str, Any]) -> None:
         for name, stats in self.stats.items():
             stats.update(parts[name])
         self._flat = None

@@ -18,7 +18,7 @@ import torch
 
 from rlcore import catalog
 from rlcore.checkpoint import load_checkpoint
-from rlcore.observations import ObsSpec
+from rlcore.observations import ObsSpec, PartNormalizer
 from rlcore.settings import recorded_env
 from rlcore.spaces import DISCRETE, action_kind, action_space_from, to_env_action
 
@@ -44,14 +44,17 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
 def obs_transform(state: dict[str, Any]) -> Callable[[Any], Any]:
     """The observation normalisation a checkpoint's agent was trained with (identity
     when it had none), as float32 for ``agent.act``. Dict observations (the checkpoint's
-    observation spec is keyed) are taken as ``{part: array}``, each part in its dtype
-    (the env-side normaliser standardises Box observations only)."""
+    observation spec is keyed) are taken as ``{part: array}``, each part in its dtype,
+    standardised part by part with the env-side statistics when the run had them
+    (``NormalizeObservation``'s ``{"parts": ...}``)."""
     norm = state.get("obs_normalizer")
     clip = recorded_env(state["config"]).clip_obs
     spec = ObsSpec.from_record(state["spaces"])
     if spec.keyed:
+        parts_norm = None
         if norm is not None:
-            raise ValueError("a checkpoint with dict observations and env-side statistics")
+            parts_norm = PartNormalizer(spec, clip)
+            parts_norm.load_state_dict(norm["parts"])
 
         def parts(obs: dict[str, Any]) -> dict[str, np.ndarray]:
             if not isinstance(obs, dict):
@@ -59,7 +62,12 @@ def obs_transform(state: dict[str, Any]) -> Callable[[Any], Any]:
                     f"this policy takes dict observations with the parts {list(spec.names)}, "
                     f"got {type(obs).__name__}"
                 )
-            return {p.name: np.asarray(obs[p.name], dtype=p.dtype) for p in spec.parts}
+            seen = {p.name: obs[p.name] for p in spec.parts}
+            if parts_norm is not None:
+                seen = parts_norm.normalize(
+                    {name: np.asarray(value, np.float64) for name, value in seen.items()}
+                )
+            return {p.name: np.asarray(seen[p.name], dtype=p.dtype) for p in spec.parts}
 
         return parts
 

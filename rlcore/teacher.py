@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+from rlcore.agent_state import Plumbing
 from rlcore.checkpoint import load_checkpoint
 from rlcore.envs.make import resolve_env_id
 from rlcore.envs.snapshot import SnapshotMismatchError, Snapshots, collect_snapshots
@@ -83,9 +84,9 @@ def teacher_from_checkpoint(
     def policy(obs: np.ndarray) -> np.ndarray:
         return agent.act(transform(obs), deterministic=deterministic)
 
-    def value_fn(obs: np.ndarray) -> np.ndarray:
+    def value_fn(obs: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
         with torch.inference_mode():
-            seen = torch.as_tensor(transform(obs), device=agent.device)
+            seen = network_input(agent, transform(obs))
             if isinstance(agent, _NormalisesObs):
                 seen = agent.obs_normalizer(seen)
             if isinstance(agent, _StateValued):
@@ -99,6 +100,27 @@ def teacher_from_checkpoint(
         raise ValueError(f"{type(agent).__name__} has no critic to label snapshots with")
 
     return policy, value_fn, dict(state["config"].get("env", {}))
+
+
+@runtime_checkable
+class _Plumbed(Protocol):
+    """An agent with ``rlcore.agent_state.Plumbing``: it flattens dict observations and
+    standardises its networks' input itself (``algo.normalize_obs`` of SAC / TD3)."""
+
+    plumbing: Plumbing
+
+
+def network_input(agent: Any, seen: np.ndarray | dict[str, np.ndarray]) -> torch.Tensor:
+    """What the agent's networks read for observations ``seen`` (after the env-side
+    normalisation): dict parts flattened in the spec's order, and the agent's own in-agent
+    standardisation, as its ``act`` and ``update`` apply them."""
+    if not isinstance(agent, _Plumbed):
+        return torch.as_tensor(seen, device=agent.device)
+    if isinstance(seen, dict):
+        flat = agent.plumbing.obs.flat_batch(seen, agent.device)[0]
+    else:
+        flat = torch.as_tensor(seen, device=agent.device)
+    return agent.plumbing.standardize(flat)
 
 
 def load_or_collect(

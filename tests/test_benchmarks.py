@@ -406,6 +406,11 @@ def test_o2o_summary_reads_switch_dip_and_marks():
     assert verdicts[1].endswith("holds") and verdicts[2].endswith("not measured")
     table["sac"]["at"]["300"] = math.nan  # an unfinished run is not a failed claim
     assert claims(table, "300")[1].endswith("not measured")
+    # a sparse goal task: the same summary of the success-rate column
+    success = [{**r, "eval/success_rate": r["eval/return"] / 200} for r in rows]
+    out = summarise(success, dip_window=200, marks=(100, 300), metric="eval/success_rate")
+    assert out["pre_switch"] == 0.5 and out["dip"] == 0.4
+    assert out["at"] == {"100": 0.4, "300": 0.35}
 
 
 def test_o2o_benchmark_end_to_end(tmp_path, monkeypatch, capsys):

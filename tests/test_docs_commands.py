@@ -226,6 +226,12 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.evaluate runs/lift_dppo episodes=10 video=true": Case(
         "skip", "renders video (EGL / OSMesa; tests/test_evaluate_cli.py records a short one)"
     ),
+    # PPO on a goal task's dict observations: one short rollout
+    "python -m rlcore.train algo=ppo env=PandaReach total_steps=200000": run(
+        "cut to one 256-step rollout", extra=("total_steps=256", "algo.rollout_steps=256",
+        "env.num_envs=1", "eval_every=256", "eval_episodes=1", "eval_envs=1",
+        "logger.progress_interval_s=0"),
+    ),  # fmt: skip
     "python -m rlcore.train algo=sac env=PandaReach her=future stop_at_success=0.9": run(
         "cut to 300 steps (TINY_ONLINE)", extra=TINY_ONLINE
     ),

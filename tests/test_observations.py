@@ -411,10 +411,41 @@ def test_part_normalizer_of_one_vector_is_the_env_side_normaliser():
     assert np.array_equal(norm.normalize(raw), wrapper.normalize(raw))
     assert np.array_equal(norm.state_dict()[FLAT]["var"], wrapper.rms.state_dict()["var"])
     env.close()
-    dict_env = make_vec_env(ENV_ID, 1, normalize_obs=True)
-    with pytest.raises(ValueError, match="PartNormalizer"):
-        dict_env.reset(seed=0)
+    # a dict observation: part by part, the desired goal with the achieved goal's moments
+    dict_env = make_vec_env(ENV_ID, 2, normalize_obs=True)
+    assert isinstance(dict_env, NormalizeObservation) and dict_env.rms is None
+    raw_rows = []
+    obs, _ = dict_env.reset(seed=0)
+    raw_rows.append(final_raw(dict_env))
+    for t in range(4):
+        obs, *_ = dict_env.step(np.full((2, 1), 0.3 * (t - 1), np.float32))
+        raw_rows.append(final_raw(dict_env))
+    seen = {name: np.concatenate([row[name] for row in raw_rows]) for name in GOAL_PARTS}
+    state = dict_env.state_dict()["parts"]
+    assert set(state) == {"observation", "achieved_goal"}  # no statistic of its own
+    assert state["achieved_goal"]["count"] == pytest.approx(10 + 1e-4)
+    for name, source in (("observation", "observation"), ("desired_goal", "achieved_goal")):
+        values = seen[source][:, 0].astype(np.float64)
+        prior = 1e-4  # RunningMeanStd's prior: mean 0, var 1, count 1e-4
+        mean = values.sum() / (len(values) + prior)
+        var = (values.var() * len(values) + prior + values.mean() ** 2 * prior * len(values)
+               / (len(values) + prior)) / (len(values) + prior)  # fmt: skip
+        assert state[source]["mean"][0] == pytest.approx(mean, rel=1e-6)
+        assert state[source]["var"][0] == pytest.approx(var, rel=1e-6)
+        last = raw_rows[-1][name][:, 0].astype(np.float64)
+        expected = np.clip((last - mean) / np.sqrt(var + 1e-8), -10, 10).astype(np.float32)
+        np.testing.assert_allclose(obs[name][:, 0], expected, rtol=1e-6)
     dict_env.close()
+
+
+def final_raw(env: NormalizeObservation) -> dict[str, np.ndarray]:
+    """The raw dict observation the wrapper standardised last (its inner env's)."""
+    inner = env.env
+    while not hasattr(inner, "envs"):
+        inner = inner.env
+    return {
+        name: np.stack([sub.unwrapped._obs()[name] for sub in inner.envs]) for name in GOAL_PARTS
+    }
 
 
 def test_standardize_flat_is_normalize_on_the_parts_then_concatenated():
@@ -594,7 +625,63 @@ def test_runs_that_still_read_flat_observations_refuse_dicts_naming_why():
     from rlcore.train import train
 
     base = [f"env={ENV_ID}", "total_steps=256", *FAST]
-    with pytest.raises(ConfigError, match=r"this run has rollouts .*env\.flatten_obs=true"):
-        train(make_config("algo=ppo", "algo.rollout_steps=64", *base), "/nonexistent/ppo")
-    with pytest.raises(ConfigError, match=r"env-side observation normalisation"):
-        train(make_config("algo=fast_td3", "env.backend=sync", *base), "/nonexistent/fast")
+    with pytest.raises(ConfigError, match=r"this run has a pre-trained BC policy .*flatten_obs"):
+        bc = Path(__file__).parents[1] / "benchmarks/assets/pandapeginsertion_diffusion_bc.pt"
+        train(make_config("algo=dppo", f"algo.pretrained={bc}", *base), "/nonexistent/d")
+    with pytest.raises(ConfigError, match=r"this run has an offline dataset .*flatten_obs"):
+        train(make_config("algo=iql", "dataset=local/none/none-v0", *base), "/nonexistent/i")
+
+
+def _ppo_goal_args(steps: int = 256) -> list[str]:
+    return [
+        "algo=ppo", f"env={ENV_ID}", f"total_steps={steps}", "algo.rollout_steps=32",
+        "env.num_envs=2", "algo.hidden=[16,16]", "eval_every=128", *FAST,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def ppo_goal_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """PPO on the goal task's dict observations (no env.flatten_obs), with its env-side
+    normaliser (on by default), standardising part by part (its exact resume:
+    tests/test_resume.py, case ppo_dict)."""
+    from rlcore.train import train
+
+    run_dir = tmp_path_factory.mktemp("ppo_goal") / "ppo"
+    result = train(make_config(*_ppo_goal_args()), run_dir)
+    assert np.isfinite(result["eval/return"]) and result["run/step"] == 256
+    return run_dir
+
+
+def test_ppo_trains_on_dict_observations_and_deploys_them_standardised(
+    ppo_goal_run: Path, tmp_path: Path
+):
+    """The checkpoint keeps the env-side statistics part by part (the desired goal has none:
+    it uses the achieved goal's), the policy reads the parts flattened in the spec's order,
+    and load_policy and an ONNX export standardise a raw dict as computed here by hand."""
+    import rlcore
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.export import main as export_main
+
+    state = load_checkpoint(ppo_goal_run)
+    stats = state["obs_normalizer"]["parts"]
+    assert set(stats) == {"observation", "achieved_goal"}
+    # every env observation joined the statistics: 2 resets + 2 envs x 256 steps
+    assert stats["observation"]["count"] == pytest.approx(2 + 256 + 1e-4)
+    assert state["agent"]["actor"]["mean.0.weight"].shape[1] == 3
+    raw = {"observation": np.array([[0.3]], np.float32),
+           "achieved_goal": np.array([[0.3]], np.float32),
+           "desired_goal": np.array([[-0.8]], np.float32)}  # fmt: skip
+    moments = [stats["observation"], stats["achieved_goal"], stats["achieved_goal"]]
+    flat = np.array([[0.3, 0.3, -0.8]])
+    mean = np.array([m["mean"][0] for m in moments])
+    std = np.sqrt(np.array([m["var"][0] for m in moments]) + 1e-8)
+    standardized = np.clip((flat - mean) / std, -10, 10).astype(np.float32)
+    policy, agent = rlcore.load_policy(ppo_goal_run), rlcore.load_agent(ppo_goal_run)
+    np.testing.assert_allclose(policy(raw), agent.act(standardized, True), rtol=0, atol=1e-6)
+    assert not np.allclose(policy(raw), agent.act(flat.astype(np.float32), True))
+    onnxruntime = pytest.importorskip("onnxruntime")
+    out = tmp_path / "ppo.onnx"
+    assert export_main([str(ppo_goal_run), "--format", "onnx", "--out", str(out)]) == 0
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert [i.name for i in session.get_inputs()] == list(GOAL_PARTS)
+    np.testing.assert_allclose(session.run(None, raw)[0], policy(raw), rtol=1e-6, atol=1e-6)

@@ -52,6 +52,16 @@ CASES = {
         "eval_every=1024",
         "env.max_episode_steps=100",
     ],
+    "ppo_dict": [  # dict observations, standardised part by part by the env-side normaliser
+        "algo=ppo",
+        "env=tests.goal_env:RlcoreGoalPoint-v0",
+        "total_steps=1024",
+        "algo.rollout_steps=64",
+        "env.num_envs=2",
+        "algo.hidden=[16,16]",
+        "checkpoint_every=128",
+        "eval_every=512",
+    ],
     "sac_native": [
         "algo=sac",
         "env=Hopper",
@@ -294,7 +304,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    on_policy = {"ppo", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
+    on_policy = {"ppo", "ppo_dict", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
     loss = {
         "iql": "train/q_loss",
         "iql_o2o": "train/q_loss",

@@ -439,3 +439,52 @@ def test_a_snapshot_state_saved_before_the_one_path_resumes_exactly():
     for got, want in zip(resumed, expected):
         for a, b in zip(got, want):
             np.testing.assert_array_equal(a, b)
+
+
+def test_dict_observation_snapshots_label_as_the_agent_sees_them_and_restart(tmp_path):
+    """On a goal task (dict observations) snapshots keep one array per part (a file round
+    trip too), a TD3 teacher with the in-agent normaliser labels them with
+    min_i Q_i(s, pi(s)) of the flattened parts standardised as its act does (computed here
+    by hand), and a restart hands out the snapshot's dict observation."""
+    import torch
+
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.envs.backend import backend_of
+    from rlcore.observations import GOAL_PARTS
+    from rlcore.policies import load_agent
+    from rlcore.teacher import teacher_from_checkpoint
+    from rlcore.train import train
+
+    train(make_config("algo=td3", "env=PandaReach", "env.backend=sync", "total_steps=200",
+                      "algo.learning_starts=100", "algo.batch_size=16", "algo.hidden=[16,16]",
+                      "algo.normalize_obs=true", "eval_every=200", *FAST), tmp_path / "t")  # fmt: skip
+    policy, value_fn, _ = teacher_from_checkpoint(tmp_path / "t")
+    snaps = collect_snapshots("PandaReach", policy, episodes=1, every=10, value_fn=value_fn)
+    assert set(snaps.obs) == set(GOAL_PARTS) and len(snaps) == 5  # 50 steps, every 10
+    assert snaps.obs["observation"].shape == (5, 6) and snaps.obs["desired_goal"].shape == (5, 3)
+    stats = load_checkpoint(tmp_path / "t")["agent"]["obs_statistics"]
+    moments = [stats["observation"], stats["achieved_goal"], stats["achieved_goal"]]
+    mean = np.concatenate([m["mean"] for m in moments])
+    std = np.sqrt(np.concatenate([m["var"] for m in moments]) + 1e-8)
+    flat = np.concatenate([snaps.obs[name] for name in GOAL_PARTS], axis=1).astype(np.float64)
+    seen = torch.as_tensor(np.clip((flat - mean) / std, -5, 5), dtype=torch.float32)
+    agent = load_agent(tmp_path / "t")
+    with torch.no_grad():
+        expected = agent.critic(seen, agent.actor(seen)).min(0).values.numpy()
+    np.testing.assert_allclose(snaps.labels, expected, rtol=1e-5)
+    raw = torch.as_tensor(flat, dtype=torch.float32)
+    with torch.no_grad():
+        unstandardised = agent.critic(raw, agent.actor(raw)).min(0).values.numpy()
+    assert not np.allclose(snaps.labels, unstandardised)
+    again = Snapshots.load(snaps.save(tmp_path / "s.npz"))
+    for name in GOAL_PARTS:
+        np.testing.assert_array_equal(again.obs[name], snaps.obs[name])
+    env = make_vec_env("PandaReach", 2, seed=0, backend="sync")
+    obs, _ = env.reset(seed=0)
+    backend = backend_of(env)
+    table = backend.state_table([{**snaps.state(k), "obs": snaps.obs_at(k)} for k in range(5)])
+    restarted, _ = backend.restart(np.array([False, True]), obs, table, np.array([0, 3]))
+    for name in GOAL_PARTS:
+        np.testing.assert_array_equal(restarted[name][0], obs[name][0])  # not restarted
+        np.testing.assert_array_equal(restarted[name][1], snaps.obs[name][3])
+    env.close()

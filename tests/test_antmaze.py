@@ -1,0 +1,298 @@
+"""AntMaze from rlcore's own data: the goal-reaching Ant (envs/antmaze.py), the waypoint
+planner and the D4RL-style recorder (offline/antmaze.py), checked by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlcore.envs.antmaze import ANT_GOAL_ID, EVAL_MAPS, heading, policy_input, world_turned
+from rlcore.envs.make import get_vec_env_state, make_vec_env, resolve_env_id, set_vec_env_state
+
+
+def test_heading_and_the_policy_input_by_hand() -> None:
+    quarter = [math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)]  # yaw +90 degrees
+    assert heading(np.array([1.0, 0.0, 0.0, 0.0])) == 0.0
+    assert heading(np.array(quarter)) == pytest.approx(math.pi / 2)
+    proprio = np.zeros(27)
+    proprio[1:5] = quarter
+    # facing +y, a goal 1 m along +x is on the Ant's right: local (0, -1)
+    out = policy_input(proprio, np.array([2.0, 3.0]), np.array([3.0, 3.0]))
+    assert out.shape == (29,)
+    np.testing.assert_allclose(out[27:], [0.0, -1.0], atol=1e-12)
+    np.testing.assert_array_equal(out[:27], proprio)
+    # batched: leading axes broadcast; yaw 0 leaves the world offset as it is
+    batch = np.zeros((2, 27))
+    batch[:, 1] = 1.0
+    out = policy_input(batch, np.zeros((2, 2)), np.array([[1.0, 2.0], [-3.0, 0.5]]))
+    np.testing.assert_allclose(out[:, 27:], [[1.0, 2.0], [-3.0, 0.5]])
+
+
+def test_the_world_turned_under_a_running_ant_by_hand() -> None:
+    """Turning the world by -90 degrees: a torso heading +y now heads +x (identity
+    quaternion), a world velocity (0, 2) becomes (2, 0); height, joints and the body-frame
+    angular velocity stay."""
+    proprio = np.arange(27, dtype=np.float64)
+    proprio[1:5] = [math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)]  # yaw +90
+    proprio[13:15] = [0.0, 2.0]
+    out = world_turned(proprio, math.pi / 2)
+    np.testing.assert_allclose(out[1:5], [1.0, 0.0, 0.0, 0.0], atol=1e-12)
+    np.testing.assert_allclose(out[13:15], [2.0, 0.0], atol=1e-12)
+    keep = [0, *range(5, 13), *range(15, 27)]
+    np.testing.assert_array_equal(out[keep], proprio[keep])
+    assert proprio[13] == 0.0  # the input is not modified
+    tilted = np.zeros((3, 27))  # tilted torsos: the heading moves by -direction, norm kept
+    tilted[:, 1:5] = [[0.9, 0.3, -0.2, 0.1], [0.7, 0.1, 0.2, 0.68], [0.2, 0.1, -0.05, -0.95]]
+    tilted[:, 1:5] /= np.linalg.norm(tilted[:, 1:5], axis=1, keepdims=True)
+    turns = np.array([0.4, -1.0, 2.5])
+    out = world_turned(tilted, turns)
+    np.testing.assert_allclose(np.linalg.norm(out[:, 1:5], axis=1), 1.0)
+    change = np.angle(np.exp(1j * (heading(out[:, 1:5]) - heading(tilted[:, 1:5]) + turns)))
+    np.testing.assert_allclose(change, 0.0, atol=1e-12)
+
+
+def test_ant_goal_reward_goals_and_state() -> None:
+    env = gym.make(resolve_env_id("antgoal"))
+    assert env.spec.id == ANT_GOAL_ID and env.spec.max_episode_steps == 1000
+    obs, _ = env.reset(seed=3)
+    base = env.unwrapped
+    assert obs.shape == (29,)
+    distance = np.linalg.norm(base.goal - base.data.qpos[:2])
+    assert 1.0 - 0.2 <= distance <= 5.0 + 0.2  # drawn from (1, 5) around the noisy start
+    before = np.linalg.norm(base.goal - base.data.qpos[:2])
+    action = np.full(8, 0.3)
+    obs, reward, terminated, _, info = env.step(action)
+    after = np.linalg.norm(base.goal - base.data.qpos[:2])
+    assert info["reward_to_goal"] == pytest.approx((before - after) / 0.05)
+    ctrl = 0.5 * float(np.sum(action**2))
+    assert info["reward_ctrl"] == pytest.approx(-ctrl)
+    assert reward == pytest.approx((before - after) / 0.05 + 1.0 - ctrl + info["reward_contact"])
+    np.testing.assert_allclose(obs, policy_input(obs[:27], base.data.qpos[:2], base.goal))
+    # a goal under the torso is reached at the next step and replaced by a new one
+    base.data.mocap_pos[0, :2] = base.data.qpos[:2]
+    old_goal = base.goal.copy()
+    _, _, _, _, info = env.step(np.zeros(8))
+    assert info["goal_reached"] and not np.allclose(base.goal, old_goal)
+    assert 1.0 - 0.1 <= np.linalg.norm(base.goal - base.data.qpos[:2]) <= 5.0 + 0.1
+
+
+def test_ant_goal_is_deterministic_and_its_goal_is_part_of_the_saved_state() -> None:
+    def run(seed: int) -> np.ndarray:
+        env = gym.make(ANT_GOAL_ID)
+        obs, _ = env.reset(seed=seed)
+        trace = [obs]
+        for t in range(20):
+            trace.append(env.step(np.sin(np.arange(8) + t))[0])
+        return np.array(trace)
+
+    np.testing.assert_array_equal(run(5), run(5))
+    envs = make_vec_env("antgoal", num_envs=2, seed=0, backend="sync")
+    envs.reset(seed=0)
+    state = get_vec_env_state(envs)
+    subs = [env.unwrapped for env in envs.unwrapped.envs]
+    goals = [sub.goal for sub in subs]
+    first = [envs.step(np.full((2, 8), 0.2))[0] for _ in range(3)]
+    for sub in subs:  # move the goals: a restore must bring them back
+        sub.data.mocap_pos[0, :2] += 7.0
+    set_vec_env_state(envs, state)
+    np.testing.assert_array_equal([sub.goal for sub in subs], goals)
+    again = [envs.step(np.full((2, 8), 0.2))[0] for _ in range(3)]
+    np.testing.assert_array_equal(first, again)
+    envs.close()
+
+
+def test_goal_distance_and_radius_are_checked() -> None:
+    with pytest.raises(ValueError, match="goal_distance"):
+        gym.make(ANT_GOAL_ID, goal_distance=(3.0, 1.0))
+    with pytest.raises(ValueError, match="goal_radius"):
+        gym.make(ANT_GOAL_ID, goal_radius=0.0)
+
+
+# --- the planner (no gymnasium-robotics needed) ---
+
+
+def test_next_cell_follows_shortest_paths_by_hand() -> None:
+    from rlcore.offline.antmaze import marked_cell, next_cell, open_cells
+
+    umaze = EVAL_MAPS["umaze"]
+    assert marked_cell(umaze, "r") == (1, 1) and marked_cell(umaze, "g") == (3, 1)
+    assert open_cells(umaze) == [(1, 1), (1, 2), (1, 3), (2, 3), (3, 1), (3, 2), (3, 3)]
+    # the U: (1,1) -> (1,2) -> (1,3) -> (2,3) -> (3,3) -> (3,2) -> (3,1)
+    path, cell = [], (1, 1)
+    while cell != (3, 1):
+        cell = next_cell(umaze, cell, (3, 1))
+        path.append(cell)
+    assert path == [(1, 2), (1, 3), (2, 3), (3, 3), (3, 2), (3, 1)]
+    assert next_cell(umaze, (3, 1), (3, 1)) == (3, 1)
+    assert next_cell(umaze, (2, 2), (3, 1)) == (3, 2)  # a torso over a wall: nearest way on
+    medium = EVAL_MAPS["medium"]
+    # two shortest ways from (1,1) to (2,2): up/down/left/right order picks down first
+    assert next_cell(medium, (1, 1), (2, 2)) == (2, 1)
+    # (4,1) to (6,6): 9 moves through (4,2), (3,2)...; 11 down through (5,1), (6,1)...
+    assert next_cell(medium, (4, 1), (6, 6)) == (4, 2)
+    walled = [[1, 1, 1, 1], [1, 0, 1, 1], [1, 1, 0, 1], [1, 1, 1, 1]]
+    with pytest.raises(ValueError, match="no path"):
+        next_cell(walled, (1, 1), (2, 2))
+    with pytest.raises(ValueError, match="expected 1"):
+        marked_cell(walled, "g")
+
+
+# --- recording in gymnasium-robotics' maze ---
+
+needs_robotics = pytest.mark.skipif(
+    importlib.util.find_spec("gymnasium_robotics") is None, reason="gymnasium-robotics"
+)
+
+
+@needs_robotics
+def test_eval_mazes_from_env_names() -> None:
+    from rlcore.envs.third_party import adapt
+
+    adapt()
+    assert resolve_env_id("antmazeumazeeval") == "AntMazeUMazeEval-v0"
+    env = gym.make(resolve_env_id("AntMazeMediumEval"))
+    obs, _ = env.reset(seed=0)
+    assert env.spec.max_episode_steps == 1000 and obs["observation"].shape == (27,)
+    maze = env.unwrapped.maze
+    # start (1, 1) and goal (6, 6), each within the maze's +-1 m position noise
+    assert np.abs(obs["achieved_goal"] - maze.cell_rowcol_to_xy(np.array([1, 1]))).max() <= 1.0
+    assert np.abs(obs["desired_goal"] - maze.cell_rowcol_to_xy(np.array([6, 6]))).max() <= 1.0
+    env.unwrapped.ant_env.data.qpos[:2] = obs["desired_goal"]  # at the goal: the episode ends
+    _, reward, terminated, _, info = env.step(np.zeros(8))
+    assert reward == 1.0 and terminated and info["success"]
+    env.close()
+
+
+@needs_robotics
+def test_waypoints_and_the_driver_by_hand() -> None:
+    from rlcore.offline.antmaze import VARIANTS, driver, make_recording_env, waypoint
+
+    env, commanded = make_recording_env(VARIANTS["umaze"])
+    obs, _ = env.reset(seed=1)
+    maze = commanded.maze
+    # 5 x 5 cells of 4 m centred on 0: cell (r, c) -> ((c + .5) 4 - 10, 10 - (r + .5) 4)
+    np.testing.assert_allclose(maze.cell_rowcol_to_xy(np.array([1, 2])), [0.0, 4.0])
+    goal = commanded.commanded_goal
+    np.testing.assert_allclose(goal, commanded.env.unwrapped.goal)  # umaze: the eval goal
+    assert waypoint(maze, commanded.maze_map, np.array([-4.2, 4.3]), goal).tolist() == [0.0, 4.0]
+    assert waypoint(maze, commanded.maze_map, np.array([4.0, 0.0]), goal).tolist() == [4.0, -4.0]
+    inside = goal + 0.3  # in the goal's cell: the goal itself
+    np.testing.assert_allclose(waypoint(maze, commanded.maze_map, inside, goal), goal)
+    seen = []
+
+    def goal_reacher(x: np.ndarray) -> np.ndarray:
+        seen.append(x)
+        return np.zeros(8, np.float32)
+
+    act = driver(commanded, commanded.observation_space, goal_reacher)
+    act(obs)
+    parts = gym.spaces.unflatten(commanded.observation_space, obs)  # flat: achieved, desired, obs
+    np.testing.assert_allclose(obs[:2], parts["achieved_goal"])
+    expected = policy_input(parts["observation"], parts["achieved_goal"], np.array([0.0, 4.0]))
+    np.testing.assert_allclose(seen[0], expected, rtol=1e-6)
+    # a policy that runs along +x sees the world turned towards the waypoint
+    driver(commanded, commanded.observation_space, goal_reacher, frame="turned")(obs)
+    offset = np.array([0.0, 4.0]) - parts["achieved_goal"]
+    turned = world_turned(parts["observation"], np.arctan2(offset[1], offset[0]))
+    np.testing.assert_allclose(seen[1], turned, rtol=1e-6)
+    with pytest.raises(ValueError, match="frame='body'"):
+        driver(commanded, commanded.observation_space, goal_reacher, frame="body")
+    env.close()
+
+
+@needs_robotics
+def test_diverse_commands_change_when_reached_and_starts_vary() -> None:
+    from rlcore.offline.antmaze import VARIANTS, make_recording_env
+
+    env, commanded = make_recording_env(VARIANTS["umaze-diverse"])
+    starts = []
+    for seed in range(6):
+        obs, _ = env.reset(seed=seed)
+        starts.append(tuple(commanded.maze.cell_xy_to_rowcol(obs[:2])))
+    assert len(set(starts)) > 1
+    command = commanded.commanded_goal.copy()
+    commanded.env.unwrapped.ant_env.data.qpos[:2] = command  # on the command: a new one
+    _, _, terminated, _, info = env.step(np.zeros(8))
+    assert not terminated  # recording is continuing
+    assert not np.allclose(commanded.commanded_goal, command)
+    np.testing.assert_allclose(info["commanded_goal"], commanded.commanded_goal)
+    # at the evaluation goal: reward 1 (the command plays no part in it), still continuing
+    commanded.env.unwrapped.ant_env.data.qpos[:2] = commanded.env.unwrapped.goal
+    _, reward, terminated, _, _ = env.step(np.zeros(8))
+    assert reward == 1.0 and not terminated
+    env.close()
+
+
+def _walker(x: np.ndarray) -> np.ndarray:
+    """A deterministic stand-in for a trained goal reacher (no learning in this test)."""
+    return np.tanh(np.concatenate([x[27:], x[27:], -x[27:], x[1:3]])).astype(np.float32)
+
+
+@needs_robotics
+def test_record_writes_a_d4rl_style_dataset(tmp_path, monkeypatch) -> None:
+    import minari
+
+    from rlcore.offline import antmaze
+    from rlcore.offline.datasets import load_dataset
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    first = antmaze.record("umaze", _walker, 800, "local/antmaze/umaze-test-v0", seed=4)
+    assert first["episodes"] == 2 and first["steps"] == 800  # 700-step episodes
+    again = antmaze.record("umaze", _walker, 800, "local/antmaze/umaze-again-v0", seed=4)
+    a = minari.load_dataset("local/antmaze/umaze-test-v0")
+    b = minari.load_dataset("local/antmaze/umaze-again-v0")
+    for x, y in zip(a.iterate_episodes(), b.iterate_episodes(), strict=True):
+        np.testing.assert_array_equal(x.observations, y.observations)
+        np.testing.assert_array_equal(x.actions, y.actions)
+    assert again["reward_rate"] == first["reward_rate"]
+    episode = next(a.iterate_episodes())
+    assert episode.observations.shape == (701, 31) and episode.truncations[-1]
+    assert not episode.terminations.any()  # recorded continuing, as Minari's AntMaze
+    # the reward is the evaluation goal's: 1 within 0.45 m of the desired goal, else 0
+    distance = np.linalg.norm(episode.observations[1:, :2] - episode.observations[1:, 2:4], axis=1)
+    np.testing.assert_array_equal(episode.rewards, (distance <= 0.45).astype(float))
+    umaze_goal = np.array([-4.0, -4.0])  # cell (3, 1), within +-1 m noise
+    assert np.abs(episode.observations[:, 2:4] - umaze_goal).max() <= 1.0
+    assert np.abs(episode.observations[0, :2] - np.array([-4.0, 4.0])).max() <= 1.0
+    data = load_dataset("local/antmaze/umaze-test-v0")  # the offline loaders read it
+    assert tuple(data.obs.shape) == (800, 31) and data.env_id == "AntMazeUMazeEval-v0"
+    env = gym.wrappers.FlattenObservation(gym.make("AntMazeUMazeEval-v0"))
+    assert env.observation_space.shape == (31,)  # online: the same layout
+    env.close()
+
+
+@needs_robotics
+def test_the_policy_frame_is_read_from_the_run(tmp_path) -> None:
+    from rlcore.checkpoint import FORMAT_VERSION, save_checkpoint
+    from rlcore.offline.antmaze import policy_frame
+    from rlcore.offline.cli import UsageError
+
+    def saved(name: str, env: dict) -> str:
+        path = tmp_path / name
+        save_checkpoint({"format": FORMAT_VERSION, "algo": "sac", "config": {"env": env},
+                         "spaces": {}, "agent": {}}, path)  # fmt: skip
+        return str(path)
+
+    assert policy_frame(saved("g.pt", {"id": "AntGoal-v0"})) == "goal"
+    turned = {"id": "Ant-v5", "kwargs": {"include_cfrc_ext_in_observation": False}}
+    assert policy_frame(saved("t.pt", turned)) == "turned"
+    with pytest.raises(UsageError, match="include_cfrc_ext_in_observation=false"):
+        policy_frame(saved("a.pt", {"id": "Ant-v5", "kwargs": {}}))
+
+
+def test_the_command_line_checks_its_input(capsys) -> None:
+    from rlcore.offline import antmaze
+
+    with pytest.raises(SystemExit) as exit_info:
+        antmaze.main(["variant=large", "policy=x", "steps=10", "dataset_id=local/a/b-v0"])
+    assert exit_info.value.code == 2
+    assert "variant=large: one of umaze, umaze-diverse, medium-play, medium-diverse" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(SystemExit):
+        antmaze.main(["variant=umaze", "policy=x", "steps=0", "dataset_id=local/a/b-v0"])
+    assert "steps=<n> (n >= 1)" in capsys.readouterr().err

@@ -510,55 +510,66 @@ class NormalizeObservation(VectorWrapper):
 
     A Box observation is standardised as one vector (``rms``, a ``RunningMeanStd``; its
     ``state_dict`` is the one the checkpoints' ``obs_normalizer`` holds). A Dict of vector
-    Boxes (goal tasks) is standardised part by part (``parts``, a
-    ``rlcore.observations.PartNormalizer``: ``desired_goal`` with the statistics of
-    ``achieved_goal``, as HER practice does), out as a dict of float32 arrays; its
-    ``state_dict`` is ``{"parts": {statistic: ...}}``. Set ``training = False`` to freeze
-    the statistics (evaluation envs).
+    Boxes is standardised part by part when ``part_statistics`` is given: a function of the
+    Dict space naming, for every part to standardise, the part whose statistics do it
+    (``rlcore.observations.part_statistics``: ``desired_goal`` with ``achieved_goal``'s, as
+    HER practice does; the same maths as ``rlcore.observations.PartNormalizer``, whose
+    ``state_dict`` ``{"parts": ...}`` holds). Set ``training = False`` to freeze the
+    statistics (evaluation envs).
     """
 
-    def __init__(self, env: VectorEnv, clip: float = 10.0, epsilon: float = 1e-8) -> None:
-        from rlcore.observations import ObsSpec, PartNormalizer
-
+    def __init__(
+        self,
+        env: VectorEnv,
+        clip: float = 10.0,
+        epsilon: float = 1e-8,
+        part_statistics: Callable[[gym.spaces.Dict], dict[str, str]] | None = None,
+    ) -> None:
         super().__init__(env)
         space = self.single_observation_space
         self.rms: RunningMeanStd | None = None
-        self.parts: PartNormalizer | None = None
+        self.sources: dict[str, str] = {}  # part -> the part whose statistics standardise it
+        self.parts: dict[str, RunningMeanStd] = {}  # a dict's statistics, by part
         if isinstance(space, gym.spaces.Box):
             self.rms = RunningMeanStd(space.shape)
-        elif isinstance(space, gym.spaces.Dict):
-            try:
-                spec = ObsSpec.from_space(space)
-            except ValueError:
-                spec = None
-            if spec is not None and spec.all_vector:
-                self.parts = PartNormalizer(spec, clip, epsilon)
+        elif isinstance(space, gym.spaces.Dict) and part_statistics is not None:
+            self.sources = dict(part_statistics(space))
+            self.parts = {
+                source: RunningMeanStd(space[source].shape)
+                for source in dict.fromkeys(self.sources.values())
+            }
         # another space is refused when the env is first reset (a training run's own
         # checks refuse it first, naming the options to change)
         self.clip, self.epsilon, self.training = clip, epsilon, True
 
     def _check_space(self) -> None:
-        if self.rms is None and self.parts is None:
+        if self.rms is None and not self.parts:
             raise ValueError(
-                f"NormalizeObservation standardises Box observations and dicts of vector "
-                f"Boxes, got {self.single_observation_space}: flatten it first "
-                "(env.flatten_obs=true)"
+                f"NormalizeObservation standardises Box observations, and dicts of vector "
+                f"Boxes given part_statistics; got {self.single_observation_space}: flatten "
+                "it first (env.flatten_obs=true)"
             )
 
     def _update(self, obs: Any) -> None:
         if self.rms is not None:
             self.rms.update(obs)
-        else:
-            self.parts.update(obs)
+        for source, stats in self.parts.items():
+            stats.update(obs[source])
 
-    def normalize(self, obs: Any) -> Any:
-        if self.parts is not None:
-            return self.parts.normalize(obs)
-        mean, var = _like(self.rms.mean, obs), _like(self.rms.var, obs)
-        scaled = (obs - mean) / (var + self.epsilon) ** 0.5
+    def _standardise(self, value: Any, stats: RunningMeanStd) -> Any:
+        mean, var = _like(stats.mean, value), _like(stats.var, value)
+        scaled = (value - mean) / (var + self.epsilon) ** 0.5
         if isinstance(scaled, torch.Tensor):
             return scaled.clamp(-self.clip, self.clip).float()
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+
+    def normalize(self, obs: Any) -> Any:
+        if self.rms is not None:
+            return self._standardise(obs, self.rms)
+        out = dict(obs)
+        for part, source in self.sources.items():
+            out[part] = self._standardise(obs[part], self.parts[source])
+        return out
 
     def reset(self, **kwargs):
         self._check_space()
@@ -581,15 +592,21 @@ class NormalizeObservation(VectorWrapper):
         return self.normalize(obs), reward, terminated, truncated, info
 
     def state_dict(self) -> dict[str, Any]:
-        if self.parts is not None:
-            return {"parts": self.parts.state_dict()}
+        if self.rms is None:
+            return {"parts": {source: stats.state_dict() for source, stats in self.parts.items()}}
         return self.rms.state_dict()
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.parts is not None:
-            self.parts.load_state_dict(state["parts"])
-        else:
+        if self.rms is not None:
             self.rms.load_state_dict(state)
+            return
+        if set(state["parts"]) != set(self.parts):
+            raise ValueError(
+                f"saved statistics of parts {sorted(state['parts'])}, this normaliser has "
+                f"{sorted(self.parts)}"
+            )
+        for source, stats in self.parts.items():
+            stats.load_state_dict(state["parts"][source])
 
 
 class NormalizeReward(VectorWrapper):
@@ -647,6 +664,7 @@ def make_vec_env(
     obs_history: int = 1,
     device: str | torch.device = "cpu",
     mjx_impl: str = "jax",
+    part_statistics: Callable[[gym.spaces.Dict], dict[str, str]] | None = None,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -668,6 +686,8 @@ def make_vec_env(
     and rewards, normalisers see the observations where a chunk starts. ``obs_history``
     T > 1 makes observations the last T env steps' observations (``ObservationHistory``,
     below the chunks: a chunk ends on the history of its last T env steps).
+    ``part_statistics`` (a function of a Dict space: part -> the part whose statistics
+    standardise it) lets ``normalize_obs`` standardise a dict of vectors part by part.
     ``backend="mjx"`` steps the native tasks in MuJoCo MJX on ``device`` (``envs/mjx.py``;
     ``mjx_impl="warp"`` runs MJX's MuJoCo Warp implementation): observations, rewards and
     flags are torch tensors on that device, the episode statistics are computed there, and the normalisers keep
@@ -739,7 +759,7 @@ def make_vec_env(
     if backend != "mjx":  # MjxVectorEnv reports the episode statistics from the device
         env = EpisodeStats(env)
     if normalize_obs:
-        env = NormalizeObservation(env, clip=clip_obs)
+        env = NormalizeObservation(env, clip=clip_obs, part_statistics=part_statistics)
     if normalize_reward:
         env = NormalizeReward(env, gamma=gamma, clip=clip_reward)
     if seed is not None:

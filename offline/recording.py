@@ -27,7 +27,8 @@ from rlcore.offline.datasets import DatasetError
 class Episode:
     """One episode: T+1 observations, T actions / rewards / terminations / truncations;
     on a task that reports ``info["cost"]`` also T costs, on one that reports
-    ``info["is_success"]`` T success flags (both stored as Minari ``infos``)."""
+    ``info["is_success"]`` (gymnasium-robotics' mazes: ``info["success"]``) T success flags
+    (both stored as Minari ``infos``)."""
 
     observations: np.ndarray
     actions: np.ndarray
@@ -72,8 +73,9 @@ def rollout(
         last = step == steps - 1
         if "cost" in info:
             trace["cost"].append(float(info["cost"]))
-        if "is_success" in info:
-            trace["success"].append(bool(info["is_success"]))
+        success = info.get("is_success", info.get("success"))  # the mazes: "success"
+        if success is not None:
+            trace["success"].append(bool(success))
         for key, value in (
             ("obs", obs),
             ("act", action),

@@ -41,7 +41,7 @@ from rlcore.evaluation import EvalVideo
 from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_obs_shape, rollout_phase
-from rlcore.observations import ObsSpec
+from rlcore.observations import ObsSpec, part_statistics
 from rlcore.plan import RunPlan
 from rlcore.settings import RunSettings, SettledRun, with_dataset
 from rlcore.spaces import action_storage
@@ -126,6 +126,7 @@ def env_recipe(settings: RunSettings, plan: RunPlan) -> dict[str, Any]:
     env = settings.env
     return {
         "normalize_obs": plan.env.normalize_obs,
+        "part_statistics": part_statistics,  # a dict observation: standardised part by part
         "gamma": plan.env.reward_gamma,
         "clip_obs": env.clip_obs,
         "max_episode_steps": env.max_episode_steps,

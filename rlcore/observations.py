@@ -245,6 +245,12 @@ class ObsSpec:
     def images(self) -> tuple[ObsPart, ...]:
         return tuple(part for part in self.parts if part.kind == IMAGE)
 
+    def statistic_sources(self) -> dict[str, str]:
+        """Every part a normaliser standardises -> the part whose running statistics do it
+        (``statistics``, else its own): what ``PartNormalizer`` and the env-side
+        ``NormalizeObservation`` (``part_statistics``) read."""
+        return {part.name: part.statistics or part.name for part in self.parts if part.normalize}
+
     @property
     def flat_dim(self) -> int:
         """Length of the one vector the parts concatenate into (an MLP's input); an
@@ -389,6 +395,12 @@ class ObsSpec:
 # ----------------------------------------------------------------------------- normaliser
 
 
+def part_statistics(space: gym.spaces.Dict) -> dict[str, str]:
+    """The env-side normaliser's ``part_statistics`` for a Dict of vectors: its spec's
+    ``statistic_sources`` (rlcore.build hands this function to ``make_vec_env``)."""
+    return ObsSpec.from_space(space).statistic_sources()
+
+
 class PartNormalizer:
     """Running standardisation of observations part by part, as the spec marks them.
 
@@ -415,10 +427,7 @@ class PartNormalizer:
         from rlcore.envs.make import RunningMeanStd
 
         self.spec, self.clip, self.epsilon = spec, float(clip), float(epsilon)
-        # part -> the part whose statistics standardise it
-        self.sources = {
-            part.name: part.statistics or part.name for part in spec.parts if part.normalize
-        }
+        self.sources = spec.statistic_sources()  # part -> the part whose statistics do it
         self.stats = {
             name: RunningMeanStd(spec.part(name).shape)
             for name in dict.fromkeys(self.sources.values())

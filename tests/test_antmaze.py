@@ -251,6 +251,8 @@ def test_record_writes_a_d4rl_style_dataset(tmp_path, monkeypatch) -> None:
     assert again["reward_rate"] == first["reward_rate"]
     episode = next(a.iterate_episodes())
     assert episode.observations.shape == (701, 31) and episode.truncations[-1]
+    # the maze's per-step success flags, as Minari's AntMaze datasets keep them
+    np.testing.assert_array_equal(episode.infos["success"][1:], episode.rewards > 0)
     assert not episode.terminations.any()  # recorded continuing, as Minari's AntMaze
     # the reward is the evaluation goal's: 1 within 0.45 m of the desired goal, else 0
     distance = np.linalg.norm(episode.observations[1:, :2] - episode.observations[1:, 2:4], axis=1)

@@ -26,6 +26,7 @@ from rlcore.observations import (
     ObsPart,
     ObsSpec,
     PartNormalizer,
+    part_statistics,
 )
 from rlcore.types import Batch
 from tests.conftest import FAST, make_config
@@ -411,8 +412,12 @@ def test_part_normalizer_of_one_vector_is_the_env_side_normaliser():
     assert np.array_equal(norm.normalize(raw), wrapper.normalize(raw))
     assert np.array_equal(norm.state_dict()[FLAT]["var"], wrapper.rms.state_dict()["var"])
     env.close()
+    unnamed = make_vec_env(ENV_ID, 1, normalize_obs=True)  # a dict: which statistics?
+    with pytest.raises(ValueError, match="part_statistics"):
+        unnamed.reset(seed=0)
+    unnamed.close()
     # a dict observation: part by part, the desired goal with the achieved goal's moments
-    dict_env = make_vec_env(ENV_ID, 2, normalize_obs=True)
+    dict_env = make_vec_env(ENV_ID, 2, normalize_obs=True, part_statistics=part_statistics)
     assert isinstance(dict_env, NormalizeObservation) and dict_env.rms is None
     raw_rows = []
     obs, _ = dict_env.reset(seed=0)

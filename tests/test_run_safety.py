@@ -335,10 +335,10 @@ def test_algo_env_pair_overrides_top_level_keys(config_factory):
 # ----------------------------------------------------------------------------- spaces, data
 
 
-def test_dict_observations_refused_where_read_flat_with_the_flatten_option(tmp_path):
-    """A rollout algorithm reads flat observations: a Dict is refused naming the flatten
-    option, which then flattens it (replay algorithms take it through the observation
-    seam: tests/test_observations.py)."""
+def test_dict_observations_in_a_rollout_run_and_the_flatten_option(tmp_path):
+    """A rollout algorithm takes a Dict of vectors as it is (its rollout stores it
+    flattened: tests/test_observations.py) and, with the flatten option, as one vector;
+    what still reads flat observations (an offline dataset) is refused naming the option."""
     from tests.goal_env import ENV_ID
 
     args = [
@@ -349,11 +349,14 @@ def test_dict_observations_refused_where_read_flat_with_the_flatten_option(tmp_p
         "algo.num_minibatches=2",
         *FAST,
     ]
-    with pytest.raises(ConfigError, match=r"dict observations.*env\.flatten_obs=true"):
-        train(make_config(*args), tmp_path / "dict")
+    assert np.isfinite(train(make_config(*args), tmp_path / "dict")["eval/return"])
+    assert "obs" in load_checkpoint(tmp_path / "dict")["spaces"]  # the parts' spec
     result = train(make_config(*args, "env.flatten_obs=true"), tmp_path / "flat")
     assert np.isfinite(result["eval/return"])
     assert load_checkpoint(tmp_path / "flat")["spaces"]["obs_shape"] == [3]
+    offline = ["algo=iql", f"env={ENV_ID}", "dataset=local/none/none-v0", *FAST]
+    with pytest.raises(ConfigError, match=r"dict observations.*env\.flatten_obs=true"):
+        train(make_config(*offline), tmp_path / "offline")
 
 
 def test_dataset_with_wrong_dtype_or_nan_is_a_clear_error(tmp_path):

@@ -194,11 +194,18 @@ def test_waypoints_and_the_driver_by_hand() -> None:
     np.testing.assert_allclose(obs[:2], parts["achieved_goal"])
     expected = policy_input(parts["observation"], parts["achieved_goal"], np.array([0.0, 4.0]))
     np.testing.assert_allclose(seen[0], expected, rtol=1e-6)
-    # a policy that runs along +x sees the world turned towards the waypoint
-    driver(commanded, commanded.observation_space, goal_reacher, frame="turned")(obs)
+    # a policy that runs along +x sees the world turned towards the waypoint (at rest)...
+    runner = driver(commanded, commanded.observation_space, goal_reacher, "turned", 0.5)
+    runner(obs)
     offset = np.array([0.0, 4.0]) - parts["achieved_goal"]
     turned = world_turned(parts["observation"], np.arctan2(offset[1], offset[0]))
     np.testing.assert_allclose(seen[1], turned, rtol=1e-6)
+    # ... and, running south (velocity (0, -2)), at most max_turn from south: -pi/2 + 0.5
+    moving = obs.copy()
+    moving[4 + 13 : 4 + 15] = [0.0, -2.0]  # the flat layout: achieved, desired, the 27
+    runner(moving)
+    south = gym.spaces.unflatten(commanded.observation_space, moving)["observation"]
+    np.testing.assert_allclose(seen[2], world_turned(south, -np.pi / 2 + 0.5), rtol=1e-6)
     with pytest.raises(ValueError, match="frame='body'"):
         driver(commanded, commanded.observation_space, goal_reacher, frame="body")
     env.close()

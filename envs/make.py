@@ -505,6 +505,18 @@ class ActionChunks(VectorWrapper):
         return obs, reward, terminated, truncated, out_info
 
 
+def standardise(value: Any, stats: RunningMeanStd, clip: float, epsilon: float) -> Any:
+    """``(value - mean) / sqrt(var + epsilon)`` clipped to +-``clip``, float32, in the array
+    type of ``value`` (numpy, or a tensor on its device); the arithmetic in float64 with the
+    float64 statistics. The one formula of the env-side ``NormalizeObservation`` and of
+    ``rlcore.observations.PartNormalizer``."""
+    mean, var = _like(stats.mean, value), _like(stats.var, value)
+    scaled = (value - mean) / (var + epsilon) ** 0.5
+    if isinstance(scaled, torch.Tensor):
+        return scaled.clamp(-clip, clip).float()
+    return np.clip(scaled, -clip, clip).astype(np.float32)
+
+
 class NormalizeObservation(VectorWrapper):
     """Standardises observations (and final observations) with running statistics.
 
@@ -556,19 +568,12 @@ class NormalizeObservation(VectorWrapper):
         for source, stats in self.parts.items():
             stats.update(obs[source])
 
-    def _standardise(self, value: Any, stats: RunningMeanStd) -> Any:
-        mean, var = _like(stats.mean, value), _like(stats.var, value)
-        scaled = (value - mean) / (var + self.epsilon) ** 0.5
-        if isinstance(scaled, torch.Tensor):
-            return scaled.clamp(-self.clip, self.clip).float()
-        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
-
     def normalize(self, obs: Any) -> Any:
         if self.rms is not None:
-            return self._standardise(obs, self.rms)
+            return standardise(obs, self.rms, self.clip, self.epsilon)
         out = dict(obs)
         for part, source in self.sources.items():
-            out[part] = self._standardise(obs[part], self.parts[source])
+            out[part] = standardise(obs[part], self.parts[source], self.clip, self.epsilon)
         return out
 
     def reset(self, **kwargs):

@@ -489,14 +489,11 @@ class PartNormalizer:
         return out if self.spec.keyed else out[self.spec.parts[0].name]
 
     def _standardise(self, value: Any, stats: Any) -> Any:
-        if isinstance(value, torch.Tensor):
-            mean = torch.as_tensor(stats.mean, device=value.device)
-            var = torch.as_tensor(stats.var, device=value.device)
-            scaled = (value - mean) / (var + self.epsilon) ** 0.5
-            return scaled.clamp(-self.clip, self.clip).float()
-        mean, var = _numpy(stats.mean), _numpy(stats.var)
-        scaled = (np.asarray(value) - mean) / (var + self.epsilon) ** 0.5
-        return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
+        from rlcore.envs.make import standardise
+
+        if not isinstance(value, torch.Tensor):
+            value = np.asarray(value)
+        return standardise(value, stats, self.clip, self.epsilon)
 
     def state_dict(self) -> dict[str, Any]:
         return {name: stats.state_dict() for name, stats in self.stats.items()}

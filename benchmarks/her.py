@@ -51,6 +51,8 @@ def rlcore_overrides(
         f"algo.learning_starts={args.learning_starts}", f"eval_every={args.eval_every}",
         f"eval_episodes={EVAL_EPISODES}", "eval_envs=5", "logger=quiet", "threads=1",
         f"checkpoint_every={steps}", "keep_agent_snapshots=false",
+        f"algo.updates_per_step={args.updates_per_step}",
+        f"algo.normalize_obs={str(args.normalize_obs).lower()}", f"algo.compile={args.compile}",
     ]  # fmt: skip
 
 
@@ -79,10 +81,11 @@ def run_sb3(env: str, seed: int, run_dir: Path, args: argparse.Namespace) -> lis
 
     torch.set_num_threads(1)
     env_id = resolve_env_id(env)
+    train_freq = round(1 / args.updates_per_step)  # SB3 spaces its updates by env steps
     model = SAC(
         "MultiInputPolicy", gym.make(env_id), learning_rate=LR, buffer_size=args.steps,
         learning_starts=args.learning_starts, batch_size=256, tau=TAU, gamma=GAMMA,
-        train_freq=1, gradient_steps=1, ent_coef="auto", target_entropy="auto",
+        train_freq=train_freq, gradient_steps=1, ent_coef="auto", target_entropy="auto",
         replay_buffer_class=HerReplayBuffer,
         replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
         policy_kwargs={"net_arch": [256, 256]}, seed=seed, device="cpu", verbose=0,
@@ -120,12 +123,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--methods", nargs="+", default=["rlcore_her", "sb3_her", "rlcore_sac"])
     parser.add_argument("--run-dir", default="runs/her_bench")
     parser.add_argument("--out", default=None, help="JSON (default: <run dir>/her_bench.json)")
+    parser.add_argument(
+        "--updates-per-step",
+        type=float,
+        default=1.0,
+        help="gradient updates per env step (SB3: one update every 1/x steps)",
+    )
+    parser.add_argument(
+        "--normalize-obs",
+        action="store_true",
+        help="rlcore's in-agent normaliser (algo.normalize_obs): rlcore only",
+    )
+    parser.add_argument("--compile", default="false", choices=["true", "false", "auto"])
     args = parser.parse_args(argv)
+    if args.normalize_obs and "sb3_her" in args.methods:
+        parser.error("--normalize-obs has no SB3 counterpart with HER; drop sb3_her")
+    if (
+        "sb3_her" in args.methods
+        and abs(1 / args.updates_per_step - round(1 / args.updates_per_step)) > 1e-9
+    ):
+        parser.error("--updates-per-step must be 1/n for SB3 (one update every n steps)")
     root = Path(args.run_dir)
     out = Path(args.out) if args.out else root / "her_bench.json"
     record: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {"runs": {}}
     record |= {"lscpu": cpu_info(), "cpu_count": os.cpu_count(), "env": args.env,
-               "steps": args.steps, "eval_episodes": EVAL_EPISODES}  # fmt: skip
+               "steps": args.steps, "eval_episodes": EVAL_EPISODES,
+               "updates_per_step": args.updates_per_step, "normalize_obs": args.normalize_obs,
+               "learning_starts": args.learning_starts}  # fmt: skip
     for seed in args.seeds:
         for method in args.methods:
             run_dir = root / args.env.lower() / f"{method}_seed{seed}"

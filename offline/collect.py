@@ -16,7 +16,7 @@ Gaussian ``noise``), or ``replay:<run dir>`` (the transitions in that run's chec
 replay buffer; with ``steps=n`` only those of its first n env steps). Optional keys:
 ``seed`` (env resets, noise and policy sampling), ``sample``, ``noise`` (std as a fraction
 of the action half-range), ``slowness``, ``flatten_obs`` (a dict observation recorded as
-one vector), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
+one vector; without it the parts are kept), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
 both together), ``threads`` (torch threads, as in ``rlcore.train``: ``auto`` = 1, N, or
 ``null``). The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the

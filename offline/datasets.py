@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import socket
 import threading
@@ -36,6 +37,7 @@ import torch
 
 from rlcore.buffers import ReplayBuffer, next_actions
 from rlcore.envs.make import UnknownEnvError, resolve_env_id
+from rlcore.observations import ObsSpec
 from rlcore.types import Batch
 
 D4RL_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
@@ -86,6 +88,10 @@ class OfflineDataset:
     # a cost-labelled dataset (safe RL): per-row cost (Batch.cost) and per-episode sums
     cost: torch.Tensor | None = None  # (N,)
     episode_cost: torch.Tensor | None = None  # (E,) float64
+    # a dataset of dict observations: ((part, shape), ...) in the order of the flat columns
+    # (as recorded: the space's key order, gymnasium.spaces.flatten's; ``arrange_parts``
+    # puts them in an ObsSpec's order); None for a Box observation
+    obs_layout: tuple[tuple[str, tuple[int, ...]], ...] | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -135,6 +141,7 @@ class OfflineDataset:
         next_history = torch.cat([history[:, 1:], self.next_obs[:, None]], 1)
         self.obs = history.flatten(1)
         self.next_obs = next_history.flatten(1)
+        self.obs_layout = None  # a flat history now, no longer the recorded parts
 
     def seed(self, seed: int) -> OfflineDataset:
         """Seed the dataset's own generator, which ``sample`` draws from (the sampler
@@ -264,15 +271,27 @@ class OfflineDataset:
         self.channels[name] = values
 
     def to_replay_buffer(
-        self, capacity: int | None = None, device: torch.device | str = "cpu", seed: int = 0
+        self,
+        capacity: int | None = None,
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+        obs_spec: ObsSpec | None = None,
     ) -> ReplayBuffer:
         """A ``ReplayBuffer`` (one env) holding every transition, ready for online
         fine-tuning: rows are copied directly; the write pointer sits after the data.
         Every channel is kept: ``mc_return``, ``cost`` and the agent's ``channels`` (online
         rows appended without them read zeros there), and the buffer derives
         ``next_action`` / ``has_next_action`` from its rows as ``sample`` does here (so
-        Cal-QL's bound and ReBRAC's penalty work on it, and on online rows appended later)."""
+        Cal-QL's bound and ReBRAC's penalty work on it, and on online rows appended later).
+        ``obs_spec`` (dict observations, the dataset ``arrange_parts``-ed to it) stores one
+        channel per part, as the online rows of that env come."""
         n = len(self)
+        spec = obs_spec if obs_spec is not None else ObsSpec.vector((self.obs_dim,))
+        if spec.keyed and self.obs_layout != tuple((p.name, p.shape) for p in spec.parts):
+            raise ValueError(
+                f"dataset {self.source}: its observations are not laid out as {spec.names} "
+                "(call arrange_parts(spec) first)"
+            )
         capacity = n if capacity is None else int(capacity)
         if capacity < n:
             raise ValueError(
@@ -286,7 +305,7 @@ class OfflineDataset:
             channels[name] = (tuple(values.shape[1:]), values.dtype)
         buffer = ReplayBuffer(
             capacity,
-            (self.obs_dim,),
+            spec,
             (self.act_dim,),
             num_envs=1,
             device=device,
@@ -296,12 +315,33 @@ class OfflineDataset:
         )
         for name in (*ReplayBuffer.FIELDS, *channels):
             values = self.channels[name] if name in self.channels else getattr(self, name)
+            if name in buffer.obs_channels and spec.keyed:  # one channel per part
+                for part, part_values in spec.split(values).items():
+                    buffer.data[buffer.obs_channels[name][part]][:n] = part_values.to(buffer.device)
+                continue
             buffer.data[name][:n] = values.to(buffer.device)
         buffer.pos, buffer.size = n % capacity, n
         return buffer
 
     def check_env(self, observation_space: gym.Space, action_space: gym.Space) -> None:
-        """Raise ValueError naming both shapes when the dataset does not fit the env."""
+        """Raise ValueError naming both shapes when the dataset does not fit the env. An
+        env of dict observations needs a dataset of dict observations with the same parts
+        (``arrange_parts`` then orders them as the agent reads them); an env of one vector
+        (``env.flatten_obs=true`` included) takes either, by the flat size."""
+        if isinstance(observation_space, gym.spaces.Dict):
+            parts = {name: tuple(sub.shape) for name, sub in observation_space.spaces.items()}
+            if self.obs_layout is None:
+                raise ValueError(
+                    f"dataset {self.source} has flat observations ({self.obs_dim},) and the "
+                    f"env observes a dict of {sorted(parts)}: record the dataset from the dict "
+                    "observations (python -m rlcore.offline.collect without flatten_obs) or "
+                    "train on the flattened env (env.flatten_obs=true)"
+                )
+            if dict(self.obs_layout) != parts:
+                raise ValueError(
+                    f"dataset {self.source} observes the parts {dict(self.obs_layout)}, the env "
+                    f"{parts}: load the dataset recorded on this environment"
+                )
         env_obs, env_act = gym.spaces.flatdim(observation_space), gym.spaces.flatdim(action_space)
         if (env_obs, env_act) != (self.obs_dim, self.act_dim):
             raise ValueError(
@@ -310,6 +350,28 @@ class OfflineDataset:
                 f"shape {observation_space.shape} and action shape {action_space.shape}. "
                 "Load the dataset recorded on this environment (or pass the matching env)."
             )
+
+    def arrange_parts(self, spec: ObsSpec) -> None:
+        """Lay the flat observation columns out in ``spec``'s part order, in place: the
+        one vector an agent reading dict observations trains on (``rlcore.buffers.FlatObs``
+        concatenates its online batches in that order). ValueError when the parts differ."""
+        if self.obs_layout is None or not spec.keyed:
+            raise ValueError(
+                f"dataset {self.source}: arrange_parts needs dict observations on both sides"
+            )
+        layout = dict(self.obs_layout)
+        wanted = {part.name: part.shape for part in spec.parts}
+        if layout != wanted:
+            raise ValueError(f"dataset {self.source} has the parts {layout}, the spec {wanted}")
+        starts, offset = {}, 0
+        for name, shape in self.obs_layout:
+            starts[name] = offset
+            offset += math.prod(shape)
+        columns = torch.cat([
+            torch.arange(starts[part.name], starts[part.name] + part.size) for part in spec.parts
+        ])  # fmt: skip
+        self.obs, self.next_obs = self.obs[:, columns], self.next_obs[:, columns]
+        self.obs_layout = tuple((part.name, part.shape) for part in spec.parts)
 
 
 def chunk_rows(
@@ -669,7 +731,7 @@ def load_minari_folder(
         raise DatasetError(f"{source} holds no transition")
     rows = {k: np.concatenate(v) for k, v in parts.items()}
     ends = rows.pop("ends")
-    return _assemble(
+    dataset = _assemble(
         rows,
         ends,
         None,
@@ -679,6 +741,18 @@ def load_minari_folder(
         metadata.get("ref_min_score"),
         metadata.get("ref_max_score"),
     )
+    dataset.obs_layout = _layout(obs_space)
+    return dataset
+
+
+def _layout(space: gym.Space | None) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    """The parts of a Dict of Boxes in the flat columns' order (None for anything else:
+    a nested dict reads as one flat vector)."""
+    if not isinstance(space, gym.spaces.Dict) or not all(
+        isinstance(sub, gym.spaces.Box) for sub in space.spaces.values()
+    ):
+        return None
+    return tuple((name, tuple(sub.shape)) for name, sub in space.spaces.items())
 
 
 # the levels the D4RL-like recipe (offline/recipe.py) records, and their ids

@@ -25,12 +25,13 @@ from rlcore.offline.datasets import DatasetError
 
 @dataclass
 class Episode:
-    """One episode: T+1 observations, T actions / rewards / terminations / truncations;
+    """One episode: T+1 observations (an array, or ``{part: array}`` for a dict
+    observation), T actions / rewards / terminations / truncations;
     on a task that reports ``info["cost"]`` also T costs, on one that reports
     ``info["is_success"]`` (gymnasium-robotics' mazes: ``info["success"]``) T success flags
     (both stored as Minari ``infos``)."""
 
-    observations: np.ndarray
+    observations: np.ndarray | dict[str, np.ndarray]
     actions: np.ndarray
     rewards: np.ndarray
     terminations: np.ndarray
@@ -87,7 +88,7 @@ def rollout(
         if terminated or truncated or last:
             episodes.append(
                 Episode(
-                    np.asarray(trace["obs"], dtype=np.float32),
+                    _stacked(trace["obs"]),
                     np.asarray(trace["act"], dtype=np.float32),
                     np.asarray(trace["rew"], dtype=np.float64),
                     np.asarray(trace["term"]),
@@ -100,6 +101,13 @@ def rollout(
                 obs, _ = env.reset()
                 trace = {"obs": [obs], **{k: [] for k in empty}}
     return episodes
+
+
+def _stacked(observations: list[Any]) -> np.ndarray | dict[str, np.ndarray]:
+    """T+1 observations as one float32 array, or one per part of a dict observation."""
+    if isinstance(observations[0], dict):
+        return {k: np.asarray([o[k] for o in observations], np.float32) for k in observations[0]}
+    return np.asarray(observations, dtype=np.float32)
 
 
 def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> list[Episode]:
@@ -135,6 +143,11 @@ def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> li
         or algo.get("reward_bias", 0.0) != 0.0
     ):
         raise DatasetError("the run scaled its rewards; its buffer holds scaled rewards")
+    if "obs" not in buffer["data"]:
+        raise DatasetError(
+            "the run observed dicts (its buffer stores one channel per part), which replay: "
+            "does not export yet; record from its policy instead (policy=<run dir>)"
+        )
     size, pos, capacity = int(buffer["size"]), int(buffer["pos"]), int(buffer["capacity"])
     if size < capacity and pos != size:
         raise DatasetError(f"inconsistent replay buffer: size {size}, pos {pos}, cap {capacity}")
@@ -202,8 +215,11 @@ def _expert_task(env_id: str) -> str:
     return task
 
 
-def _expert(env_id: str, space: gym.Space, slowness: float) -> Callable[[np.ndarray], np.ndarray]:
-    """The scripted expert of robot task ``env_id`` as a policy of the recorded observation."""
+def _expert(
+    env_id: str, space: gym.Space | None, slowness: float
+) -> Callable[[np.ndarray], np.ndarray]:
+    """The scripted expert of robot task ``env_id`` as a policy of the recorded observation
+    (``space``: the dict space a flattened recording unflattens with; None: dicts as they are)."""
     from rlcore.envs.robots.experts import expert_policy
 
     dict_space = space if isinstance(space, gym.spaces.Dict) else None
@@ -331,8 +347,9 @@ def collect(
 ) -> dict[str, Any]:
     """Record (or export) one Minari dataset; returns the summary it prints.
     ``policy="expert"``: a robot task's scripted expert (rlcore.envs.robots.experts), moving
-    at ``slowness`` of its speed; ``flatten_obs`` records a dict observation flattened (the
-    offline algorithms read one vector)."""
+    at ``slowness`` of its speed; ``flatten_obs`` records a dict observation flattened into
+    one vector (for runs with ``env.flatten_obs=true``; without it the dataset keeps the
+    parts, for runs on the dict observations, and loads into flattened runs too)."""
     import torch
 
     from rlcore.checkpoint import load_checkpoint
@@ -378,13 +395,9 @@ def collect(
             _expert_task(env_id)  # before the observation check: names the missing expert
         with gym.make(env_id, **make_kwargs) as probe:
             dict_space = probe.observation_space
-        if isinstance(dict_space, gym.spaces.Dict) and not flatten_obs:
-            raise UsageError(
-                f"{env_id} observes a dict: pass flatten_obs=true to record it flattened "
-                "into one vector (the offline algorithms read flat observations)"
-            )
         if policy == "expert":
-            actor, algorithm = _expert(env_id, dict_space, slowness), f"scripted expert of {env_id}"
+            recorded = dict_space if flatten_obs else None  # the expert reads dicts
+            actor, algorithm = _expert(env_id, recorded, slowness), f"scripted expert of {env_id}"
             if slowness < 1:
                 algorithm += f" at {slowness:g} of its speed"
         else:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
@@ -95,6 +96,8 @@ def build(
         if dataset is not None:
             try:
                 dataset.check_env(obs_space, action_space)
+                if isinstance(obs_space, gym.spaces.Dict):  # as the agent flattens them
+                    dataset.arrange_parts(ObsSpec.from_space(obs_space))
             except ValueError as error:
                 raise ConfigError(f"dataset={settings.dataset}: {error}") from None
         check_schedule(plan, settings.env.num_envs, init_from)
@@ -105,6 +108,11 @@ def build(
                 settings.stop_at_success, settings.env.id, settings.env.kwargs
             )
         agent = algorithm.agent_class(obs_space, action_space, run.algo, device=device)
+        if dataset is not None and dataset.obs_layout is not None and agent.plumbing.obs_parts:
+            raise ConfigError(
+                f"dataset={settings.dataset}: algo={algorithm.name} reads the observation's "
+                "parts apart, and a dataset's dict observations reach it as one vector"
+            )
         if plan.schedule.on_policy:
             require(agent, OnPolicy, f"algo={algorithm.name} needs: its plan runs rollouts")
         check_distributed(plan, settings, agent)
@@ -416,13 +424,13 @@ def build_phases(built: Built, logger: Logger) -> Phases:
             sampler = phases.stateful["her"] = HindsightSampler(
                 buffer, reward, HerOptions(her.strategy, her.k), seed=settings.seed
             )
+        if buffer.obs_spec.keyed:  # dict observations: flattened for networks of one vector
+            sampler = agent.plumbing.batches(sampler)  # (a dataset's are, by arrange_parts)
         if dataset is not None and schedule.offline_data == "mix":
             fraction = schedule.offline_fraction
             sampler = phases.stateful["mixed"] = MixedSampler(
-                [(dataset, fraction), (buffer, 1 - fraction)]
+                [(dataset, fraction), (sampler, 1 - fraction)]
             )
-        if buffer.obs_spec.keyed:  # dict observations: flattened for networks of one vector
-            sampler = agent.plumbing.batches(sampler)
         warmup = min(schedule.warmup_length(env.num_envs), online_steps)
         random_steps = min(schedule.learning_starts, online_steps - warmup)
         phases.phases += [
@@ -449,12 +457,13 @@ def replay_buffer(
     capacity = max(schedule.online_steps, env.num_envs)
     if schedule.buffer_size is not None:
         capacity = min(schedule.buffer_size, capacity)
+    obs_spec = ObsSpec.from_space(env.single_observation_space)  # one channel per part
     if dataset is not None and schedule.offline_data == "keep":
-        return dataset.to_replay_buffer(len(dataset) + capacity, agent.device, seed)
+        return dataset.to_replay_buffer(len(dataset) + capacity, agent.device, seed, obs_spec)
     action_shape, action_dtype = action_storage(env.single_action_space)
     return ReplayBuffer(
         capacity,
-        ObsSpec.from_space(env.single_observation_space),  # one channel per part
+        obs_spec,
         action_shape,
         env.num_envs,
         device=agent.device,

@@ -129,14 +129,13 @@ def check_spaces(
 
 def dict_obs_blockers(plan: RunPlan, settings: RunSettings) -> list[str]:
     """What a run needs that reads flat observations only, so that it cannot take dict
-    observations yet (empty: it can): offline datasets (flat observations), a pre-trained
-    BC policy (DPPO, ReinFlow, ResiP: it learned from such a dataset), observation history
-    (a Box wrapper), distributed actors (not tried).
+    observations yet (empty: it can): a pre-trained BC policy (DPPO, ReinFlow, ResiP: it
+    learned from a dataset's flat observations), observation history (a Box wrapper),
+    distributed actors (not tried).
     Rollouts store dict observations flattened (``rlcore.loops.rollout_input``) and the
-    env-side normaliser standardises them part by part."""
+    env-side normaliser standardises them part by part; an offline dataset of dict
+    observations is checked part by part when it is loaded (``OfflineDataset.check_env``)."""
     found = [
-        (plan.needs_dataset(bool(settings.init_from)) or bool(settings.dataset),
-         "an offline dataset (its observations are flat)"),
         (plan.needs_pretrained, "a pre-trained BC policy (it learned from a dataset's flat "
          "observations)"),
         (plan.env.obs_history > 1, "an observation history"),
@@ -169,6 +168,21 @@ def check_her(name: str, plan: RunPlan, settings: RunSettings, obs_space: gym.Sp
         )
     if settings.distributed.actors > 0:
         raise ConfigError(f"her={her} runs in one process: set distributed.actors=0")
+    schedule = plan.schedule
+    if plan.needs_dataset(bool(settings.init_from)) and schedule.offline_data == "keep":
+        raise ConfigError(
+            f"her={her}: algo={name} keeps the dataset's rows in its replay buffer "
+            "(algo.offline_data=keep), and they carry no episode records to relabel from: set "
+            "algo.offline_data=mix (the dataset mixed into every batch, HER on the online "
+            "rows) or her=none"
+        )
+    if schedule.learning_starts + schedule.warmup_length(settings.env.num_envs) == 0:
+        raise ConfigError(
+            f"her={her}: algo={name} updates from its first online step, before any episode "
+            "has ended, and hindsight relabelling draws from complete episodes: set "
+            "algo.learning_starts above the episode length (sac, td3, dqn, rlpd; fast_td3: "
+            "algo.warmup_vector_steps), or take one of those algorithms, or her=none"
+        )
     if plan.env.normalize_obs:
         raise ConfigError(
             f"her={her} recomputes rewards from the stored goals, and algo={name}'s env-side "

@@ -255,6 +255,13 @@ COMMANDS: dict[str, Case] = {
         "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
         leaves=("minari/local/pandapeginsertion/mixed-v0",),
     ),
+    "python -m rlcore.offline.collect env=PandaPush policy=expert steps=20000 "
+    "dataset_id=local/pandapush/proficient-v0": run(
+        "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
+        leaves=("minari/local/pandapush/proficient-v0",),
+    ),
+    "python -m rlcore.train algo=rlpd env=PandaPush dataset=local/pandapush/proficient-v0 "
+    "her=future": COMPOSE,
     "python -m rlcore.train algo=sac env=PandaReach env.kwargs.reward_type=dense "
     "total_steps=20000": run("20,000 steps cut to 300 (TINY_ONLINE)", extra=TINY_ONLINE),
     # docs/safe.md

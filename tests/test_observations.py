@@ -633,8 +633,6 @@ def test_runs_that_still_read_flat_observations_refuse_dicts_naming_why():
     with pytest.raises(ConfigError, match=r"this run has a pre-trained BC policy .*flatten_obs"):
         bc = Path(__file__).parents[1] / "benchmarks/assets/pandapeginsertion_diffusion_bc.pt"
         train(make_config("algo=dppo", f"algo.pretrained={bc}", *base), "/nonexistent/d")
-    with pytest.raises(ConfigError, match=r"this run has an offline dataset .*flatten_obs"):
-        train(make_config("algo=iql", "dataset=local/none/none-v0", *base), "/nonexistent/i")
 
 
 def _ppo_goal_args(steps: int = 256) -> list[str]:

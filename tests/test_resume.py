@@ -95,6 +95,12 @@ CASES["sac_goal"] = ["algo=sac", "env=tests.goal_env:RlcoreGoalPoint-v0", "total
                      "algo.learning_starts=100", "algo.batch_size=32", "algo.hidden=[32,32]",
                      "checkpoint_every=100", "eval_every=200", "log_every=50",
                      "env.num_envs=2"]  # fmt: skip
+# RLPD on a goal task: expert demonstrations of dict observations mixed into every batch
+# with online rows whose goals HER relabels (the sampler's generator, the episode records)
+CASES["rlpd_her_dict"] = ["algo=rlpd", "env=PandaReach", "dataset=local/pandareach/expert-v0",
+                          "her=future", "total_steps=600", "algo.learning_starts=100",
+                          "algo.utd_ratio=2", "algo.batch_size=32", "algo.hidden=[32,32]",
+                          "checkpoint_every=100", "eval_every=200", "log_every=50"]  # fmt: skip
 # offline-to-online: IQL fine-tuning (offline 400 gradient steps, then 1,600 env steps)
 CASES["iql_o2o"] = [*CASES["iql"][:2], "total_steps=400", "algo.online_steps=1600",
                     *CASES["iql"][3:]]  # fmt: skip
@@ -172,6 +178,7 @@ def random_hopper_dataset(tmp_path_factory):
     old = os.environ.get("MINARI_DATASETS_PATH")
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     collect("Hopper", "random", "local/hopper/random-v0", steps=2000, seed=0)
+    collect("PandaReach", "expert", "local/pandareach/expert-v0", steps=300, seed=0)
     record("SafetyHopperVelocity", "local/safehopper/mixed-v0",
            [("random", 1500, 0.0), (str(REPO / "benchmarks/assets/hopper_sac_expert.pt"), 500, 0.1)])  # fmt: skip
     for name, algo, extra in (("ddpm", "diffusion_bc", ["algo.denoising_steps=5"]),

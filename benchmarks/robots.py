@@ -2,12 +2,15 @@
 FetchPickAndPlace and robosuite's Lift, same number of envs, one process, random actions.
 
     python -m rlcore.benchmarks.robots [--envs 1 16] [--steps 1500]
-        [--side-python /path/to/venv/bin/python] [--out benchmarks/results/robots_speed.json]
+        [--side-python /path/to/venv/bin/python] [--mjx-device cuda]
+        [--out benchmarks/results/robots_speed.json]
 
 Rows (each timed after 20 warm-up vector steps, ``--steps`` env steps in all):
 
 * rlcore ``PandaPickAndPlace-v1`` on the native back end (one ``mujoco.batch`` on 1 thread,
-  and on every core), and on gymnasium's sync vector env (one core);
+  and on every core), and on gymnasium's sync vector env (one core); with ``--mjx-device``
+  also on the MJX back end on that device (envs/robots/mjx.py; the first warm-up step
+  compiles it);
 * gymnasium-robotics ``FetchPickAndPlace-v4`` on this MuJoCo (4.x, through rlcore's
   adapter, envs/third_party.py) in a sync vector env, when gymnasium-robotics is installed;
 * with ``--side-python``, a Python whose environment holds MuJoCo 3.x, gymnasium-robotics
@@ -100,8 +103,9 @@ def _timed_vector(env: Any, steps: int, seed: int = 0) -> float:
     return n * env.num_envs / (time.perf_counter() - start)
 
 
-def measure_here(num_envs: int, steps: int) -> dict[str, float]:
-    """The rows this environment can run: rlcore's task and, if installed, Fetch."""
+def measure_here(num_envs: int, steps: int, mjx_device: str | None = None) -> dict[str, float]:
+    """The rows this environment can run: rlcore's task (on MJX too, given a device) and,
+    if installed, Fetch."""
     from rlcore.envs import third_party
     from rlcore.envs.make import make_vec_env, resolve_env_id
     from rlcore.envs.robots.native import RobotVectorEnv
@@ -117,6 +121,11 @@ def measure_here(num_envs: int, steps: int) -> dict[str, float]:
             make_vec_env("PandaPickAndPlace-v1", num_envs, backend="sync"), steps
         ),
     }
+    if mjx_device is not None:
+        from rlcore.envs.robots.mjx import RobotMjxVectorEnv
+
+        env = RobotMjxVectorEnv("PandaPickAndPlace", num_envs, device=mjx_device)
+        rows[f"rlcore mjx ({mjx_device})"] = _timed_vector(env, steps)
     if third_party.available():
         fetch = make_vec_env(resolve_env_id("FetchPickAndPlace-v4"), num_envs, backend="sync")
         rows["gymnasium-robotics Fetch, MuJoCo 4 (adapter), sync"] = _timed_vector(fetch, steps)
@@ -144,13 +153,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=1500, help="env steps per row")
     parser.add_argument("--side-python", default=None,
                         help="a Python with MuJoCo 3.x, gymnasium-robotics and robosuite")  # fmt: skip
+    parser.add_argument("--mjx-device", default=None, help="also time the MJX back end here")
     parser.add_argument("--out", default="benchmarks/results/robots_speed.json")
     args = parser.parse_args(argv)
     record: dict[str, Any] = {"lscpu": cpu_info(), "cpu_count": os.cpu_count(),
                               "steps": args.steps, "command": " ".join(sys.argv), "rows": {}}  # fmt: skip
     substeps = {"rlcore": 20, "gymnasium-robotics": 20, "robosuite": 25}
     for num_envs in args.envs:
-        rows: dict[str, float] = measure_here(num_envs, args.steps)
+        rows: dict[str, float] = measure_here(num_envs, args.steps, args.mjx_device)
         if args.side_python:
             side = measure_side(args.side_python, num_envs, args.steps)
             version = side.get("mujoco", "?")

@@ -716,7 +716,16 @@ def make_vec_env(
     if backend == "auto":
         backend = _auto_backend(env_id)
     env: VectorEnv
-    if backend == "mjx":
+    if backend == "mjx" and robots.native_task(env_id):
+        from rlcore.envs.robots.mjx import RobotMjxVectorEnv
+
+        if flatten_obs:
+            raise ValueError(
+                "env backend 'mjx' does not flatten a robot task's dict observations "
+                "(flatten_obs): the algorithms read them as they are, or use env.backend=sync"
+            )
+        env = RobotMjxVectorEnv(robots.native_task(env_id), num_envs, device=device, **kwargs)
+    elif backend == "mjx":
         if flatten_obs:  # the native tasks' observations are flat already
             raise ValueError(
                 "env backend 'mjx' does not support flatten_obs (dict observations): use "
@@ -761,7 +770,7 @@ def make_vec_env(
         env = ObservationHistory(env, obs_history)
     if action_chunk > 1:
         env = ActionChunks(env, action_chunk)
-    if backend != "mjx":  # MjxVectorEnv reports the episode statistics from the device
+    if env.unwrapped.device is None:  # MjxVectorEnv reports the episode statistics from the device
         env = EpisodeStats(env)
     if normalize_obs:
         env = NormalizeObservation(env, clip=clip_obs, part_statistics=part_statistics)

@@ -255,6 +255,8 @@ COMMANDS: dict[str, Case] = {
         "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
         leaves=("minari/local/pandapeginsertion/mixed-v0",),
     ),
+    "python -m rlcore.train algo=sac env=PandaPush env.backend=mjx her=future device=cuda "
+    "env.num_envs=1024": Case("skip", "needs a GPU (tests/test_robot_mjx.py runs MJX on the CPU)"),
     "python -m rlcore.offline.collect env=PandaPush policy=expert steps=20000 "
     "dataset_id=local/pandapush/proficient-v0": run(
         "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),

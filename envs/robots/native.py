@@ -170,21 +170,9 @@ class RobotVectorEnv(VectorEnv):
         """Restore ``get_states`` states, or ``portable_state`` ones (S3RL snapshots,
         captured on the gymnasium env: their RNG is left alone)."""
         ids = checked_ids(self.num_envs, states, env_ids)
-        for i, state in zip(ids, states):
-            key = "integration" if "integration" in state else "native_state"
-            if key not in state:
-                raise ValueError("state was not captured from a robot task's env")
-            values = np.asarray(state[key], dtype=np.float64)
-            if values.shape != (self.batch.nstate,):
-                raise ValueError(
-                    f"state has {values.size} values, this task's integration state has "
-                    f"{self.batch.nstate}: it was captured on another task or control"
-                )
-            self.batch.state[i] = values
-            self.elapsed[i] = state["elapsed_steps"]
-            if state.get("rng") is not None:
-                self.rngs[i] = np.random.Generator(np.random.PCG64())
-                self.rngs[i].bit_generator.state = state["rng"]
+        rows = read_states(states, ids, self.batch.nstate, self.elapsed, self.rngs)
+        for i, row in zip(ids, rows):
+            self.batch.state[i] = row
         self.batch.forward(np.asarray(ids))
 
     def state_table(self, states: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -201,3 +189,31 @@ class RobotVectorEnv(VectorEnv):
             return tuple(self.get_states())
         raise AttributeError(f"RobotVectorEnv does not support call('{name}')")
 
+
+def read_states(
+    states: Sequence[dict[str, Any]],
+    ids: Sequence[int],
+    size: int,
+    elapsed: np.ndarray,
+    rngs: list[np.random.Generator | None],
+) -> np.ndarray:
+    """The integration rows (len(ids), size) of robot-task states (``get_states``' of the
+    native or MJX back end, or ``portable_state``'s), each checked against ``size``; the
+    envs' step counters and generators (where a state has one) are restored in place."""
+    rows = np.empty((len(ids), size))
+    for k, (i, state) in enumerate(zip(ids, states)):
+        key = "integration" if "integration" in state else "native_state"
+        if key not in state:
+            raise ValueError("state was not captured from a robot task's env")
+        values = np.asarray(state[key], dtype=np.float64)
+        if values.shape != (size,):
+            raise ValueError(
+                f"state has {values.size} values, this task's integration state has "
+                f"{size}: it was captured on another task or control"
+            )
+        rows[k] = values
+        elapsed[i] = state["elapsed_steps"]
+        if state.get("rng") is not None:
+            rngs[i] = np.random.Generator(np.random.PCG64())
+            rngs[i].bit_generator.state = state["rng"]
+    return rows

@@ -12,13 +12,16 @@ hole's bottom target (so it must be inside the hole). Departures, all tasks: see
 
 Every function that reads the simulation takes arrays with a leading batch axis
 (``SimArrays``), so one definition serves a single gymnasium env (a batch of one) and the
-batched back end.
+batched back end; the pure ones take the array module ``xp`` too (numpy, or
+``jax.numpy`` on the MJX back end, ``envs/robots/mjx.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +87,7 @@ class PandaTask:
     peg: str = ""
     sensors: tuple[str, ...] = field(default_factory=tuple)  # extra scene sensors
 
-    def observation(self, sim: SimArrays, layout: Layout) -> np.ndarray:
+    def observation(self, sim: SimArrays, layout: Layout, xp: ModuleType = np) -> Any:
         """The robot and object state (N, obs_dim): end-effector position and velocity,
         finger width (tasks that use the gripper), each object's position, quaternion,
         linear and angular velocity; Lift adds the cube's position relative to the hand."""
@@ -100,62 +103,74 @@ class PandaTask:
             parts.append(
                 s[:, layout.sensors[f"{self.objects[0].name}_pos"]] - s[:, layout.sensors["ee_pos"]]
             )
-        return np.concatenate(parts, axis=1)
+        return xp.concatenate(parts, axis=1)
 
-    def achieved_goal(self, sim: SimArrays, layout: Layout) -> np.ndarray:
-        return np.concatenate([sim.sensordata[:, layout.sensors[n]] for n in self.achieved], 1)
+    def achieved_goal(self, sim: SimArrays, layout: Layout, xp: ModuleType = np) -> Any:
+        return xp.concatenate([sim.sensordata[:, layout.sensors[n]] for n in self.achieved], 1)
 
-    def desired_goal(self, sim: SimArrays, layout: Layout) -> np.ndarray:
+    def desired_goal(self, sim: SimArrays, layout: Layout) -> Any:
         goal = sim.mocap_pos[:, list(layout.goal_mocap)]
         return goal.reshape(goal.shape[0], -1)
 
-    def goal_distance(self, achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
-        return np.linalg.norm(np.asarray(achieved) - np.asarray(desired), axis=-1)
+    def goal_distance(self, achieved: Any, desired: Any, xp: ModuleType = np) -> Any:
+        return xp.linalg.norm(xp.asarray(achieved) - xp.asarray(desired), axis=-1)
 
-    def is_success(self, achieved: np.ndarray, desired: np.ndarray) -> np.ndarray:
+    def is_success(self, achieved: Any, desired: Any, xp: ModuleType = np) -> Any:
         """Success over the leading axes: the goal within ``threshold`` (Lift: the cube
         ``threshold`` above the table, ``achieved`` its position)."""
         if not self.goal_conditioned:
-            return np.asarray(achieved)[..., 2] > OBJECT_SIZE / 2 + self.threshold
-        return self.goal_distance(achieved, desired) < self.threshold
+            return xp.asarray(achieved)[..., 2] > OBJECT_SIZE / 2 + self.threshold
+        return self.goal_distance(achieved, desired, xp) < self.threshold
 
     def compute_reward(
-        self, achieved: np.ndarray, desired: np.ndarray, dense: bool, ee: np.ndarray | None = None
-    ) -> np.ndarray:
+        self, achieved: Any, desired: Any, dense: bool, ee: Any = None, xp: ModuleType = np
+    ) -> Any:
         """The reward over the leading axes (what HER recomputes): sparse ``-(d >
         threshold)`` or dense ``-d``; Lift: 1 on success, or robomimic's staged reward
         (reaching ``1 - tanh(10 |cube - hand|)``, 2.25 once lifted; ``ee`` the hand)."""
         if not self.goal_conditioned:
-            success = self.is_success(achieved, desired)
+            success = self.is_success(achieved, desired, xp)
             if not dense:
-                return success.astype(np.float32)
-            reach = 1.0 - np.tanh(10.0 * np.linalg.norm(np.asarray(achieved) - ee, axis=-1))
-            return np.where(success, 2.25, reach).astype(np.float32)
-        d = self.goal_distance(achieved, desired)
-        return (-d if dense else -(d > self.threshold).astype(np.float32)).astype(np.float32)
+                return success.astype(xp.float32)
+            reach = 1.0 - xp.tanh(10.0 * xp.linalg.norm(xp.asarray(achieved) - ee, axis=-1))
+            return xp.where(success, 2.25, reach).astype(xp.float32)
+        d = self.goal_distance(achieved, desired, xp)
+        return (-d if dense else -(d > self.threshold).astype(xp.float32)).astype(xp.float32)
+
+    def action_targets(
+        self, sim: SimArrays, layout: Layout, action: Any, control: str, xp: ModuleType = np
+    ) -> tuple[Any, Any]:
+        """What N actions command: (``ee``: the end effector's new mocap target (N, 3);
+        ``joints``: the seven joint targets (N, 7)), and the fingers' half width (N,).
+        ``ee``: the end effector + ``EE_STEP`` x action[:3], kept in the workspace;
+        ``joints``: each joint's position + ``JOINT_STEP`` x action[:7]. The gripper's last
+        action entry changes the finger width by ``GRIP_STEP`` x it (panda-gym); tasks
+        without the gripper keep the fingers closed."""
+        action = xp.clip(action, -1.0, 1.0)
+        arm = 3 if control == "ee" else 7
+        if control == "ee":
+            ee = sim.sensordata[:, layout.sensors["ee_pos"]]
+            targets = xp.clip(ee + EE_STEP * action[:, :3], WORKSPACE_LOW, WORKSPACE_HIGH)
+        else:
+            targets = sim.qpos[:, layout.arm_qpos] + JOINT_STEP * action[:, :7]
+        f1, f2 = layout.finger_qpos
+        if self.gripper:
+            width = sim.qpos[:, f1] + sim.qpos[:, f2]
+            half = xp.clip(width + GRIP_STEP * action[:, arm], 0.0, 0.08) / 2
+        else:
+            half = xp.zeros(action.shape[0], dtype=targets.dtype)
+        return targets, half
 
     def apply_action(
         self, sim: SimArrays, layout: Layout, action: np.ndarray, control: str
     ) -> None:
-        """Write N actions into the simulations' controls. ``ee``: the mocap target moves
-        to the end effector + ``EE_STEP`` x action[:3] (kept in the workspace); ``joints``:
-        each joint's target is its position + ``JOINT_STEP`` x action[:7]. The gripper's
-        last action entry changes the finger width by ``GRIP_STEP`` x it (panda-gym);
-        tasks without the gripper keep the fingers closed."""
-        action = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
-        arm = 3 if control == "ee" else 7
+        """Write N actions into the simulations' controls (``action_targets``)."""
+        action = np.asarray(action, dtype=np.float64)
+        targets, half = self.action_targets(sim, layout, action, control)
         if control == "ee":
-            ee = sim.sensordata[:, layout.sensors["ee_pos"]]
-            target = np.clip(ee + EE_STEP * action[:, :3], WORKSPACE_LOW, WORKSPACE_HIGH)
-            sim.mocap_pos[:, layout.target_mocap] = target
+            sim.mocap_pos[:, layout.target_mocap] = targets
         else:
-            sim.ctrl[:, :7] = sim.qpos[:, layout.arm_qpos] + JOINT_STEP * action[:, :7]
-        f1, f2 = layout.finger_qpos
-        if self.gripper:
-            width = sim.qpos[:, f1] + sim.qpos[:, f2]
-            half = np.clip(width + GRIP_STEP * action[:, arm], 0.0, 0.08) / 2
-        else:
-            half = np.zeros(len(action))
+            sim.ctrl[:, :7] = targets
         sim.ctrl[:, -2] = half
         sim.ctrl[:, -1] = half
 

@@ -207,10 +207,13 @@ class _ResidualPolicy:
     def episodes_started(self, mask: np.ndarray) -> None:
         self.queue.restart(mask)
 
-    def __call__(self, obs: np.ndarray) -> np.ndarray:
+    def __call__(self, obs: np.ndarray | dict[str, np.ndarray]) -> np.ndarray:
         with torch.no_grad():  # not inference mode: the queue is updated in place later
-            norm = self.agent.obs_normalizer(torch.as_tensor(obs, dtype=torch.float32,
-                                                             device=self.agent.device))  # fmt: skip
+            if isinstance(obs, dict):  # a goal task's parts, flattened as the agent reads them
+                flat, _ = self.agent.plumbing.obs_input(obs)
+            else:
+                flat = torch.as_tensor(obs, dtype=torch.float32, device=self.agent.device)
+            norm = self.agent.obs_normalizer(flat)
             base = self.queue.next(norm, self.agent.base_chunk)
             mean = self.agent.residual_mean(norm, base)
             return self.agent.executed(base, mean).cpu().numpy()

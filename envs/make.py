@@ -362,7 +362,7 @@ class ObservationHistory(VectorWrapper):
         if length < 1 or not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(
                 f"observation history needs length >= 1 (got {length}) and flat Box "
-                f"observations (got {space})"
+                f"observations (got {space}; a dict observation: env.flatten_obs=true)"
             )
         self.length = length
         low, high = np.tile(space.low, length), np.tile(space.high, length)
@@ -483,8 +483,14 @@ class ActionChunks(VectorWrapper):
                     ended[:, None], true_next, final_obs
                 )  # fmt: skip
             elif ended.any():
-                final_obs = obs.copy() if final_obs is None else final_obs
-                final_obs[ended] = final_next_obs(obs, info)[ended]
+                true_next = final_next_obs(obs, info)
+                if isinstance(obs, dict):  # one dict per env, as gymnasium hands them out
+                    final_obs = np.full(n, None, object) if final_obs is None else final_obs
+                    for i in np.flatnonzero(ended):
+                        final_obs[i] = {name: part[i].copy() for name, part in true_next.items()}
+                else:
+                    final_obs = obs.copy() if final_obs is None else final_obs
+                    final_obs[ended] = true_next[ended]
             live &= ~ended
             if not live.any():
                 break
@@ -492,6 +498,10 @@ class ActionChunks(VectorWrapper):
             fresh, _ = self.env.reset(options={"reset_mask": stepped_after_end})
             if isinstance(obs, torch.Tensor):
                 obs = torch.where(stepped_after_end[:, None], fresh, obs)
+            elif isinstance(obs, dict):
+                obs = {name: part.copy() for name, part in obs.items()}
+                for name, part in obs.items():
+                    part[stepped_after_end] = fresh[name][stepped_after_end]
             else:
                 obs = obs.copy()
                 obs[stepped_after_end] = fresh[stepped_after_end]

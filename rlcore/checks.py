@@ -129,18 +129,17 @@ def check_spaces(
 
 def dict_obs_blockers(plan: RunPlan, settings: RunSettings) -> list[str]:
     """What a run needs that reads flat observations only, so that it cannot take dict
-    observations yet (empty: it can): a pre-trained BC policy (DPPO, ReinFlow, ResiP: it
-    learned from a dataset's flat observations), observation history (a Box wrapper),
-    distributed actors (not tried).
+    observations yet (empty: it can): observation history (a Box wrapper), distributed
+    actors (not tried).
     Rollouts store dict observations flattened (``rlcore.loops.rollout_input``) and the
     env-side normaliser standardises them part by part; an offline dataset of dict
-    observations is checked part by part when it is loaded (``OfflineDataset.check_env``)."""
+    observations is checked part by part when it is loaded (``OfflineDataset.check_env``),
+    a pre-trained BC policy (DPPO, ReinFlow, ResiP) when its weights are
+    (``rlcore.generative.policy_parts``)."""
     found = [
-        (plan.needs_pretrained, "a pre-trained BC policy (it learned from a dataset's flat "
-         "observations)"),
         (plan.env.obs_history > 1, "an observation history"),
         (settings.distributed.actors > 0, "distributed actors"),
-    ]  # fmt: skip
+    ]
     return [reason for blocked, reason in found if blocked]
 
 

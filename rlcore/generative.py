@@ -51,6 +51,7 @@ from torch import nn
 
 from rlcore.nets import activation as nets_activation
 from rlcore.nets import sinusoidal_encoding
+from rlcore.observations import ObsSpec
 
 SCHEDULES = ("cosine", "vp")
 
@@ -567,6 +568,7 @@ class PretrainedBC:
     settings: HeadSettings
     ema: dict[str, torch.Tensor]  # the EMA head's state dict
     obs_normalizer: dict[str, torch.Tensor]
+    obs: ObsSpec | None = None  # what it observed (None: a checkpoint without the record)
 
     def head_settings(self) -> HeadSettings:
         return self.settings
@@ -587,7 +589,10 @@ def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> 
             f"algo.pretrained={path} holds a {state.get('algo')} agent (head {found!r}); this "
             f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
         )
-    return PretrainedBC(kind, head_settings(kind, values), agent["ema"], agent["obs_normalizer"])
+    obs = ObsSpec.from_record(state["spaces"]) if "spaces" in state else None
+    return PretrainedBC(
+        kind, head_settings(kind, values), agent["ema"], agent["obs_normalizer"], obs
+    )
 
 
 def copy_pretrained(
@@ -621,8 +626,16 @@ def policy_parts(
     env's (H, A) box: the head's action dim is its last."""
     from rlcore.nets import ObsNormalizer
 
-    obs_dim = int(np.prod(observation_space.shape))
+    spec = ObsSpec.from_space(observation_space)
+    obs_dim = spec.flat_dim  # a dict of vectors: flattened in the spec's order (Plumbing)
     bc = load_bc(config.pretrained, kind, device) if config.pretrained else None
+    if bc is not None and bc.obs is not None and _parts(bc.obs) != _parts(spec):
+        raise ValueError(
+            f"algo.pretrained={config.pretrained} learned from observations {_parts(bc.obs)}, "
+            f"this env observes {_parts(spec)}: fine-tune on the env it was trained on (a "
+            "policy cloned from a flattened dataset needs env.flatten_obs=true; one cloned "
+            "from dict observations needs them here)"
+        )
     settings = head_settings(kind, config, None if bc is None else bc.head_settings())
     head = make_head(kind, obs_dim, int(action_space.shape[-1]), settings)
     head.to(device)
@@ -630,6 +643,11 @@ def policy_parts(
     if bc is not None:
         copy_pretrained(bc, config.pretrained, settings, head, obs_normalizer)
     return head, obs_normalizer, ActionBox(action_space.low, action_space.high, device)
+
+
+def _parts(spec: ObsSpec) -> dict[str, tuple[int, ...]]:
+    """An observation's parts and their shapes, in order (a Box: ``{"obs": shape}``)."""
+    return {part.name: part.shape for part in spec.parts}
 
 
 class ActionBox:

@@ -125,3 +125,27 @@ def test_rlpd_mixes_dict_demonstrations_with_relabelled_online_rows(minari_root,
         "algo.hidden=[32,32]", "eval_every=200", *FAST,
     ), tmp_path / "rlpd")  # fmt: skip
     assert result["run/step"] == 200 and 0.0 <= result["eval/success_rate"] <= 1.0
+
+
+def test_a_policy_cloned_from_dict_demonstrations_is_fine_tuned_on_them(minari_root, tmp_path):
+    """diffusion_bc on a goal task's dict demonstrations, then DPPO on the env's dicts: the
+    fine-tuner checks the parts it was cloned from (a flattened clone is refused:
+    tests/test_observations.py) and flattens the env's dicts in the same order."""
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.train import train
+
+    collect_main(["env=PandaPegInsertion", "policy=expert", "steps=200",
+                  "dataset_id=local/peg/parts-v0"])  # fmt: skip
+    head = ["algo.hidden=[32,32,32]", "algo.time_dim=8", "algo.denoising_steps=5"]
+    train(make_config("algo=diffusion_bc", "env=PandaPegInsertion", "dataset=local/peg/parts-v0",
+                      "total_steps=30", *head, "eval_every=30", *FAST), tmp_path / "bc")  # fmt: skip
+    spaces = load_checkpoint(tmp_path / "bc")["spaces"]
+    assert spaces["obs"]["keyed"] and [p["name"] for p in spaces["obs"]["parts"]] == [
+        "observation", "achieved_goal", "desired_goal"]  # fmt: skip
+    result = train(make_config(
+        "algo=dppo", f"algo.pretrained={tmp_path / 'bc'}", "env=PandaPegInsertion",
+        "env.num_envs=2", "algo.rollout_steps=10", "algo.finetune_steps=3",
+        "algo.minibatch_size=20", "algo.critic_hidden=[32,32]", "total_steps=320",
+        "eval_every=320", *FAST,
+    ), tmp_path / "dppo")  # fmt: skip
+    assert result["run/step"] == 320 and 0.0 <= result["eval/success_rate"] <= 1.0

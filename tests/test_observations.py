@@ -15,7 +15,6 @@ from torch import nn
 
 from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.buffers import FlatObs, ReplayBuffer, RolloutBuffer
-from rlcore.config import ConfigError
 from rlcore.envs.make import NormalizeObservation, final_next_obs, make_vec_env
 from rlcore.nets import ObsEncoder
 from rlcore.observations import (
@@ -629,10 +628,16 @@ def test_td3_trains_on_dict_observations_too(tmp_path: Path):
 def test_runs_that_still_read_flat_observations_refuse_dicts_naming_why():
     from rlcore.train import train
 
-    base = [f"env={ENV_ID}", "total_steps=256", *FAST]
-    with pytest.raises(ConfigError, match=r"this run has a pre-trained BC policy .*flatten_obs"):
-        bc = Path(__file__).parents[1] / "benchmarks/assets/pandapeginsertion_diffusion_bc.pt"
-        train(make_config("algo=dppo", f"algo.pretrained={bc}", *base), "/nonexistent/d")
+    # a BC policy cloned from a flattened dataset, on the task's dict observations
+    bc = Path(__file__).parents[1] / "benchmarks/assets/pandapeginsertion_diffusion_bc.pt"
+    with pytest.raises(ValueError, match=r"learned from observations \{'obs': \(12,\)\}.*"
+                       r"'observation': \(6,\).*env.flatten_obs=true"):  # fmt: skip
+        train(make_config("algo=dppo", f"algo.pretrained={bc}", "env=PandaPegInsertion",
+                          "total_steps=1000", *FAST), "/nonexistent/d")  # fmt: skip
+    with pytest.raises(ValueError, match=r"observation history needs .*env.flatten_obs=true"):
+        train(make_config("algo=diffusion_bc", "dataset=local/none/none-v0",
+                          "algo.obs_history=2", f"env={ENV_ID}", "total_steps=256", *FAST),
+              "/nonexistent/r")  # fmt: skip
 
 
 def _ppo_goal_args(steps: int = 256) -> list[str]:

@@ -338,7 +338,7 @@ def test_algo_env_pair_overrides_top_level_keys(config_factory):
 def test_dict_observations_in_a_rollout_run_and_the_flatten_option(tmp_path):
     """A rollout algorithm takes a Dict of vectors as it is (its rollout stores it
     flattened: tests/test_observations.py) and, with the flatten option, as one vector;
-    what still reads flat observations (an offline dataset) is refused naming the option."""
+    a dataset of flat observations is refused on the dict env, naming the option."""
     from tests.goal_env import ENV_ID
 
     args = [
@@ -354,8 +354,16 @@ def test_dict_observations_in_a_rollout_run_and_the_flatten_option(tmp_path):
     result = train(make_config(*args, "env.flatten_obs=true"), tmp_path / "flat")
     assert np.isfinite(result["eval/return"])
     assert load_checkpoint(tmp_path / "flat")["spaces"]["obs_shape"] == [3]
-    offline = ["algo=iql", f"env={ENV_ID}", "dataset=local/none/none-v0", *FAST]
-    with pytest.raises(ConfigError, match=r"dict observations.*env\.flatten_obs=true"):
+    # a dataset of flat observations (a D4RL-format file), for the dict env: refused
+    # naming the option
+    import h5py
+
+    with h5py.File(tmp_path / "flat.hdf5", "w") as f:
+        for key, shape in (("observations", (20, 3)), ("actions", (20, 1)), ("rewards", (20,)),
+                           ("terminals", (20,)), ("timeouts", (20,))):  # fmt: skip
+            f[key] = np.zeros(shape, np.float32)
+    offline = ["algo=iql", f"env={ENV_ID}", f"dataset={tmp_path / 'flat.hdf5'}", *FAST]
+    with pytest.raises(ConfigError, match=r"flat observations \(3,\).*env\.flatten_obs=true"):
         train(make_config(*offline), tmp_path / "offline")
 
 

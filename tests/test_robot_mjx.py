@@ -85,6 +85,11 @@ def test_states_move_between_the_mjx_and_native_back_ends(pair):
     after = mjx_env.get_states()
     _close(after[1]["obs"], obs_native[0]["obs"], atol=1e-5)
     np.testing.assert_array_equal(after[0]["native_state"], states[0]["native_state"])
+    mjx_env.reset(seed=4)  # right after a reset, every env from its own saved state
+    mjx_env.set_states(states)
+    for i, state in enumerate(mjx_env.get_states()):
+        _close(state["obs"], states[i]["obs"], atol=1e-6)
+        assert state["elapsed_steps"] == 1
     with pytest.raises(ValueError, match="another task or control"):
         mjx_env.set_states([{"native_state": np.zeros(3), "elapsed_steps": 0}], env_ids=[0])
 

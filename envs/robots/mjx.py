@@ -195,7 +195,7 @@ class RobotMjxVectorEnv(VectorEnv):
         self, *, seed: int | list[int | None] | None = None, options: dict | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every env (env i seeded ``seed + i``), or those of ``options["reset_mask"]``."""
-        self._obs = self._reset_envs(reseed(self.rngs, seed, options))
+        self._obs = _copied(self._reset_envs(reseed(self.rngs, seed, options)))
         return _copied(self._obs), {}
 
     def step(self, actions: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:

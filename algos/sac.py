@@ -27,6 +27,10 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   "last", RLPD) or on all U of them (``"full"``, WSRL); ``critic_last_layer_scale``
   re-initialises the critics' output layer orthogonally with that gain (biases 0).
   With U = 1 the update is the plain SAC update above, unchanged.
+* ``target_clip`` (off by default; neither the paper nor CleanRL has it): the TD target
+  clamped to [low, high], OpenAI baselines' HER ``clip_return`` (its DDPG target is clipped
+  to [-1/(1-gamma), 0] on the -1/0 robot tasks); for SAC + HER on PandaPush, whose
+  critic was measured to diverge without it (benchmarks/README.md, HER). TD3 the same.
 * ``normalize_obs`` (off by default; neither the paper nor CleanRL has it): the agent
   standardises its input part by part with running statistics of its update batches
   (goals with the achieved goals'), clipped at ``clip_obs``, as OpenAI baselines' HER
@@ -104,7 +108,7 @@ from torch import nn
 
 from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
-from rlcore.losses import ensemble_mse
+from rlcore.losses import check_target_clip, clip_target, ensemble_mse
 from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init
 from rlcore.plan import RunPlan, Schedule
 from rlcore.speed import resolve_speed_modes
@@ -153,6 +157,7 @@ class SACConfig:
     utd_ratio: int = 1  # minibatches per update call: one critic step each, then the actor
     actor_batch: str = "last"  # actor/temperature rows: "last" minibatch | "full" batch
     critic_last_layer_scale: float | None = None  # orthogonal gain of the critics' output layer
+    target_clip: tuple[float, float] | None = None  # [low, high] clamp of the TD target
     # in-agent observation standardisation (rlcore.agent_state.Plumbing): dict parts one by
     # one, goals with the achieved goals' statistics; transitions are stored raw (HER)
     normalize_obs: bool = False  # running statistics of the update batches' observations
@@ -165,6 +170,7 @@ class SACConfig:
     total_steps: int = 1_000_000  # default training length in env steps
 
     def __post_init__(self) -> None:
+        check_target_clip(self.target_clip)
         if self.critic_subset is not None and not 1 <= self.critic_subset <= self.num_critics:
             raise ValueError(
                 f"critic_subset={self.critic_subset} must be in [1, num_critics="
@@ -392,7 +398,8 @@ class SAC:
             next_v = subset_min(self.target_critic(next_obs, next_action), cfg.critic_subset)
             if cfg.backup_entropy:
                 next_v = next_v - alpha * next_log_prob
-            target_q = reward + cfg.gamma * (1.0 - terminated) * next_v
+            target_q = clip_target(reward + cfg.gamma * (1.0 - terminated) * next_v,
+                                   cfg.target_clip)  # fmt: skip
         with self._autocast():
             q = self.critic(obs, action)  # (E, B), float32
         stats = {"q": q.detach().mean(), "target_q": target_q.mean()}

@@ -10,6 +10,8 @@ Departures from the paper:
 * Learning rate 3e-4 and 256x256 networks (CleanRL) instead of 1e-3 and 400x300.
 * The twin critics are one batched ensemble (identical maths); the actor loss uses
   the first critic only, evaluated alone.
+* ``target_clip`` (off by default; not in the paper): the TD target clamped to
+  [low, high], OpenAI baselines' HER ``clip_return`` (algos/sac.py has the same option).
 * Speed, not maths: critic parameters get no gradients in the actor step, acting runs
   without autograd, Adam uses the fused step.
 """
@@ -23,6 +25,7 @@ import gymnasium as gym
 import torch
 
 from rlcore.agent_state import Plumbing, numpy_act
+from rlcore.losses import check_target_clip, clip_target
 from rlcore.nets import DeterministicActor, QEnsemble, polyak_update
 from rlcore.plan import RunPlan, Schedule
 from rlcore.td3_step import critic_step, smoothed_target_q, td_target
@@ -46,6 +49,7 @@ class TD3Config:
     exploration_noise: float = 0.1  # std of Gaussian exploration noise (x action scale)
     policy_frequency: int = 2  # critic updates per actor + target update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster)
+    target_clip: tuple[float, float] | None = None  # [low, high] clamp of the TD target
     # in-agent observation standardisation (rlcore.agent_state.Plumbing): dict parts one by
     # one, goals with the achieved goals' statistics; transitions are stored raw (HER)
     normalize_obs: bool = False  # running statistics of the update batches' observations
@@ -56,6 +60,9 @@ class TD3Config:
     learning_starts: int = 25_000  # uniform random actions and no updates before this step
     updates_per_step: float = 1.0  # update-to-data ratio
     total_steps: int = 1_000_000  # default training length in env steps
+
+    def __post_init__(self) -> None:
+        check_target_clip(self.target_clip)
 
     def plan(self) -> RunPlan:
         """Online from scratch: random actions until ``learning_starts``, then updates."""
@@ -124,6 +131,7 @@ class TD3:
             cfg.policy_noise, cfg.noise_clip,
         )  # fmt: skip
         target_q = td_target(batch.reward, batch.terminated, cfg.gamma, next_q)
+        target_q = clip_target(target_q, cfg.target_clip)  # None: no clip
         critic_loss, q = critic_step(
             self.critic, self.critic_optimizer, batch.obs, batch.action, target_q
         )

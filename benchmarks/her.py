@@ -53,7 +53,7 @@ def rlcore_overrides(
         f"checkpoint_every={steps}", "keep_agent_snapshots=false",
         f"algo.updates_per_step={args.updates_per_step}",
         f"algo.normalize_obs={str(args.normalize_obs).lower()}", f"algo.compile={args.compile}",
-    ]  # fmt: skip
+    ] + ([f"algo.target_clip=[{-round(1.0 / (1.0 - GAMMA), 6)},0.0]"] if args.clip_return else [])  # fmt: skip
 
 
 def run_rlcore(env: str, her: bool, seed: int, run_dir: Path, args: argparse.Namespace) -> list:
@@ -134,8 +134,15 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="rlcore's in-agent normaliser (algo.normalize_obs): rlcore only",
     )
+    parser.add_argument(
+        "--clip-return",
+        action="store_true",
+        help="clip rlcore's TD target to [-1/(1-gamma), 0] (baselines' HER clip_return): rlcore only",
+    )
     parser.add_argument("--compile", default="false", choices=["true", "false", "auto"])
     args = parser.parse_args(argv)
+    if args.clip_return and "sb3_her" in args.methods:
+        parser.error("--clip-return has no SB3 counterpart; drop sb3_her")
     if args.normalize_obs and "sb3_her" in args.methods:
         parser.error("--normalize-obs has no SB3 counterpart with HER; drop sb3_her")
     if (

@@ -75,6 +75,17 @@ MUTATIONS: list[Mutation] = [
         _t("test_expectile_loss_hand_computed"),
     ),
     Mutation(
+        "target_clip_dropped",
+        "rlcore/losses.py",
+        "return target.clamp(bounds[0], bounds[1])",
+        "return target",
+        "the TD-target clip (HER's clip_return) has no effect",
+        (
+            "tests/test_o2o_agents.py::test_sac_target_clip_clamps_the_td_target",
+            "tests/test_o2o_agents.py::test_td3_target_clip_clamps_the_td_target",
+        ),
+    ),
+    Mutation(
         "surrogate_ratio_inverted",
         "rlcore/losses.py",
         "ratio = log_ratio.exp()",

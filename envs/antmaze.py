@@ -43,6 +43,7 @@ from gymnasium import spaces
 from gymnasium.envs.mujoco.ant_v5 import AntEnv
 
 ANT_GOAL_ID = "AntGoal-v0"
+ANT_GOAL_TURNED_ID = "AntGoalTurned-v0"  # AntGoal-v0 seen by an Ant-v5 runner (frame "turned")
 R, G = "r", "g"  # gymnasium-robotics' map marks: reset (start) and goal cell
 EVAL_MAPS: dict[str, list[list[Any]]] = {
     "umaze": [
@@ -135,15 +136,43 @@ def world_turned(proprio: np.ndarray, direction: np.ndarray) -> np.ndarray:
     return proprio
 
 
+def steered_direction(velocity: np.ndarray, offset: np.ndarray, max_turn: float) -> float:
+    """The direction (radians) a runner is shown to reach a point at ``offset`` from it while
+    moving with world ``velocity`` (x, y): the point's own direction, at most ``max_turn``
+    radians from the velocity's when it moves faster than 0.5 m/s. A runner trained with +x
+    always ahead loses its gait when shown a direction far from where it runs, so it is
+    turned like a car (``rlcore.offline.antmaze.driver`` and ``AntGoalTurned-v0``)."""
+    direction = float(np.arctan2(offset[1], offset[0]))
+    if float(np.hypot(velocity[0], velocity[1])) > 0.5:
+        moving = float(np.arctan2(velocity[1], velocity[0]))
+        turn = (direction - moving + np.pi) % (2 * np.pi) - np.pi
+        direction = moving + float(np.clip(turn, -max_turn, max_turn))
+    return direction
+
+
+FRAMES = ("goal", "turned")  # how a goal-reaching policy reads its goal
+
+
 class AntGoalEnv(AntEnv):
-    """Ant-v5 walking to a goal point (see the module docstring)."""
+    """Ant-v5 walking to a goal point (see the module docstring). ``frame="turned"``
+    (``AntGoalTurned-v0``): the observation is the 27 numbers of a world turned towards the
+    goal (``world_turned`` of ``steered_direction``, at most ``max_turn`` radians from where
+    the Ant runs), as the AntMaze recorder shows an Ant-v5 runner its waypoints: the env on
+    which such a runner learns to turn (``init_from`` the runner's run)."""
 
     def __init__(
         self,
         goal_distance: tuple[float, float] = (1.0, 5.0),
         goal_radius: float = 0.5,
+        frame: str = "goal",
+        max_turn: float = 1.0,
         **kwargs: Any,
     ) -> None:
+        if frame not in FRAMES:
+            raise ValueError(f"frame={frame!r}: one of {FRAMES}")
+        if max_turn <= 0.0:
+            raise ValueError(f"max_turn must be positive, got {max_turn}")
+        self.frame, self.max_turn = frame, float(max_turn)
         low, high = (float(value) for value in goal_distance)
         if not 0.0 < low <= high:
             raise ValueError(f"goal_distance must be 0 < low <= high, got {goal_distance}")
@@ -157,7 +186,8 @@ class AntGoalEnv(AntEnv):
             include_cfrc_ext_in_observation=False,
             **kwargs,
         )
-        self.observation_space = spaces.Box(-np.inf, np.inf, (PROPRIO_DIM + 2,), np.float64)
+        size = PROPRIO_DIM + 2 if frame == "goal" else PROPRIO_DIM
+        self.observation_space = spaces.Box(-np.inf, np.inf, (size,), np.float64)
 
     @property
     def goal(self) -> np.ndarray:
@@ -172,7 +202,11 @@ class AntGoalEnv(AntEnv):
 
     def _get_obs(self) -> np.ndarray:
         qpos, qvel = self.data.qpos, self.data.qvel
-        return policy_input(np.concatenate([qpos[2:], qvel]), qpos[:2], self.goal)
+        proprio = np.concatenate([qpos[2:], qvel])
+        if self.frame == "turned":
+            direction = steered_direction(qvel[:2], self.goal - qpos[:2], self.max_turn)
+            return world_turned(proprio, direction)
+        return policy_input(proprio, qpos[:2], self.goal)
 
     def reset_model(self) -> np.ndarray:
         super().reset_model()  # Ant-v5's noisy initial state
@@ -202,7 +236,8 @@ class AntGoalEnv(AntEnv):
 
 
 def register() -> None:
-    """Register ``AntGoal-v0`` (1,000 steps an episode, as Ant-v5) and the evaluation mazes
+    """Register ``AntGoal-v0``, ``AntGoalTurned-v0`` (1,000 steps an episode, as Ant-v5) and
+    the evaluation mazes
     (gymnasium-robotics is imported only when one of those is made)."""
     import gymnasium as gym
 
@@ -210,6 +245,11 @@ def register() -> None:
         gym.register(
             id=ANT_GOAL_ID, entry_point="rlcore.envs.antmaze:AntGoalEnv", max_episode_steps=1000
         )
+    if ANT_GOAL_TURNED_ID not in gym.registry:
+        gym.register(
+            id=ANT_GOAL_TURNED_ID, entry_point="rlcore.envs.antmaze:AntGoalEnv",
+            kwargs={"frame": "turned"}, max_episode_steps=1000,
+        )  # fmt: skip
     for maze, env_id in EVAL_IDS.items():
         if env_id not in gym.registry:
             gym.register(

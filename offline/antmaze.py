@@ -46,7 +46,18 @@ import gymnasium as gym
 import numpy as np
 
 from rlcore.commands import print_help_if_asked
-from rlcore.envs.antmaze import ANT_GOAL_ID, EVAL_IDS, EVAL_MAPS, G, R, policy_input, world_turned
+from rlcore.envs.antmaze import (
+    ANT_GOAL_ID,
+    ANT_GOAL_TURNED_ID,
+    EVAL_IDS,
+    EVAL_MAPS,
+    FRAMES,
+    G,
+    R,
+    policy_input,
+    steered_direction,
+    world_turned,
+)
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
 from rlcore.offline.datasets import DatasetError
 from rlcore.threads import AUTO, apply_threads
@@ -191,9 +202,6 @@ def waypoint(
     return np.asarray(maze.cell_rowcol_to_xy(np.array(next_cell(maze_map, here, goal_cell))), float)
 
 
-FRAMES = ("goal", "turned")  # how the goal-reaching policy reads the waypoint
-
-
 def driver(
     env: CommandedMaze,
     dict_space: gym.spaces.Dict,
@@ -222,13 +230,8 @@ def driver(
         if frame == "goal":
             seen = policy_input(obs["observation"], xy, target)
         else:
-            offset = target - xy
-            direction = np.arctan2(offset[1], offset[0])
             velocity = np.asarray(obs["observation"][13:15], np.float64)  # world x, y
-            if np.linalg.norm(velocity) > 0.5:
-                moving = np.arctan2(velocity[1], velocity[0])
-                turn = (direction - moving + np.pi) % (2 * np.pi) - np.pi
-                direction = moving + np.clip(turn, -max_turn, max_turn)
+            direction = steered_direction(velocity, target - xy, max_turn)
             seen = world_turned(obs["observation"], direction)
         return goal_reacher(seen.astype(np.float32))
 
@@ -237,19 +240,22 @@ def driver(
 
 def policy_frame(path: str) -> str:
     """The ``frame`` of a trained goal-reaching policy: ``goal`` for an ``AntGoal-v0`` run,
-    ``turned`` for an ``Ant-v5`` run whose observation has no contact forces."""
+    ``turned`` for an ``AntGoalTurned-v0`` run or an ``Ant-v5`` run whose observation has no
+    contact forces."""
     from rlcore.checkpoint import load_checkpoint
 
     env = load_checkpoint(path)["config"]["env"]
     env_id = str(env.get("id") or env.get("name"))
     if env_id == ANT_GOAL_ID:
         return "goal"
+    if env_id == ANT_GOAL_TURNED_ID:
+        return "turned"
     kwargs = env.get("kwargs") or {}
     if env_id == "Ant-v5" and kwargs.get("include_cfrc_ext_in_observation") is False:
         return "turned"
     raise UsageError(
         f"policy={path} was trained on {env_id} {dict(kwargs)}; the goal-reaching policy is "
-        f"an {ANT_GOAL_ID} run, or an Ant-v5 run with "
+        f"an {ANT_GOAL_ID} or {ANT_GOAL_TURNED_ID} run, or an Ant-v5 run with "
         "env.kwargs.include_cfrc_ext_in_observation=false (it runs along +x)"
     )
 

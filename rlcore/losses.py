@@ -39,6 +39,26 @@ def smoothed_target_action(
     return torch.clamp(target_action + noise * scale, low, high)
 
 
+def clip_target(
+    target: torch.Tensor, bounds: tuple[float, float] | None
+) -> torch.Tensor:
+    """The TD target clamped to ``bounds`` (low, high), or unchanged for None: OpenAI
+    baselines' HER ``clip_return`` keeps a sparse -1/0 task's target in [-1/(1-gamma), 0],
+    the range its true returns live in, so a diverging critic cannot feed on itself."""
+    if bounds is None:
+        return target
+    return target.clamp(bounds[0], bounds[1])
+
+
+def check_target_clip(bounds: tuple[float, float] | None) -> None:
+    """Refuse a ``target_clip`` that is not a (low, high) pair with low < high."""
+    if bounds is not None and (len(bounds) != 2 or not bounds[0] < bounds[1]):
+        raise ValueError(
+            f"target_clip={list(bounds)} must be [low, high] with low < high (a -1/0 reward "
+            "with discount gamma: [-1/(1-gamma), 0]), or null for no clip"
+        )
+
+
 def ensemble_mse(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Sum over ensemble members (dim 0) of each member's MSE to a shared (B,) target."""
     return (q - target).pow(2).mean(dim=-1).sum()

@@ -10,7 +10,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlcore.envs.antmaze import ANT_GOAL_ID, EVAL_MAPS, heading, policy_input, world_turned
+from rlcore.envs.antmaze import (
+    ANT_GOAL_ID,
+    ANT_GOAL_TURNED_ID,
+    EVAL_MAPS,
+    heading,
+    policy_input,
+    steered_direction,
+    world_turned,
+)
 from rlcore.envs.make import get_vec_env_state, make_vec_env, resolve_env_id, set_vec_env_state
 
 
@@ -78,6 +86,48 @@ def test_ant_goal_reward_goals_and_state() -> None:
     _, _, _, _, info = env.step(np.zeros(8))
     assert info["goal_reached"] and not np.allclose(base.goal, old_goal)
     assert 1.0 - 0.1 <= np.linalg.norm(base.goal - base.data.qpos[:2]) <= 5.0 + 0.1
+
+
+def test_steered_direction_by_hand() -> None:
+    """Slower than 0.5 m/s: the point's own direction; faster: at most max_turn from the
+    velocity's, on the short side (a point behind-left of an Ant running +x: +max_turn)."""
+    assert steered_direction(np.array([0.3, 0.3]), np.array([0.0, -2.0]), 0.5) == pytest.approx(
+        -math.pi / 2
+    )
+    assert steered_direction(np.array([2.0, 0.0]), np.array([1.0, 0.2]), 1.0) == pytest.approx(
+        math.atan2(0.2, 1.0)
+    )
+    assert steered_direction(np.array([2.0, 0.0]), np.array([-1.0, 0.1]), 0.5) == pytest.approx(
+        0.5
+    )
+    running_up = np.array([0.0, 3.0])  # heading +90; a point along -x is +90 further: capped
+    assert steered_direction(running_up, np.array([-4.0, -0.1]), 1.0) == pytest.approx(
+        math.pi / 2 + 1.0
+    )
+
+
+def test_ant_goal_turned_shows_a_runner_the_world_turned_towards_its_goal() -> None:
+    env = gym.make(resolve_env_id("antgoalturned"))
+    assert env.spec.id == ANT_GOAL_TURNED_ID and env.observation_space.shape == (27,)
+    obs, _ = env.reset(seed=1)
+    base = env.unwrapped
+    for t in range(12):
+        qpos, qvel = base.data.qpos, base.data.qvel
+        proprio = np.concatenate([qpos[2:], qvel])
+        direction = steered_direction(qvel[:2], base.goal - qpos[:2], 1.0)
+        np.testing.assert_allclose(obs, world_turned(proprio, direction), atol=1e-12)
+        if t == 5:  # fast: the direction shown is capped at max_turn from the velocity's
+            base.data.qvel[:2] = [3.0, 0.0]
+            base.data.mocap_pos[0, :2] = qpos[:2] + [-3.0, 0.5]
+            obs = base._get_obs()
+            expected = world_turned(np.concatenate([qpos[2:], base.data.qvel]), 1.0)
+            np.testing.assert_allclose(obs, expected, atol=1e-12)
+            continue
+        obs, reward, *_ = env.step(np.sin(np.arange(8) + t))
+    with pytest.raises(ValueError, match="frame"):
+        gym.make(ANT_GOAL_ID, frame="body")
+    with pytest.raises(ValueError, match="max_turn"):
+        gym.make(ANT_GOAL_TURNED_ID, max_turn=0.0)
 
 
 def test_ant_goal_is_deterministic_and_its_goal_is_part_of_the_saved_state() -> None:
@@ -287,6 +337,7 @@ def test_the_policy_frame_is_read_from_the_run(tmp_path) -> None:
         return str(path)
 
     assert policy_frame(saved("g.pt", {"id": "AntGoal-v0"})) == "goal"
+    assert policy_frame(saved("gt.pt", {"id": "AntGoalTurned-v0"})) == "turned"
     turned = {"id": "Ant-v5", "kwargs": {"include_cfrc_ext_in_observation": False}}
     assert policy_frame(saved("t.pt", turned)) == "turned"
     with pytest.raises(UsageError, match="include_cfrc_ext_in_observation=false"):

@@ -13,6 +13,7 @@ import torch
 from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.algos.rlpd import RLPD, RLPDConfig
 from rlcore.algos.sac import SAC, SACConfig, subset_min
+from rlcore.algos.td3 import TD3, TD3Config
 from rlcore.algos.wsrl import WSRL, WSRLConfig
 from rlcore.compiled import cxx_compiler
 from rlcore.types import Batch
@@ -135,7 +136,7 @@ def test_subset_min_is_the_min_over_the_drawn_members():
     assert singles == {tuple(row) for row in q.tolist()}
 
 
-def constant_critics(agent: SAC, values: list[float]) -> None:
+def constant_critics(agent: SAC | TD3, values: list[float]) -> None:
     """Every critic (and target critic) i outputs values[i] for any input."""
     for critic in (agent.critic, agent.target_critic):
         with torch.no_grad():
@@ -201,6 +202,50 @@ def test_backup_entropy_subtracts_alpha_log_pi():
         if flag:  # alpha = 1: target = 3 - log pi(a'|s')
             assert metrics[flag] == pytest.approx(3.0 - log_prob.mean().item(), rel=1e-5)
     assert metrics[False] == 3.0
+
+
+def clip_batch() -> Batch:
+    """Four rows: rewards -2, 0, 1, -1; the last two terminal."""
+    batch = random_batch(4)
+    return Batch(
+        obs=batch.obs, action=batch.action, reward=torch.tensor([-2.0, 0.0, 1.0, -1.0]),
+        next_obs=batch.next_obs, terminated=torch.tensor([0.0, 0.0, 1.0, 1.0]),
+        truncated=torch.zeros(4),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("bounds, expected", [(None, 0.25), ((-1.0, 1.0), 0.125)])
+def test_sac_target_clip_clamps_the_td_target(bounds, expected):
+    """Target critics 3 and 5, gamma 0.5, no entropy: targets r + 0.5 (1 - d) 3 =
+    -0.5, 1.5, 1, -1 (mean 0.25); clipped to [-1, 1]: -0.5, 1, 1, -1 (mean 0.125)."""
+    torch.manual_seed(0)
+    config = SACConfig(
+        hidden=(8, 8), gamma=0.5, backup_entropy=False, critic_lr=0.0, target_clip=bounds
+    )
+    agent = SAC(OBS, ACT, config)
+    constant_critics(agent, [3.0, 5.0])
+    assert agent.update(clip_batch())["target_q"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "bounds, targets", [(None, [-0.5, 1.5, 1.0, -1.0]), ((-1.0, 1.0), [-0.5, 1.0, 1.0, -1.0])]
+)
+def test_td3_target_clip_clamps_the_td_target(bounds, targets):
+    """TD3's critic loss with critics 3 and 5 (targets: the min, 3) is the sum of the two
+    critics' MSEs to the (clipped) targets, as in the SAC case above."""
+    torch.manual_seed(0)
+    agent = TD3(OBS, ACT, TD3Config(hidden=(8, 8), gamma=0.5, target_clip=bounds))
+    constant_critics(agent, [3.0, 5.0])
+    target = torch.tensor(targets)
+    expected = ((3.0 - target) ** 2).mean() + ((5.0 - target) ** 2).mean()
+    assert agent.update(clip_batch())["critic_loss"] == pytest.approx(expected.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 0.0), (1.0, -1.0), (1.0,)])
+def test_target_clip_refuses_bad_bounds(bounds):
+    for config in (SACConfig, TD3Config):
+        with pytest.raises(ValueError, match="low < high"):
+            config(target_clip=bounds)
 
 
 @pytest.mark.parametrize("actor_q, expected", [("min", 1.0), ("mean", 3.0)])

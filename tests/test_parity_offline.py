@@ -48,6 +48,7 @@ from rlcore.benchmarks.parity.offline_common import (
     make_batches,
     noise_draws,
     rebrac_initial,
+    sparse_shifted_rewards,
     td3_bc_initial,
 )
 from rlcore.nets import EnsembleMLP
@@ -289,16 +290,37 @@ def iql_run(case_name: str) -> tuple[dict, dict, dict]:
     settings = case["settings"]
     params = iql_initial(settings["deterministic_actor"])
     agent = iql_agent(settings, params)
-    batches = same_inputs(case, params, make_batches(1, settings["updates"]), [])
+    batches = make_batches(1, settings["updates"])
+    if settings["sparse_reward"]:  # the antmaze case: rewards 0 / 1, shifted by -1
+        batches = sparse_shifted_rewards(batches)
+    batches = same_inputs(case, params, batches, [])
     names = {n: (lambda m, n=n: m[n]) for n in ("value_loss", "q_loss", "actor_loss")}
     losses = run_updates(agent, batches, names)
     return case, losses, iql_params(agent)
 
 
-@pytest.mark.parametrize("case_name", ["gaussian", "deterministic"])
+@pytest.mark.parametrize("case_name", ["gaussian", "deterministic", "antmaze"])
 def test_iql_matches_corl(case_name):
     case, losses, params = iql_run(case_name)
     assert_parity(case, losses, params, TOL)
+
+
+def test_iql_antmaze_recipe_is_the_one_compared_with_corl():
+    """configs/experiment/iql_antmaze.yaml holds the settings of the golden ``antmaze``
+    case (CORL's antmaze iql_tau 0.9, beta 10, Gaussian actor, r - 1, states normalised)."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "experiment" / "iql_antmaze.yaml"
+    shipped = OmegaConf.to_container(OmegaConf.load(path))["algo"]
+    _, cases = load_golden(GOLDEN_DIR / "iql.json")
+    compared = cases["antmaze"]["settings"]
+    config = IQLConfig(**{k: v for k, v in shipped.items() if k != "online_steps"})
+    assert (config.expectile, config.beta) == (compared["expectile"], compared["beta"])
+    assert config.deterministic_actor is compared["deterministic_actor"] is False
+    assert config.reward_bias == -1.0 and config.reward_scale == 1.0  # CORL modify_reward
+    assert config.normalize_states  # CORL's antmaze configs: normalize: true
 
 
 # ---- TD3+BC (CORL algorithms/offline/td3_bc.py)

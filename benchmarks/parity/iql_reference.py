@@ -10,7 +10,8 @@ Imports CORL's ``algorithms/offline/iql.py`` by path (d4rl, gym, wandb stubbed),
 networks at width 16, copies in the initial weights of ``offline_common``, and runs
 ``ImplicitQLearning.train`` on 50 numpy batches (terminal rows included), with the actor's
 cosine schedule over those 50 steps. Cases: the Gaussian actor (CORL's default) and the
-deterministic one (``iql_deterministic``, CORL's hopper-medium recipe). Writes per-update
+deterministic one (``iql_deterministic``, CORL's hopper-medium recipe), and the antmaze
+recipe (iql_tau 0.9, beta 10, Gaussian actor, sparse rewards minus 1). Writes per-update
 value / Q / actor losses and every final parameter (actor, both critics, both target
 critics, V).
 """
@@ -36,13 +37,20 @@ from offline_common import (
     layers,
     make_batches,
     save_golden,
+    sparse_shifted_rewards,
 )
 
 UPDATES = 50
 SETTINGS = {"beta": 3.0, "expectile": 0.7, "tau": 0.005, "gamma": 0.99, "lr": 3e-4}
 
 
-def run_case(iql, deterministic: bool) -> dict:
+ANTMAZE = {"beta": 10.0, "expectile": 0.9}  # CORL configs/*/iql/antmaze/*.yaml
+
+
+def run_case(iql, deterministic: bool, antmaze: bool = False) -> dict:
+    """One case; ``antmaze``: CORL's antmaze IQL settings (iql_tau 0.9, beta 10, Gaussian
+    actor) on sparse rewards shifted by -1 (``modify_reward``), as our recipe trains."""
+    settings = {**SETTINGS, **(ANTMAZE if antmaze else {})}
     params = iql_initial(deterministic)
     policy = iql.DeterministicPolicy if deterministic else iql.GaussianPolicy
     actor = policy(OBS_DIM, ACT_DIM, max_action=1.0, hidden_dim=HIDDEN)
@@ -58,19 +66,21 @@ def run_case(iql, deterministic: bool) -> dict:
     trainer = iql.ImplicitQLearning(  # the target critics are deep copies made here
         max_action=1.0,
         actor=actor,
-        actor_optimizer=torch.optim.Adam(actor.parameters(), lr=SETTINGS["lr"]),
+        actor_optimizer=torch.optim.Adam(actor.parameters(), lr=settings["lr"]),
         q_network=q_network,
-        q_optimizer=torch.optim.Adam(q_network.parameters(), lr=SETTINGS["lr"]),
+        q_optimizer=torch.optim.Adam(q_network.parameters(), lr=settings["lr"]),
         v_network=v_network,
-        v_optimizer=torch.optim.Adam(v_network.parameters(), lr=SETTINGS["lr"]),
-        iql_tau=SETTINGS["expectile"],
-        beta=SETTINGS["beta"],
+        v_optimizer=torch.optim.Adam(v_network.parameters(), lr=settings["lr"]),
+        iql_tau=settings["expectile"],
+        beta=settings["beta"],
         max_steps=UPDATES,
-        discount=SETTINGS["gamma"],
-        tau=SETTINGS["tau"],
+        discount=settings["gamma"],
+        tau=settings["tau"],
     )
     losses: dict[str, list[float]] = {"value_loss": [], "q_loss": [], "actor_loss": []}
     batches = make_batches(1, UPDATES)
+    if antmaze:
+        batches = sparse_shifted_rewards(batches)
     for batch in batches:
         log = trainer.train(corl_batch(batch))
         for name in losses:
@@ -85,7 +95,8 @@ def run_case(iql, deterministic: bool) -> dict:
     }
     if not deterministic:
         final["actor.log_std"] = trainer.actor.log_std.detach().numpy().copy()
-    settings = {**SETTINGS, "deterministic_actor": deterministic, "updates": UPDATES}
+    settings = {**settings, "deterministic_actor": deterministic, "updates": UPDATES,
+                "sparse_reward": antmaze}  # fmt: skip
     return encode_case(settings, inputs_digest(params, batches, []), losses, final)
 
 
@@ -97,6 +108,7 @@ def main() -> None:
     torch.set_num_threads(1)
     iql = load_corl(args.corl, "algorithms/offline/iql.py", "corl_iql")
     cases = {name: run_case(iql, name == "deterministic") for name in ("gaussian", "deterministic")}
+    cases["antmaze"] = run_case(iql, deterministic=False, antmaze=True)
     meta = {
         "reference": f"{CORL_REPO}@{CORL_COMMIT} algorithms/offline/iql.py",
         "command": "python " + " ".join(["benchmarks/parity/iql_reference.py", *sys.argv[1:]]),

@@ -74,24 +74,38 @@ def transitions(
 
 # --- RLPD ------------------------------------------------------------------------------
 RLPD_SIZES = {"obs_dim": 3, "act_dim": 2, "hidden": 16, "members": 10, "subset": 2,
-              "batch": 32, "utd": 20, "updates": 5}  # fmt: skip
+              "batch": 32, "utd": 20, "updates": 5}  # fmt: skip (subset: the default recipe's)
 
 
-def rlpd_inputs(seed: int = 0) -> dict:
+# the reference README's antmaze command: --config.hidden_dims="(256, 256, 256)"
+# --config.num_min_qs=1 --config.backup_entropy=False; train_finetuning.py: rewards - 1
+RLPD_RECIPES = {
+    "default": {"layers": 2, "subset": 2, "backup_entropy": True, "sparse_reward": False},
+    "antmaze": {"layers": 3, "subset": 1, "backup_entropy": False, "sparse_reward": True},
+}
+
+
+def rlpd_inputs(seed: int = 0, recipe: str = "default") -> dict:
     """RLPD: SAC actor, 10-critic LayerNorm ensemble, ``updates`` batches of utd x batch
     rows, and per update: the next-action noise of each critic step (utd, batch, A), the
-    target subset of each critic step (utd, 2) and the actor step's noise (batch, A)."""
-    s = RLPD_SIZES
+    target subset of each critic step (utd, subset) and the actor step's noise (batch, A).
+    ``recipe`` "antmaze": 3 hidden layers, one target critic, and AntMaze's sparse rewards
+    (1 on about 20 % of rows) already shifted by the recipe's -1 (both sides get -1 / 0)."""
+    s, r = RLPD_SIZES, RLPD_RECIPES[recipe]
     rng = np.random.default_rng(seed)
     o, a, h, e = s["obs_dim"], s["act_dim"], s["hidden"], s["members"]
-    actor = mlp(rng, "net.", [o, h, h, 2 * a])
-    critic = ensemble(rng, e, [o + a, h, h, 1], layer_norm=True)
+    actor = mlp(rng, "net.", [o, *[h] * r["layers"], 2 * a])
+    critic = ensemble(rng, e, [o + a, *[h] * r["layers"], 1], layer_norm=True)
     batches, noise = [], []
+    rows = s["batch"] * s["utd"]
     for _ in range(s["updates"]):
-        batches.append(transitions(rng, s["batch"] * s["utd"], o, a))
+        batch = transitions(rng, rows, o, a)
+        if r["sparse_reward"]:
+            batch["reward"] = _f32((rng.random(rows) < 0.2).astype(np.float64) - 1.0)
+        batches.append(batch)
         noise.append({
             "critic": _f32(rng.standard_normal((s["utd"], s["batch"], a))),
-            "subsets": np.stack([rng.permutation(e)[: s["subset"]] for _ in range(s["utd"])]),
+            "subsets": np.stack([rng.permutation(e)[: r["subset"]] for _ in range(s["utd"])]),
             "actor": _f32(rng.standard_normal((s["batch"], a))),
         })  # fmt: skip
     return {"actor": actor, "critic": critic, "batches": batches, "noise": noise}

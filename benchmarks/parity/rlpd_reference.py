@@ -1,6 +1,8 @@
 """RLPD parity: run ikostrikov/rlpd's ``SACLearner.update`` (10 LayerNorm critics, target
 min over a random 2, entropy backup, utd 20, then one actor and temperature step) from
 rlcore's initial weights on recorded batches and noise, and write tests/golden/rlpd.json.
+Also the reference's antmaze flags (README: 3 hidden layers, ``num_min_qs=1``,
+``backup_entropy=False``; rewards - 1 as train_finetuning.py shifts them), aligned.
 
 Run (side environment with jax 0.9.2, outside the repository; reference unpacked with
 ``git archive`` of the fetched github:ikostrikov/rlpd into /work/side/parity-jax/src)::
@@ -29,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax_refs_harness import SRC, Feed, commit, feed_gaussians, stub_package, versions, write_golden
 
-from rlcore.benchmarks.parity.jax_refs_data import RLPD_SIZES, rlpd_inputs
+from rlcore.benchmarks.parity.jax_refs_data import RLPD_RECIPES, RLPD_SIZES, rlpd_inputs
 
 REPO = "ikostrikov/rlpd"
 ROOT = SRC / REPO.replace("/", "+")
@@ -87,15 +89,18 @@ class Box:
         return np.zeros(self.shape, np.float32)
 
 
-def to_flax(actor: dict, critic: dict) -> tuple[dict, dict]:
-    """rlcore state_dict arrays -> the reference's parameter trees."""
+def to_flax(actor: dict, critic: dict, layers: int) -> tuple[dict, dict]:
+    """rlcore state_dict arrays -> the reference's parameter trees (``layers`` hidden)."""
     a = S["act_dim"]
     dense = lambda w, b: {"kernel": jnp.asarray(w.T), "bias": jnp.asarray(b)}  # noqa: E731
+    out = f"net.{2 * layers}"  # rlcore's MLP: Linear modules at 0, 2, 4, ...
     actor_tree = {
-        "MLP_0": {"Dense_0": dense(actor["net.0.weight"], actor["net.0.bias"]),
-                  "Dense_1": dense(actor["net.2.weight"], actor["net.2.bias"])},
-        "OutputDenseMean": dense(actor["net.4.weight"][:a], actor["net.4.bias"][:a]),
-        "OutputDenseLogStd": dense(actor["net.4.weight"][a:], actor["net.4.bias"][a:]),
+        "MLP_0": {
+            f"Dense_{i}": dense(actor[f"net.{2 * i}.weight"], actor[f"net.{2 * i}.bias"])
+            for i in range(layers)
+        },
+        "OutputDenseMean": dense(actor[f"{out}.weight"][:a], actor[f"{out}.bias"][:a]),
+        "OutputDenseLogStd": dense(actor[f"{out}.weight"][a:], actor[f"{out}.bias"][a:]),
     }  # fmt: skip
     c = {k: jnp.asarray(v) for k, v in critic.items()}
     mlp = {
@@ -103,14 +108,14 @@ def to_flax(actor: dict, critic: dict) -> tuple[dict, dict]:
             "kernel": c[f"net.hidden_layers.{i}.weight"],
             "bias": c[f"net.hidden_layers.{i}.bias"][:, 0],
         }
-        for i in range(2)
+        for i in range(layers)
     }
     mlp |= {
         f"LayerNorm_{i}": {
             "scale": c[f"net.norms.{i}.weight"][:, 0],
             "bias": c[f"net.norms.{i}.bias"][:, 0],
         }
-        for i in range(2)
+        for i in range(layers)
     }
     critic_tree = {
         "VmapStateActionValue_0": {
@@ -124,20 +129,20 @@ def to_flax(actor: dict, critic: dict) -> tuple[dict, dict]:
     return actor_tree, critic_tree  # fmt: skip
 
 
-def from_flax(actor_tree: dict, critic_tree: dict) -> tuple[dict, dict]:
+def from_flax(actor_tree: dict, critic_tree: dict, layers: int) -> tuple[dict, dict]:
     """The reference's parameter trees -> rlcore state_dict arrays."""
     n = lambda x: np.asarray(x, np.float32)  # noqa: E731
     m = actor_tree["MLP_0"]
     mean, log_std = actor_tree["OutputDenseMean"], actor_tree["OutputDenseLogStd"]
-    actor = {
-        "net.0.weight": n(m["Dense_0"]["kernel"]).T, "net.0.bias": n(m["Dense_0"]["bias"]),
-        "net.2.weight": n(m["Dense_1"]["kernel"]).T, "net.2.bias": n(m["Dense_1"]["bias"]),
-        "net.4.weight": np.concatenate([n(mean["kernel"]).T, n(log_std["kernel"]).T]),
-        "net.4.bias": np.concatenate([n(mean["bias"]), n(log_std["bias"])]),
-    }  # fmt: skip
+    actor = {}
+    for i in range(layers):
+        actor[f"net.{2 * i}.weight"] = n(m[f"Dense_{i}"]["kernel"]).T
+        actor[f"net.{2 * i}.bias"] = n(m[f"Dense_{i}"]["bias"])
+    actor[f"net.{2 * layers}.weight"] = np.concatenate([n(mean["kernel"]).T, n(log_std["kernel"]).T])
+    actor[f"net.{2 * layers}.bias"] = np.concatenate([n(mean["bias"]), n(log_std["bias"])])
     v = critic_tree["VmapStateActionValue_0"]
     critic = {}
-    for i in range(2):
+    for i in range(layers):
         critic[f"net.hidden_layers.{i}.weight"] = n(v["MLP_0"][f"Dense_{i}"]["kernel"])
         critic[f"net.hidden_layers.{i}.bias"] = n(v["MLP_0"][f"Dense_{i}"]["bias"])[:, None]
         critic[f"net.norms.{i}.weight"] = n(v["MLP_0"][f"LayerNorm_{i}"]["scale"])[:, None]
@@ -147,19 +152,22 @@ def from_flax(actor_tree: dict, critic_tree: dict) -> tuple[dict, dict]:
     return actor, critic
 
 
-def run(aligned: bool) -> dict:
+def run(aligned: bool, recipe: str = "default") -> dict:
+    """The reference's updates; ``recipe`` "antmaze": its README's antmaze flags."""
     align(aligned)
-    inputs = rlpd_inputs()
+    inputs = rlpd_inputs(recipe=recipe)
+    r = RLPD_RECIPES[recipe]
     agent = sac_learner.SACLearner.create(
         0,
         Box(S["obs_dim"]),
         Box(S["act_dim"]),
-        hidden_dims=(S["hidden"],) * 2,
+        hidden_dims=(S["hidden"],) * r["layers"],
         num_qs=S["members"],
-        num_min_qs=S["subset"],
+        num_min_qs=r["subset"],
         critic_layer_norm=True,
-    )  # RLPD's settings: lr 3e-4, init temperature 1, target entropy -|A|/2, backup entropy
-    actor_tree, critic_tree = to_flax(inputs["actor"], inputs["critic"])
+        backup_entropy=r["backup_entropy"],
+    )  # RLPD's settings: lr 3e-4, init temperature 1, target entropy -|A|/2
+    actor_tree, critic_tree = to_flax(inputs["actor"], inputs["critic"], r["layers"])
     agent = agent.replace(
         actor=agent.actor.replace(params=actor_tree),
         critic=agent.critic.replace(params=critic_tree),
@@ -193,8 +201,8 @@ def run(aligned: bool) -> dict:
                 "temperature_loss": float(info["temperature_loss"]),
             })  # fmt: skip
     sac_learner.SACLearner.update_critic = update_critic
-    actor, critic = from_flax(agent.actor.params, agent.critic.params)
-    _, target = from_flax(agent.actor.params, agent.target_critic.params)
+    actor, critic = from_flax(agent.actor.params, agent.critic.params, r["layers"])
+    _, target = from_flax(agent.actor.params, agent.target_critic.params, r["layers"])
     return {
         "losses": losses,
         "actor": actor,
@@ -206,6 +214,8 @@ def run(aligned: bool) -> dict:
 
 def main() -> None:
     aligned, as_is = run(aligned=True), run(aligned=False)
+    antmaze = run(aligned=True, recipe="antmaze")
+    del antmaze["target_critic"]  # size, as the as-is variant
     diff = max(
         float(np.abs(aligned["critic"][k] - as_is["critic"][k]).max()) for k in aligned["critic"]
     )
@@ -220,6 +230,7 @@ def main() -> None:
         "inputs": "benchmarks/parity/jax_refs_data.py rlpd_inputs(seed=0)",
         "aligned": aligned,
         "reference_as_is": as_is,
+        "antmaze": {"recipe": RLPD_RECIPES["antmaze"], **antmaze},
     })  # fmt: skip
 
 

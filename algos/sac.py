@@ -31,6 +31,12 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   clamped to [low, high], OpenAI baselines' HER ``clip_return`` (its DDPG target is clipped
   to [-1/(1-gamma), 0] on the -1/0 robot tasks); for SAC + HER on PandaPush, whose
   critic was measured to diverge without it (benchmarks/README.md, HER). TD3 the same.
+* ``max_target_backup`` (off by default; not in the paper): the TD target backs up the
+  max over ``backup_actions`` next actions sampled per row (each the min over the
+  target critics, the entropy term subtracted first when backed up), as CQL's
+  max-target backup and WSRL's online SAC on AntMaze (zhouzypaul/wsrl@891ee35
+  ``wsrl/agents/sac.py`` ``_process_target_next_qs``, ``antmaze_wsrl``: 10 actions).
+  One subset of target critics is drawn per critic step for all samples, as there.
 * ``normalize_obs`` (off by default; neither the paper nor CleanRL has it): the agent
   standardises its input part by part with running statistics of its update batches
   (goals with the achieved goals'), clipped at ``clip_obs``, as OpenAI baselines' HER
@@ -158,6 +164,8 @@ class SACConfig:
     actor_batch: str = "last"  # actor/temperature rows: "last" minibatch | "full" batch
     critic_last_layer_scale: float | None = None  # orthogonal gain of the critics' output layer
     target_clip: tuple[float, float] | None = None  # [low, high] clamp of the TD target
+    max_target_backup: bool = False  # target: max over backup_actions sampled next actions
+    backup_actions: int = 10  # next actions sampled per row for max_target_backup
     # in-agent observation standardisation (rlcore.agent_state.Plumbing): dict parts one by
     # one, goals with the achieved goals' statistics; transitions are stored raw (HER)
     normalize_obs: bool = False  # running statistics of the update batches' observations
@@ -182,6 +190,8 @@ class SACConfig:
             raise ValueError(f"actor_batch={self.actor_batch!r}: choose from {ACTOR_BATCH}")
         if self.utd_ratio < 1:
             raise ValueError(f"utd_ratio={self.utd_ratio} must be >= 1")
+        if self.backup_actions < 1:
+            raise ValueError(f"backup_actions={self.backup_actions} must be >= 1")
         if self.compile_steps is not None and (
             self.compile_steps < 1 or self.utd_ratio % self.compile_steps
         ):
@@ -394,10 +404,14 @@ class SAC:
         {q: mean Q, target_q: mean target})."""
         cfg = self.config
         with torch.no_grad(), self._autocast():
-            next_action, next_log_prob = self.actor(next_obs)
-            next_v = subset_min(self.target_critic(next_obs, next_action), cfg.critic_subset)
+            samples = cfg.backup_actions if cfg.max_target_backup else 1
+            # sample-major: sample k is rows k B .. (k + 1) B - 1
+            repeated = next_obs.repeat(samples, *[1] * (next_obs.dim() - 1))
+            next_action, next_log_prob = self.actor(repeated)
+            next_v = subset_min(self.target_critic(repeated, next_action), cfg.critic_subset)
             if cfg.backup_entropy:
                 next_v = next_v - alpha * next_log_prob
+            next_v = next_v.view(samples, -1).max(0).values  # one sample: itself
             target_q = clip_target(reward + cfg.gamma * (1.0 - terminated) * next_v,
                                    cfg.target_clip)  # fmt: skip
         with self._autocast():

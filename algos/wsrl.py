@@ -32,6 +32,11 @@ A run has three phases (the loop calls ``set_phase`` at the start of each):
    a' ~ pi(s'), no entropy term) and a Polyak average (tau 5e-3); then one actor and
    temperature step on all 1024 rows, actor loss E[alpha log pi - min over all 10 Q];
    target entropy -|A|.
+The AntMaze recipe (configs/experiment/wsrl_antmaze.yaml; the reference README: Cal-QL
+pre-training with ``--use_redq``, then ``launch_wsrl_finetune.sh`` with ``antmaze_wsrl``)
+switches on ``calibrate`` (Cal-QL's bound in the pre-training penalty, ``sparse_reward``:
+the reference's return-to-go of never-successful episodes) and the online
+``max_target_backup`` (the max over 10 sampled next actions, algos/sac.py).
 Shared defaults: gamma 0.99; lr actor 1e-4, critic 3e-4, temperature 1e-4; initial
 temperature 1 (pre-training; online continues from the pre-trained value); 256x256 ReLU
 networks with LayerNorm, critic output layer orthogonal with gain 1e-2; tanh-Gaussian
@@ -127,11 +132,21 @@ class WSRLConfig(CQLConfig):
     cql_alpha: float = 5.0  # conservative penalty weight
     cql_max_target_backup: bool = True  # max over the sampled next actions in the target
     normalize_states: bool = False  # WSRL trains on raw states (must stay false)
+    # Cal-QL pre-training (the reference's antmaze / adroit recipe: finetune.py --agent
+    # calql): CQL's penalty on policy actions bounded below by the Monte-Carlo return-to-go
+    calibrate: bool = False
+    # sparse tasks (calibrate only): an episode whose EVERY reward is the failure reward
+    # sparse_min_reward * reward_scale + reward_bias gets that reward / (1 - gamma) as its
+    # return-to-go on every row (wsrl calc_return_to_go; CORL's rule, Cal-QL's: last reward)
+    sparse_reward: bool = False
+    sparse_min_reward: float = 0.0
     # online SAC
     critic_subset: int | None = 2  # TD target (both phases): min over 2 random target critics
     actor_q: str = "min"  # the actor maximises the min over all critics
     utd_ratio: int = 4  # critic steps (minibatches) per env step
     actor_batch: str = "full"  # one actor/temperature step on all utd_ratio minibatches
+    max_target_backup: bool = False  # online target: max over backup_actions next actions
+    backup_actions: int = 10  # next actions sampled per row (max_target_backup)
     compile: bool | str = False  # the online update as one compiled graph (algos/sac.py)
     compile_steps: int | None = 1  # critic steps per compiled graph call (None: all 4)
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
@@ -143,6 +158,13 @@ class WSRLConfig(CQLConfig):
     warmup_steps: int = 5_000  # pre-trained policy fills the buffer, no updates
     updates_per_step: float = 1.0  # update calls per env step
     total_steps: int = 500_000  # online env steps
+
+    def __post_init__(self) -> None:
+        if self.sparse_reward and not self.calibrate:
+            raise ValueError(
+                "sparse_reward sets Cal-QL's return-to-go, which only calibrate=true reads: "
+                "set algo.calibrate=true or algo.sparse_reward=false"
+            )
 
     def plan(self) -> RunPlan:
         """``offline_steps`` of CQL pre-training, then online SAC: ``warmup_steps`` of the
@@ -157,6 +179,9 @@ class WSRLConfig(CQLConfig):
         # CQL's dataset recipe; the dataset is needed for pre-training only (an init_from
         # run that skips it runs without one)
         data = dataclasses.replace(super().plan().data, required=False)
+        if self.sparse_reward:
+            failure = self.sparse_min_reward * self.reward_scale + self.reward_bias
+            data = dataclasses.replace(data, sparse_failure_reward=failure, sparse_rule="all")
         return RunPlan(schedule, data=data, gamma=self.gamma, precision=self.precision,
                        compile=self.compile)  # fmt: skip
 
@@ -188,7 +213,10 @@ class WSRL:
                 "WSRL trains on raw states (its online phase never sees dataset "
                 "statistics): set algo.normalize_states=false"
             )
-        self.offline = CQL(observation_space, action_space, _subset(CQLConfig, config), device)
+        self.offline = CQL(
+            observation_space, action_space, _subset(CQLConfig, config), device,
+            calibrate=config.calibrate,
+        )  # fmt: skip
         shared = {
             "actor": self.offline.actor,
             "critic": self.offline.critic,

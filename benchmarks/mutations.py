@@ -86,6 +86,25 @@ MUTATIONS: list[Mutation] = [
         ),
     ),
     Mutation(
+        "max_target_backup_takes_min",
+        "algos/sac.py",
+        "next_v = next_v.view(samples, -1).max(0).values",
+        "next_v = next_v.view(samples, -1).min(0).values",
+        "max-target backup (WSRL antmaze) takes the worst sampled next action",
+        ("tests/test_o2o_agents.py::test_max_target_backup_takes_the_best_of_the_sampled_next_actions",),
+    ),
+    Mutation(
+        "sparse_rule_all_inverted",
+        "offline/datasets.py",
+        "failed = failed[~torch.isin(failed, succeeded)]",
+        "failed = failed[torch.isin(failed, succeeded)]",
+        "WSRL's sparse return-to-go marks the episodes that succeeded instead",
+        (
+            "tests/test_cql.py::test_sparse_failure_rules_by_hand",
+            "tests/test_cql.py::test_wsrl_sparse_reward_returns_match_the_reference",
+        ),
+    ),
+    Mutation(
         "surrogate_ratio_inverted",
         "rlcore/losses.py",
         "ratio = log_ratio.exp()",

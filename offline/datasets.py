@@ -55,6 +55,10 @@ class DatasetNotAvailableError(DatasetError):
     """A Minari dataset id that is neither stored locally nor downloadable right now."""
 
 
+# which episodes Cal-QL's sparse return-to-go calls failed (OfflineDataset.fail_sparse_episodes)
+SPARSE_RULES = ("last", "all")
+
+
 @dataclass
 class OfflineDataset:
     """Flat transitions of an offline dataset (float32 tensors on the CPU, row-aligned).
@@ -194,15 +198,24 @@ class OfflineDataset:
             rtg = returns_to_go(self.reward.numpy(), ends.numpy(), self.gamma)
             self.mc_return = torch.as_tensor(rtg, dtype=torch.float32)
 
-    def fail_sparse_episodes(self, failure_reward: float) -> int:
-        """CORL Cal-QL's sparse-reward return-to-go (``is_sparse_reward``): every row of an
-        episode whose last reward equals ``failure_reward`` (a sparse task it never solved)
-        gets ``failure_reward / (1 - gamma)``, the return of failing forever, instead of the
-        discounted sum to its end. Call after the reward transform. Returns how many
-        episodes were marked."""
-        last = torch.ones(len(self), dtype=torch.bool)
-        last[:-1] = self.episode_id[1:] != self.episode_id[:-1]
-        failed = self.episode_id[last][self.reward[last] == failure_reward]
+    def fail_sparse_episodes(self, failure_reward: float, rule: str = "last") -> int:
+        """Cal-QL's sparse-reward return-to-go: every row of a failed episode gets
+        ``failure_reward / (1 - gamma)``, the return of failing forever, instead of the
+        discounted sum to its end. ``rule`` says which episodes failed: ``"last"``, those
+        whose last reward equals ``failure_reward`` (CORL's ``is_sparse_reward``); ``"all"``,
+        those whose every reward does (zhouzypaul/wsrl ``calc_return_to_go``: an episode
+        that reached the goal on the way keeps its discounted sums). Call after the reward
+        transform. Returns how many episodes were marked."""
+        if rule not in SPARSE_RULES:
+            raise ValueError(f"rule={rule!r}: one of {SPARSE_RULES}")
+        if rule == "last":
+            last = torch.ones(len(self), dtype=torch.bool)
+            last[:-1] = self.episode_id[1:] != self.episode_id[:-1]
+            failed = self.episode_id[last][self.reward[last] == failure_reward]
+        else:
+            succeeded = self.episode_id[self.reward != failure_reward].unique()
+            failed = self.episode_id.unique()
+            failed = failed[~torch.isin(failed, succeeded)]
         rows = torch.isin(self.episode_id, failed)
         self.mc_return[rows] = failure_reward / (1.0 - self.gamma)
         return len(failed)

@@ -319,10 +319,13 @@ def prepare_offline(
     if (scale, bias) != (1.0, 0.0):
         dataset.scale_rewards(scale, bias)
     if plan.data.sparse_failure_reward is not None:  # Cal-QL's sparse-reward return-to-go
-        failed = dataset.fail_sparse_episodes(plan.data.sparse_failure_reward)
+        failed = dataset.fail_sparse_episodes(
+            plan.data.sparse_failure_reward, plan.data.sparse_rule
+        )
         logger.progress(
-            f"sparse rewards: {failed} of {dataset.num_episodes} episodes end on the failure "
-            f"reward {plan.data.sparse_failure_reward:g}; their return-to-go is "
+            f"sparse rewards: {failed} of {dataset.num_episodes} episodes failed ("
+            f"{'their last reward' if plan.data.sparse_rule == 'last' else 'every reward'} "
+            f"is {plan.data.sparse_failure_reward:g}); their return-to-go is "
             f"{plan.data.sparse_failure_reward / (1 - dataset.gamma):g} on every row",
             force=True,
         )

@@ -97,6 +97,8 @@ class DataRecipe:
     # this reward (after scale and bias: it never succeeded) gets the return-to-go r / (1 -
     # gamma), as if it failed forever; None: plain discounted sums
     sparse_failure_reward: float | None = None
+    # which episodes failed: "last" reward is the failure one (CORL), "all" rewards are (WSRL)
+    sparse_rule: str = "last"
     # an offline algorithm: it always trains with its dataset (an online phase after
     # ``init_from`` too: the dataset's reward and state statistics). Its ``total_steps``
     # are gradient steps and its online phase is ``algo.online_steps``.

@@ -406,3 +406,65 @@ def test_cal_ql_sparse_reward_returns_match_corl(tmp_path, sparse):
         assert dataset.fail_sparse_episodes(data.sparse_failure_reward) == 3
     expected = golden["mc_returns"][f"sparse_{str(sparse).lower()}"]
     np.testing.assert_allclose(dataset.mc_return.numpy(), expected, rtol=2e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule, marked, expected", [
+    ("last", 2, [-10.0, -10.0, -10.0, -10.0, -10.0]),
+    ("all", 1, [-3.75, 2.5, -5.0, -10.0, -10.0]),
+])  # fmt: skip
+def test_sparse_failure_rules_by_hand(tmp_path, rule, marked, expected):
+    """Rewards -5 / 5 (after the transform), gamma 0.5; episode A = -5, 5, -5 (the goal
+    reached on the way, left again), episode B = -5, -5. CORL's rule ("last": the last
+    reward is the failure) marks both: every row -5 / (1 - 0.5) = -10. WSRL's ("all": every
+    reward is) spares A, whose discounted sums are -5, 5 - 2.5 = 2.5, -5 + 1.25 = -3.75."""
+    import h5py
+
+    from rlcore.offline.datasets import load_dataset
+
+    path = tmp_path / "rules.hdf5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("observations", data=np.arange(10, dtype=np.float32).reshape(5, 2))
+        f.create_dataset("next_observations", data=np.ones((5, 2), np.float32))
+        f.create_dataset("actions", data=np.zeros((5, 1), np.float32))
+        f.create_dataset("rewards", data=np.array([-5, 5, -5, -5, -5], np.float32))
+        f.create_dataset("terminals", data=np.zeros(5, np.float32))
+        f.create_dataset("timeouts", data=np.array([0, 0, 1, 0, 1], np.float32))
+    dataset = load_dataset(path, gamma=0.5)
+    assert dataset.fail_sparse_episodes(-5.0, rule) == marked
+    np.testing.assert_allclose(dataset.mc_return.numpy(), expected, atol=1e-6)
+    with pytest.raises(ValueError, match="rule"):
+        dataset.fail_sparse_episodes(-5.0, "first")
+
+
+def test_wsrl_sparse_reward_returns_match_the_reference(tmp_path):
+    """zhouzypaul/wsrl's calc_return_to_go (tests/golden/wsrl_sparse_returns.json) on the
+    AntMaze-style rows of the CORL case: an episode counts as failed only when every reward
+    is the failure reward, so the one that reaches the goal and leaves it keeps its
+    discounted sums (CORL: -500 on every row). Ours through the D4RL loader, WSRL's plan
+    (10 r - 5, rule "all") and ``fail_sparse_episodes``."""
+    import json
+
+    import h5py
+
+    from rlcore.algos.wsrl import WSRLConfig
+    from rlcore.offline.datasets import load_dataset
+    from tests.conftest import REPO
+
+    golden = json.loads((REPO / "tests/golden/wsrl_sparse_returns.json").read_text())
+    rows = golden["rows"]
+    n = len(rows["rewards"])
+    path = tmp_path / "sparse.hdf5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("observations", data=np.stack([np.arange(n), np.zeros(n)], 1)
+                         .astype(np.float32))  # fmt: skip
+        f.create_dataset("next_observations", data=np.stack([np.arange(n) + 1, np.zeros(n)], 1)
+                         .astype(np.float32))  # fmt: skip
+        f.create_dataset("actions", data=np.zeros((n, 1), np.float32))
+        for key in ("rewards", "terminals", "timeouts"):
+            f.create_dataset(key, data=np.asarray(rows[key], np.float32))
+    config = WSRLConfig(calibrate=True, sparse_reward=True, reward_scale=10.0, reward_bias=-5.0)
+    data = config.plan().data
+    dataset = load_dataset(path, gamma=golden["meta"]["gamma"])
+    dataset.scale_rewards(data.reward_scale, data.reward_bias)
+    assert dataset.fail_sparse_episodes(data.sparse_failure_reward, data.sparse_rule) == 2
+    np.testing.assert_allclose(dataset.mc_return.numpy(), golden["mc_returns"], rtol=2e-6, atol=1e-5)

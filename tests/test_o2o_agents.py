@@ -241,6 +241,51 @@ def test_td3_target_clip_clamps_the_td_target(bounds, targets):
     assert agent.update(clip_batch())["critic_loss"] == pytest.approx(expected.item(), rel=1e-6)
 
 
+@pytest.mark.parametrize(
+    "max_backup, entropy, expected",
+    [(False, False, [0.1, 0.5]), (True, False, [0.9, 0.5]), (True, True, [0.3, 0.5])],
+)
+def test_max_target_backup_takes_the_best_of_the_sampled_next_actions(
+    max_backup, entropy, expected
+):
+    """Two rows, three next actions sampled per row (sample-major: sample k is rows 2k,
+    2k + 1), first action coordinates 0.1, 0.5 | 0.3, -0.2 | 0.9, 0.0; target critics
+    Q_i = a_0 + i (min: a_0); log pi 0 except 1 on the third sample of row 0; alpha 1,
+    reward 0, gamma 1. Max backup: row 0 max(0.1, 0.3, 0.9) = 0.9 (with entropy: 0.9 - 1
+    falls below 0.3), row 1 max(0.5, -0.2, 0.0) = 0.5; without it, the first sample."""
+    config = SACConfig(
+        hidden=(8, 8), gamma=1.0, backup_entropy=entropy, max_target_backup=max_backup,
+        backup_actions=3,
+    )  # fmt: skip
+    agent = SAC(OBS, ACT, config)
+    first = torch.tensor([0.1, 0.5, 0.3, -0.2, 0.9, 0.0])
+    log_pi = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0, 0.0])
+    seen = []
+
+    def actor(obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        seen.append(obs.clone())
+        rows = obs.shape[0]
+        action = torch.zeros(rows, ACT.shape[0])
+        action[:, 0] = first[:rows]
+        return action, log_pi[:rows]
+
+    agent.actor = actor
+    agent.target_critic = lambda obs, action: torch.stack([action[:, 0], action[:, 0] + 1])
+    batch = random_batch(2)
+    _, stats = agent._critic_losses(
+        batch.obs, batch.action, torch.zeros(2), batch.next_obs, torch.zeros(2),
+        torch.tensor(1.0),
+    )  # fmt: skip
+    assert stats["target_q"].item() == pytest.approx(sum(expected) / 2, abs=1e-6)
+    samples = 3 if max_backup else 1
+    assert torch.equal(seen[0], batch.next_obs.repeat(samples, 1))
+
+
+def test_backup_actions_must_be_positive():
+    with pytest.raises(ValueError, match="backup_actions"):
+        SACConfig(backup_actions=0)
+
+
 @pytest.mark.parametrize("bounds", [(0.0, 0.0), (1.0, -1.0), (1.0,)])
 def test_target_clip_refuses_bad_bounds(bounds):
     for config in (SACConfig, TD3Config):
@@ -354,6 +399,36 @@ def test_wsrl_defaults_and_shared_networks():
     for part in ("actor", "critic", "target_critic"):  # the same modules, not copies
         assert getattr(agent.online, part) is getattr(agent.offline, part)
     assert agent.offline.critic.net.norms is not None
+
+
+def test_wsrl_antmaze_recipe_pretrains_cal_ql_and_backs_up_the_max_online():
+    """configs/experiment/wsrl_antmaze.yaml: Cal-QL pre-training (the bound on), the
+    reference's sparse rule for the return-to-go (failure -5 after 10 r - 5, every reward),
+    online max over 10 sampled next actions."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "experiment" / "wsrl_antmaze.yaml"
+    shipped = OmegaConf.to_container(OmegaConf.load(path))["algo"]
+    config = WSRLConfig(**{**shipped, "hidden": (32, 32), "critic_hidden": (32,) * 4})
+    data = config.plan().data
+    assert (data.sparse_failure_reward, data.sparse_rule) == (-5.0, "all")
+    assert (data.reward_scale, data.reward_bias) == (10.0, -5.0)
+    torch.manual_seed(0)
+    agent = WSRL(OBS, ACT, config)
+    assert agent.offline.calibrate
+    assert agent.online.config.max_target_backup and agent.online.config.backup_actions == 10
+    metrics = agent.update(random_batch(UTD * B))
+    assert 0.0 <= metrics["bound_rate"] <= 1.0  # Cal-QL's bound is in the penalty
+    no_returns = random_batch(UTD * B)
+    with pytest.raises(ValueError, match="mc_return"):
+        agent.update(Batch(**{**no_returns.__dict__, "mc_return": None}))
+    agent.set_phase("online")
+    assert "target_q" in agent.update(random_batch(UTD * B))
+    assert WSRLConfig().plan().data.sparse_failure_reward is None
+    with pytest.raises(ValueError, match="calibrate"):
+        WSRLConfig(sparse_reward=True)
 
 
 def test_wsrl_set_phase_switches_from_cql_to_sac_maths():

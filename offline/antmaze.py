@@ -4,6 +4,11 @@ waypoints, in gymnasium-robotics' ``AntMaze`` (MuJoCo 4).
     python -m rlcore.offline.antmaze variant=umaze-diverse policy=<goal-reaching run or .pt> \\
         steps=1000000 dataset_id=local/antmaze/umaze-diverse-v0 [seed=0] [noise=0.0] \\
         [sample=false] [max_turn=1.0] [threads=auto]
+    python -m rlcore.offline.antmaze trial=umaze policy=<goal-reaching run or .pt> episodes=10
+
+``trial=<maze>`` records nothing: it drives the policy from the maze's start to its goal
+for ``episodes`` evaluation episodes and prints the share that reach it (is the policy good
+enough to record with?).
 
 D4RL (Fu et al., 2020, section 5 and appendix C) records AntMaze with "a goal-reaching
 policy" for the Ant and "a high-level waypoint planner" that steers it through the maze to
@@ -49,6 +54,7 @@ from rlcore.commands import print_help_if_asked
 from rlcore.envs.antmaze import (
     ANT_GOAL_ID,
     ANT_GOAL_TURNED_ID,
+    EPISODE_STEPS,
     EVAL_IDS,
     EVAL_MAPS,
     FRAMES,
@@ -340,13 +346,59 @@ def record(
     }
 
 
+def trial(
+    maze: str,
+    policy: str | Callable[[np.ndarray], np.ndarray],
+    episodes: int,
+    seed: int = 0,
+    sample: bool = False,
+    frame: str = "goal",
+    max_turn: float = 1.0,
+) -> dict[str, Any]:
+    """Drive the goal-reaching ``policy`` through ``episodes`` evaluation episodes of
+    ``maze`` (its start to its goal, 700 / 1,000 steps) and return the share that reach the
+    goal: whether a policy is good enough to record with, before recording. Nothing is
+    written."""
+    import torch
+
+    from rlcore.offline.recording import rollout
+    from rlcore.policies import load_policy
+
+    if maze not in EVAL_IDS:
+        raise UsageError(f"maze={maze}: one of {', '.join(EVAL_IDS)}")
+    if episodes < 1:
+        raise UsageError("episodes=<n> (n >= 1)")
+    if isinstance(policy, str):
+        frame = policy_frame(policy)
+        goal_reacher = load_policy(policy, deterministic=not sample)
+    else:
+        goal_reacher = policy
+    env, commanded = make_recording_env(Variant(maze, "eval"))
+    with env, torch.random.fork_rng():
+        torch.manual_seed(seed)
+        act = driver(commanded, commanded.observation_space, goal_reacher, frame, max_turn)
+        rolled = rollout(env, act, episodes * EPISODE_STEPS[maze], seed=seed)
+    reached = [bool(ep.rewards.max() > 0) for ep in rolled]
+    first = [int(np.argmax(ep.rewards > 0)) for ep in rolled if ep.rewards.max() > 0]
+    return {
+        "maze": maze,
+        "episodes": len(rolled),
+        "success_rate": float(np.mean(reached)),
+        "mean_steps_to_goal": float(np.mean(first)) if first else None,
+    }
+
+
 USAGE = (
-    "usage: python -m rlcore.offline.antmaze variant=<umaze | umaze-diverse | medium-play | "
+    "usage: python -m rlcore.offline.antmaze trial=<umaze | medium> policy=<run or agent "
+    "file> episodes=<n> [seed=0] [sample=false] [max_turn=1.0]\n"
+    "   or: python -m rlcore.offline.antmaze variant=<umaze | umaze-diverse | medium-play | "
     "medium-diverse> policy=<AntGoal run dir or agent file> steps=<n> "
     "dataset_id=<namespace/name-vN> [seed=0] [noise=0.0] [sample=false] [max_turn=1.0] "
     "[threads=auto]"
 )
 KEYS = {
+    "trial",
+    "episodes",
     "variant",
     "policy",
     "steps",
@@ -365,6 +417,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     if print_help_if_asked(argv, __doc__ or USAGE):
         return None
     try:
+        if any(arg.startswith("trial=") for arg in argv):
+            args = parse_args(argv, KEYS, required=("trial", "policy", "episodes"))
+            apply_threads(args.get("threads", AUTO))
+            summary = trial(
+                args["trial"],
+                args["policy"],
+                number_arg(args, "episodes", int),
+                seed=number_arg(args, "seed", int, 0),
+                sample=bool_arg(args, "sample", False),
+                max_turn=number_arg(args, "max_turn", float, 1.0),
+            )
+            for key, value in summary.items():
+                print(f"{key}: {value}")
+            return summary
         args = parse_args(argv, KEYS, required=("variant", "policy", "steps", "dataset_id"))
         apply_threads(args.get("threads", AUTO))
         summary = record(

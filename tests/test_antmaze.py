@@ -325,6 +325,40 @@ def test_record_writes_a_d4rl_style_dataset(tmp_path, monkeypatch) -> None:
 
 
 @needs_robotics
+def test_trial_counts_the_episodes_that_reach_the_goal(monkeypatch, capsys) -> None:
+    """``trial``: the real path drives one 700-step U-maze episode (the stand-in walker
+    does not reach the goal); the count, by hand on given episodes: rewards 1 first at
+    steps 2 and 4 in two of three episodes -> 2/3, 3 steps on average."""
+    from types import SimpleNamespace
+
+    from rlcore.offline import antmaze, recording
+    from rlcore.offline.cli import UsageError
+
+    summary = antmaze.trial("umaze", _walker, 1, seed=3)
+    assert summary == {"maze": "umaze", "episodes": 1, "success_rate": 0.0,
+                       "mean_steps_to_goal": None}  # fmt: skip
+    seen = {}
+
+    def rolled(env, act, steps, seed=0, noise=0.0):  # noqa: ANN001, ANN202
+        seen.update(steps=steps, seed=seed)
+        rewards = ([0, 0, 1, 1, 0], [0, 0, 0, 0, 0], [0, 0, 0, 0, 1])
+        return [SimpleNamespace(rewards=np.array(r, float)) for r in rewards]
+
+    monkeypatch.setattr(recording, "rollout", rolled)
+    summary = antmaze.trial("medium", _walker, 3, seed=5)
+    assert seen == {"steps": 3 * 1000, "seed": 5}  # the medium maze: 1,000-step episodes
+    assert summary["success_rate"] == pytest.approx(2 / 3)
+    assert summary["mean_steps_to_goal"] == 3.0
+    with pytest.raises(UsageError, match="maze=large"):
+        antmaze.trial("large", _walker, 1)
+    with pytest.raises(UsageError, match="episodes"):
+        antmaze.trial("umaze", _walker, 0)
+    with pytest.raises(SystemExit):
+        antmaze.main(["trial=umaze", "policy=x"])
+    assert "episodes" in capsys.readouterr().err
+
+
+@needs_robotics
 def test_the_policy_frame_is_read_from_the_run(tmp_path) -> None:
     from rlcore.checkpoint import FORMAT_VERSION, save_checkpoint
     from rlcore.offline.antmaze import policy_frame

@@ -12,6 +12,9 @@ target entropy -|A|, ``--learning-starts`` uniform random steps (default 1,000: 
 from complete episodes). rlcore's SAC departs from SB3's in four listed ways
 (algos/sac.py, "Against Stable-Baselines3").
 
+rlcore-only options: ``--normalize-obs`` (the in-agent normaliser), ``--clip-return`` (the
+TD target clipped to [-1/(1-gamma), 0], baselines' HER ``clip_return``; SB3 has neither).
+
 Every ``--eval-every`` env steps, 20 deterministic episodes on the native back end
 (rlcore's loop evaluates itself; SB3 trains in chunks and is evaluated with
 ``rlcore.evaluation.evaluate`` on the same env, seeds as rlcore's loop uses); the success

@@ -26,7 +26,9 @@ One update, every loss taken with the parameters from before the update:
     Q_cur]. ood = T logsumexp(values / T); diff_i = mean_batch clamp(ood - Q_i(s, a_data));
     penalty_i = cql_alpha diff_i, or alpha' cql_alpha (diff_i - gap) with the Lagrange
     multiplier alpha' = clamp(exp(log alpha'), 0, 1e6), log alpha' (init 1) minimising
-    -mean_i penalty_i at lr critic_lr; critic loss = TD loss + sum_i penalty_i;
+    -mean_i penalty_i at lr critic_lr; critic loss = TD loss + sum_i penalty_i
+    (``cql_lagrange_form="wsrl"``: alpha' = softplus(p), p from softplus^-1(1), and no
+    cql_alpha factor, as zhouzypaul/wsrl's ``cql_autotune_alpha`` for WSRL's antmaze);
 (5) optimiser steps: temperature, actor, (alpha'), critics; then Polyak targets.
 
 Cal-QL (``calibrate=True``, see algos/cal_ql.py) adds one term: before the logsumexp,
@@ -97,6 +99,8 @@ from rlcore.utils import adam, ensure_finite, mixed_precision, scalars
 NETWORK_INITS = ("cql", "orthogonal", "default")
 
 
+LAGRANGE_FORMS = ("corl", "wsrl")  # CQLConfig.cql_lagrange_form
+
 @dataclass
 class CQLConfig:
     """CQL hyper-parameters (CORL D4RL-locomotion defaults)."""
@@ -132,6 +136,9 @@ class CQLConfig:
     cql_importance_sample: bool = True  # subtract log-densities of the sampled actions
     cql_lagrange: bool = False  # tune a multiplier alpha' toward cql_target_action_gap
     cql_target_action_gap: float = -1.0  # gap of the Lagrange variant
+    # the Lagrange variant's multiplier: "corl" exp(log alpha') x cql_alpha, from e (CORL);
+    # "wsrl" softplus(param), from 1, no cql_alpha factor (zhouzypaul/wsrl cql_autotune_alpha)
+    cql_lagrange_form: str = "corl"
     cql_temp: float = 1.0  # temperature of the logsumexp
     cql_max_target_backup: bool = False  # TD target: max over cql_n_actions samples of a'
     cql_clip_diff_min: float = -math.inf  # clamp of (ood - Q_data) per state, lower
@@ -146,6 +153,12 @@ class CQLConfig:
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per gradient step
     total_steps: int = 1_000_000  # gradient steps
+
+    def __post_init__(self) -> None:
+        if self.cql_lagrange_form not in LAGRANGE_FORMS:
+            raise ValueError(
+                f"cql_lagrange_form={self.cql_lagrange_form!r}: one of {LAGRANGE_FORMS}"
+            )
 
     def plan(self) -> RunPlan:
         """Offline gradient steps only."""
@@ -244,7 +257,10 @@ class CQL:
         self._init_networks(config.network_init)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         self.log_alpha = torch.tensor(math.log(config.init_alpha), requires_grad=True)
-        self.log_alpha_prime = torch.tensor(1.0, requires_grad=True)
+        # the Lagrange multiplier's parameter: log alpha' (CORL, e at the start) or the
+        # softplus inverse of 1 (wsrl)
+        start = 1.0 if config.cql_lagrange_form == "corl" else math.log(math.e - 1.0)
+        self.log_alpha_prime = torch.tensor(start, requires_grad=True)
         self.target_entropy = (
             -float(action_dim) if config.target_entropy is None else config.target_entropy
         )
@@ -422,10 +438,13 @@ class CQL:
             )  # fmt: skip
             lagrange = {}
             if cfg.cql_lagrange:
-                alpha_prime = log_alpha_prime.exp().clamp(0.0, 1e6)
+                if cfg.cql_lagrange_form == "corl":
+                    alpha_prime, weight = log_alpha_prime.exp().clamp(0.0, 1e6), cfg.cql_alpha
+                else:  # wsrl: LeqLagrangeMultiplier, softplus parameterisation
+                    alpha_prime, weight = torch.nn.functional.softplus(log_alpha_prime), 1.0
                 gap = diff - cfg.cql_target_action_gap
-                penalty = (alpha_prime.detach() * cfg.cql_alpha * gap).sum()
-                lagrange["alpha_prime_loss"] = -(alpha_prime * cfg.cql_alpha * gap.detach()).mean()
+                penalty = (alpha_prime.detach() * weight * gap).sum()
+                lagrange["alpha_prime_loss"] = -(alpha_prime * weight * gap.detach()).mean()
             else:
                 penalty = cfg.cql_alpha * diff.sum()
         losses = {"critic_loss": td_loss + penalty, "actor_loss": actor_loss, **lagrange}

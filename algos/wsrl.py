@@ -36,11 +36,11 @@ The AntMaze recipe (configs/experiment/wsrl_antmaze.yaml; the reference README: 
 pre-training with ``--use_redq``, then ``launch_wsrl_finetune.sh`` with ``antmaze_wsrl``)
 switches on ``calibrate`` (Cal-QL's bound in the pre-training penalty, ``sparse_reward``:
 the reference's return-to-go of never-successful episodes) and the online
-``max_target_backup`` (the max over 10 sampled next actions, algos/sac.py). Departure
-there: the tuned CQL weight (``cql_lagrange``, gap 0.8) is CORL's form (algos/cql.py:
-exp(log alpha') x ``cql_alpha``, starting at e x 5 = 13.6), not the reference's
-(``cql_autotune_alpha``: a softplus Lagrange multiplier starting at 1.0 with no
-``cql_alpha`` factor, its loss on a fresh draw of the penalty's actions). Not measured.
+``max_target_backup`` (the max over 10 sampled next actions, algos/sac.py), with the
+reference's tuned CQL weight (``cql_lagrange_form="wsrl"``: a softplus Lagrange multiplier
+from 1.0, no ``cql_alpha`` factor, gap 0.8). Departure there: the reference computes the
+multiplier's loss on a fresh draw of the penalty's sampled actions (``cql_alpha_loss_fn``);
+ours reuses the critic step's. Not measured.
 Shared defaults: gamma 0.99; lr actor 1e-4, critic 3e-4, temperature 1e-4; initial
 temperature 1 (pre-training; online continues from the pre-trained value); 256x256 ReLU
 networks with LayerNorm, critic output layer orthogonal with gain 1e-2; tanh-Gaussian
@@ -164,6 +164,7 @@ class WSRLConfig(CQLConfig):
     total_steps: int = 500_000  # online env steps
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.sparse_reward and not self.calibrate:
             raise ValueError(
                 "sparse_reward sets Cal-QL's return-to-go, which only calibrate=true reads: "

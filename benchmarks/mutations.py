@@ -105,6 +105,14 @@ MUTATIONS: list[Mutation] = [
         ),
     ),
     Mutation(
+        "wsrl_lagrange_exp_not_softplus",
+        "algos/cql.py",
+        "alpha_prime, weight = torch.nn.functional.softplus(log_alpha_prime), 1.0",
+        "alpha_prime, weight = log_alpha_prime.exp(), 1.0",
+        "WSRL's Lagrange multiplier read through exp instead of softplus",
+        ("tests/test_cql.py::test_lagrange_forms_by_hand",),
+    ),
+    Mutation(
         "surrogate_ratio_inverted",
         "rlcore/losses.py",
         "ratio = log_ratio.exp()",

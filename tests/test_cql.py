@@ -468,3 +468,28 @@ def test_wsrl_sparse_reward_returns_match_the_reference(tmp_path):
     dataset.scale_rewards(data.reward_scale, data.reward_bias)
     assert dataset.fail_sparse_episodes(data.sparse_failure_reward, data.sparse_rule) == 2
     np.testing.assert_allclose(dataset.mc_return.numpy(), golden["mc_returns"], rtol=2e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["corl", "wsrl"])
+def test_lagrange_forms_by_hand(form):
+    """The Lagrange penalty at the start: CORL's alpha' = e times cql_alpha 5, wsrl's
+    softplus multiplier = 1 with no cql_alpha factor; penalty = weight x sum over the 2
+    critics of (diff_i - gap), so weight x 2 (mean diff - gap). One Adam step moves the
+    multiplier's parameter by lr against the sign of -(mean diff - gap)."""
+    torch.manual_seed(0)
+    config = CQLConfig(
+        hidden=(16, 16), cql_lagrange=True, cql_target_action_gap=0.3, cql_alpha=5.0,
+        cql_lagrange_form=form, normalize_states=False,
+    )  # fmt: skip
+    agent = CQL(OBS, ACT, config)
+    start = agent.log_alpha_prime.item()
+    metrics = agent.update(random_batch(32))
+    weight = math.e * 5.0 if form == "corl" else 1.0
+    assert metrics["alpha_prime"] == pytest.approx(math.e if form == "corl" else 1.0, rel=1e-6)
+    expected = weight * 2 * (metrics["cql_diff"] - 0.3)
+    assert metrics["cql_penalty"] == pytest.approx(expected, rel=1e-5, abs=1e-5)
+    step = agent.log_alpha_prime.item() - start
+    sign = 1.0 if metrics["cql_diff"] > 0.3 else -1.0
+    assert step == pytest.approx(sign * config.critic_lr, rel=1e-3)
+    with pytest.raises(ValueError, match="cql_lagrange_form"):
+        CQLConfig(cql_lagrange_form="softplus")

@@ -417,7 +417,8 @@ def test_wsrl_antmaze_recipe_pretrains_cal_ql_and_backs_up_the_max_online():
     assert (data.reward_scale, data.reward_bias) == (10.0, -5.0)
     torch.manual_seed(0)
     agent = WSRL(OBS, ACT, config)
-    assert agent.offline.calibrate
+    assert agent.offline.calibrate and agent.offline.config.cql_lagrange_form == "wsrl"
+    assert agent.offline.config.cql_lagrange and agent.offline.config.cql_target_action_gap == 0.8
     assert agent.online.config.max_target_backup and agent.online.config.backup_actions == 10
     metrics = agent.update(random_batch(UTD * B))
     assert 0.0 <= metrics["bound_rate"] <= 1.0  # Cal-QL's bound is in the penalty

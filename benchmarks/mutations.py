@@ -214,8 +214,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "sac_critic_no_terminal_mask",
         "algos/sac.py",
-        "target_q = reward + cfg.gamma * (1.0 - terminated) * next_v",
-        "target_q = reward + cfg.gamma * next_v",
+        "target_q = clip_target(reward + cfg.gamma * (1.0 - terminated) * next_v,",
+        "target_q = clip_target(reward + cfg.gamma * next_v,",
         "SAC critic bootstraps terminal rows",
         _t("test_sac_terminal_rows_target_the_reward"),
     ),

@@ -372,23 +372,12 @@ def test_network_init_schemes():
         CQL(OBS, ACT, CQLConfig(network_init="he"))
 
 
-@pytest.mark.parametrize("sparse", [True, False])
-def test_cal_ql_sparse_reward_returns_match_corl(tmp_path, sparse):
-    """CORL's get_return_to_go on AntMaze-style rewards (0 / 1, scaled to -5 / 5): with
-    is_sparse_reward every row of an episode that ends on the failure reward gets
-    -5 / (1 - 0.99) = -500, otherwise the discounted sums; ours on the same rows through the
-    D4RL loader, the plan's reward transform and ``fail_sparse_episodes``."""
-    import json
-
+def write_sparse_rows(path, rows: dict):
+    """A D4RL hdf5 file of a golden file's rows (rewards, terminals, timeouts), with
+    observations that continue inside an episode."""
     import h5py
 
-    from rlcore.offline.datasets import load_dataset
-    from tests.conftest import REPO
-
-    golden = json.loads((REPO / "tests/golden/cal_ql_sparse_returns.json").read_text())
-    rows = golden["rows"]
     n = len(rows["rewards"])
-    path = tmp_path / "sparse.hdf5"
     with h5py.File(path, "w") as f:
         f.create_dataset("observations", data=np.stack([np.arange(n), np.zeros(n)], 1)
                          .astype(np.float32))  # fmt: skip
@@ -397,6 +386,23 @@ def test_cal_ql_sparse_reward_returns_match_corl(tmp_path, sparse):
         f.create_dataset("actions", data=np.zeros((n, 1), np.float32))
         for key in ("rewards", "terminals", "timeouts"):
             f.create_dataset(key, data=np.asarray(rows[key], np.float32))
+    return path
+
+
+@pytest.mark.parametrize("sparse", [True, False])
+def test_cal_ql_sparse_reward_returns_match_corl(tmp_path, sparse):
+    """CORL's get_return_to_go on AntMaze-style rewards (0 / 1, scaled to -5 / 5): with
+    is_sparse_reward every row of an episode that ends on the failure reward gets
+    -5 / (1 - 0.99) = -500, otherwise the discounted sums; ours on the same rows through the
+    D4RL loader, the plan's reward transform and ``fail_sparse_episodes``."""
+    import json
+
+    from rlcore.offline.datasets import load_dataset
+    from tests.conftest import REPO
+
+    golden = json.loads((REPO / "tests/golden/cal_ql_sparse_returns.json").read_text())
+    rows = golden["rows"]
+    path = write_sparse_rows(tmp_path / "sparse.hdf5", rows)
     config = CalQLConfig(sparse_reward=sparse, reward_scale=10.0, reward_bias=-5.0)
     data = config.plan().data
     assert data.sparse_failure_reward == (-5.0 if sparse else None)
@@ -417,6 +423,7 @@ def test_sparse_failure_rules_by_hand(tmp_path, rule, marked, expected):
     reached on the way, left again), episode B = -5, -5. CORL's rule ("last": the last
     reward is the failure) marks both: every row -5 / (1 - 0.5) = -10. WSRL's ("all": every
     reward is) spares A, whose discounted sums are -5, 5 - 2.5 = 2.5, -5 + 1.25 = -3.75."""
+
     import h5py
 
     from rlcore.offline.datasets import load_dataset
@@ -444,24 +451,13 @@ def test_wsrl_sparse_reward_returns_match_the_reference(tmp_path):
     (10 r - 5, rule "all") and ``fail_sparse_episodes``."""
     import json
 
-    import h5py
-
     from rlcore.algos.wsrl import WSRLConfig
     from rlcore.offline.datasets import load_dataset
     from tests.conftest import REPO
 
     golden = json.loads((REPO / "tests/golden/wsrl_sparse_returns.json").read_text())
     rows = golden["rows"]
-    n = len(rows["rewards"])
-    path = tmp_path / "sparse.hdf5"
-    with h5py.File(path, "w") as f:
-        f.create_dataset("observations", data=np.stack([np.arange(n), np.zeros(n)], 1)
-                         .astype(np.float32))  # fmt: skip
-        f.create_dataset("next_observations", data=np.stack([np.arange(n) + 1, np.zeros(n)], 1)
-                         .astype(np.float32))  # fmt: skip
-        f.create_dataset("actions", data=np.zeros((n, 1), np.float32))
-        for key in ("rewards", "terminals", "timeouts"):
-            f.create_dataset(key, data=np.asarray(rows[key], np.float32))
+    path = write_sparse_rows(tmp_path / "sparse.hdf5", rows)
     config = WSRLConfig(calibrate=True, sparse_reward=True, reward_scale=10.0, reward_bias=-5.0)
     data = config.plan().data
     dataset = load_dataset(path, gamma=golden["meta"]["gamma"])

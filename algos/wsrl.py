@@ -38,9 +38,11 @@ switches on ``calibrate`` (Cal-QL's bound in the pre-training penalty, ``sparse_
 the reference's return-to-go of never-successful episodes) and the online
 ``max_target_backup`` (the max over 10 sampled next actions, algos/sac.py), with the
 reference's tuned CQL weight (``cql_lagrange_form="wsrl"``: a softplus Lagrange multiplier
-from 1.0, no ``cql_alpha`` factor, gap 0.8). Departure there: the reference computes the
-multiplier's loss on a fresh draw of the penalty's sampled actions (``cql_alpha_loss_fn``);
-ours reuses the critic step's. Not measured.
+from 1.0, no ``cql_alpha`` factor, gap 0.8). Departures there (sizes measured against the
+reference, docs/PARITY.md): the reference computes the multiplier's loss on a fresh draw
+of the penalty's sampled actions (``cql_alpha_loss_fn``), ours reuses the critic step's;
+the reference's antmaze policy has a state-independent log-std (``std_parameterization=
+"uniform"``: one free vector from 0), ours keeps the state-dependent head of every recipe.
 Shared defaults: gamma 0.99; lr actor 1e-4, critic 3e-4, temperature 1e-4; initial
 temperature 1 (pre-training; online continues from the pre-trained value); 256x256 ReLU
 networks with LayerNorm, critic output layer orthogonal with gain 1e-2; tanh-Gaussian

@@ -306,3 +306,53 @@ def wsrl_inputs(seed: int = 0) -> dict:
             "temperature": _f32(rng.standard_normal((u * b, a))),
         })  # fmt: skip
     return {"actor": actor, "critic": critic, "offline": offline, "online": online}
+
+
+WSRL_ANTMAZE_SIZES = {**WSRL_SIZES, "critic_layers": 4}
+
+
+def wsrl_antmaze_inputs(seed: int = 0) -> dict:
+    """WSRL's antmaze recipe (Cal-QL pre-training with the tuned CQL weight, online
+    max-target backup): ``wsrl_inputs``' networks with 4 critic hidden layers, then
+
+    * ``offline``: as ``wsrl_inputs`` plus each row's Monte-Carlo return-to-go
+      (``mc_return``, N(0, 1): the bound is active on about half the penalty's values) and
+      the draws of the reference's second penalty computation (its multiplier loss, a
+      fresh ``_get_cql_q_diff``): ``lagrange_current`` / ``lagrange_next`` (B, N, A),
+      ``lagrange_uniform`` (B, N, A), ``lagrange_subset`` (2,);
+    * ``online``: as ``wsrl_inputs`` with the next-action noise of every critic step for
+      ``n_actions`` samples per row, sample-major: (utd, N, B, A), and the reference's
+      temperature-loss noise at s' likewise (N, utd B, A).
+    """
+    s = WSRL_ANTMAZE_SIZES
+    rng = np.random.default_rng(seed)
+    o, a, h, e, n, b = (s["obs_dim"], s["act_dim"], s["hidden"], s["members"],
+                        s["n_actions"], s["batch"])  # fmt: skip
+    actor = mlp(rng, "net.", [o, h, h, 2 * a], step=3)
+    for i in (1, 4):
+        actor[f"net.{i}.weight"] = _f32(1 + 0.1 * rng.standard_normal(h))
+        actor[f"net.{i}.bias"] = _f32(0.1 * rng.standard_normal(h))
+    critic = ensemble(rng, e, [o + a, *[h] * s["critic_layers"], 1], layer_norm=True)
+    subset = lambda: rng.permutation(e)[: s["subset"]]  # noqa: E731
+    noise = lambda *shape: _f32(rng.standard_normal(shape))  # noqa: E731
+    offline = []
+    for _ in range(s["offline_updates"]):
+        batch = transitions(rng, b, o, a)
+        batch["mc_return"] = noise(b)
+        offline.append({
+            "batch": batch, "actor": noise(b, a), "backup": noise(b, n, a),
+            "current": noise(b, n, a), "next": noise(b, n, a),
+            "uniform": _f32(rng.random((b, n, a))), "subset": subset(),
+            "penalty_subset": subset(), "temperature": noise(b, n, a),
+            "lagrange_current": noise(b, n, a), "lagrange_next": noise(b, n, a),
+            "lagrange_uniform": _f32(rng.random((b, n, a))), "lagrange_subset": subset(),
+        })  # fmt: skip
+    online = []
+    u = s["utd"]
+    for _ in range(s["online_updates"]):
+        online.append({
+            "batch": transitions(rng, u * b, o, a), "critic": noise(u, n, b, a),
+            "subsets": np.stack([subset() for _ in range(u)]),
+            "actor": noise(u * b, a), "temperature": noise(n, u * b, a),
+        })  # fmt: skip
+    return {"actor": actor, "critic": critic, "offline": offline, "online": online}

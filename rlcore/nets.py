@@ -684,6 +684,146 @@ class ObsEncoder(nn.Module):
         return self.spec.concat(obs, self.images)
 
 
+# --- image encoders (an ObsEncoder's ``image_encoder``) and DrQ's augmentation ----------
+def _conv_out_dim(torso: nn.Module, shape: tuple[int, int, int]) -> int:
+    """Features of ``torso`` on one (C, H, W) input (a dry run without gradients)."""
+    with torch.no_grad():
+        return int(torso(torch.zeros(1, *shape)).reshape(-1).shape[0])
+
+
+class NatureCNN(nn.Module):
+    """The DQN torso of Mnih et al. 2015 ("Human-level control through deep reinforcement
+    learning", Nature): conv 32 8x8 stride 4, conv 64 4x4 stride 2, conv 64 3x3 stride 1,
+    a fully connected layer of ``features`` (512), ReLU after each; pixels scaled by 1/255,
+    as CleanRL's ``dqn_atari.py`` ``QNetwork`` and ``ppo_atari_envpool.py`` ``Agent``
+    (3,136 features into the last layer at 84x84). Input uint8 (B, C, H, W), C the stacked
+    frames' channels. PyTorch's default initialisation (CleanRL's DQN; its PPO
+    re-initialises orthogonally: ``orthogonal_init(encoder)`` there)."""
+
+    def __init__(self, shape: Sequence[int], features: int = 512) -> None:
+        super().__init__()
+        channels = int(shape[0])
+        self.convs = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        self.conv_dim = _conv_out_dim(self.convs, tuple(shape))
+        self.head = nn.Sequential(nn.Linear(self.conv_dim, features), nn.ReLU())
+        self.out_dim = int(features)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.head(self.convs(pixels.float() / 255.0))
+
+
+class _ResidualBlock(nn.Module):
+    """IMPALA's residual block: x + conv(relu(conv(relu(x)))), 3x3 convolutions."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv0 = nn.Conv2d(channels, channels, 3, padding=1)
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv1(F.relu(self.conv0(F.relu(x))))
+
+
+class ImpalaCNN(nn.Module):
+    """IMPALA's ResNet encoder (Espeholt et al. 2018, "IMPALA: Scalable Distributed Deep-RL
+    with Importance Weighted Actor-Learner Architectures", Fig. 3): for each width in
+    ``widths`` (16, 32, 32) a 3x3 conv, a 3x3 max-pool of stride 2 (padding 1) and two
+    residual blocks; then ReLU, a fully connected layer of ``features`` (256) and ReLU;
+    pixels scaled by 1/255, as CleanRL's ``ppo_procgen.py`` (channel-first input here: its
+    NHWC permute is the env's business). Input uint8 (B, C, H, W)."""
+
+    def __init__(
+        self, shape: Sequence[int], widths: Sequence[int] = (16, 32, 32), features: int = 256
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = int(shape[0])
+        for width in widths:
+            layers += [
+                nn.Conv2d(channels, width, 3, padding=1),
+                nn.MaxPool2d(3, stride=2, padding=1),
+                _ResidualBlock(width), _ResidualBlock(width),
+            ]  # fmt: skip
+            channels = width
+        self.convs = nn.Sequential(*layers, nn.Flatten(), nn.ReLU())
+        self.conv_dim = _conv_out_dim(self.convs, tuple(shape))
+        self.head = nn.Sequential(nn.Linear(self.conv_dim, features), nn.ReLU())
+        self.out_dim = int(features)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.head(self.convs(pixels.float() / 255.0))
+
+
+class DrQEncoder(nn.Module):
+    """DrQ-v2's encoder (Yarats et al. 2021, "Mastering Visual Continuous Control: Improved
+    Data-Augmented Reinforcement Learning"; facebookresearch/drqv2 ``Encoder``): four 3x3
+    convs of 32 channels (the first stride 2), ReLU after each, on pixels / 255 - 0.5,
+    flattened (32 x 35 x 35 = 39,200 features at 84x84; the actor's and critics' trunks
+    reduce them). Orthogonal weights with ReLU gain, zero biases (drqv2 ``utils.weight_init``)."""
+
+    def __init__(self, shape: Sequence[int], channels: int = 32) -> None:
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(int(shape[0]), channels, 3, stride=2), nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(channels, channels, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        for conv in self.convs:
+            if isinstance(conv, nn.Conv2d):
+                nn.init.orthogonal_(conv.weight, nn.init.calculate_gain("relu"))
+                nn.init.zeros_(conv.bias)
+        self.out_dim = _conv_out_dim(self.convs, tuple(shape))
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.convs(pixels.float() / 255.0 - 0.5)
+
+
+IMAGE_ENCODERS: dict[str, type[nn.Module]] = {
+    "nature": NatureCNN,
+    "impala": ImpalaCNN,
+    "drq": DrQEncoder,
+}
+
+
+def image_encoder(name: str) -> Callable[[ObsPart], nn.Module]:
+    """An ``ObsEncoder`` ``image_encoder`` factory: the encoder ``name`` (``IMAGE_ENCODERS``)
+    built for each image part's (frame_stack * C, H, W) shape."""
+    if name not in IMAGE_ENCODERS:
+        raise ValueError(f"unknown image encoder {name!r}, choose from {sorted(IMAGE_ENCODERS)}")
+    return lambda part: IMAGE_ENCODERS[name](part.shape)
+
+
+def random_shift(
+    images: torch.Tensor, pad: int = 4, shifts: torch.Tensor | None = None
+) -> torch.Tensor:
+    """DrQ's random-shift augmentation (Kostrikov et al. 2020; DrQ-v2 ``RandomShiftsAug``,
+    pad 4) as a batch transform: each image (B, C, H, W) padded by ``pad`` pixels that
+    repeat its border, then cropped back to H x W at an offset (dx, dy), each drawn
+    uniformly from 0..2 pad per image (``shifts``: (B, 2) given instead). Any dtype
+    (uint8 stays uint8).
+
+    Departure from DrQ-v2, not from the maths: the reference samples the padded image
+    with ``grid_sample`` (bilinear, at pixel centres moved by whole pixels), which equals
+    this crop up to float rounding of the bilinear weights; this indexes the pixels (no
+    interpolation, no padded copy, square and non-square images alike)."""
+    batch, _, height, width = images.shape
+    if shifts is None:
+        shifts = torch.randint(0, 2 * pad + 1, (batch, 2), device=images.device)
+    dx, dy = shifts[:, 0:1] - pad, shifts[:, 1:2] - pad  # (B, 1) each
+    rows = (torch.arange(height, device=images.device) + dy).clamp(0, height - 1)  # (B, H)
+    cols = (torch.arange(width, device=images.device) + dx).clamp(0, width - 1)  # (B, W)
+    index = torch.arange(batch, device=images.device)[:, None, None, None]
+    channel = torch.arange(images.shape[1], device=images.device)[None, :, None, None]
+    return images[index, channel, rows[:, None, :, None], cols[:, None, None, :]]
+
+
 class ObsNormalizer(nn.Module):
     """(obs - mean) / std with statistics fitted once on a dataset (offline algorithms).
 

@@ -54,8 +54,9 @@ def image_encoder_needed(part: ObsPart) -> str:
     """The one message for an image part that reaches a network without an encoder."""
     return (
         f"image parts need an image encoder: pass one (rlcore.nets.ObsEncoder(spec, "
-        f"image_encoder=...)); part {part.name!r} is {part.dtype} {part.shape} "
-        f"(frame stack {part.frame_stack}). rlcore has no CNN encoder yet"
+        f"image_encoder=rlcore.nets.image_encoder('nature' | 'impala' | 'drq'))); part "
+        f"{part.name!r} is {part.dtype} {part.shape} (frame stack {part.frame_stack}); "
+        f"the algorithms do not build one for pixels yet"
     )
 
 

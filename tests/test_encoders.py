@@ -18,12 +18,11 @@ from rlcore.benchmarks.parity.encoders_data import (
     ENCODER_INPUTS,
     SHIFT_INPUT,
     SHIFT_PAD,
+    encoder_with_weights,
     images,
     shifts,
-    weights,
 )
 from rlcore.nets import (
-    IMAGE_ENCODERS,
     DrQEncoder,
     ImpalaCNN,
     NatureCNN,
@@ -38,11 +37,7 @@ SEEDS = {"nature": (1, 11), "impala": (2, 12), "drq": (3, 13)}  # (weights, imag
 
 
 def encoder_with_golden_weights(name: str) -> nn.Module:
-    shape = ENCODER_INPUTS[name][0][1:]
-    encoder = IMAGE_ENCODERS[name](shape)
-    state = weights({k: tuple(v.shape) for k, v in encoder.state_dict().items()}, SEEDS[name][0])
-    encoder.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
-    return encoder
+    return encoder_with_weights(name, SEEDS[name][0])[0]
 
 
 def features(name: str) -> np.ndarray:

@@ -39,3 +39,16 @@ def shifts(seed: int = 7) -> np.ndarray:
     draws = np.random.default_rng(seed).integers(0, 2 * SHIFT_PAD + 1, (SHIFT_INPUT[0], 2))
     draws[0], draws[1] = (0, 2 * SHIFT_PAD), (2 * SHIFT_PAD, 0)
     return draws
+
+
+def encoder_with_weights(name: str, seed: int) -> tuple[object, dict[str, np.ndarray]]:
+    """rlcore's encoder ``name`` for its ``ENCODER_INPUTS`` shape with ``weights(seed)``
+    loaded, and those arrays (the harness maps them into the reference's modules)."""
+    import torch  # noqa: PLC0415 (the rest of this module is numpy only)
+
+    from rlcore.nets import IMAGE_ENCODERS  # noqa: PLC0415
+
+    encoder = IMAGE_ENCODERS[name](ENCODER_INPUTS[name][0][1:])
+    state = weights({k: tuple(v.shape) for k, v in encoder.state_dict().items()}, seed)
+    encoder.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
+    return encoder, state

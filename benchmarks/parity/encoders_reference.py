@@ -33,11 +33,10 @@ from rlcore.benchmarks.parity.encoders_data import (
     ENCODER_INPUTS,
     SHIFT_INPUT,
     SHIFT_PAD,
+    encoder_with_weights,
     images,
     shifts,
-    weights,
 )
-from rlcore.nets import IMAGE_ENCODERS
 
 CLEANRL = Path("/work/side/parity-cleanrl/src")
 DRQV2 = Path("/work/side/parity-drqv2/src")
@@ -54,14 +53,6 @@ def definitions(path: Path, names: set[str]) -> types.SimpleNamespace:
     return types.SimpleNamespace(**namespace)
 
 
-def ours(name: str, seed: int) -> tuple[nn.Module, dict[str, np.ndarray]]:
-    shape = ENCODER_INPUTS[name][0][1:]
-    encoder = IMAGE_ENCODERS[name](shape)
-    state = weights({k: tuple(v.shape) for k, v in encoder.state_dict().items()}, seed)
-    encoder.load_state_dict({k: torch.as_tensor(v) for k, v in state.items()})
-    return encoder, state
-
-
 def load_renamed(module: nn.Module, state: dict[str, np.ndarray], names: dict[str, str]) -> None:
     """Load our arrays into a reference module (our name -> its name), every key used."""
     theirs = {names[k]: torch.as_tensor(v) for k, v in state.items()}
@@ -74,7 +65,7 @@ def nature() -> np.ndarray:
     ref = definitions(CLEANRL / "cleanrl" / "dqn_atari.py", {"QNetwork"})
     env = types.SimpleNamespace(single_action_space=types.SimpleNamespace(n=6))
     network = ref.QNetwork(env)
-    _, state = ours("nature", 1)
+    _, state = encoder_with_weights("nature", 1)
     names = {"convs.0.weight": "network.0.weight", "convs.0.bias": "network.0.bias",
              "convs.2.weight": "network.2.weight", "convs.2.bias": "network.2.bias",
              "convs.4.weight": "network.4.weight", "convs.4.bias": "network.4.bias",
@@ -94,7 +85,7 @@ def impala() -> np.ndarray:
         single_action_space=types.SimpleNamespace(n=15),
     )
     agent = ref.Agent(envs)
-    encoder, state = ours("impala", 2)
+    encoder, state = encoder_with_weights("impala", 2)
     names = {}
     for i in range(3):  # ours: convs.{4i} conv, {4i+1} pool, {4i+2}, {4i+3} residual blocks
         names[f"convs.{4 * i}.weight"] = f"network.{i}.conv.weight"
@@ -118,7 +109,7 @@ def drq() -> tuple[np.ndarray, np.ndarray]:
 
     shape = ENCODER_INPUTS["drq"][0]
     encoder = drqv2.Encoder(shape[1:])
-    _, state = ours("drq", 3)
+    _, state = encoder_with_weights("drq", 3)
     names = {f"convs.{i}.{k}": f"convnet.{i}.{k}" for i in (0, 2, 4, 6) for k in ("weight", "bias")}
     encoder.load_state_dict({names[k]: torch.as_tensor(v) for k, v in state.items()})
     x = torch.as_tensor(images(shape, 13)).float()

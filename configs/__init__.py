@@ -73,6 +73,10 @@ def register_algorithm_defaults(names: Iterable[str] | None = None) -> None:
 # configs/env/gym.yaml: a gymnasium id's run folder in lower case, as the short names'
 # (runs/ppo_lag/safetyhoppervelocity-v1/, not .../SafetyHopperVelocity-v1/)
 OmegaConf.register_new_resolver("lower", lambda text: str(text).lower(), replace=True)
+# configs/env/atari.yaml: ALE/Pong-v5 -> ale_pong-v5 (one folder, not ALE/ and Pong-v5/)
+OmegaConf.register_new_resolver(
+    "folder", lambda text: str(text).lower().replace("/", "_"), replace=True
+)
 
 
 register_run_defaults()  # the run's own options (rlcore.settings): no algorithm imported

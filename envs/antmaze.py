@@ -44,6 +44,7 @@ from gymnasium.envs.mujoco.ant_v5 import AntEnv
 
 ANT_GOAL_ID = "AntGoal-v0"
 ANT_GOAL_TURNED_ID = "AntGoalTurned-v0"  # AntGoal-v0 seen by an Ant-v5 runner (frame "turned")
+ANT_GOAL_SYMMETRIC_ID = "AntGoalSymmetric-v0"  # the same, body relabelled (frame "symmetric")
 R, G = "r", "g"  # gymnasium-robotics' map marks: reset (start) and goal cell
 EVAL_MAPS: dict[str, list[list[Any]]] = {
     "umaze": [
@@ -150,7 +151,72 @@ def steered_direction(velocity: np.ndarray, offset: np.ndarray, max_turn: float)
     return direction
 
 
-FRAMES = ("goal", "turned")  # how a goal-reaching policy reads its goal
+# The Ant's quarter-turn symmetry: its four legs sit at 45, 135, 225 and 315 degrees, so the
+# body turned a quarter about its own z with the legs relabelled is the same body. Relabelled
+# leg j is old leg _QUARTER_LEGS[j] (legs 1-4 as 0-3, in the joint order hip_1, ankle_1, ...,
+# hip_4, ankle_4 of qpos); an ankle flips sign where the relabelled leg's hinge axis is the
+# old one's reversed (ant.xml: axes (-1,1,0), (1,1,0), (-1,1,0), (1,1,0)).
+_QUARTER_LEGS = np.array([1, 2, 3, 0])
+_QUARTER_ANKLE_SIGN = np.array([-1.0, 1.0, -1.0, 1.0])
+_ACTUATOR_LEGS = np.array([3, 0, 1, 2])  # ant.xml's motors: hip_4, ankle_4, hip_1, ..., ankle_3
+
+
+def quarter_turned(proprio: np.ndarray, turns: int = 1) -> np.ndarray:
+    """The Ant's 27 numbers described in a body frame turned ``turns`` quarter turns about
+    the torso's z (yaw + turns x 90 degrees), the legs relabelled to match: the same
+    physical state (checked by tests/test_antmaze.py: equal geometry, equal dynamics under
+    ``quarter_turned_action``). The torso quaternion becomes q * q_z(90), the body-frame
+    angular velocity turns by -90 degrees, each leg's hip and ankle angle and velocity move
+    to its relabelled leg (ankles sign-flipped as ``_QUARTER_ANKLE_SIGN``); height and the
+    world-frame linear velocity are unchanged. Leading axes broadcast; ``turns`` mod 4."""
+    out = np.array(proprio, dtype=np.float64)  # a copy
+    c = s = np.sqrt(0.5)
+    for _ in range(int(turns) % 4):
+        w, x, y, z = (out[..., i].copy() for i in range(1, 5))
+        out[..., 1], out[..., 2] = c * w - s * z, c * x + s * y  # q * (c, 0, 0, s)
+        out[..., 3], out[..., 4] = c * y - s * x, c * z + s * w
+        wx, wy = out[..., 16].copy(), out[..., 17].copy()
+        out[..., 16], out[..., 17] = wy, -wx
+        for start in (5, 19):  # joint angles, joint velocities
+            legs = out[..., start : start + 8].reshape(*out.shape[:-1], 4, 2)[..., _QUARTER_LEGS, :]
+            legs[..., 1] *= _QUARTER_ANKLE_SIGN
+            out[..., start : start + 8] = legs.reshape(*out.shape[:-1], 8)
+    return out
+
+
+def quarter_turned_action(action: np.ndarray, turns: int = 1) -> np.ndarray:
+    """The inverse map for actions: torques chosen for the legs as ``quarter_turned(...,
+    turns)`` labels them, returned in the Ant's own motor order (leading axes broadcast)."""
+    out = np.array(action, dtype=np.float64)
+    to_leg_order, old_from_new = np.argsort(_ACTUATOR_LEGS), np.argsort(_QUARTER_LEGS)
+    for _ in range(int(turns) % 4):
+        legs = out.reshape(*out.shape[:-1], 4, 2)[..., to_leg_order, :]  # relabelled legs 1-4
+        old = legs[..., old_from_new, :].copy()  # old leg i is relabelled leg old_from_new[i]
+        old[..., 1] *= _QUARTER_ANKLE_SIGN[old_from_new]
+        out = old[..., _ACTUATOR_LEGS, :].reshape(out.shape)  # back to motor order
+    return out
+
+
+def symmetric_view(
+    proprio: np.ndarray, velocity: np.ndarray, offset: np.ndarray, max_turn: float
+) -> tuple[np.ndarray, int]:
+    """What a runner (trained along +x at heading 0) is shown to reach a point at
+    ``offset`` (frame ``symmetric``): the body relabelled by the quarter turns that bring
+    its heading closest to the steered direction (``steered_direction``), then the world
+    turned to that direction (``world_turned``), so the heading it sees is within 45
+    degrees of its run and it never has to turn its body more than that. Returns the 27
+    numbers and the quarter turns (``quarter_turned_action`` maps its action back)."""
+    direction = steered_direction(velocity, offset, max_turn)
+    yaw = float(heading(np.asarray(proprio)[1:5]))
+
+    def error(turns: int) -> float:
+        return abs((yaw + turns * np.pi / 2 - direction + np.pi) % (2 * np.pi) - np.pi)
+
+    turns = min(range(4), key=error)
+    return world_turned(quarter_turned(proprio, turns), direction), turns
+
+
+FRAMES = ("goal", "turned", "symmetric")  # how a goal-reaching policy reads its goal
 
 
 class AntGoalEnv(AntEnv):
@@ -206,7 +272,14 @@ class AntGoalEnv(AntEnv):
         if self.frame == "turned":
             direction = steered_direction(qvel[:2], self.goal - qpos[:2], self.max_turn)
             return world_turned(proprio, direction)
+        if self.frame == "symmetric":
+            return self._symmetric_view()[0]
         return policy_input(proprio, qpos[:2], self.goal)
+
+    def _symmetric_view(self) -> tuple[np.ndarray, int]:
+        qpos, qvel = self.data.qpos, self.data.qvel
+        proprio = np.concatenate([qpos[2:], qvel])
+        return symmetric_view(proprio, qvel[:2], self.goal - qpos[:2], self.max_turn)
 
     def reset_model(self) -> np.ndarray:
         super().reset_model()  # Ant-v5's noisy initial state
@@ -215,6 +288,8 @@ class AntGoalEnv(AntEnv):
 
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         distance_before = float(np.linalg.norm(self.goal - self.data.qpos[:2]))
+        if self.frame == "symmetric":  # the action names the legs as the observation did
+            action = quarter_turned_action(action, self._symmetric_view()[1])
         self.do_simulation(action, self.frame_skip)
         distance = float(np.linalg.norm(self.goal - self.data.qpos[:2]))
         speed_to_goal = (distance_before - distance) / self.dt
@@ -236,7 +311,8 @@ class AntGoalEnv(AntEnv):
 
 
 def register() -> None:
-    """Register ``AntGoal-v0``, ``AntGoalTurned-v0`` (1,000 steps an episode, as Ant-v5) and
+    """Register ``AntGoal-v0``, ``AntGoalTurned-v0``, ``AntGoalSymmetric-v0`` (1,000 steps an
+    episode, as Ant-v5) and
     the evaluation mazes
     (gymnasium-robotics is imported only when one of those is made)."""
     import gymnasium as gym
@@ -249,6 +325,11 @@ def register() -> None:
         gym.register(
             id=ANT_GOAL_TURNED_ID, entry_point="rlcore.envs.antmaze:AntGoalEnv",
             kwargs={"frame": "turned"}, max_episode_steps=1000,
+        )  # fmt: skip
+    if ANT_GOAL_SYMMETRIC_ID not in gym.registry:
+        gym.register(
+            id=ANT_GOAL_SYMMETRIC_ID, entry_point="rlcore.envs.antmaze:AntGoalEnv",
+            kwargs={"frame": "symmetric"}, max_episode_steps=1000,
         )  # fmt: skip
     for maze, env_id in EVAL_IDS.items():
         if env_id not in gym.registry:

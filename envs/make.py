@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import antmaze, robots, safety, third_party  # noqa: F401  (register ids)
+from rlcore.envs import antmaze, atari, robots, safety, third_party  # noqa: F401  (register ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -49,7 +49,7 @@ SHORT_NAMES: dict[str, str] = {
     **{f"antmaze{maze}eval": env_id for maze, env_id in antmaze.EVAL_IDS.items()},
     **{name.lower(): env_id for name, env_id in robots.ROBOT_IDS.items()},  # PandaPush...
 }
-BACKENDS = ("sync", "async", "native", "mjx", "auto")
+BACKENDS = ("sync", "async", "native", "mjx", "ale", "auto")
 EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics
 
 
@@ -65,6 +65,9 @@ def resolve_env_id(name: str) -> str:
         importlib.import_module(module)
         if env_id in gym.registry:
             return name  # kept whole: every process that makes it imports the module
+    if atari.is_atari(name):  # ALE/<Game>-v5: registered by ale-py, checked there
+        atari.atari_game(name)
+        return name
     key = name.lower().replace("-", "").replace("_", "")
     if key in SHORT_NAMES:
         return SHORT_NAMES[key]
@@ -680,6 +683,7 @@ def make_vec_env(
     device: str | torch.device = "cpu",
     mjx_impl: str = "jax",
     part_statistics: Callable[[gym.spaces.Dict], dict[str, str]] | None = None,
+    evaluation: bool = False,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -706,7 +710,11 @@ def make_vec_env(
     ``backend="mjx"`` steps the native tasks in MuJoCo MJX on ``device`` (``envs/mjx.py``;
     ``mjx_impl="warp"`` runs MJX's MuJoCo Warp implementation): observations, rewards and
     flags are torch tensors on that device, the episode statistics are computed there, and the normalisers keep
-    their statistics there too.
+    their statistics there too. Atari games (``ALE/<Game>-v5``) run on ``backend="ale"``
+    (``auto`` picks it; ``envs/atari.py``), ``env_kwargs`` setting its preprocessing
+    options; ``evaluation`` makes the task's evaluation form where it has one (Atari:
+    whole games and raw scores, where training ends an episode at each lost life and
+    clips rewards).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -723,10 +731,20 @@ def make_vec_env(
             env = gym.wrappers.FlattenObservation(env)
         return SimulatorState(env)
 
-    if backend == "auto":
-        backend = _auto_backend(env_id)
+    if backend == "auto" or (backend == "sync" and atari.is_atari(env_id)):
+        backend = _auto_backend(env_id)  # Atari: ale-py's vector env is its one back end
+    if (backend == "ale") != atari.is_atari(env_id):
+        raise ValueError(
+            f"env backend 'ale' runs the Atari games (ALE/<Game>-v5) and only them: {env_id} "
+            f"on '{backend}' (use env.backend=auto)"
+        )
     env: VectorEnv
-    if backend == "mjx" and robots.native_task(env_id):
+    if backend == "ale":
+        if flatten_obs or obs_history > 1:
+            raise ValueError("Atari games stack their own frames: no flatten_obs / obs_history")
+        env = atari.AtariVectorBackend(env_id, num_envs, evaluation=evaluation,
+                                       num_threads=num_threads, **kwargs)  # fmt: skip
+    elif backend == "mjx" and robots.native_task(env_id):
         from rlcore.envs.robots.mjx import RobotMjxVectorEnv
 
         if flatten_obs:
@@ -807,6 +825,8 @@ def _auto_backend(env_id: str) -> str:
     """``native`` for the tasks it implements when MuJoCo has ``mujoco.batch``, else ``sync``."""
     from rlcore.envs import native
 
+    if atari.is_atari(env_id):
+        return "ale"
     safe = safety.velocity_cost_of(env_id)
     if (safe[0] if safe else env_id) not in native.SUPPORTED_ENVS and not robots.native_task(
         env_id

@@ -53,6 +53,7 @@ import numpy as np
 from rlcore.commands import print_help_if_asked
 from rlcore.envs.antmaze import (
     ANT_GOAL_ID,
+    ANT_GOAL_SYMMETRIC_ID,
     ANT_GOAL_TURNED_ID,
     EPISODE_STEPS,
     EVAL_IDS,
@@ -61,7 +62,9 @@ from rlcore.envs.antmaze import (
     G,
     R,
     policy_input,
+    quarter_turned_action,
     steered_direction,
+    symmetric_view,
     world_turned,
 )
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
@@ -219,13 +222,16 @@ def driver(
     (it reads ``env.commanded_goal``, the wrapper's current command). ``frame``: ``goal``,
     a policy of ``AntGoal-v0`` (the 27 numbers and the waypoint's offset,
     ``policy_input``); ``turned``, a policy that runs along +x (``Ant-v5`` without contact
-    forces), shown the world turned towards the waypoint (``world_turned``). A runner
-    shown a direction far from where it runs loses its gait (it trained with the +x
-    direction always ahead), so the direction shown is at most ``max_turn`` radians from
-    its velocity's (the waypoint's own when it moves slower than 0.5 m/s): it turns like a
-    car. Measured with an Ant-v5 SAC runner at 168k steps on the U maze (6 episodes each):
-    the waypoint's direction shown as it is reached the goal in 0 episodes (the Ant stops
-    or flips at the corners), ``max_turn`` 0.75 / 1.0 / 1.5 / 2.0 in 1 / 2 / 0 / 0."""
+    forces), shown the world turned towards the waypoint (``world_turned``); ``symmetric``,
+    the same runner shown its body relabelled by quarter turns first (``symmetric_view``),
+    its action mapped back (``quarter_turned_action``). A runner shown a direction far from
+    where it runs loses its gait (it trained with the +x direction always ahead), so the
+    direction shown is at most ``max_turn`` radians from its velocity's (the waypoint's own
+    when it moves slower than 0.5 m/s): it turns like a car. Measured with an Ant-v5 SAC
+    runner at 168k steps on the U maze (6 episodes each): the waypoint's direction shown as
+    it is reached the goal in 0 episodes (the Ant stops or flips at the corners),
+    ``max_turn`` 0.75 / 1.0 / 1.5 / 2.0 in 1 / 2 / 0 / 0. The committed runner, 30
+    episodes at ``max_turn`` 1.0, seed 0: ``turned`` 7, ``symmetric`` 14."""
     if frame not in FRAMES:
         raise ValueError(f"frame={frame!r}: one of {FRAMES}")
 
@@ -233,36 +239,48 @@ def driver(
         obs = gym.spaces.unflatten(dict_space, np.asarray(flat_obs, dtype=np.float64))
         xy = np.asarray(obs["achieved_goal"], np.float64)
         target = waypoint(env.maze, env.maze_map, xy, env.commanded_goal)
+        proprio = np.asarray(obs["observation"], np.float64)
         if frame == "goal":
-            seen = policy_input(obs["observation"], xy, target)
-        else:
-            velocity = np.asarray(obs["observation"][13:15], np.float64)  # world x, y
+            return goal_reacher(policy_input(proprio, xy, target).astype(np.float32))
+        velocity = proprio[13:15]  # world x, y
+        if frame == "turned":
             direction = steered_direction(velocity, target - xy, max_turn)
-            seen = world_turned(obs["observation"], direction)
-        return goal_reacher(seen.astype(np.float32))
+            return goal_reacher(world_turned(proprio, direction).astype(np.float32))
+        seen, turns = symmetric_view(proprio, velocity, target - xy, max_turn)
+        action = np.asarray(goal_reacher(seen.astype(np.float32)), np.float64)
+        return quarter_turned_action(action, turns).astype(np.float32)
 
     return act
 
 
-def policy_frame(path: str) -> str:
+RUNNER_FRAMES = ("symmetric", "turned")  # how the recorder may show an Ant-v5 runner its goal
+
+
+def policy_frame(path: str, runner_frame: str = "symmetric") -> str:
     """The ``frame`` of a trained goal-reaching policy: ``goal`` for an ``AntGoal-v0`` run,
-    ``turned`` for an ``AntGoalTurned-v0`` run or an ``Ant-v5`` run whose observation has no
-    contact forces."""
+    ``turned`` / ``symmetric`` for an ``AntGoalTurned-v0`` / ``AntGoalSymmetric-v0`` run,
+    and ``runner_frame`` (either) for an ``Ant-v5`` run whose observation has no contact
+    forces (it runs along +x)."""
     from rlcore.checkpoint import load_checkpoint
 
+    if runner_frame not in RUNNER_FRAMES:
+        raise UsageError(f"frame={runner_frame}: one of {', '.join(RUNNER_FRAMES)}")
     env = load_checkpoint(path)["config"]["env"]
     env_id = str(env.get("id") or env.get("name"))
-    if env_id == ANT_GOAL_ID:
-        return "goal"
-    if env_id == ANT_GOAL_TURNED_ID:
-        return "turned"
+    trained = {
+        ANT_GOAL_ID: "goal",
+        ANT_GOAL_TURNED_ID: "turned",
+        ANT_GOAL_SYMMETRIC_ID: "symmetric",
+    }
+    if env_id in trained:
+        return trained[env_id]
     kwargs = env.get("kwargs") or {}
     if env_id == "Ant-v5" and kwargs.get("include_cfrc_ext_in_observation") is False:
-        return "turned"
+        return runner_frame
     raise UsageError(
         f"policy={path} was trained on {env_id} {dict(kwargs)}; the goal-reaching policy is "
-        f"an {ANT_GOAL_ID} or {ANT_GOAL_TURNED_ID} run, or an Ant-v5 run with "
-        "env.kwargs.include_cfrc_ext_in_observation=false (it runs along +x)"
+        f"an {ANT_GOAL_ID}, {ANT_GOAL_TURNED_ID} or {ANT_GOAL_SYMMETRIC_ID} run, or an Ant-v5 "
+        "run with env.kwargs.include_cfrc_ext_in_observation=false (it runs along +x)"
     )
 
 
@@ -285,10 +303,12 @@ def record(
     sample: bool = False,
     frame: str = "goal",
     max_turn: float = 1.0,
+    runner_frame: str = "symmetric",
 ) -> dict[str, Any]:
     """Record ``steps`` transitions of ``variant`` as a Minari dataset; returns its summary.
     ``policy``: a goal-reaching run / agent file (``load_policy``; its ``frame`` read from
-    its env, ``policy_frame``) or a callable reading ``frame``'s input."""
+    its env, ``policy_frame``; ``runner_frame`` for an Ant-v5 runner) or a callable
+    reading ``frame``'s input."""
     import torch
 
     from rlcore.offline.recording import check_new_dataset_id, rollout, write_dataset
@@ -303,7 +323,7 @@ def record(
     check_new_dataset_id(dataset_id)
     spec = VARIANTS[variant]
     if isinstance(policy, str):
-        frame = policy_frame(policy)
+        frame = policy_frame(policy, runner_frame)
         goal_reacher = load_policy(policy, deterministic=not sample)
     else:
         goal_reacher = policy
@@ -313,7 +333,10 @@ def record(
         act = driver(commanded, commanded.observation_space, goal_reacher, frame, max_turn)
         episodes = rollout(env, act, steps, seed=seed, noise=noise)
         source = policy if isinstance(policy, str) else "a given goal-reaching policy"
-        algorithm = f"waypoint planner + {'sampled' if sample else 'deterministic'} {source}"
+        algorithm = (
+            f"waypoint planner + {'sampled' if sample else 'deterministic'} {source} "
+            f"(frame {frame}, max_turn {max_turn})"
+        )
         if noise > 0:
             algorithm += f" + Gaussian noise {noise}"
     # the dataset's env spec: the flattened continuing maze it was recorded in (the command
@@ -354,6 +377,7 @@ def trial(
     sample: bool = False,
     frame: str = "goal",
     max_turn: float = 1.0,
+    runner_frame: str = "symmetric",
 ) -> dict[str, Any]:
     """Drive the goal-reaching ``policy`` through ``episodes`` evaluation episodes of
     ``maze`` (its start to its goal, 700 / 1,000 steps) and return the share that reach the
@@ -369,7 +393,7 @@ def trial(
     if episodes < 1:
         raise UsageError("episodes=<n> (n >= 1)")
     if isinstance(policy, str):
-        frame = policy_frame(policy)
+        frame = policy_frame(policy, runner_frame)
         goal_reacher = load_policy(policy, deterministic=not sample)
     else:
         goal_reacher = policy
@@ -390,11 +414,11 @@ def trial(
 
 USAGE = (
     "usage: python -m rlcore.offline.antmaze trial=<umaze | medium> policy=<run or agent "
-    "file> episodes=<n> [seed=0] [sample=false] [max_turn=1.0]\n"
+    "file> episodes=<n> [seed=0] [sample=false] [max_turn=1.0] [frame=symmetric]\n"
     "   or: python -m rlcore.offline.antmaze variant=<umaze | umaze-diverse | medium-play | "
     "medium-diverse> policy=<AntGoal run dir or agent file> steps=<n> "
     "dataset_id=<namespace/name-vN> [seed=0] [noise=0.0] [sample=false] [max_turn=1.0] "
-    "[threads=auto]"
+    "[frame=symmetric] [threads=auto]"
 )
 KEYS = {
     "trial",
@@ -407,6 +431,7 @@ KEYS = {
     "noise",
     "sample",
     "max_turn",
+    "frame",
     "threads",
 }
 
@@ -427,6 +452,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
                 seed=number_arg(args, "seed", int, 0),
                 sample=bool_arg(args, "sample", False),
                 max_turn=number_arg(args, "max_turn", float, 1.0),
+                runner_frame=args.get("frame", "symmetric"),
             )
             for key, value in summary.items():
                 print(f"{key}: {value}")
@@ -442,6 +468,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             noise=number_arg(args, "noise", float, 0.0),
             sample=bool_arg(args, "sample", False),
             max_turn=number_arg(args, "max_turn", float, 1.0),
+            runner_frame=args.get("frame", "symmetric"),
         )
     except (UsageError, DatasetError) as error:
         print(f"error: {error}\n{USAGE}", file=sys.stderr)

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from rlcore.frames import DEFAULT_MARGIN, FrameStore
 from rlcore.observations import ObsSpec
 from rlcore.types import Batch, RolloutBatch
 
@@ -54,6 +55,8 @@ class Sampler(Protocol):
 _BATCH_FIELDS = ("cost", "mc_return", "discount")
 # a replay buffer's episode record (``track_episodes``), one int64 per row
 EPISODE_CHANNELS = ("episode_step", "episode_env", "episode_start", "episode_length")
+FRAME_ENV = "frames_env"  # a frame-storing buffer's env of each row (``frames=True``)
+FRAME_PREFIX = "frames."  # ... and the counter of each image part: ``frames.<part>``
 
 
 class ReplayBuffer:
@@ -80,6 +83,11 @@ class ReplayBuffer:
     ``extras["next_action"]`` (the action stored for the same env one step later) and
     ``extras["has_next_action"]`` (0 where the episode ended or the next step is not
     stored yet; the own action stands in), as an offline dataset does.
+
+    With ``frames=True`` every image part is stored one frame per step
+    (``rlcore.frames.FrameStore``: a ring of frames per env and a counter per row) instead
+    of two stacks per row; ``sample`` and ``batch`` rebuild the stacks, and ``sample``
+    skips the rare rows whose oldest frame the ring has overwritten.
     """
 
     FIELDS = ("obs", "action", "reward", "next_obs", "terminated", "truncated")
@@ -96,13 +104,17 @@ class ReplayBuffer:
         channels: dict[str, tuple[tuple[int, ...], torch.dtype]] | None = None,
         next_action: bool = False,
         track_episodes: bool = False,
+        frames: bool = False,
+        frame_margin: float = DEFAULT_MARGIN,
     ) -> None:
         """``action_dtype``: float32 for Box actions; int64 with ``action_shape=()`` for
         discrete action indices (``rlcore.spaces.action_storage`` gives both).
         ``track_episodes``: every row also records its episode (``EPISODE_CHANNELS``: the
         vector step it was written at, its env, the step its episode started at and the
         episode's length once it ended, 0 before), which hindsight relabelling
-        (``rlcore.her``) reads to find a transition's episode."""
+        (``rlcore.her``) reads to find a transition's episode. ``frames``: store the image
+        parts one frame per step (``rlcore.frames``), the ring ``frame_margin`` larger
+        than the rows it serves."""
         if capacity < num_envs:
             raise ValueError(f"capacity ({capacity}) must be >= num_envs ({num_envs})")
         self.capacity = int(capacity)
@@ -110,14 +122,24 @@ class ReplayBuffer:
         self.device = torch.device(device)
         self.next_action = next_action
         self.obs_spec = spec = ObsSpec.of(obs_shape)
+        self.frame_stores: dict[str, FrameStore] = {}
+        if frames:
+            if not spec.images:
+                raise ValueError("frames=True stores image parts; this observation has none")
+            rows_per_env = math.ceil(self.capacity / self.num_envs)
+            self.frame_stores = {
+                p.name: FrameStore(p, num_envs, rows_per_env, self.device, frame_margin)
+                for p in spec.images
+            }
+        stored = [p for p in spec.parts if p.name not in self.frame_stores]  # as arrays
         # obs / next_obs -> {part: channel}: the field itself for one unkeyed part
         self.obs_channels = {
-            field: {p.name: f"{field}.{p.name}" if spec.keyed else field for p in spec.parts}
+            field: {p.name: f"{field}.{p.name}" if spec.keyed else field for p in stored}
             for field in OBS_FIELDS
         }
 
         def observation(field: str) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-            return {self.obs_channels[field][p.name]: (p.shape, p.torch_dtype) for p in spec.parts}
+            return {self.obs_channels[field][p.name]: (p.shape, p.torch_dtype) for p in stored}
 
         specs = {
             **observation("obs"),
@@ -130,6 +152,10 @@ class ReplayBuffer:
         extra = dict(channels or {})
         if track_episodes:
             extra |= {name: ((), torch.int64) for name in EPISODE_CHANNELS}
+        for name in self.frame_stores:
+            specs[FRAME_PREFIX + name] = ((), torch.int64)
+        if self.frame_stores:
+            specs[FRAME_ENV] = ((), torch.int64)
         for name, (shape, dtype) in extra.items():
             if name in specs:
                 raise ValueError(f"channel '{name}' is one of the fixed fields {self.FIELDS}")
@@ -164,11 +190,23 @@ class ReplayBuffer:
     def extra_channels(self) -> tuple[str, ...]:
         """Names of the channels beyond the six transition fields (and their parts)."""
         fields = {*self.FIELDS, *(c for f in OBS_FIELDS for c in self.obs_channels[f].values())}
+        fields |= set(self._frame_channels())
         return tuple(name for name in self.specs if name not in fields)
 
+    def _frame_channels(self) -> tuple[str, ...]:
+        if not self.frame_stores:
+            return ()
+        return (*(FRAME_PREFIX + name for name in self.frame_stores), FRAME_ENV)
+
     def _observation_values(self, field: str, value: Any) -> dict[str, Any]:
-        """``{channel: value}`` of one observation field as ``add`` got it."""
+        """``{channel: value}`` of one observation field as ``add`` got it (its parts in a
+        frame store left out: ``_frame_values``)."""
         channels = self.obs_channels[field]
+        if self.frame_stores:
+            if not self.obs_spec.keyed:
+                return {}
+            if isinstance(value, Mapping):
+                value = {k: v for k, v in value.items() if k not in self.frame_stores}
         if not self.obs_spec.keyed:
             if isinstance(value, Mapping):
                 raise ValueError(f"{field} is a dict, but this buffer stores one array")
@@ -177,6 +215,25 @@ class ReplayBuffer:
             got = sorted(value) if isinstance(value, Mapping) else type(value).__name__
             raise ValueError(f"{field} must be a dict of the parts {list(channels)}, got {got}")
         return {channels[part]: value[part] for part in channels}
+
+    def _frame_values(self, obs: Any, next_obs: Any) -> dict[str, Any]:
+        """Write the image parts of a step into their frame stores; the row channels that
+        find them again (each part's counter, the env)."""
+        values: dict[str, Any] = {FRAME_ENV: np.arange(self.num_envs)}
+        for name, store in self.frame_stores.items():
+            if self.obs_spec.keyed:
+                if not isinstance(obs, Mapping) or not isinstance(next_obs, Mapping):
+                    raise ValueError("obs and next_obs must be dicts of the observation's parts")
+                if name not in obs or name not in next_obs:
+                    raise ValueError(f"obs and next_obs must hold the image part {name!r}")
+                image, next_image = obs[name], next_obs[name]
+            else:
+                image, next_image = obs, next_obs
+            values[FRAME_PREFIX + name] = store.write(
+                _as_tensor(image, self.device, torch.uint8),
+                _as_tensor(next_image, self.device, torch.uint8),
+            )
+        return values
 
     def add(
         self,
@@ -198,6 +255,8 @@ class ReplayBuffer:
         values = dict(zip(self.FIELDS, (obs, action, reward, next_obs, terminated, truncated)))
         for field in OBS_FIELDS:
             values.update(self._observation_values(field, values.pop(field)))
+        if self.frame_stores:
+            values.update(self._frame_values(obs, next_obs))
         values.update(channels)
         if self.track_episodes:
             values |= {
@@ -216,8 +275,11 @@ class ReplayBuffer:
             if tensor.shape[0] != n:
                 raise ValueError(f"{name} has leading dim {tensor.shape[0]}, expected num_envs={n}")
             target[rows] = tensor.reshape(target[rows].shape)
+        done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        for store in self.frame_stores.values():
+            store.end_episodes(done.reshape(n))
         if self.track_episodes:
-            self._end_episodes(np.asarray(terminated, bool) | np.asarray(truncated, bool))
+            self._end_episodes(done)
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
@@ -241,16 +303,45 @@ class ReplayBuffer:
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty ReplayBuffer")
         idx = torch.randint(0, self.size, (batch_size,), generator=self.generator)
+        if self.frame_stores:  # draw again for rows whose oldest frame is gone
+            for _ in range(100):
+                invalid = torch.nonzero(~self.frames_valid(idx.to(self.device))).flatten().cpu()
+                if len(invalid) == 0:
+                    break
+                idx[invalid] = torch.randint(
+                    0, self.size, (len(invalid),), generator=self.generator
+                )
+            else:
+                raise RuntimeError(
+                    "the frame store has overwritten the frames of most rows (episodes much "
+                    "shorter than the frame stack): raise frame_margin"
+                )
         return self.batch(idx.to(self.device))
+
+    def frames_valid(self, idx: torch.Tensor) -> torch.Tensor:
+        """True where every image part of row ``idx`` still has all its frames (always,
+        without a frame store)."""
+        ok = torch.ones(idx.shape, dtype=torch.bool, device=self.device)
+        if not self.frame_stores:
+            return ok
+        envs = self.data[FRAME_ENV][idx]
+        for name, store in self.frame_stores.items():
+            ok &= store.valid(envs, self.data[FRAME_PREFIX + name][idx])
+        return ok
 
     def batch(self, idx: torch.Tensor) -> Batch:
         """The transitions at rows ``idx`` as a Batch (every channel)."""
         rows = {name: tensor[idx] for name, tensor in self.data.items()}
+        images = self._frame_stacks(idx, rows)
         fields: dict[str, Any] = {}
         for name in self.FIELDS:
             parts = self.obs_channels.get(name)
             if parts is not None and self.obs_spec.keyed:
-                fields[name] = {part: rows.pop(channel) for part, channel in parts.items()}
+                stored = {part: rows.pop(channel) for part, channel in parts.items()}
+                stored |= images.get(name, {})
+                fields[name] = {part: stored[part] for part in self.obs_spec.names}
+            elif parts is not None and images:  # one unkeyed image part
+                fields[name] = next(iter(images[name].values()))
             else:
                 fields[name] = rows.pop(name)
         fields.update({name: rows.pop(name) for name in _BATCH_FIELDS if name in rows})
@@ -258,6 +349,25 @@ class ReplayBuffer:
             successor = (idx + self.num_envs) % self.capacity
             rows |= next_actions(self.data["action"], idx, successor, self._has_successor(idx))
         return Batch(**fields, extras=rows)
+
+    def _frame_stacks(
+        self, idx: torch.Tensor, rows: dict[str, torch.Tensor]
+    ) -> dict[str, dict[str, torch.Tensor]]:
+        """``{field: {part: stacks}}`` of the image parts in frame stores, rebuilt for rows
+        ``idx`` (their channels popped from ``rows``); refuses rows whose frames are gone."""
+        if not self.frame_stores:
+            return {}
+        if not bool(self.frames_valid(idx).all()):
+            raise ValueError(
+                "some rows have lost their oldest frames to the frame ring (sample() skips "
+                "them; pick rows with frames_valid)"
+            )
+        envs = rows.pop(FRAME_ENV)
+        out: dict[str, dict[str, torch.Tensor]] = {field: {} for field in OBS_FIELDS}
+        for name, store in self.frame_stores.items():
+            obs, next_obs = store.stacks(envs, rows.pop(FRAME_PREFIX + name))
+            out["obs"][name], out["next_obs"][name] = obs, next_obs
+        return out
 
     def _has_successor(self, idx: torch.Tensor) -> torch.Tensor:
         """True where row ``idx``'s env has its next transition stored: the episode did not
@@ -281,6 +391,10 @@ class ReplayBuffer:
         }
         if self.track_episodes:
             state["episodes"] = {"steps": self.steps, "start": self.episode_start.copy()}
+        if self.frame_stores:
+            state["frames"] = {
+                name: store.state_dict() for name, store in self.frame_stores.items()
+            }
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -312,6 +426,8 @@ class ReplayBuffer:
         if self.track_episodes:
             self.steps = int(state["episodes"]["steps"])
             self.episode_start = np.asarray(state["episodes"]["start"]).copy()
+        for name, store in self.frame_stores.items():
+            store.load_state_dict(state["frames"][name])
 
 
 class MixedSampler:

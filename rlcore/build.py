@@ -191,7 +191,7 @@ def build_envs(
         **train_env_recipe(settings, plan, num_envs),
     )
     eval_envs = max(1, min(settings.eval_envs, settings.eval_episodes))
-    eval_env = make_vec_env(settings.env.id, eval_envs, seed=seed + 1, **shared)
+    eval_env = make_vec_env(settings.env.id, eval_envs, seed=seed + 1, evaluation=True, **shared)
     return env, eval_env
 
 
@@ -249,7 +249,7 @@ def eval_video(
     del shared["gamma"]  # no reward scaling: the recording reads no rewards
 
     def make_env() -> Any:
-        return make_vec_env(settings.env.id, 1, seed=settings.seed + 1, **shared)
+        return make_vec_env(settings.env.id, 1, seed=settings.seed + 1, evaluation=True, **shared)
 
     def publish(path: Path, frames: list[Any], fps: float, step: int) -> None:
         logger.video("eval/video", path, frames, fps, step)

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rlcore import catalog
 from rlcore.config import ConfigError
+from rlcore.envs.atari import is_atari
 from rlcore.envs.make import SHORT_NAMES, resolve_env_id
 
 CONFIG_MODULE = "rlcore.configs"
@@ -253,6 +254,8 @@ def _env_config_name(value: str) -> list[str]:
     if key in SHORT_NAMES or key == "gym":  # gym: the generic config, with env.id=<id>
         return [f"env={key}"]
     env_id = resolve_env_id(value)  # raises UnknownEnvError
+    if is_atari(env_id):
+        return ["env=atari", f"env.id={env_id}"]
     for short, full in SHORT_NAMES.items():
         if full == env_id:
             return [f"env={short}"]

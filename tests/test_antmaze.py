@@ -12,11 +12,15 @@ import pytest
 
 from rlcore.envs.antmaze import (
     ANT_GOAL_ID,
+    ANT_GOAL_SYMMETRIC_ID,
     ANT_GOAL_TURNED_ID,
     EVAL_MAPS,
     heading,
     policy_input,
+    quarter_turned,
+    quarter_turned_action,
     steered_direction,
+    symmetric_view,
     world_turned,
 )
 from rlcore.envs.make import get_vec_env_state, make_vec_env, resolve_env_id, set_vec_env_state
@@ -97,9 +101,7 @@ def test_steered_direction_by_hand() -> None:
     assert steered_direction(np.array([2.0, 0.0]), np.array([1.0, 0.2]), 1.0) == pytest.approx(
         math.atan2(0.2, 1.0)
     )
-    assert steered_direction(np.array([2.0, 0.0]), np.array([-1.0, 0.1]), 0.5) == pytest.approx(
-        0.5
-    )
+    assert steered_direction(np.array([2.0, 0.0]), np.array([-1.0, 0.1]), 0.5) == pytest.approx(0.5)
     running_up = np.array([0.0, 3.0])  # heading +90; a point along -x is +90 further: capped
     assert steered_direction(running_up, np.array([-4.0, -0.1]), 1.0) == pytest.approx(
         math.pi / 2 + 1.0
@@ -128,6 +130,123 @@ def test_ant_goal_turned_shows_a_runner_the_world_turned_towards_its_goal() -> N
         gym.make(ANT_GOAL_ID, frame="body")
     with pytest.raises(ValueError, match="max_turn"):
         gym.make(ANT_GOAL_TURNED_ID, max_turn=0.0)
+
+
+def test_a_quarter_turn_relabels_the_ant_by_hand() -> None:
+    """Yaw +90 degrees: the quaternion q * q_z(90); leg 2's hip and ankle become leg 1's
+    with the ankle's sign flipped (its hinge axis is leg 1's reversed), leg 3's become leg
+    2's, leg 4's leg 3's (flipped), leg 1's leg 4's; the body-frame angular velocity (wx,
+    wy) -> (wy, -wx); height and world velocity stay. Four turns are the identity."""
+    proprio = np.arange(27, dtype=np.float64)
+    proprio[1:5] = [1.0, 0.0, 0.0, 0.0]
+    out = quarter_turned(proprio)
+    np.testing.assert_allclose(out[1:5], [math.sqrt(0.5), 0.0, 0.0, math.sqrt(0.5)])
+    assert heading(out[1:5]) == pytest.approx(math.pi / 2)
+    # joints (hip_1, ankle_1, ..., hip_4, ankle_4) = 5..12, their velocities 19..26
+    np.testing.assert_array_equal(out[5:13], [7, -8, 9, 10, 11, -12, 5, 6])
+    np.testing.assert_array_equal(out[19:27], [21, -22, 23, 24, 25, -26, 19, 20])
+    np.testing.assert_array_equal(out[16:19], [17, -16, 18])
+    np.testing.assert_array_equal(out[[0, 13, 14, 15]], proprio[[0, 13, 14, 15]])
+    batch = np.random.default_rng(0).normal(size=(3, 27))
+    np.testing.assert_allclose(quarter_turned(batch, 4), batch)
+    full = quarter_turned(quarter_turned(batch, 3))  # 360 degrees: the quaternion's -q
+    np.testing.assert_allclose(full[:, 1:5], -batch[:, 1:5], atol=1e-12)
+    np.testing.assert_allclose(np.delete(full, range(1, 5), 1), np.delete(batch, range(1, 5), 1))
+    # actions, in the motors' order (hip_4, ankle_4, hip_1, ankle_1, ..., hip_3, ankle_3):
+    # the torque for relabelled leg 1 drives old leg 2 (ankle flipped), and so on
+    action = np.arange(1.0, 9.0)  # relabelled legs 4, 1, 2, 3 as (hip, ankle)
+    np.testing.assert_array_equal(quarter_turned_action(action), [7, -8, 1, 2, 3, -4, 5, 6])
+    np.testing.assert_allclose(quarter_turned_action(np.stack([action] * 2), 4), [action] * 2)
+
+
+def test_the_relabelled_ant_is_the_same_body_with_the_same_dynamics() -> None:
+    """In MuJoCo: the relabelled state puts every geom where the original does, and 30
+    random actions (mapped back by quarter_turned_action) keep the two simulations equal,
+    for 1, 2 and 3 quarter turns."""
+    import mujoco
+
+    from rlcore.envs.antmaze import _ant_xml
+
+    model = mujoco.MjModel.from_xml_path(_ant_xml())
+    rng = np.random.default_rng(4)
+    for turns in (1, 2, 3):
+        ours, relabelled = mujoco.MjData(model), mujoco.MjData(model)
+        ours.qpos[:] = model.qpos0
+        ours.qpos[2] = 0.6
+        quaternion = rng.normal(size=4)
+        ours.qpos[3:7] = quaternion / np.linalg.norm(quaternion)
+        ours.qpos[7:] = [0.1, 0.6, -0.2, -0.5, 0.15, -0.8, 0.05, 0.9]
+        ours.qvel[:] = rng.normal(size=14) * 0.5
+
+        def proprio(data: mujoco.MjData) -> np.ndarray:
+            return np.concatenate([data.qpos[2:], data.qvel])
+
+        state = quarter_turned(proprio(ours), turns)
+        relabelled.qpos[:2], relabelled.qpos[2:], relabelled.qvel[:] = (
+            ours.qpos[:2],
+            state[:13],
+            state[13:],
+        )
+        mujoco.mj_forward(model, ours)
+        mujoco.mj_forward(model, relabelled)
+        np.testing.assert_allclose(
+            np.sort(relabelled.geom_xpos[1:], axis=0), np.sort(ours.geom_xpos[1:], axis=0),
+            atol=1e-12,
+        )  # fmt: skip
+        for _ in range(30):
+            action = rng.uniform(-1, 1, 8)
+            relabelled.ctrl[:] = action
+            ours.ctrl[:] = quarter_turned_action(action, turns)
+            mujoco.mj_step(model, ours)
+            mujoco.mj_step(model, relabelled)
+        np.testing.assert_allclose(
+            proprio(relabelled), quarter_turned(proprio(ours), turns), atol=1e-9
+        )
+
+
+def test_the_symmetric_view_picks_the_quarter_turn_nearest_the_direction() -> None:
+    """An Ant at heading 0 shown a point along +y (at rest): one quarter turn (heading 90
+    = the direction), then the world turned by 90: heading 0 again; at heading 30 and a
+    point along -x: two turns (210 is 30 from 180)."""
+    proprio = np.random.default_rng(2).normal(size=27)
+    proprio[1:5] = [1.0, 0.0, 0.0, 0.0]
+    proprio[13:15] = 0.0
+    seen, turns = symmetric_view(proprio, np.zeros(2), np.array([0.0, 3.0]), 1.0)
+    assert turns == 1
+    np.testing.assert_allclose(seen, world_turned(quarter_turned(proprio, 1), math.pi / 2))
+    assert heading(seen[1:5]) == pytest.approx(0.0, abs=1e-12)
+    yaw = math.radians(30)
+    proprio[1:5] = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+    seen, turns = symmetric_view(proprio, np.zeros(2), np.array([-2.0, 0.0]), 1.0)
+    assert turns == 2 and heading(seen[1:5]) == pytest.approx(yaw)
+
+
+def test_ant_goal_symmetric_relabels_observation_and_action() -> None:
+    """AntGoalSymmetric-v0 shows the symmetric view and applies the action mapped back: it
+    steps as AntGoal-v0 does with the mapped action (same seed, same states)."""
+    env = gym.make(resolve_env_id("antgoalsymmetric"))
+    plain = gym.make(ANT_GOAL_ID)
+    assert env.spec.id == ANT_GOAL_SYMMETRIC_ID and env.observation_space.shape == (27,)
+    obs, _ = env.reset(seed=5)
+    plain.reset(seed=5)
+    base, other = env.unwrapped, plain.unwrapped
+    used = set()
+    for t in range(40):
+        qpos, qvel = base.data.qpos, base.data.qvel
+        proprio = np.concatenate([qpos[2:], qvel])
+        expected, turns = symmetric_view(proprio, qvel[:2], base.goal - qpos[:2], 1.0)
+        np.testing.assert_allclose(obs, expected, atol=1e-12)
+        used.add(turns)
+        action = np.sin(np.arange(8) * 0.7 + t)
+        obs, reward, *_ = env.step(action)
+        _, plain_reward, *_ = plain.step(quarter_turned_action(action, turns))
+        np.testing.assert_allclose(base.data.qpos, other.data.qpos, atol=1e-12)
+        assert reward == pytest.approx(plain_reward - 0.0)
+        if t == 10:  # a goal behind: other quarter turns
+            for data in (base.data, other.data):
+                data.mocap_pos[0, :2] = data.qpos[:2] + [-3.0, -1.0]
+            obs = base._get_obs()
+    assert len(used) > 1
 
 
 def test_ant_goal_is_deterministic_and_its_goal_is_part_of_the_saved_state() -> None:
@@ -373,7 +492,11 @@ def test_the_policy_frame_is_read_from_the_run(tmp_path) -> None:
     assert policy_frame(saved("g.pt", {"id": "AntGoal-v0"})) == "goal"
     assert policy_frame(saved("gt.pt", {"id": "AntGoalTurned-v0"})) == "turned"
     turned = {"id": "Ant-v5", "kwargs": {"include_cfrc_ext_in_observation": False}}
-    assert policy_frame(saved("t.pt", turned)) == "turned"
+    assert policy_frame(saved("t.pt", turned)) == "symmetric"  # a runner: the default
+    assert policy_frame(saved("t.pt", turned), "turned") == "turned"
+    assert policy_frame(saved("gs.pt", {"id": "AntGoalSymmetric-v0"}), "turned") == "symmetric"
+    with pytest.raises(UsageError, match="frame=goal: one of symmetric, turned"):
+        policy_frame(saved("t.pt", turned), "goal")
     with pytest.raises(UsageError, match="include_cfrc_ext_in_observation=false"):
         policy_frame(saved("a.pt", {"id": "Ant-v5", "kwargs": {}}))
 

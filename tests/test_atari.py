@@ -1,0 +1,132 @@
+"""Atari on ale-py's vector env (envs/atari.py): the preprocessing CleanRL's envpool
+scripts use, same-step autoreset, training vs evaluation, the config mapping, and the
+frame-storing replay buffer on real Atari frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("ale_py")
+
+from rlcore.buffers import ReplayBuffer  # noqa: E402
+from rlcore.envs.atari import AtariVectorBackend, atari_game  # noqa: E402
+from rlcore.envs.make import make_vec_env, resolve_env_id  # noqa: E402
+from rlcore.observations import IMAGE, ObsPart, ObsSpec  # noqa: E402
+
+
+def test_game_names_and_the_preprocessing_of_each_form() -> None:
+    assert atari_game("ALE/SpaceInvaders-v5") == "space_invaders"
+    assert resolve_env_id("ALE/Pong-v5") == "ALE/Pong-v5"
+    with pytest.raises(ValueError, match="unknown Atari game 'ALE/Pongg-v5'"):
+        atari_game("ALE/Pongg-v5")
+    env = make_vec_env("ALE/Pong-v5", 2, seed=0)
+    base = env.unwrapped
+    assert isinstance(base, AtariVectorBackend) and base.frame_stack == 4
+    assert base.settings["life_loss_info"] and base.settings["reward_clipping"]
+    assert base.settings["repeat_action_probability"] == 0.0 and base.settings["noop_max"] == 30
+    assert env.single_observation_space.shape == (4, 84, 84)
+    assert env.single_observation_space.dtype == np.uint8
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2, 4, 84, 84) and obs.dtype == np.uint8
+    assert not obs[:, :3].any() and obs[:, 3].any()  # a reset stack: zero frames, then one
+    env.close()
+    evaluation = make_vec_env("ALE/Pong-v5", 1, seed=0, evaluation=True).unwrapped
+    assert not evaluation.settings["life_loss_info"]
+    assert not evaluation.settings["reward_clipping"]
+    with pytest.raises(ValueError, match=r"unknown Atari option\(s\) \['stack'\]"):
+        make_vec_env("ALE/Pong-v5", 1, env_kwargs={"stack": 2})
+    with pytest.raises(ValueError, match="only them: ALE/Pong-v5 on 'async'"):
+        make_vec_env("ALE/Pong-v5", 1, backend="async")
+    with pytest.raises(ValueError, match="only them: Hopper-v5 on 'ale'"):
+        make_vec_env("Hopper-v5", 1, backend="ale")
+
+
+def play(env, steps: int, seed: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    trace = []
+    for _ in range(steps):
+        action = rng.integers(0, env.single_action_space.n, env.num_envs)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        trace.append((obs, action, reward, next_obs, terminated, truncated, info))
+        obs = next_obs
+    return trace
+
+
+def test_training_ends_an_episode_at_each_lost_life_and_clips_rewards() -> None:
+    """Same seed and actions: the training and evaluation forms play the same game (a lost
+    life does not reset it), training says ``terminated`` where a life is lost and its
+    rewards are the evaluation rewards' signs; the stack shifts by one frame a step."""
+    training = AtariVectorBackend("ALE/Breakout-v5", 1, num_threads=1)
+    evaluation = AtariVectorBackend("ALE/Breakout-v5", 1, evaluation=True, num_threads=1)
+    train_trace, eval_trace = play(training, 400, 3), play(evaluation, 400, 3)
+    lost, lives = 0, 5
+    for train_step, eval_step in zip(train_trace, eval_trace):
+        obs, _, reward, next_obs, terminated, _, info = train_step
+        raw, eval_end, eval_info = eval_step[2], eval_step[4], eval_step[6]
+        np.testing.assert_array_equal(reward, np.sign(raw))
+        assert reward.dtype == np.float32
+        np.testing.assert_array_equal(info["lives"], eval_info["lives"])  # the same game
+        reset = bool(info.get("_final_obs", [False])[0])
+        if info["lives"][0] < lives:  # a lost life: training ends its episode, not the game
+            lost += 1
+            assert terminated[0] and not eval_end[0] and not reset
+        if not reset:
+            np.testing.assert_array_equal(next_obs[0, :3], obs[0, 1:])  # a one-frame shift
+        lives = info["lives"][0]
+    assert lost >= 2  # random Breakout loses lives within 400 steps
+    assert sum(float(np.abs(step[2]).sum()) for step in eval_trace) > 0  # it scored
+
+
+def test_same_step_autoreset_hands_the_final_observation() -> None:
+    env = make_vec_env("ALE/Pong-v5", 2, seed=1, max_episode_steps=30)
+    trace = play(env, 31, 1)
+    _, _, _, next_obs, terminated, truncated, info = trace[29]
+    assert truncated.all() and not terminated.any() and info["_final_obs"].all()
+    assert not next_obs[:, :3].any()  # the new games' reset stacks
+    assert info["final_obs"][:, :3].any()  # the ended games' last stacks
+    assert not np.isnan(info["episode_return"]).any()  # EpisodeStats closed the episodes
+
+
+def test_checkpoints_cannot_restore_atari_games() -> None:
+    env = make_vec_env("ALE/Pong-v5", 1, seed=0)
+    states = env.unwrapped.get_states()
+    assert states == [{"atari": "ALE/Pong-v5", "restorable": False}]
+    with pytest.raises(NotImplementedError, match="cannot continue its games"):
+        env.unwrapped.set_states(states)
+    with pytest.raises(ValueError, match="no reset_mask"):
+        env.reset(options={"reset_mask": np.array([True])})
+
+
+def test_the_frame_buffer_on_real_atari_frames_equals_a_plain_buffer() -> None:
+    """Breakout with lost lives and a truncation: the frame store (each 84 x 84 frame once)
+    gives the same batches as a buffer of whole stacks, at under a third of the bytes (a
+    half-size margin: lives of ~20 steps each add 3 reset frames)."""
+    env = make_vec_env("ALE/Breakout-v5", 2, seed=2, max_episode_steps=150)
+    spec = ObsSpec((ObsPart("obs", (4, 84, 84), IMAGE, frame_stack=4),))
+    plain = ReplayBuffer(256, spec, (), 2, seed=4, action_dtype=torch.int64)
+    frames = ReplayBuffer(256, spec, (), 2, seed=4, action_dtype=torch.int64, frames=True,
+                          frame_margin=0.5)  # fmt: skip
+    from rlcore.envs.make import final_next_obs
+
+    for obs, action, reward, next_obs, terminated, truncated, info in play(env, 200, 2):
+        stored_next = final_next_obs(next_obs, info)
+        for buffer in (plain, frames):
+            buffer.add(obs, action, reward, stored_next, terminated, truncated)
+    assert bool(frames.frames_valid(torch.arange(256)).all())  # so both draw the same rows
+    for _ in range(3):
+        a, b = frames.sample(64), plain.sample(64)
+        torch.testing.assert_close(a.obs, b.obs, rtol=0, atol=0)
+        torch.testing.assert_close(a.next_obs, b.next_obs, rtol=0, atol=0)
+        torch.testing.assert_close(a.action, b.action, rtol=0, atol=0)
+    stored = frames.frame_stores["obs"].frames.numel()
+    assert stored < 0.33 * (plain.data["obs"].numel() + plain.data["next_obs"].numel())
+
+
+def test_env_atari_maps_to_the_atari_config() -> None:
+    from tests.conftest import make_config
+
+    config = make_config("algo=dqn", "env=ALE/Pong-v5")
+    assert config.env.id == "ALE/Pong-v5" and config.env.name == "ale_pong-v5"

@@ -6,6 +6,11 @@ D. Silver, "Deep Reinforcement Learning with Double Q-learning", AAAI 2016
 (arXiv:1509.06461) (the online network picks the next action, the target network values
 it); Z. Wang et al., "Dueling Network Architectures for Deep Reinforcement Learning",
 ICML 2016 (arXiv:1511.06581) (Q = V + A - mean A).
+Pixels (Mnih et al. 2015's network, CleanRL ``dqn_atari.py``): with ``encoder`` set
+(``nature`` for Atari, ``configs/algo_env/dqn_atari.yaml``) the image parts go through
+that ``rlcore.nets`` encoder and the ``hidden`` layers read its features (Nature DQN: the
+3-conv torso, then 512 units); the replay buffer keeps each frame once
+(``rlcore.frames``).
 Defaults follow CleanRL's ``dqn.py`` (classic control): 120x84 ReLU Q-network, Adam lr
 2.5e-4, gamma 0.99, buffer 10k, batch 128, 10k warm-up steps, one update every 10 env
 steps, hard target update every 500 env steps, epsilon 1 -> 0.05 linearly over half of
@@ -43,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcore.agent_state import Plumbing, numpy_act
-from rlcore.nets import DiscreteQNetwork, polyak_update
+from rlcore.nets import IMAGE_ENCODERS, DiscreteQNetwork, ObsEncoder, image_encoder, polyak_update
 from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import DISCRETE
 from rlcore.types import Batch
@@ -59,6 +64,7 @@ class DQNConfig:
     lr: float = 2.5e-4  # Adam learning rate
     gamma: float = 0.99  # discount
     hidden: tuple[int, ...] = (120, 84)  # hidden widths of the Q-network
+    encoder: str | None = None  # image parts: rlcore.nets encoder (nature | impala | drq)
     activation: str = "relu"  # hidden activation
     dueling: bool = False  # dueling head: Q = V + A - mean_a A (Wang et al. 2016)
     double_q: bool = True  # double-DQN target (van Hasselt et al. 2016); False: max Q_target
@@ -111,6 +117,30 @@ def td_target(
     return reward + discount * (1.0 - terminated) * next_value
 
 
+def q_network(io: Plumbing, config: DQNConfig) -> nn.Module:
+    """Q(s, .): an MLP on the flat observation, or, for images, the ``encoder``'s
+    features (``rlcore.nets.ObsEncoder``: image parts encoded, vectors appended) then the
+    MLP."""
+    if config.dueling and not config.hidden:
+        raise ValueError("algo.dueling=true splits the last hidden layer: algo.hidden needs one")
+    if not io.obs.images:
+        if config.encoder is not None:
+            raise ValueError(f"algo.encoder={config.encoder} encodes images; this task has none")
+        return DiscreteQNetwork(
+            io.obs_dim, io.action_dim, config.hidden, config.activation, config.dueling
+        )
+    if config.encoder not in IMAGE_ENCODERS:
+        raise ValueError(
+            f"this task's observations hold images: set algo.encoder to one of "
+            f"{sorted(IMAGE_ENCODERS)} (Atari: nature, configs/algo_env/dqn_atari.yaml)"
+        )
+    encoder = ObsEncoder(io.obs, image_encoder(config.encoder))
+    head = DiscreteQNetwork(
+        encoder.out_dim, io.action_dim, config.hidden, config.activation, config.dueling
+    )
+    return nn.Sequential(encoder, head)
+
+
 class DQN:
     """DQN agent: ``act`` (epsilon-greedy), ``update(batch)``, ``state_dict``."""
 
@@ -127,9 +157,7 @@ class DQN:
             raise ValueError(f"unknown DQN loss '{config.loss}', choose from {LOSSES}")
         self.device = io.device
         self.num_actions = io.action_dim
-        self.q_network = DiscreteQNetwork(
-            io.obs_dim, self.num_actions, config.hidden, config.activation, config.dueling
-        ).to(self.device)
+        self.q_network = q_network(io, config).to(self.device)
         self.target_network = copy.deepcopy(self.q_network).requires_grad_(False)
         self.optimizer = adam(self.q_network.parameters(), config.lr, config.fused_optimizer)
         self.parts = io.declare(

@@ -197,11 +197,12 @@ class Plumbing:
         """The flat observation's size (the input of an MLP)."""
         return self.obs.flat_dim
 
-    def obs_input(self, obs: dict[str, Any]) -> tuple[torch.Tensor | dict[str, torch.Tensor], bool]:
-        """A dict observation (or batch of them) as the agent's networks read it: one flat
-        float32 (B, obs_dim) tensor, or ``{part: tensor}`` with ``obs_parts``; and whether
-        a single observation was given (``numpy_act``)."""
-        if self.obs_parts:
+    def obs_input(self, obs: Any) -> tuple[torch.Tensor | dict[str, torch.Tensor], bool]:
+        """A dict or image observation (or batch of them) as the agent's networks read it:
+        one flat float32 (B, obs_dim) tensor, or, with ``obs_parts`` or image parts, each
+        part in its dtype (images uint8; ``{part: tensor}`` for a dict); and whether a
+        single observation was given (``numpy_act``)."""
+        if self.obs_parts or self.obs.images:
             return self.obs.tensors(obs, self.device)
         return self.obs.flat_batch(obs, self.device)
 
@@ -287,15 +288,16 @@ def numpy_act(
     float32 (B, ...) tensor on ``agent.device``) into the agent's ``act``: numpy or tensor
     observation(s) in, one or a batch; the policy run in inference mode (no autograd);
     numpy out, a single observation's action (or chunk) without the batch dimension.
-    A dict observation (one array per part, or a batch per part) goes through the agent's
-    ``plumbing`` (``Plumbing.obs_input``: flattened in the spec's order)."""
+    A dict observation (one array per part, or a batch per part) or an image (uint8: one
+    (C, H, W) image or a batch) goes through the agent's ``plumbing`` (``Plumbing.obs_input``:
+    flattened in the spec's order, or each part in its dtype)."""
 
     @functools.wraps(policy)
     def act(
         agent: AgentT, obs: np.ndarray | torch.Tensor | dict[str, Any], deterministic: bool = False
     ) -> np.ndarray:
         with torch.inference_mode():
-            if isinstance(obs, dict):
+            if isinstance(obs, dict) or obs.dtype in (np.uint8, torch.uint8):
                 obs_t, single = agent.plumbing.obs_input(obs)  # type: ignore[attr-defined]
             else:
                 obs_t, single = batched_obs(obs, agent.device)

@@ -42,7 +42,7 @@ from rlcore.evaluation import EvalVideo
 from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_obs_shape, rollout_phase
-from rlcore.observations import ObsSpec, part_statistics
+from rlcore.observations import ObsSpec, frame_stack_of, part_statistics
 from rlcore.plan import RunPlan
 from rlcore.settings import RunSettings, SettledRun, with_dataset
 from rlcore.spaces import action_storage
@@ -460,7 +460,8 @@ def replay_buffer(
     capacity = max(schedule.online_steps, env.num_envs)
     if schedule.buffer_size is not None:
         capacity = min(schedule.buffer_size, capacity)
-    obs_spec = ObsSpec.from_space(env.single_observation_space)  # one channel per part
+    # one channel per part; image parts one frame per step (rlcore.frames)
+    obs_spec = ObsSpec.from_space(env.single_observation_space, frame_stack_of(env))
     if dataset is not None and schedule.offline_data == "keep":
         return dataset.to_replay_buffer(len(dataset) + capacity, agent.device, seed, obs_spec)
     action_shape, action_dtype = action_storage(env.single_action_space)
@@ -476,6 +477,7 @@ def replay_buffer(
         # constrained algorithms learn a cost critic from the task's info["cost"]
         channels={"cost": ((), torch.float32)} if plan.env.cost else None,
         track_episodes=track_episodes,
+        frames=bool(obs_spec.images),
     )
 
 

@@ -35,6 +35,8 @@ class Algorithm:
     # the kind of head ("ddpm" | "flow") its ``algo.pretrained`` holds: a fine-tuner whose
     # unset head settings are read from that checkpoint (rlcore.generative.resolve_head)
     pretrained_head: str | None = None
+    # reads image observations through an rlcore.nets encoder it builds (``algo.encoder``)
+    images: bool = False
 
     @property
     def agent_class(self) -> type:
@@ -211,7 +213,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("td3", _td3, _ONLINE),
         Algorithm("fast_td3", _fast_td3, _ONLINE),
         Algorithm("ppo", _ppo, _ONLINE, ("box", "discrete")),
-        Algorithm("dqn", _dqn, _ONLINE, ("discrete",)),
+        Algorithm("dqn", _dqn, _ONLINE, ("discrete",), images=True),
         Algorithm("iql", _iql, _OFFLINE),
         Algorithm("td3_bc", _td3_bc, _OFFLINE),
         Algorithm("rebrac", _rebrac, _OFFLINE),

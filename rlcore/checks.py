@@ -10,6 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from rlcore import catalog
 from rlcore.capabilities import PerEnvState
 from rlcore.catalog import Algorithm
 from rlcore.checkpoint import read_checkpoint
@@ -100,10 +101,16 @@ def check_spaces(
     except ValueError:
         spec = None  # a Tuple, a Dict with a part that is not a Box: flatten_obs
     keyed_vectors = spec is not None and spec.keyed and spec.all_vector
-    if keyed_vectors and plan is not None and settings is not None:
+    images = spec is not None and bool(spec.images) and algorithm.images
+    if (keyed_vectors or images) and plan is not None and settings is not None:
         blockers = dict_obs_blockers(plan, settings)
         if not blockers:
             return
+        if images:
+            raise ConfigError(
+                f"algo={algorithm.name} reads {env_id}'s images through its encoder; this run "
+                f"has {', '.join(blockers)}, which read flat observations"
+            )
         raise ConfigError(
             f"algo={algorithm.name} reads dict observations of vectors ({env_id}: parts "
             f"{list(spec.names)}); this run has {', '.join(blockers)}, which read flat "
@@ -117,9 +124,10 @@ def check_spaces(
         else ""
     )
     if spec is not None and not spec.all_vector:
+        readers = [a.name for a in catalog.ALGORITHMS.values() if a.images]
         hint = (
-            f" Its image part(s) {[p.name for p in spec.images]} need an image encoder, "
-            "which no algorithm has yet." + hint
+            f" Its image part(s) {[p.name for p in spec.images]} need an image encoder: "
+            f"{', '.join(readers)} build one (algo.encoder)." + hint
         )
     raise ConfigError(
         f"algo={algorithm.name} supports flat Box observation spaces (shape (n,)) and "

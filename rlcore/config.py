@@ -222,7 +222,7 @@ def check_value(key: str, value: Any) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if key in ("hidden", "critic_hidden") and isinstance(value, tuple):
-        if not value or any(width <= 0 for width in value):
+        if any(width <= 0 for width in value):  # [] is a linear head (DQN after an encoder)
             raise ValueError("layer widths must be positive integers, e.g. [256,256]")
         return value
     if not isinstance(value, int | float):

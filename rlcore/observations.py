@@ -31,7 +31,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -50,13 +50,29 @@ KIND_DTYPE = {VECTOR: "float32", IMAGE: "uint8"}
 ObsLike = np.ndarray | torch.Tensor | Mapping[str, Any]
 
 
+@runtime_checkable
+class StackedFrames(Protocol):
+    """A vector env whose image observations stack ``frame_stack`` frames along their
+    first axis, oldest first (Atari: 4; ``rlcore.envs.atari.AtariVectorBackend``): what a
+    gym Box cannot say, and what the replay buffer needs to keep each frame once."""
+
+    frame_stack: int
+
+
+def frame_stack_of(env: Any) -> int:
+    """The frames each image observation of vector env ``env`` stacks (1 unless its back
+    end declares ``StackedFrames``)."""
+    base = env.unwrapped
+    return int(base.frame_stack) if isinstance(base, StackedFrames) else 1
+
+
 def image_encoder_needed(part: ObsPart) -> str:
     """The one message for an image part that reaches a network without an encoder."""
     return (
         f"image parts need an image encoder: pass one (rlcore.nets.ObsEncoder(spec, "
         f"image_encoder=rlcore.nets.image_encoder('nature' | 'impala' | 'drq'))); part "
         f"{part.name!r} is {part.dtype} {part.shape} (frame stack {part.frame_stack}); "
-        f"the algorithms do not build one for pixels yet"
+        f"DQN builds one with algo.encoder=nature | impala | drq"
     )
 
 

@@ -331,7 +331,7 @@ def config_file_defaults(cfg_dict: dict[str, Any]) -> tuple[str, dict[str, Any]]
     if HydraConfig.initialized():  # the CLI: the groups it chose, experiments included
         choices = HydraConfig.get().runtime.choices
         groups = [f"algo={choices['algo']}", f"env={choices['env']}"]
-        groups += [f"env.id={env_id}"] if choices["env"] == "gym" else []
+        groups += [f"env.id={env_id}"] if choices["env"] in ("gym", "atari") else []
         if choices.get("experiment"):
             groups.append(f"+experiment={choices['experiment']}")
             where += f" (+experiment={choices['experiment']})"

@@ -46,7 +46,7 @@ def obs_transform(state: dict[str, Any]) -> Callable[[Any], Any]:
     when it had none), as float32 for ``agent.act``. Dict observations (the checkpoint's
     observation spec is keyed) are taken as ``{part: array}``, each part in its dtype,
     standardised part by part with the env-side statistics when the run had them
-    (``NormalizeObservation``'s ``{"parts": ...}``)."""
+    (``NormalizeObservation``'s ``{"parts": ...}``); an image observation as uint8."""
     norm = state.get("obs_normalizer")
     clip = recorded_env(state["config"]).clip_obs
     spec = ObsSpec.from_record(state["spaces"])
@@ -70,6 +70,9 @@ def obs_transform(state: dict[str, Any]) -> Callable[[Any], Any]:
             return {p.name: np.asarray(seen[p.name], dtype=p.dtype) for p in spec.parts}
 
         return parts
+
+    if spec.images:  # one image part: uint8 pixels, never standardised (the encoder scales)
+        return lambda obs: np.asarray(obs, dtype=np.uint8)
 
     def transform(obs: np.ndarray) -> np.ndarray:
         obs = np.asarray(obs, dtype=np.float64)

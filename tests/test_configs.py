@@ -52,10 +52,11 @@ ONLINE = sorted(
 # every env config, but of the seven robot tasks one per observation kind (PandaLift: a
 # vector, PandaPush: a goal dict); the others run in tests/test_robot_tasks.py
 # the AntMaze envs (antgoal, antmaze*eval) are exercised in tests/test_antmaze.py and by
-# the antmaze experiment configs below
+# the antmaze experiment configs below; Atari (env=ALE/<Game>-v5: configs/env/atari.yaml,
+# a generic config like gym.yaml) in tests/test_atari.py and tests/test_pixel_dqn.py
 ENVS = sorted(
     p.stem for p in (REPO / "configs" / "env").glob("*.yaml")
-    if p.stem != "gym" and (not p.stem.startswith("panda") or p.stem in ("pandalift", "pandapush"))
+    if p.stem not in ("gym", "atari") and (not p.stem.startswith("panda") or p.stem in ("pandalift", "pandapush"))
     and (not p.stem.startswith("ant") or p.stem == "ant")
 )  # fmt: skip
 # the online algorithms that read dict observations as they are (replay: stored part by

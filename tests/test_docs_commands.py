@@ -90,6 +90,9 @@ COMMANDS: dict[str, Case] = {
     "pip install torch==2.13.0": INSTALL,
     "pip install -e .[dev]": INSTALL,
     "pip install rlcore[ray]": INSTALL,
+    # docs/pixels.md
+    "pip install rlcore[atari]": INSTALL,
+    "python -m rlcore.train algo=dqn env=ALE/Pong-v5": COMPOSE,
     "python -m pytest -q -n 2 --durations=15": Case("skip", "the whole suite (CI runs it)"),
     SAC_RUN: run(
         "1M steps cut to 300 (TINY_ONLINE); the run the placeholders name", extra=TINY_ONLINE

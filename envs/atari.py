@@ -22,6 +22,10 @@ whole game at every lost life (the lives never go down), which is not envpool's
 ``episodic_life``; its ``life_loss_info=True`` is (``terminated`` at each lost life, the
 game continuing with one life fewer). ``TRAINING`` uses the latter.
 
+``render_mode="rgb_array"`` (evaluation videos) renders what the agent sees, the newest
+84 x 84 grey frame of each env's stack, scaled 4 x (336 x 336 RGB): ale-py's vector env
+renders nothing else.
+
 The back end runs with same-step autoreset: where a game was reset, ``info["final_obs"]``
 holds the ended game's last observation and ``info["_final_obs"]`` marks the envs, as
 gymnasium's vector envs do. At a lost life the game goes on and the observation returned
@@ -95,6 +99,7 @@ class AtariVectorBackend(VectorEnv):
         evaluation: bool = False,
         num_threads: int | None = None,
         max_episode_steps: int | None = None,
+        render_mode: str | None = None,
         **options: Any,
     ) -> None:
         from ale_py.vector_env import AtariVectorEnv
@@ -102,6 +107,12 @@ class AtariVectorBackend(VectorEnv):
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise ValueError(f"unknown Atari option(s) {unknown}; the options are {list(OPTIONS)}")
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(
+                f"Atari renders rgb_array frames (the agent's view), not {render_mode}"
+            )
+        self.render_mode = render_mode
+        self.last_obs: np.ndarray | None = None  # what render() shows
         settings = {**COMMON, **(EVALUATION if evaluation else TRAINING), **options}
         if max_episode_steps is not None:
             settings["max_num_frames_per_episode"] = int(max_episode_steps) * settings["frameskip"]
@@ -127,6 +138,7 @@ class AtariVectorBackend(VectorEnv):
             raise ValueError("ale-py's vector env resets all its games at once (no reset_mask)")
         obs, info = self.ale.reset(seed=seed)
         self.lives = np.asarray(info["lives"], np.int64).copy()
+        self.last_obs = obs
         return obs, info
 
     def step(self, actions: Any):
@@ -136,9 +148,19 @@ class AtariVectorBackend(VectorEnv):
         lost_life = np.asarray(terminated, bool) & (lives < self.lives)  # the game goes on
         reset = (np.asarray(terminated, bool) | np.asarray(truncated, bool)) & ~lost_life
         self.lives = lives.copy()
+        self.last_obs = obs
         if "final_obs" in info:
             info["_final_obs"] = reset
         return obs, np.asarray(reward, np.float32), terminated, truncated, info
+
+    def render(self) -> list[np.ndarray] | None:
+        """Each env's newest frame as a (336, 336, 3) uint8 image (``render_mode``
+        ``rgb_array``; None otherwise or before a reset)."""
+        if self.render_mode != "rgb_array" or self.last_obs is None:
+            return None
+        newest = self.last_obs[:, -1]  # (N, 84, 84) grey (stack_num frames, oldest first)
+        big = newest.repeat(4, axis=1).repeat(4, axis=2)
+        return list(np.repeat(big[..., None], 3, axis=-1))
 
     def close_extras(self, **kwargs: Any) -> None:
         self.ale.close()

@@ -13,8 +13,10 @@ agent's deterministic action, ``load_policy(path)`` followed by the env's clip.
 Dict observations (a run on a Dict observation space, rlcore.observations): the file
 takes one input per part, named after it, in the spec's part order (goal-conditioned
 tasks: ``observation``, ``achieved_goal``, ``desired_goal``), each (B, *part shape)
-float32, and concatenates them inside the graph as the agent does. Image parts are not
-exportable yet (no agent has an image encoder): refused with one line.
+float32, and concatenates them inside the graph as the agent does. Image observations
+(agents with an image encoder: DQN's ``algo.encoder``) take uint8 inputs, ``(B, S * C, H,
+W)`` as the env gives them (one input ``obs``, or one per part beside float32 vector
+parts); the pixel scaling is the encoder's own, inside the graph.
 
 Diffusion and flow policies (diffusion_bc, flow_bc, ...) sample: the file holds their
 fixed-step sampling chain (K denoising / Euler steps, the evaluation sampler of
@@ -213,12 +215,7 @@ class DeployedPolicy(nn.Module):
             return torch.zeros(shape)
 
         with torch.no_grad(), drawing(draw):
-            x = (
-                obs[0].reshape(obs[0].shape[0], -1).float()
-                if len(obs) == 1
-                else self.features(*obs)
-            )
-            self._act(self._owner, x, True)
+            self._act(self._owner, self.features(*obs), True)
         return count
 
 
@@ -263,9 +260,38 @@ class DeployedDictPolicy(DeployedPolicy):
         return self.action(self.features(*inputs[:parts]), noise)
 
 
+class DeployedImagePolicy(DeployedPolicy):
+    """A ``DeployedPolicy`` of image observations: ``forward(*parts)`` takes the parts of
+    ``spec`` in its order, images uint8 ``(B, S * C, H, W)``, vectors float32, and hands
+    them to the agent's networks as its plumbing does (one tensor for an image alone, a
+    dict of parts otherwise); images are never standardised (the encoder scales them).
+    The run's env-side normalisation does not apply (an image run has none)."""
+
+    def __init__(self, agent: Any, action_space: gym.Space, spec: ObsSpec, noise: str = "input"):
+        super().__init__(agent, action_space, None, noise=noise)
+        self.spec = spec
+        self.input_names = spec.names
+
+    def example_inputs(self, batch: int, obs_shape: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
+        """Zero observations to trace with: one (batch, *shape) tensor per part, images
+        uint8."""
+        return tuple(
+            torch.zeros((batch, *part.shape), dtype=part.torch_dtype) for part in self.spec.parts
+        )
+
+    def features(self, *obs: torch.Tensor) -> Any:  # type: ignore[override]
+        if not self.spec.keyed:
+            return obs[0]
+        return dict(zip(self.spec.names, obs))
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        parts = len(self.spec.parts)
+        noise = inputs[parts] if len(inputs) > parts else None
+        return self.action(self.features(*inputs[:parts]), noise)
+
+
 _IMAGES_NOT_EXPORTABLE = (
-    "image observations are not exportable yet: no agent has an image encoder "
-    "(rlcore.nets.ObsEncoder)"
+    "DeployedDictPolicy takes vector parts; images go through DeployedImagePolicy"
 )
 
 
@@ -279,16 +305,24 @@ def policy_from_checkpoint(
 
     state = load_checkpoint(path)
     spec = ObsSpec.from_record(state["spaces"])
-    if spec.images:  # before the agent: it could not be rebuilt without an encoder
-        raise ExportError(_IMAGES_NOT_EXPORTABLE)
+    if spec.images and not catalog.get(state["algo"]).images:  # no agent to rebuild
+        raise ExportError(
+            f"algo={state['algo']} has no image encoder, so this checkpoint's image "
+            "observations cannot be read"
+        )
     agent = load_agent(path)
     config = catalog.get(state["algo"]).config_from_dict(state["config"]["algo"])
     history = int(config.plan().env.obs_history)
     env_settings = recorded_env(state["config"])
     action_space = action_space_from(state["spaces"])
     obs_shape: list[int] | dict[str, list[int]]
-    if spec.keyed:  # one input per part
-        policy: DeployedPolicy = DeployedDictPolicy(
+    if spec.images:  # uint8 inputs, the agent's encoder inside the graph
+        policy: DeployedPolicy = DeployedImagePolicy(agent, action_space, spec, noise)
+        obs_shape = {part.name: list(part.shape) for part in spec.parts}
+        if not spec.keyed:
+            obs_shape = list(spec.parts[0].shape)
+    elif spec.keyed:  # one input per part
+        policy = DeployedDictPolicy(
             agent, action_space, spec, noise, state.get("obs_normalizer"), env_settings.clip_obs
         )
         obs_shape = {part.name: list(part.shape) for part in spec.parts}

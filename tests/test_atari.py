@@ -130,3 +130,15 @@ def test_env_atari_maps_to_the_atari_config() -> None:
 
     config = make_config("algo=dqn", "env=ALE/Pong-v5")
     assert config.env.id == "ALE/Pong-v5" and config.env.name == "ale_pong-v5"
+
+
+def test_render_shows_the_agents_view() -> None:
+    env = AtariVectorBackend("ALE/Pong-v5", 2, render_mode="rgb_array", num_threads=1)
+    assert env.render() is None  # before a reset
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(np.array([0, 1]))
+    frames = env.render()
+    assert len(frames) == 2 and frames[1].shape == (336, 336, 3) and frames[1].dtype == np.uint8
+    np.testing.assert_array_equal(frames[1][::4, ::4, 2], obs[1, -1])  # the newest frame
+    with pytest.raises(ValueError, match="not human"):
+        AtariVectorBackend("ALE/Pong-v5", 1, render_mode="human")

@@ -589,7 +589,7 @@ def test_export_takes_one_input_per_part(goal_run: Path, tmp_path: Path, fmt: st
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-def test_export_refuses_image_observations_in_one_line(
+def test_export_refuses_image_observations_of_an_agent_without_encoder_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
     from rlcore.checkpoint import FORMAT_VERSION, save_checkpoint
@@ -601,7 +601,7 @@ def test_export_refuses_image_observations_in_one_line(
                      "agent": {}}, tmp_path / "checkpoints" / "latest.pt")  # fmt: skip
     assert main([str(tmp_path), "--format", "onnx"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: image observations are not exportable yet")
+    assert err.startswith("error: algo=sac has no image encoder")
     assert err.count("\n") == 1
 
 

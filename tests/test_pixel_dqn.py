@@ -63,7 +63,8 @@ def test_encoder_refusals_name_the_fix() -> None:
 
 def test_a_pixel_dqn_run_from_the_command_line(tmp_path) -> None:
     """algo=dqn env=ALE/Pong-v5 (configs/algo_env/dqn_atari.yaml, shrunk): it trains with a
-    frame-storing buffer, evaluates whole games, and its policy loads for deployment."""
+    frame-storing buffer, evaluates whole games, its policy loads for deployment and its
+    evaluation records a video."""
     pytest.importorskip("ale_py")
     import rlcore
     from rlcore.checkpoint import load_checkpoint
@@ -84,3 +85,49 @@ def test_a_pixel_dqn_run_from_the_command_line(tmp_path) -> None:
     assert state["spaces"]["obs"]["parts"][0]["kind"] == "image"
     policy = rlcore.load_policy(tmp_path / "run")
     assert 0 <= int(policy(np.zeros((4, 84, 84), np.uint8))) < 6
+    from rlcore.evaluate import main as evaluate
+
+    assert evaluate([str(tmp_path / "run"), "episodes=1", "video=true"]) == 0
+    videos = sorted((tmp_path / "run" / "videos").glob("*.mp4"))
+    assert [path.name for path in videos] == ["episode_1_seed0.mp4"]
+    assert videos[0].stat().st_size > 1000  # frames of the agent's view (envs/atari.py)
+
+
+@pytest.mark.parametrize("fmt", ["torchscript", "onnx"])
+def test_an_image_policy_exports_with_uint8_input(tmp_path, fmt: str) -> None:
+    """The exported file takes the env's uint8 stacks and gives the agent's greedy actions
+    (the encoder's pixel scaling inside the graph); a sharpened head makes them differ."""
+    from rlcore.checkpoint import FORMAT_VERSION, save_checkpoint
+    from rlcore.export import export_policy, policy_from_checkpoint
+    from rlcore.observations import ObsSpec
+    from rlcore.spaces import describe_action_space
+
+    torch.manual_seed(3)
+    space, actions = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8), gym.spaces.Discrete(5)
+    config = DQNConfig(encoder="drq", hidden=(8,))
+    agent = DQN(space, actions, config)
+    with torch.no_grad():
+        for module in agent.q_network[1].modules():
+            if isinstance(module, nn.Linear):
+                module.weight.mul_(40.0)
+    spaces = {**ObsSpec.from_space(space).spaces_record(), **describe_action_space(actions)}
+    run = tmp_path / "run"
+    save_checkpoint({"format": FORMAT_VERSION, "algo": "dqn",
+                     "config": {"algo": {"encoder": "drq", "hidden": [8]}, "env": {}},
+                     "spaces": spaces, "agent": agent.state_dict()},
+                    run / "checkpoints" / "latest.pt")  # fmt: skip
+    policy, info = policy_from_checkpoint(run)
+    assert info["obs_shape"] == [4, 36, 36]
+    out = tmp_path / ("policy.onnx" if fmt == "onnx" else "policy.pt")
+    export_policy(policy, out, fmt, info["obs_shape"], info=info)
+    obs = np.random.default_rng(1).integers(0, 256, (32, 4, 36, 36), dtype=np.uint8)
+    expected = agent.act(obs, deterministic=True)
+    assert len(set(expected.tolist())) > 1
+    if fmt == "onnx":
+        onnxruntime = pytest.importorskip("onnxruntime")
+        session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        assert session.get_inputs()[0].type == "tensor(uint8)"
+        (got,) = session.run(None, {"obs": obs})
+    else:
+        got = torch.jit.load(str(out))(torch.as_tensor(obs)).numpy()
+    np.testing.assert_array_equal(got, expected)

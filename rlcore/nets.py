@@ -700,13 +700,17 @@ class NatureCNN(nn.Module):
     frames' channels. PyTorch's default initialisation (CleanRL's DQN; its PPO
     re-initialises orthogonally: ``orthogonal_init(encoder)`` there)."""
 
-    def __init__(self, shape: Sequence[int], features: int = 512) -> None:
+    def __init__(
+        self, shape: Sequence[int], features: int = 512, widths: Sequence[int] = (32, 64, 64)
+    ) -> None:
+        """``widths``: the three convolutions' output channels (the paper's 32, 64, 64;
+        narrower in the parity tests, whose golden files must stay small)."""
         super().__init__()
-        channels = int(shape[0])
+        first, second, third = (int(w) for w in widths)
         self.convs = nn.Sequential(
-            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(int(shape[0]), first, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(first, second, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(second, third, 3, stride=1), nn.ReLU(),
             nn.Flatten(),
         )  # fmt: skip
         self.conv_dim = _conv_out_dim(self.convs, tuple(shape))

@@ -1,4 +1,4 @@
-"""Golden parity: rlcore's SAC, TD3, PPO (Gaussian, categorical) and DQN updates against
+"""Golden parity: rlcore's SAC, TD3, PPO (Gaussian, categorical), DQN and DQN-on-Atari updates against
 CleanRL's (vwxyzjn/cleanrl, the reference each algorithm's docstring names).
 
 tests/golden/<algo>.json holds what CleanRL's own scripts computed from fixed initial
@@ -295,6 +295,79 @@ def test_dqn_matches_cleanrl():
         compare(ours, {f"q.{k}": v for k, v in expected.items()}, name)
 
 
+# CleanRL dqn_atari.py's QNetwork.network layers -> rlcore's Sequential(ObsEncoder, head)
+ATARI_LAYERS = {"network.0": "0.images.obs.convs.0", "network.2": "0.images.obs.convs.2",
+                "network.4": "0.images.obs.convs.4", "network.7": "0.images.obs.head.0",
+                "network.9": "1.q.0"}  # fmt: skip
+
+
+def atari_state(ref: dict[str, object], prefix: str = "") -> dict[str, torch.Tensor]:
+    """rlcore's Q-network state from CleanRL's dqn_atari.py names (``prefix``: the global,
+    e.g. ``q_network.``)."""
+    out = {}
+    for theirs, ours in ATARI_LAYERS.items():
+        for kind in ("weight", "bias"):
+            out[f"{ours}.{kind}"] = torch.as_tensor(np.asarray(ref[f"{prefix}{theirs}.{kind}"]))
+    return out
+
+
+def atari_dqn_agent(monkeypatch: pytest.MonkeyPatch, settings: dict) -> DQN:
+    """rlcore's DQN with algo.encoder=nature, its Nature CNN narrowed as the golden run's
+    (benchmarks/parity/atari_data.py), the rest as the settings say."""
+    import functools
+
+    from rlcore import nets
+
+    narrowed = functools.partial(nets.NatureCNN, features=settings["features"],
+                                 widths=tuple(settings["conv_widths"]))  # fmt: skip
+    monkeypatch.setitem(nets.IMAGE_ENCODERS, "nature", narrowed)
+    config = DQNConfig(
+        lr=settings["lr"], gamma=settings["gamma"], hidden=tuple(settings["hidden"]),
+        double_q=settings["double_q"], target_update_interval=settings["target_update_interval"],
+        tau=settings["tau"], loss=settings["loss"], encoder=settings["encoder"],
+    )  # fmt: skip
+    space = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    return DQN(space, gym.spaces.Discrete(4), config)
+
+
+def test_dqn_atari_matches_cleanrl(monkeypatch: pytest.MonkeyPatch):
+    """6 updates of DQN on uint8 Atari stacks (Nature network narrowed, max-Q targets,
+    hard target copy every 2nd update) equal CleanRL's dqn_atari.py: losses, Q values and
+    every weight of both networks; inputs and initial weights from the golden run's seeds."""
+    from rlcore.benchmarks.parity.atari_data import atari_batches, init_weights
+
+    data = golden("dqn_atari")
+    agent = atari_dqn_agent(monkeypatch, data["settings"])
+    init = atari_state(init_weights(data["inputs"]["init"]["seed"]))
+    load(agent.q_network, init)
+    load(agent.target_network, init)
+    spec = data["inputs"]["batches"]
+    record = data["contract"]
+    for u, rows in enumerate(atari_batches(spec["seed"], spec["count"])):
+        b = Batch(**{k: torch.as_tensor(v) for k, v in rows.items()})
+        assert b.obs.dtype == torch.uint8
+        ours, ref = agent.update(b), record["updates"][u]
+        close(f"update {u} q_loss", ours["q_loss"], ref["q_loss"])
+        close(f"update {u} q_value", ours["q_value"], ref["q_value"])
+    for ours, name in ((agent.q_network, "q_network"), (agent.target_network, "target_network")):
+        compare(ours, atari_state(record["final"], f"{name}."), name)
+
+
+def test_dqn_atari_parity_catches_unscaled_pixels(monkeypatch: pytest.MonkeyPatch):
+    """The golden run fails if the encoder read pixels unscaled (0..255, not / 255)."""
+    from rlcore import nets
+    from rlcore.benchmarks.parity.atari_data import atari_batches, init_weights
+
+    data = golden("dqn_atari")
+    monkeypatch.setattr(nets.NatureCNN, "forward", lambda self, x: self.head(self.convs(x.float())))
+    agent = atari_dqn_agent(monkeypatch, data["settings"])
+    load(agent.q_network, atari_state(init_weights(data["inputs"]["init"]["seed"])))
+    rows = atari_batches(data["inputs"]["batches"]["seed"], 1)[0]
+    metrics = agent.update(Batch(**{k: torch.as_tensor(v) for k, v in rows.items()}))
+    with pytest.raises(AssertionError, match="q_loss"):
+        close("update 0 q_loss", metrics["q_loss"], data["contract"]["updates"][0]["q_loss"])
+
+
 # ------------------------------------------------------------------------------- PPO
 def ppo_state(ref: dict, discrete: bool) -> tuple[dict, dict]:
     """(actor state, critic state) from CleanRL's ``Agent``."""
@@ -404,7 +477,7 @@ def test_ppo_matches_cleanrl(monkeypatch, name):
 
 
 # ------------------------------------------------------------------------------- size
-@pytest.mark.parametrize("name", ["sac", "td3", "ppo", "ppo_discrete", "dqn"])
+@pytest.mark.parametrize("name", ["sac", "td3", "ppo", "ppo_discrete", "dqn", "dqn_atari"])
 def test_golden_files_name_their_reference(name: str) -> None:
     """Each golden file says which reference and command produced it, and stays small."""
     ref = golden(name)["reference"]

@@ -1,8 +1,9 @@
-"""Golden numbers for SAC, TD3, PPO (Gaussian and categorical) and DQN from CleanRL itself.
+"""Golden numbers for SAC, TD3, PPO (Gaussian and categorical), DQN and DQN on Atari
+from CleanRL itself.
 
 Runs CleanRL's own single-file scripts (``sac_continuous_action.py``,
 ``td3_continuous_action.py``, ``ppo_continuous_action.py``, ``ppo.py``, ``dqn.py``,
-imported by path, never copied) on tiny networks, fixed batches and fixed noise, and
+``dqn_atari.py``, imported by path, never copied) on tiny networks, fixed batches and fixed noise, and
 writes what they compute (losses per update, parameters after N updates) to
 ``tests/golden/<algo>.json``. ``tests/test_parity_online.py`` runs rlcore's updates on the
 same inputs and checks them against these numbers.
@@ -13,6 +14,13 @@ How the scripts are driven (nothing in them is edited):
 * ``torch.nn.Linear`` is narrowed while the script runs (256 -> 16 wide, DQN's 120 / 84 ->
   16 / 12, PPO's 64 -> 16) so the weights fit a small JSON file; the networks' structure
   and their maths are CleanRL's;
+* DQN on Atari (``dqn_atari.py``): a stand-in Atari env (``ParityAtari-v0``: 210 x 160 RGB
+  frames, NOOP / FIRE actions, lives) passes through the script's own wrappers (no-ops,
+  max-and-skip, episodic life, fire reset, reward clip, resize, grey, frame stack); the
+  Nature network's ``Conv2d`` and ``Linear`` widths are narrowed as
+  ``benchmarks/parity/atari_data.NARROW`` says; its initial weights and uint8 batches come
+  from seeds (``atari_data``), so the golden file holds seeds, losses and the final
+  weights;
 * off-policy: ``cleanrl_utils.buffers.ReplayBuffer.sample`` returns our batches (numpy
   ``default_rng`` seeds; terminated AND truncated rows in each); its first call records
   the script's freshly initialised networks (the initial weights both sides start from),
@@ -69,6 +77,7 @@ SCRIPTS = {
     "ppo": "ppo_continuous_action.py",
     "ppo_discrete": "ppo.py",
     "dqn": "dqn.py",
+    "dqn_atari": "dqn_atari.py",
 }
 WIDTHS = {  # CleanRL's hidden width -> ours in the golden runs
     "sac": {256: 16},
@@ -76,7 +85,9 @@ WIDTHS = {  # CleanRL's hidden width -> ours in the golden runs
     "ppo": {64: 16},
     "ppo_discrete": {64: 16},
     "dqn": {120: 16, 84: 12},
+    "dqn_atari": {},  # set below from atari_data.NARROW["linear"]
 }
+CONV_WIDTHS: dict[str, dict[int, int]] = {}  # algo -> Conv2d output channels narrowed
 
 
 class Stop(Exception):
@@ -207,10 +218,28 @@ def narrow_linear(patches: Patches, widths: dict[int, int]) -> None:
     patches.set(nn, "Linear", NarrowLinear)
 
 
+def narrow_conv(patches: Patches, widths: dict[int, int]) -> None:
+    """``nn.Conv2d`` with CleanRL's channel counts replaced by ``widths`` (same layers)."""
+    base = nn.Conv2d
+
+    class NarrowConv2d(base):
+        def __init__(self, in_channels: int, out_channels: int, *args, **kwargs) -> None:
+            super().__init__(
+                widths.get(int(in_channels), int(in_channels)),
+                widths.get(int(out_channels), int(out_channels)),
+                *args,
+                **kwargs,
+            )
+
+    patches.set(nn, "Conv2d", NarrowConv2d)
+
+
 def run_script(cleanrl: Path, algo: str, argv: list[str], patches: Patches) -> None:
     """Run CleanRL's script for ``algo`` as ``__main__`` until a hook raises ``Stop``."""
     register_envs()
     narrow_linear(patches, WIDTHS[algo])
+    if algo in CONV_WIDTHS:
+        narrow_conv(patches, CONV_WIDTHS[algo])
     old_argv, old_cwd = sys.argv, os.getcwd()
     if str(cleanrl) not in sys.path:
         sys.path.insert(0, str(cleanrl))
@@ -259,6 +288,7 @@ def off_policy_run(
         b = batches[c]
         action = torch.as_tensor(b["action"])
         action = action.long().view(-1, 1) if action.dtype == torch.int64 else action.float()
+        # images stay uint8, as CleanRL's buffer returns them (its network scales by 1/255)
         return ReplayBufferSamples(
             observations=torch.as_tensor(b["obs"]),
             actions=action,
@@ -485,6 +515,91 @@ def dqn(cleanrl: Path, updates: int = 12) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- DQN on Atari
+class ParityAtariEnv(gym.Env):
+    """A stand-in Atari game for dqn_atari.py's wrappers: 210 x 160 RGB uint8 frames of
+    noise, ALE's action meanings (NOOP, FIRE, RIGHT, LEFT), three lives lost at random,
+    terminating 5% of the frames. Only its plumbing matters: the updates read the
+    ``atari_data`` batches."""
+
+    metadata = {"render_modes": []}
+
+    class _Ale:
+        def __init__(self, env: ParityAtariEnv) -> None:
+            self.env = env
+
+        def lives(self) -> int:
+            return self.env.lives
+
+    def __init__(self) -> None:
+        self.observation_space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
+        self.action_space = gym.spaces.Discrete(4)
+        self.ale = self._Ale(self)
+        self.lives = 3
+
+    def get_action_meanings(self) -> list[str]:
+        return ["NOOP", "FIRE", "RIGHT", "LEFT"]
+
+    def _frame(self) -> np.ndarray:
+        return self.np_random.integers(0, 256, (210, 160, 3), dtype=np.uint8)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.lives = 3
+        return self._frame(), {}
+
+    def step(self, action):
+        if self.np_random.random() < 0.02:
+            self.lives -= 1
+        terminated = self.lives == 0 or bool(self.np_random.random() < 0.05)
+        return self._frame(), float(self.np_random.integers(-1, 2)), terminated, False, {}
+
+
+def dqn_atari(cleanrl: Path, updates: int = 6) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import atari_data
+
+    WIDTHS["dqn_atari"] = dict(atari_data.NARROW["linear"])
+    CONV_WIDTHS["dqn_atari"] = dict(atari_data.NARROW["conv"])
+    if "ParityAtari-v0" not in gym.envs.registry:
+        gym.register("ParityAtari-v0", entry_point=ParityAtariEnv, max_episode_steps=200)
+    batch_seed, weight_seed = 11, 12
+    batches = atari_data.atari_batches(batch_seed, updates)
+    argv = [
+        "--env-id", "ParityAtari-v0", "--seed", "1", "--no-cuda", "--total-timesteps", "1000",
+        "--learning-starts", "8", "--batch-size", str(atari_data.BATCH), "--train-frequency",
+        "1", "--target-network-frequency", "2", "--learning-rate", "1e-3", "--buffer-size",
+        "100",
+    ]  # fmt: skip
+    out = header("dqn_atari", argv, {
+        "gamma": 0.99, "lr": 1e-3, "hidden": [], "target_update_interval": 2, "tau": 1.0,
+        "double_q": False, "loss": "mse", "updates": updates, "encoder": "nature",
+        "conv_widths": list(atari_data.CONV_WIDTHS), "features": atari_data.FEATURES,
+    })  # fmt: skip
+    out["inputs"] = {"batches": {"module": "benchmarks/parity/atari_data.py",
+                                 "seed": batch_seed, "count": updates},
+                     "init": {"seed": weight_seed}}  # fmt: skip
+    record: dict = {"updates": []}
+    weights = atari_data.init_weights(weight_seed)
+
+    def record_init(g: dict) -> None:  # the script's networks start from the seeded weights
+        state = {name: torch.as_tensor(value) for name, value in weights.items()}
+        g["q_network"].load_state_dict(state)
+        g["target_network"].load_state_dict(state)
+
+    def record_update(g: dict, u: int) -> None:
+        record["updates"].append(
+            {"q_loss": floats(g["loss"]), "q_value": floats(g["old_val"].mean())}
+        )
+
+    def record_final(g: dict) -> None:
+        record["final"] = params(q_network=g["q_network"], target_network=g["target_network"])
+
+    off_policy_run(cleanrl, "dqn_atari", argv, batches, record_init, record_update, record_final)
+    out["contract"] = record
+    return out
+
+
 # ---------------------------------------------------------------- PPO
 def ppo(cleanrl: Path, discrete: bool, iterations: int = 2) -> dict:
     algo = "ppo_discrete" if discrete else "ppo"
@@ -582,6 +697,7 @@ ALGOS = {
     "sac": sac,
     "td3": td3,
     "dqn": dqn,
+    "dqn_atari": dqn_atari,
     "ppo": lambda c: ppo(c, discrete=False),
     "ppo_discrete": lambda c: ppo(c, discrete=True),
 }

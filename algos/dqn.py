@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from rlcore.agent_state import Plumbing, numpy_act
-from rlcore.nets import IMAGE_ENCODERS, DiscreteQNetwork, ObsEncoder, image_encoder, polyak_update
+from rlcore.nets import DiscreteQNetwork, observation_encoder, polyak_update
 from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import DISCRETE
 from rlcore.types import Batch
@@ -123,18 +123,11 @@ def q_network(io: Plumbing, config: DQNConfig) -> nn.Module:
     MLP."""
     if config.dueling and not config.hidden:
         raise ValueError("algo.dueling=true splits the last hidden layer: algo.hidden needs one")
-    if not io.obs.images:
-        if config.encoder is not None:
-            raise ValueError(f"algo.encoder={config.encoder} encodes images; this task has none")
+    encoder = observation_encoder(io.obs, config.encoder)
+    if encoder is None:
         return DiscreteQNetwork(
             io.obs_dim, io.action_dim, config.hidden, config.activation, config.dueling
         )
-    if config.encoder not in IMAGE_ENCODERS:
-        raise ValueError(
-            f"this task's observations hold images: set algo.encoder to one of "
-            f"{sorted(IMAGE_ENCODERS)} (Atari: nature, configs/algo_env/dqn_atari.yaml)"
-        )
-    encoder = ObsEncoder(io.obs, image_encoder(config.encoder))
     head = DiscreteQNetwork(
         encoder.out_dim, io.action_dim, config.hidden, config.activation, config.dueling
     )

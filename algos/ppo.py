@@ -14,6 +14,12 @@ deterministic action is the most likely one, and everything else (GAE, clipped s
 value loss, entropy bonus) is unchanged. CleanRL's CartPole defaults differ from MuJoCo's
 and live in ``configs/algo_env/ppo_cartpole.yaml``.
 
+Pixels (CleanRL's ``ppo_atari_envpool.py``): with ``encoder`` set (``nature`` for Atari,
+``configs/algo_env/ppo_atari.yaml``) the image parts go through one ``rlcore.nets`` encoder
+shared by actor and critic (both losses train it), orthogonally initialised with gain
+sqrt(2) as CleanRL's ``layer_init``; the actor's logits and the critic's value read its
+features (``hidden`` layers in between, none in CleanRL's). Images are never standardised.
+
 Departures from the paper:
 * Value loss is clipped (CleanRL default), advantages are normalised per minibatch,
   global gradient norm clipped at 0.5, separate actor and critic networks.
@@ -47,7 +53,13 @@ from rlcore.buffers import minibatch_indices
 from rlcore.capabilities import OnPolicy
 from rlcore.compiled import CompiledAdamStep, compile_graph
 from rlcore.losses import clipped_surrogate, standardize
-from rlcore.nets import MLP, CategoricalActor, GaussianActor, orthogonal_init
+from rlcore.nets import (
+    MLP,
+    CategoricalActor,
+    GaussianActor,
+    observation_encoder,
+    orthogonal_init,
+)
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
 from rlcore.spaces import BOX, DISCRETE, action_kind
 from rlcore.speed import resolve_speed_modes
@@ -73,6 +85,7 @@ class PPOConfig:
     norm_adv: bool = True  # standardise advantages per minibatch
     target_kl: float | None = None  # stop the epochs early above this approx. KL
     hidden: tuple[int, ...] = (64, 64)  # hidden widths of actor and critic
+    encoder: str | None = None  # image parts: rlcore.nets encoder shared by actor and critic
     activation: str = "tanh"  # hidden activation
     init_log_std: float = 0.0  # initial policy log-std (Box actions only)
     fused_optimizer: bool = False  # fused Adam (CleanRL uses the default Adam)
@@ -113,27 +126,33 @@ class PPO:
         # effective compile: "auto" compiles long runs only; no C++ compiler -> eager + warning
         self.config = config = resolve_speed_modes(config or PPOConfig(), self.device)
         self.discrete = action_kind(action_space) == DISCRETE
+        self.encoder = observation_encoder(io.obs, config.encoder)  # None: vectors
+        if self.encoder is not None and config.normalize_obs:
+            raise ValueError("images are never standardised: set algo.normalize_obs=false")
+        features = io.obs_dim if self.encoder is None else self.encoder.out_dim
         if self.discrete:
-            self.actor = CategoricalActor(
-                io.obs_dim, io.action_dim, config.hidden, config.activation
-            )
+            self.actor = CategoricalActor(features, io.action_dim, config.hidden, config.activation)
         else:
             self.actor = GaussianActor(
-                io.obs_dim, io.action_dim, config.hidden, config.activation, config.init_log_std
+                features, io.action_dim, config.hidden, config.activation, config.init_log_std
             )
-        self.critic = MLP(io.obs_dim, 1, config.hidden, config.activation)
-        self.parameters = [*self.actor.parameters(), *self.critic.parameters()]
+        self.critic = MLP(features, 1, config.hidden, config.activation)
+        networks: dict[str, nn.Module] = {"actor": self.actor, "critic": self.critic}
+        if self.encoder is not None:
+            networks["encoder"] = self.encoder
+        self.parameters = [p for network in networks.values() for p in network.parameters()]
         self.optimizer = adam(self.parameters, config.lr, config.fused_optimizer, eps=1e-5)
         self.parts = io.declare(
-            counters={"updates": int}, actor=self.actor, critic=self.critic,
-            optimizer=self.optimizer,
+            counters={"updates": int}, **networks, optimizer=self.optimizer,
         )  # fmt: skip
         # initialised on the device, as before Parts moved the networks (same draws on GPU)
         orthogonal_init(self.critic)
         orthogonal_init(self.critic[-1], gain=1.0)
+        if self.encoder is not None:
+            orthogonal_init(self.encoder)  # CleanRL's layer_init: gain sqrt(2), bias 0
         self._compiled_step = (
             CompiledAdamStep(
-                {"actor": self.actor, "critic": self.critic},
+                networks,
                 self._minibatch_losses,
                 self.optimizer,
                 config.max_grad_norm,
@@ -152,8 +171,12 @@ class PPO:
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action(s) for observation(s) already normalised like the training env's
         (float32 vectors, or int64 indices for a discrete action space)."""
-        action, _ = self.actor(obs, deterministic=deterministic)
+        action, _ = self.actor(self._features(obs), deterministic=deterministic)
         return action
+
+    def _features(self, obs: torch.Tensor) -> torch.Tensor:
+        """What actor and critic read: the observation, or its encoder's features."""
+        return obs if self.encoder is None else self.encoder(obs)
 
     @torch.no_grad()
     def explore(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -163,19 +186,21 @@ class PPO:
             # (a random op inside the C++-wrapped graph is slow), then mean + std * noise
             noise = torch.randn(obs.shape[0], self.actor.log_std.shape[0], device=obs.device)
             return self._explore_graph(obs, noise)
-        action, log_prob = self.actor(obs)
-        return action, log_prob, self.critic(obs).squeeze(-1)
+        features = self._features(obs)
+        action, log_prob = self.actor(features)
+        return action, log_prob, self.critic(features).squeeze(-1)
 
     def _explore_with_noise(
         self, obs: torch.Tensor, noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        dist = self.actor.distribution(obs)
+        features = self._features(obs)
+        dist = self.actor.distribution(features)
         action = dist.mean + dist.std * noise
-        return action, dist.log_prob(action).sum(-1), self.critic(obs).squeeze(-1)
+        return action, dist.log_prob(action).sum(-1), self.critic(features).squeeze(-1)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(obs.float()).squeeze(-1)
+        return self.critic(self._features(obs.float())).squeeze(-1)
 
     def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
         """``update_epochs`` passes of clipped-surrogate minibatch SGD over one rollout.
@@ -241,14 +266,15 @@ class PPO:
     ) -> tuple[torch.Tensor, ...]:
         """(total, policy, value, entropy, approx. KL, clip fraction) for one minibatch."""
         cfg = self.config
-        log_prob, entropy = self.actor.log_prob_entropy(obs, action)
+        features = self._features(obs)
+        log_prob, entropy = self.actor.log_prob_entropy(features, action)
         entropy = entropy.mean()
         if cfg.norm_adv:
             advantage = standardize(advantage)
         policy_loss, approx_kl, clip_frac = clipped_surrogate(
             log_prob - old_log_prob, advantage, cfg.clip_coef
         )
-        new_value = self.critic(obs).squeeze(-1)
+        new_value = self.critic(features).squeeze(-1)
         if cfg.clip_value_loss:
             clipped = old_value + (new_value - old_value).clamp(-cfg.clip_coef, cfg.clip_coef)
             squared = torch.max((new_value - returns).pow(2), (clipped - returns).pow(2))

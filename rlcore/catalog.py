@@ -212,7 +212,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("sac", _sac, _ONLINE),
         Algorithm("td3", _td3, _ONLINE),
         Algorithm("fast_td3", _fast_td3, _ONLINE),
-        Algorithm("ppo", _ppo, _ONLINE, ("box", "discrete")),
+        Algorithm("ppo", _ppo, _ONLINE, ("box", "discrete"), images=True),
         Algorithm("dqn", _dqn, _ONLINE, ("discrete",), images=True),
         Algorithm("iql", _iql, _OFFLINE),
         Algorithm("td3_bc", _td3_bc, _OFFLINE),

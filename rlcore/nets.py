@@ -408,12 +408,12 @@ class DeterministicActor(nn.Module):
 
 
 def _init_weights(module: nn.Module, init: Callable[[torch.Tensor], Any], bias: float) -> None:
-    """``init`` on the weight of every nn.Linear in ``module`` (in place, as before) and of
+    """``init`` on the weight of every nn.Linear and nn.Conv2d in ``module`` (in place) and of
     every member of every EnsembleLinear (on a fresh (out, in) tensor, then copied in, so a
     member gets exactly what an nn.Linear would); constant biases."""
     with torch.no_grad():
         for layer in module.modules():
-            if isinstance(layer, nn.Linear):
+            if isinstance(layer, nn.Linear | nn.Conv2d):
                 init(layer.weight)
                 nn.init.constant_(layer.bias, bias)
             elif isinstance(layer, EnsembleLinear):
@@ -802,6 +802,23 @@ def image_encoder(name: str) -> Callable[[ObsPart], nn.Module]:
     if name not in IMAGE_ENCODERS:
         raise ValueError(f"unknown image encoder {name!r}, choose from {sorted(IMAGE_ENCODERS)}")
     return lambda part: IMAGE_ENCODERS[name](part.shape)
+
+
+def observation_encoder(spec: ObsSpec, encoder: str | None) -> ObsEncoder | None:
+    """The image encoder an agent builds for its observations (``algo.encoder``): None for
+    vector observations (its MLPs read the flat vector), an ``ObsEncoder`` with the
+    ``IMAGE_ENCODERS`` encoder ``encoder`` for image parts. Refuses an encoder without
+    images, and images without an encoder, naming the fix."""
+    if not spec.images:
+        if encoder is not None:
+            raise ValueError(f"algo.encoder={encoder} encodes images; this task has none")
+        return None
+    if encoder not in IMAGE_ENCODERS:
+        raise ValueError(
+            f"this task's observations hold images: set algo.encoder to one of "
+            f"{sorted(IMAGE_ENCODERS)} (Atari: nature, configs/algo_env/<algo>_atari.yaml)"
+        )
+    return ObsEncoder(spec, image_encoder(encoder))
 
 
 def random_shift(

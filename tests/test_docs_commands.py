@@ -93,6 +93,7 @@ COMMANDS: dict[str, Case] = {
     # docs/pixels.md
     "pip install rlcore[atari]": INSTALL,
     "python -m rlcore.train algo=dqn env=ALE/Pong-v5": COMPOSE,
+    "python -m rlcore.train algo=ppo env=ALE/Breakout-v5": COMPOSE,
     "python -m pytest -q -n 2 --durations=15": Case("skip", "the whole suite (CI runs it)"),
     SAC_RUN: run(
         "1M steps cut to 300 (TINY_ONLINE); the run the placeholders name", extra=TINY_ONLINE

@@ -368,6 +368,88 @@ def test_dqn_atari_parity_catches_unscaled_pixels(monkeypatch: pytest.MonkeyPatc
         close("update 0 q_loss", metrics["q_loss"], data["contract"]["updates"][0]["q_loss"])
 
 
+# CleanRL ppo_atari.py's Agent -> rlcore's PPO with a shared encoder (part: prefix)
+PPO_ATARI_LAYERS = {"agent.network.0": ("encoder", "images.obs.convs.0"),
+                    "agent.network.2": ("encoder", "images.obs.convs.2"),
+                    "agent.network.4": ("encoder", "images.obs.convs.4"),
+                    "agent.network.7": ("encoder", "images.obs.head.0"),
+                    "agent.actor": ("actor", "logits.0"), "agent.critic": ("critic", "0")}  # fmt: skip
+
+
+def ppo_atari_states(ref: dict) -> dict[str, dict[str, torch.Tensor]]:
+    """{part: state} of rlcore's encoder, actor and critic from CleanRL's names."""
+    out: dict[str, dict[str, torch.Tensor]] = {"encoder": {}, "actor": {}, "critic": {}}
+    for theirs, (part, ours) in PPO_ATARI_LAYERS.items():
+        for kind in ("weight", "bias"):
+            out[part][f"{ours}.{kind}"] = torch.as_tensor(np.asarray(ref[f"{theirs}.{kind}"]))
+    return out
+
+
+def test_ppo_atari_matches_cleanrl(monkeypatch):
+    """Two iterations of PPO on uint8 Atari stacks (CleanRL's ppo_atari.py run unedited on
+    banded stand-in frames: its rollouts, permutations and Nature network, narrowed; 2
+    epochs x 4 minibatches, clip 0.1 on 70% / 30% of the ratios): the rollout's
+    log-probabilities and values under rlcore's shared-encoder agent, GAE (no truncations
+    here), every loss and every weight after each update."""
+    from rlcore.benchmarks.parity.atari_data import unpack_uint8
+
+    data = golden("ppo_atari")
+    s = data["settings"]
+    import functools
+
+    from rlcore import nets
+
+    narrowed = functools.partial(nets.NatureCNN, features=s["features"],
+                                 widths=tuple(s["conv_widths"]))  # fmt: skip
+    monkeypatch.setitem(nets.IMAGE_ENCODERS, "nature", narrowed)
+    config = PPOConfig(
+        lr=s["lr"], anneal_lr=s["anneal_lr"], gamma=s["gamma"], gae_lambda=s["gae_lambda"],
+        num_minibatches=s["num_minibatches"], update_epochs=s["update_epochs"],
+        clip_coef=s["clip_coef"], clip_value_loss=s["clip_value_loss"], ent_coef=s["ent_coef"],
+        vf_coef=s["vf_coef"], max_grad_norm=s["max_grad_norm"], norm_adv=s["norm_adv"],
+        hidden=tuple(s["hidden"]), encoder=s["encoder"], normalize_obs=False,
+    )  # fmt: skip
+    agent = PPO(gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(4), config)
+    for part, state in ppo_atari_states(data["inputs"]["init"]).items():
+        load(getattr(agent, part), state)
+    permutations: list[torch.Tensor] = []
+
+    def recorded(rows: int, size: int, device=None) -> list[torch.Tensor]:  # noqa: ANN001
+        return list(permutations.pop(0).split(size))
+
+    monkeypatch.setattr(ppo_module, "minibatch_indices", recorded)
+    iterations = data["contract"]["iterations"]
+    for i, it in enumerate(iterations):
+        obs = torch.as_tensor(unpack_uint8(it["obs"]))  # (T, N, 4, 84, 84) uint8
+        steps, envs = obs.shape[:2]
+        flat_obs = obs.reshape(steps * envs, *obs.shape[2:])
+        action = t(it["action"], torch.int64).reshape(-1)
+        with torch.no_grad():
+            log_prob, _ = agent.actor.log_prob_entropy(agent._features(flat_obs), action)
+            close(f"iteration {i} log_prob", log_prob, t(it["log_prob"]).reshape(-1))
+            close(f"iteration {i} value", agent.value(flat_obs), t(it["value"]).reshape(-1))
+        terminated, truncated = t(it["terminated"]), t(it["truncated"])
+        assert terminated.any() and not truncated.any()
+        advantage, _ = compute_gae(
+            t(it["reward"]), t(it["value"]), terminated, truncated, torch.zeros_like(truncated),
+            t(it["next_value"]), s["gamma"], s["gae_lambda"],
+        )  # fmt: skip
+        close(f"iteration {i} GAE", advantage, t(it["advantage"]))
+        permutations += [torch.tensor(p) for p in it["permutations"]]
+        rollout = RolloutBatch(
+            obs=flat_obs, action=action, log_prob=t(it["log_prob"]).reshape(-1),
+            value=t(it["value"]).reshape(-1), advantage=t(it["advantage"]).reshape(-1),
+            returns=t(it["returns"]).reshape(-1),
+        )  # fmt: skip
+        metrics = agent.update(rollout, progress=i / len(iterations))
+        assert not permutations
+        close(f"iteration {i} learning_rate", metrics["learning_rate"], it["lr"])
+        for key, value in it["losses"].items():
+            close(f"iteration {i} {key}", metrics[key], value)
+        for part, state in ppo_atari_states(it["params_after"]).items():
+            compare(getattr(agent, part), state, f"iteration {i} {part}")
+
+
 # ------------------------------------------------------------------------------- PPO
 def ppo_state(ref: dict, discrete: bool) -> tuple[dict, dict]:
     """(actor state, critic state) from CleanRL's ``Agent``."""
@@ -477,7 +559,9 @@ def test_ppo_matches_cleanrl(monkeypatch, name):
 
 
 # ------------------------------------------------------------------------------- size
-@pytest.mark.parametrize("name", ["sac", "td3", "ppo", "ppo_discrete", "dqn", "dqn_atari"])
+@pytest.mark.parametrize(
+    "name", ["sac", "td3", "ppo", "ppo_discrete", "dqn", "dqn_atari", "ppo_atari"]
+)
 def test_golden_files_name_their_reference(name: str) -> None:
     """Each golden file says which reference and command produced it, and stays small."""
     ref = golden(name)["reference"]

@@ -75,3 +75,12 @@ def atari_batches(seed: int, count: int) -> list[dict[str, np.ndarray]]:
             }
         )
     return out
+
+
+def unpack_uint8(packed: dict) -> np.ndarray:
+    """A uint8 array the harness stored with ``packed_uint8`` (zlib, base64)."""
+    import base64
+    import zlib
+
+    raw = zlib.decompress(base64.b64decode(packed["zlib_b64"]))
+    return np.frombuffer(raw, np.uint8).reshape(packed["shape"]).copy()

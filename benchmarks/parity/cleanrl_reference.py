@@ -61,6 +61,7 @@ import runpy
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -78,6 +79,7 @@ SCRIPTS = {
     "ppo_discrete": "ppo.py",
     "dqn": "dqn.py",
     "dqn_atari": "dqn_atari.py",
+    "ppo_atari": "ppo_atari.py",
 }
 WIDTHS = {  # CleanRL's hidden width -> ours in the golden runs
     "sac": {256: 16},
@@ -86,6 +88,7 @@ WIDTHS = {  # CleanRL's hidden width -> ours in the golden runs
     "ppo_discrete": {64: 16},
     "dqn": {120: 16, 84: 12},
     "dqn_atari": {},  # set below from atari_data.NARROW["linear"]
+    "ppo_atari": {},  # the same
 }
 CONV_WIDTHS: dict[str, dict[int, int]] = {}  # algo -> Conv2d output channels narrowed
 
@@ -531,16 +534,20 @@ class ParityAtariEnv(gym.Env):
         def lives(self) -> int:
             return self.env.lives
 
-    def __init__(self) -> None:
+    def __init__(self, bands: bool = False) -> None:
         self.observation_space = gym.spaces.Box(0, 255, (210, 160, 3), np.uint8)
         self.action_space = gym.spaces.Discrete(4)
         self.ale = self._Ale(self)
         self.lives = 3
+        self.bands = bands  # frames of 7 horizontal bands: a rollout stored in a few KB
 
     def get_action_meanings(self) -> list[str]:
         return ["NOOP", "FIRE", "RIGHT", "LEFT"]
 
     def _frame(self) -> np.ndarray:
+        if self.bands:
+            colours = self.np_random.integers(0, 256, (7, 1, 3), dtype=np.uint8)
+            return np.ascontiguousarray(np.broadcast_to(colours.repeat(30, 0), (210, 160, 3)))
         return self.np_random.integers(0, 256, (210, 160, 3), dtype=np.uint8)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -555,14 +562,35 @@ class ParityAtariEnv(gym.Env):
         return self._frame(), float(self.np_random.integers(-1, 2)), terminated, False, {}
 
 
-def dqn_atari(cleanrl: Path, updates: int = 6) -> dict:
+def atari_setup(algo: str) -> Any:
+    """The narrowed widths of ``algo``'s Nature network and the stand-in Atari envs
+    (``ParityAtari-v0``: noise frames, a 200-step limit; ``ParityAtariBands-v0``: banded
+    frames, episodes ended by lives and terminations only); returns ``atari_data``."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import atari_data
 
-    WIDTHS["dqn_atari"] = dict(atari_data.NARROW["linear"])
-    CONV_WIDTHS["dqn_atari"] = dict(atari_data.NARROW["conv"])
+    WIDTHS[algo] = dict(atari_data.NARROW["linear"])
+    CONV_WIDTHS[algo] = dict(atari_data.NARROW["conv"])
     if "ParityAtari-v0" not in gym.envs.registry:
         gym.register("ParityAtari-v0", entry_point=ParityAtariEnv, max_episode_steps=200)
+        gym.register("ParityAtariBands-v0", entry_point=ParityAtariEnv, kwargs={"bands": True})
+    return atari_data
+
+
+def packed_uint8(x: torch.Tensor) -> dict:
+    """Integral pixel values as zlib-compressed base64 uint8 (``unpack_uint8`` in
+    benchmarks/parity/atari_data.py reads it back)."""
+    import base64
+    import zlib
+
+    array = x.detach().cpu().numpy()
+    assert np.array_equal(array, np.round(array)) and array.min() >= 0 and array.max() <= 255
+    data = zlib.compress(array.astype(np.uint8).tobytes(), 9)
+    return {"shape": list(array.shape), "zlib_b64": base64.b64encode(data).decode()}
+
+
+def dqn_atari(cleanrl: Path, updates: int = 6) -> dict:
+    atari_data = atari_setup("dqn_atari")
     batch_seed, weight_seed = 11, 12
     batches = atari_data.atari_batches(batch_seed, updates)
     argv = [
@@ -601,24 +629,33 @@ def dqn_atari(cleanrl: Path, updates: int = 6) -> dict:
 
 
 # ---------------------------------------------------------------- PPO
-def ppo(cleanrl: Path, discrete: bool, iterations: int = 2) -> dict:
-    algo = "ppo_discrete" if discrete else "ppo"
-    num_envs, num_steps, minibatches, epochs = 2, 32, 4, 3
-    lr = 1e-2  # large enough that ratios leave the clip range within 12 steps
+def ppo(cleanrl: Path, discrete: bool, iterations: int = 2, atari: bool = False) -> dict:
+    """PPO on the vector tasks, or (``atari``) ppo_atari.py on banded stand-in Atari frames
+    (the rollout's uint8 stacks packed; no truncations, so no final observations)."""
+    algo = "ppo_atari" if atari else "ppo_discrete" if discrete else "ppo"
+    num_envs, num_steps, minibatches, epochs = 2, 16 if atari else 32, 4, 2 if atari else 3
+    lr = 1.5e-2 if atari else 1e-2  # large enough that ratios leave the clip range
+    env_id = "ParityAtariBands-v0" if atari else "ParityDiscrete-v0" if discrete else "ParityBox-v0"
     argv = [
-        "--env-id", "ParityDiscrete-v0" if discrete else "ParityBox-v0", "--seed", "1",
+        "--env-id", env_id, "--seed", "1",
         "--no-cuda", "--num-envs", str(num_envs), "--num-steps", str(num_steps),
         "--num-minibatches", str(minibatches), "--update-epochs", str(epochs),
         "--total-timesteps", str(iterations * num_envs * num_steps), "--learning-rate", str(lr),
         "--ent-coef", "0.01",
     ]  # fmt: skip
-    out = header(algo, argv, {
+    settings = {
         "lr": lr, "anneal_lr": True, "gamma": 0.99, "gae_lambda": 0.95,
-        "num_minibatches": minibatches, "update_epochs": epochs, "clip_coef": 0.2,
-        "clip_value_loss": True, "ent_coef": 0.01, "vf_coef": 0.5, "max_grad_norm": 0.5,
-        "norm_adv": True, "hidden": [16, 16], "num_envs": num_envs, "num_steps": num_steps,
+        "num_minibatches": minibatches, "update_epochs": epochs,
+        "clip_coef": 0.1 if atari else 0.2, "clip_value_loss": True, "ent_coef": 0.01,
+        "vf_coef": 0.5, "max_grad_norm": 0.5, "norm_adv": True,
+        "hidden": [] if atari else [16, 16], "num_envs": num_envs, "num_steps": num_steps,
         "iterations": iterations,
-    })  # fmt: skip
+    }  # fmt: skip
+    if atari:
+        atari_data = atari_setup(algo)
+        settings |= {"encoder": "nature", "conv_widths": list(atari_data.CONV_WIDTHS),
+                     "features": atari_data.FEATURES}  # fmt: skip
+    out = header(algo, argv, settings)
     patches = Patches()
     steps: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     iters: list[dict] = []
@@ -629,7 +666,10 @@ def ppo(cleanrl: Path, discrete: bool, iterations: int = 2) -> dict:
     def step(self, actions):  # noqa: ANN001
         result = original_step(self, actions)
         _, _, term, trunc, infos = result
-        final = np.zeros((num_envs, OBS_DISCRETE if discrete else OBS_BOX), np.float32)
+        final = np.zeros(
+            (num_envs, 1 if atari else OBS_DISCRETE if discrete else OBS_BOX), np.float32
+        )
+        assert not (atari and trunc.any()), "the banded stand-in env never truncates"
         for i in np.flatnonzero(trunc):
             final[i] = infos["final_observation"][i]
         steps.append((term.astype(np.float32), trunc.astype(np.float32), final))
@@ -649,7 +689,7 @@ def ppo(cleanrl: Path, discrete: bool, iterations: int = 2) -> dict:
                 {
                     "params_before": params(agent=agent),
                     "lr": floats(g["optimizer"].param_groups[0]["lr"]),
-                    "obs": floats(g["obs"]),
+                    "obs": packed_uint8(g["obs"]) if atari else floats(g["obs"]),
                     "action": g["actions"].long().tolist() if discrete else floats(g["actions"]),
                     "log_prob": floats(g["logprobs"]),
                     "value": floats(g["values"]),
@@ -689,6 +729,9 @@ def ppo(cleanrl: Path, discrete: bool, iterations: int = 2) -> dict:
     patches.set(SummaryWriter, "add_scalar", add_scalar)
     run_script(cleanrl, algo, argv, patches)
     out["inputs"] = {"init": iters[0]["params_before"]}
+    if atari:  # the golden file's size: the test reads the first iteration's from "init"
+        for it in iters:
+            del it["params_before"]
     out["contract"] = {"iterations": iters}
     return out
 
@@ -700,6 +743,7 @@ ALGOS = {
     "dqn_atari": dqn_atari,
     "ppo": lambda c: ppo(c, discrete=False),
     "ppo_discrete": lambda c: ppo(c, discrete=True),
+    "ppo_atari": lambda c: ppo(c, discrete=True, atari=True),
 }
 
 

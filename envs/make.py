@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import antmaze, atari, robots, safety, third_party  # noqa: F401  (register ids)
+from rlcore.envs import antmaze, atari, pixels, robots, safety, third_party  # noqa: F401  (register ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -123,9 +123,12 @@ class SimulatorState(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def _time_limit(self) -> gym.wrappers.TimeLimit | None:
+        return self._wrapper(gym.wrappers.TimeLimit)
+
+    def _wrapper(self, kind: type) -> Any:
         env = self.env
         while isinstance(env, gym.Wrapper):
-            if isinstance(env, gym.wrappers.TimeLimit):
+            if isinstance(env, kind):
                 return env
             env = env.env
         return None
@@ -142,6 +145,9 @@ class SimulatorState(gym.Wrapper):
             state["mujoco_data"] = pickle.dumps(base.data)
         elif "state" in vars(base):
             state["state"] = copy.deepcopy(base.state)
+        stack = self._wrapper(pixels.FrameStack)  # rendered observations: the stacked images
+        if stack is not None:
+            state["frames"] = [image.copy() for image in stack.images]
         state["obs"] = copy.deepcopy(self.last_obs)
         return state
 
@@ -170,6 +176,10 @@ class SimulatorState(gym.Wrapper):
             base.data.xipos[:] = state["xipos"]
         elif "state" in state:
             base.state = copy.deepcopy(state["state"])
+        stack = self._wrapper(pixels.FrameStack)
+        if stack is not None and "frames" in state:
+            stack.images.clear()
+            stack.images.extend(image.copy() for image in state["frames"])
         if "obs" in state:
             self.last_obs = copy.deepcopy(state["obs"])
 
@@ -684,6 +694,10 @@ def make_vec_env(
     mjx_impl: str = "jax",
     part_statistics: Callable[[gym.spaces.Dict], dict[str, str]] | None = None,
     evaluation: bool = False,
+    obs: str = "state",
+    camera: str | None = None,
+    image_size: int = 84,
+    frame_stack: int = 1,
 ) -> VectorEnv:
     """Vector env for ``name`` (short name or gymnasium id) with same-step autoreset.
 
@@ -714,7 +728,10 @@ def make_vec_env(
     (``auto`` picks it; ``envs/atari.py``), ``env_kwargs`` setting its preprocessing
     options; ``evaluation`` makes the task's evaluation form where it has one (Atari:
     whole games and raw scores, where training ends an episode at each lost life and
-    clips rewards).
+    clips rewards). ``obs`` ``pixels`` or ``state+pixels`` renders a MuJoCo task's
+    ``camera`` at ``image_size`` square, ``frame_stack`` frames stacked (``envs/pixels.py``;
+    sync and async back ends), and the back end declares ``frame_stack``
+    (``rlcore.observations.StackedFrames``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")
@@ -727,12 +744,22 @@ def make_vec_env(
 
     def make_one() -> gym.Env:
         env = gym.make(env_id, **kwargs)
+        env = pixels.pixel_env(env, obs, camera, image_size, frame_stack)
         if flatten_obs:
             env = gym.wrappers.FlattenObservation(env)
         return SimulatorState(env)
 
+    if backend == "auto" and obs != pixels.STATE:
+        backend = "sync"  # rendered observations: gymnasium's envs render
     if backend == "auto" or (backend == "sync" and atari.is_atari(env_id)):
         backend = _auto_backend(env_id)  # Atari: ale-py's vector env is its one back end
+    if obs not in pixels.OBS_MODES:
+        raise ValueError(f"env.obs={obs}: one of {', '.join(pixels.OBS_MODES)}")
+    if obs != pixels.STATE and backend not in ("sync", "async"):
+        raise ValueError(
+            f"env.obs={obs} renders on gymnasium's sync / async back ends, not '{backend}' "
+            "(set env.backend=sync)"
+        )
     if (backend == "ale") != atari.is_atari(env_id):
         raise ValueError(
             f"env backend 'ale' runs the Atari games (ALE/<Game>-v5) and only them: {env_id} "
@@ -792,6 +819,8 @@ def make_vec_env(
         env = SyncBackend(
             [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
+    if obs != pixels.STATE:
+        env.frame_stack = int(frame_stack)  # rlcore.observations.StackedFrames
     for wrap in base_wrappers:
         env = wrap(env)
     if obs_history > 1:

@@ -140,6 +140,11 @@ def env_recipe(settings: RunSettings, plan: RunPlan) -> dict[str, Any]:
         "max_episode_steps": env.max_episode_steps,
         "env_kwargs": dict(env.kwargs),
         "flatten_obs": env.flatten_obs,
+        # rendered observations (envs/pixels.py)
+        "obs": env.obs,
+        "camera": env.camera,
+        "image_size": env.image_size,
+        "frame_stack": env.frame_stack,
         # diffusion / flow policies conditioned on the last T observations
         "obs_history": plan.env.obs_history,
     }

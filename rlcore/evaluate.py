@@ -108,6 +108,10 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
         flatten_obs=env_settings.flatten_obs,
         obs_history=int(config.plan().env.obs_history),
         evaluation=True,  # the task's evaluation form (Atari: whole games, raw scores)
+        obs=env_settings.obs,
+        camera=env_settings.camera,
+        image_size=env_settings.image_size,
+        frame_stack=env_settings.frame_stack,
     )
     run_dir = path if path.is_dir() else path.parent
     folder = Path(options["video_dir"]) if options["video_dir"] else run_dir / "videos"

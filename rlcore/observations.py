@@ -202,7 +202,8 @@ class ObsSpec:
         part per key: ``GOAL_PARTS`` first, in that order, then the other keys in the
         space's order; ``desired_goal`` standardised with ``achieved_goal``'s statistics
         when both are vectors of one shape). uint8 Boxes with three axes are images,
-        ``(frame_stack * C, H, W)``; ``frame_stack`` (one number, or one per part name)
+        ``(frame_stack * C, H, W)``; ``frame_stack`` (one number for every image part, or one
+        per part name)
         says how many frames their first axis stacks (a gym Box cannot say it)."""
 
         def stack(name: str) -> int:
@@ -225,7 +226,13 @@ class ObsSpec:
                 )
         order = [n for n in GOAL_PARTS if n in space.spaces]
         order += [n for n in space.spaces if n not in GOAL_PARTS]
-        parts = {name: _part_of_box(name, space.spaces[name], stack(name)) for name in order}
+        parts = {}
+        for name in order:
+            sub = space.spaces[name]
+            image = sub.dtype == np.uint8 and len(sub.shape) == 3
+            # one number is every image part's stack (vectors stack nothing)
+            given = stack(name) if isinstance(frame_stack, Mapping) or image else 1
+            parts[name] = _part_of_box(name, sub, given)
         for name, source in SHARED_STATISTICS.items():
             part, other = parts.get(name), parts.get(source)
             if (part is not None and other is not None and part.kind == other.kind == VECTOR

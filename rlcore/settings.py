@@ -76,6 +76,14 @@ class EnvSettings:
     kwargs: dict[str, Any] = option({}, "extra gymnasium.make keyword arguments")
     flatten_obs: bool = option(False, "flatten Dict/Tuple observations (goal-conditioned "
                                "tasks) into one vector")  # fmt: skip
+    obs: str = option("state", "state | pixels | state+pixels: a MuJoCo task's camera image "
+                      "(envs/pixels.py; sync / async back ends)",
+                      (lambda v: v in ("state", "pixels", "state+pixels"),
+                       "state, pixels or state+pixels"))  # fmt: skip
+    camera: str | None = option(None, "obs=pixels: the model's camera (null: track, or the "
+                                "free camera)")  # fmt: skip
+    image_size: int = option(84, "obs=pixels: the rendered image's side in pixels", AT_LEAST_1)
+    frame_stack: int = option(1, "obs=pixels: images stacked in each observation", AT_LEAST_1)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,111 @@
+"""Rendered observations of MuJoCo tasks (envs/pixels.py): camera images, frame stacks,
+state + pixels dicts, the frame-storing buffer on them, exact resume and refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rlcore.buffers import ReplayBuffer
+from rlcore.envs.make import final_next_obs, get_vec_env_state, make_vec_env, set_vec_env_state
+from rlcore.observations import ObsSpec, frame_stack_of
+
+
+def roll(env, steps: int, seed: int) -> list[tuple]:
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    out = []
+    for _ in range(steps):
+        action = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        out.append((obs, action, reward, final_next_obs(next_obs, info), terminated, truncated))
+        obs = next_obs
+    return out
+
+
+def test_pixels_are_stacked_camera_images() -> None:
+    env = make_vec_env("Hopper-v5", 2, seed=0, obs="pixels", frame_stack=3, image_size=48)
+    assert env.single_observation_space.shape == (9, 48, 48)
+    assert env.single_observation_space.dtype == np.uint8 and frame_stack_of(env) == 3
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs[:, 0:3], obs[:, 6:9])  # a new episode repeats its image
+    assert obs.std() > 10  # a picture, not a blank
+    trace = roll(env, 4, 0)
+    for before, _, _, after, *_ in trace:
+        np.testing.assert_array_equal(after[:, :6], before[:, 3:])  # one new image a step
+    assert not np.array_equal(trace[-1][3][:, 6:], trace[0][0][:, 6:])  # the body moved
+    again = make_vec_env("Hopper-v5", 2, seed=0, obs="pixels", frame_stack=3, image_size=48)
+    np.testing.assert_array_equal(roll(again, 4, 0)[-1][3], trace[-1][3])  # deterministic
+
+
+def test_state_and_pixels_is_a_dict_of_the_task_state_and_the_image() -> None:
+    env = make_vec_env("Hopper-v5", 1, seed=3, obs="state+pixels", frame_stack=2, image_size=32)
+    plain = make_vec_env("Hopper-v5", 1, seed=3, backend="sync")
+    spec = ObsSpec.from_space(env.single_observation_space, frame_stack_of(env))
+    assert spec.names == ("pixels", "state") and spec.part("pixels").frame_stack == 2
+    for (parts, *_), (state, *_) in zip(roll(env, 5, 3), roll(plain, 5, 3)):
+        np.testing.assert_allclose(parts["state"], state, rtol=1e-6)
+        assert parts["pixels"].shape == (1, 6, 32, 32)
+
+
+def test_the_frame_buffer_stores_rendered_stacks_once() -> None:
+    """Episodes of 12 steps through resets: the frame store (its shift checks pass) gives
+    the batches a buffer of whole stacks gives."""
+    env = make_vec_env("Hopper-v5", 2, seed=1, obs="pixels", frame_stack=3, image_size=32,
+                       max_episode_steps=12)  # fmt: skip
+    spec = ObsSpec.from_space(env.single_observation_space, frame_stack_of(env))
+    plain = ReplayBuffer(64, spec, (3,), 2, seed=2)
+    frames = ReplayBuffer(64, spec, (3,), 2, seed=2, frames=True, frame_margin=0.5)
+    for step in roll(env, 40, 1):
+        for buffer in (plain, frames):
+            buffer.add(*step)
+    a, b = frames.sample(32), plain.sample(32)
+    torch.testing.assert_close(a.obs, b.obs, rtol=0, atol=0)
+    torch.testing.assert_close(a.next_obs, b.next_obs, rtol=0, atol=0)
+
+
+def test_a_restored_env_continues_with_the_same_images() -> None:
+    env = make_vec_env("Hopper-v5", 1, seed=4, obs="pixels", frame_stack=3, image_size=32)
+    roll(env, 3, 4)
+    state = get_vec_env_state(env)
+    action = np.full((1, 3), 0.5, np.float32)
+    expected = [env.step(action)[0] for _ in range(3)]
+    other = make_vec_env("Hopper-v5", 1, seed=9, obs="pixels", frame_stack=3, image_size=32)
+    other.reset(seed=9)
+    set_vec_env_state(other, state)
+    for want in expected:
+        np.testing.assert_array_equal(other.step(action)[0], want)
+
+
+def test_rendering_refusals_name_the_fix() -> None:
+    with pytest.raises(ValueError, match="set env.backend=sync"):
+        make_vec_env("Hopper-v5", 1, obs="pixels", backend="native")
+    with pytest.raises(ValueError, match="camera 'top' is not in the model"):
+        make_vec_env("Hopper-v5", 1, obs="pixels", camera="top")
+    with pytest.raises(ValueError, match="renders MuJoCo tasks; CartPoleEnv is not one"):
+        make_vec_env("CartPole-v1", 1, obs="pixels")
+    with pytest.raises(ValueError, match="env.obs=depth: one of state, pixels"):
+        make_vec_env("Hopper-v5", 1, obs="depth")
+
+
+def test_ppo_learns_from_rendered_hopper_from_the_command_line(tmp_path) -> None:
+    """``algo=ppo env=Hopper env.obs=pixels algo.encoder=drq``: a short run, resumed, its
+    policy evaluated on the rendered task."""
+    from rlcore.evaluate import main as evaluate
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    args = ["algo=ppo", "env=Hopper", *FAST, "env.obs=pixels", "env.frame_stack=3",
+            "env.image_size=32", "algo.encoder=drq", "algo.normalize_obs=false",
+            "algo.hidden=[32]", "env.num_envs=2", "algo.rollout_steps=16",
+            "algo.num_minibatches=2", "eval_every=64", "eval_episodes=1", "eval_envs=1",
+            "env.max_episode_steps=20"]  # fmt: skip
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.cli import resumed_config
+
+    train(make_config(*args, "total_steps=64"), tmp_path / "run")
+    overrides = [f"resume={tmp_path / 'run'}", "total_steps=96"]
+    train(resumed_config(make_config(*args, *overrides), overrides), tmp_path / "run")
+    assert load_checkpoint(tmp_path / "run")["loop"]["counters"]["step"] == 96
+    assert evaluate([str(tmp_path / "run"), "episodes=1"]) == 0

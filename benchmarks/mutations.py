@@ -331,6 +331,31 @@ MUTATIONS: list[Mutation] = [
         "DQN's target bootstraps terminal rows",
         ("tests/test_discrete.py -k dqn",),
     ),
+    # --- pixels: rlcore/frames.py, envs/atari.py, the shared encoder ----------------------
+    Mutation(
+        "frames_next_obs_off_by_one",
+        "rlcore/frames.py",
+        "newest = counters.to(self.device) + 1  # next_obs's newest frame",
+        "newest = counters.to(self.device)  # next_obs's newest frame",
+        "the frame store rebuilds next_obs one frame early (obs's stack)",
+        ("tests/test_frames.py",),
+    ),
+    Mutation(
+        "atari_lost_life_as_reset",
+        "envs/atari.py",
+        "lost_life = np.asarray(terminated, bool) & (lives < self.lives)  # the game goes on",
+        "lost_life = np.asarray(terminated, bool) & (lives < 0)  # the game goes on",
+        "a lost life taken for a reset: ale-py's stale final_obs stored as next_obs",
+        ("tests/test_atari.py",),
+    ),
+    Mutation(
+        "ppo_value_loss_skips_encoder",
+        "algos/ppo.py",
+        "        new_value = self.critic(features).squeeze(-1)",
+        "        new_value = self.critic(features.detach()).squeeze(-1)",
+        "PPO's value loss stops training the shared image encoder",
+        ("tests/test_parity_online.py -k ppo_atari",),
+    ),
     # --- algos/ppo.py -------------------------------------------------------------------
     Mutation(
         "ppo_entropy_bonus_sign",

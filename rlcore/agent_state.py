@@ -297,7 +297,10 @@ def numpy_act(
         agent: AgentT, obs: np.ndarray | torch.Tensor | dict[str, Any], deterministic: bool = False
     ) -> np.ndarray:
         with torch.inference_mode():
-            if isinstance(obs, dict) or obs.dtype in (np.uint8, torch.uint8):
+            image = isinstance(obs, np.ndarray | torch.Tensor) and obs.dtype in (
+                np.uint8, torch.uint8
+            )  # fmt: skip
+            if isinstance(obs, dict) or image:
                 obs_t, single = agent.plumbing.obs_input(obs)  # type: ignore[attr-defined]
             else:
                 obs_t, single = batched_obs(obs, agent.device)

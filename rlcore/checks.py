@@ -102,6 +102,8 @@ def check_spaces(
         spec = None  # a Tuple, a Dict with a part that is not a Box: flatten_obs
     keyed_vectors = spec is not None and spec.keyed and spec.all_vector
     images = spec is not None and bool(spec.images) and algorithm.images
+    if images and (plan is None or settings is None):
+        return  # its encoder reads them; the run's blockers are checked where it is known
     if (keyed_vectors or images) and plan is not None and settings is not None:
         blockers = dict_obs_blockers(plan, settings)
         if not blockers:

@@ -1,6 +1,7 @@
 """Rendered observations for MuJoCo tasks: ``env.obs=pixels`` (a camera image) or
-``env.obs=state+pixels`` (``{"state": the task's vector, "pixels": the image}``, the robot
-case), frame-stacked, on gymnasium's sync and async back ends.
+``env.obs=state+pixels`` (``{"state": the task's vector, "pixels": the image}``; a goal
+task's dict keeps its parts and gains ``pixels``: the robot case), frame-stacked, on
+gymnasium's sync and async back ends.
 
     make_vec_env("Hopper-v5", 4, obs="pixels", image_size=84, frame_stack=3)
 
@@ -89,6 +90,10 @@ class PixelObservation(gym.ObservationWrapper):
         image = gym.spaces.Box(0, 255, (3, self.size, self.size), np.uint8)
         if mode == PIXELS:
             self.observation_space = image
+        elif isinstance(env.observation_space, gym.spaces.Dict):  # a goal task: its parts too
+            self.observation_space = gym.spaces.Dict(
+                {**env.observation_space.spaces, PIXELS: image}
+            )
         else:
             state = gym.spaces.Box(-np.inf, np.inf, env.observation_space.shape, np.float32)
             self.observation_space = gym.spaces.Dict({STATE: state, PIXELS: image})
@@ -109,6 +114,8 @@ class PixelObservation(gym.ObservationWrapper):
         image = self.render_image()
         if self.mode == PIXELS:
             return image
+        if isinstance(observation, dict):
+            return {**observation, PIXELS: image}
         return {STATE: np.asarray(observation, np.float32), PIXELS: image}
 
     def close(self) -> None:

@@ -49,6 +49,22 @@ def test_state_and_pixels_is_a_dict_of_the_task_state_and_the_image() -> None:
         assert parts["pixels"].shape == (1, 6, 32, 32)
 
 
+def test_robot_tasks_render_and_a_goal_task_keeps_its_parts() -> None:
+    """PandaLift through MuJoCo's free camera (its model has no track camera); PandaPush
+    with state+pixels keeps its goal dict and gains the image (what HER relabels stays)."""
+    lift = make_vec_env("PandaLift", 1, seed=0, obs="pixels", frame_stack=2, image_size=32)
+    obs, _ = lift.reset(seed=0)
+    assert obs.shape == (1, 6, 32, 32) and obs.std() > 10
+    push = make_vec_env("PandaPush", 1, seed=0, obs="state+pixels", image_size=32)
+    plain = make_vec_env("PandaPush", 1, seed=0, backend="sync")
+    parts, _ = push.reset(seed=0)
+    goals, _ = plain.reset(seed=0)
+    spec = ObsSpec.from_space(push.single_observation_space, frame_stack_of(push))
+    assert spec.names == ("observation", "achieved_goal", "desired_goal", "pixels")
+    for name in ("observation", "achieved_goal", "desired_goal"):
+        np.testing.assert_array_equal(parts[name], goals[name])
+
+
 def test_the_frame_buffer_stores_rendered_stacks_once() -> None:
     """Episodes of 12 steps through resets: the frame store (its shift checks pass) gives
     the batches a buffer of whole stacks gives."""

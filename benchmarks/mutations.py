@@ -343,8 +343,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "atari_lost_life_as_reset",
         "envs/atari.py",
-        "lost_life = np.asarray(terminated, bool) & (lives < self.lives)  # the game goes on",
-        "lost_life = np.asarray(terminated, bool) & (lives < 0)  # the game goes on",
+        "lives_down = lives < self.lives  # a lost life (a reset brings the lives back up)",
+        "lives_down = lives < 0  # a lost life (a reset brings the lives back up)",
         "a lost life taken for a reset: ale-py's stale final_obs stored as next_obs",
         ("tests/test_atari.py",),
     ),

@@ -142,3 +142,26 @@ def test_render_shows_the_agents_view() -> None:
     np.testing.assert_array_equal(frames[1][::4, ::4, 2], obs[1, -1])  # the newest frame
     with pytest.raises(ValueError, match="not human"):
         AtariVectorBackend("ALE/Pong-v5", 1, render_mode="human")
+
+
+def test_fire_follows_a_lost_life_so_a_game_never_stalls() -> None:
+    """A policy that never presses FIRE: after each lost life the back end presses it (as
+    envpool's fire reset does), so an evaluation game of Breakout ends by game over in a
+    few hundred steps, not at the 108,000-frame cap; the step after a lost life is FIRE."""
+    env = AtariVectorBackend("ALE/Breakout-v5", 1, evaluation=True, num_threads=1)
+    assert env.fire_action == 1  # Breakout's minimal action set: NOOP, FIRE, RIGHT, LEFT
+    env.reset(seed=0)
+    lives, fired, steps = 5, 0, 0
+    for steps in range(1, 2001):  # noqa: B007 - read after the loop
+        pending = bool(env.fire_next[0])
+        _, _, terminated, truncated, info = env.step(np.array([0]))
+        fired += pending
+        if terminated[0] or truncated[0]:
+            break
+        assert bool(env.fire_next[0]) == (info["lives"][0] < lives)
+        lives = info["lives"][0]
+    assert terminated[0] and not truncated[0] and steps < 500 and fired == 4
+    pong = AtariVectorBackend("ALE/Pong-v5", 1, num_threads=1)
+    assert pong.fire_action == 1 or pong.fire_action is None
+    no_fire = AtariVectorBackend("ALE/Pong-v5", 1, num_threads=1, use_fire_reset=False)
+    assert no_fire.fire_action is None

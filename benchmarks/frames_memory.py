@@ -18,12 +18,11 @@ results/frames_memory.json (with lscpu's model and flags).
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 from pathlib import Path
 from typing import Any
 
-from rlcore.benchmarks.runs import cpu_info
+from rlcore.benchmarks.runs import cpu_info, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GIB = 1024**3
@@ -113,8 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{row['ratio_to_sb3']:7.2f} {row['fits_in_24_gib']:12,d}")  # fmt: skip
     result = {"transitions": args.transitions, "num_envs": args.num_envs, "rows": rows,
               "cpu": cpu_info()}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args, result)
     return result
 
 

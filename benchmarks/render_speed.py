@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from rlcore.benchmarks.runs import cpu_info
+from rlcore.benchmarks.runs import cpu_info, write_result
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -91,8 +91,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{row['pixels_vs_state']:13.3f}")  # fmt: skip
     result = {"env": args.env, "size": args.size, "steps": args.steps, "rows": rows,
               "cpu": cpu_info()}  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(args, result)
     return result
 
 

@@ -385,6 +385,30 @@ def ppo_atari_states(ref: dict) -> dict[str, dict[str, torch.Tensor]]:
     return out
 
 
+def ppo_update_as_reference(
+    agent: PPO,
+    it: dict,
+    obs: object,
+    action: torch.Tensor,
+    i: int,
+    iterations: int,
+    permutations: list[torch.Tensor],
+) -> None:
+    """One PPO update on CleanRL's rollout (its advantages, returns and permutations);
+    the learning rate and every loss checked against the iteration's record."""
+    permutations += [torch.tensor(p) for p in it["permutations"]]
+    rollout = RolloutBatch(
+        obs=obs, action=action, log_prob=t(it["log_prob"]).reshape(-1),
+        value=t(it["value"]).reshape(-1), advantage=t(it["advantage"]).reshape(-1),
+        returns=t(it["returns"]).reshape(-1),
+    )  # fmt: skip
+    metrics = agent.update(rollout, progress=i / iterations)
+    assert not permutations
+    close(f"iteration {i} learning_rate", metrics["learning_rate"], it["lr"])
+    for key, value in it["losses"].items():
+        close(f"iteration {i} {key}", metrics[key], value)
+
+
 def test_ppo_atari_matches_cleanrl(monkeypatch):
     """Two iterations of PPO on uint8 Atari stacks (CleanRL's ppo_atari.py run unedited on
     banded stand-in frames: its rollouts, permutations and Nature network, narrowed; 2
@@ -435,17 +459,7 @@ def test_ppo_atari_matches_cleanrl(monkeypatch):
             t(it["next_value"]), s["gamma"], s["gae_lambda"],
         )  # fmt: skip
         close(f"iteration {i} GAE", advantage, t(it["advantage"]))
-        permutations += [torch.tensor(p) for p in it["permutations"]]
-        rollout = RolloutBatch(
-            obs=flat_obs, action=action, log_prob=t(it["log_prob"]).reshape(-1),
-            value=t(it["value"]).reshape(-1), advantage=t(it["advantage"]).reshape(-1),
-            returns=t(it["returns"]).reshape(-1),
-        )  # fmt: skip
-        metrics = agent.update(rollout, progress=i / len(iterations))
-        assert not permutations
-        close(f"iteration {i} learning_rate", metrics["learning_rate"], it["lr"])
-        for key, value in it["losses"].items():
-            close(f"iteration {i} {key}", metrics[key], value)
+        ppo_update_as_reference(agent, it, flat_obs, action, i, len(iterations), permutations)
         for part, state in ppo_atari_states(it["params_after"]).items():
             compare(getattr(agent, part), state, f"iteration {i} {part}")
 
@@ -542,17 +556,7 @@ def test_ppo_matches_cleanrl(monkeypatch, name):
         added = s["gamma"] * bootstrap * (1.0 - terminated)
         close(f"iteration {i} bootstrap", (advantage - reference_advantage)[cut], added[cut])
         # the update, on CleanRL's advantages and returns
-        permutations += [torch.tensor(p) for p in it["permutations"]]
-        rollout = RolloutBatch(
-            obs=flat_obs, action=flat_action, log_prob=t(it["log_prob"]).reshape(-1),
-            value=t(it["value"]).reshape(-1), advantage=t(it["advantage"]).reshape(-1),
-            returns=t(it["returns"]).reshape(-1),
-        )  # fmt: skip
-        metrics = agent.update(rollout, progress=i / len(iterations))
-        assert not permutations
-        close(f"iteration {i} learning_rate", metrics["learning_rate"], it["lr"])
-        for key, value in it["losses"].items():
-            close(f"iteration {i} {key}", metrics[key], value)
+        ppo_update_as_reference(agent, it, flat_obs, flat_action, i, len(iterations), permutations)
         actor, critic = ppo_state(it["params_after"], discrete)
         compare(agent.actor, actor, "actor")
         compare(agent.critic, critic, "critic")

@@ -356,6 +356,39 @@ MUTATIONS: list[Mutation] = [
         "PPO's value loss stops training the shared image encoder",
         ("tests/test_parity_online.py -k ppo_atari",),
     ),
+    # --- algos/drqv2.py, n-step returns (rlcore/buffers.py) -----------------------------
+    Mutation(
+        "drqv2_target_noise_unclipped",
+        "algos/drqv2.py",
+        "next_action = self.to_env(noisy_action(self.actor(next_features), std, cfg.std_clip))",
+        "next_action = self.to_env(noisy_action(self.actor(next_features), std, None))",
+        "DrQ-v2's target action takes unclipped noise",
+        ("tests/test_drqv2.py",),
+    ),
+    Mutation(
+        "drqv2_no_terminal_mask",
+        "algos/drqv2.py",
+        "target = batch.reward + discount * (1.0 - batch.terminated) * next_q",
+        "target = batch.reward + discount * next_q",
+        "DrQ-v2's target bootstraps terminal rows",
+        ("tests/test_drqv2.py",),
+    ),
+    Mutation(
+        "nstep_discount_not_compounded",
+        "rlcore/buffers.py",
+        "discount = torch.where(going, discount * self.gamma, discount)",
+        "discount = torch.where(going, discount, discount)",
+        "n-step returns discount every later reward by gamma only",
+        ("tests/test_nstep.py",),
+    ),
+    Mutation(
+        "nstep_window_crosses_episodes",
+        "rlcore/buffers.py",
+        "going = going & buffer.has_successor(last)",
+        "going = going & (last >= 0)",
+        "n-step windows run on into the env's next episode",
+        ("tests/test_nstep.py",),
+    ),
     # --- algos/ppo.py -------------------------------------------------------------------
     Mutation(
         "ppo_entropy_bonus_sign",

@@ -300,6 +300,11 @@ class ReplayBuffer:
 
     def sample(self, batch_size: int) -> Batch:
         """Uniform sample with replacement (seeded, reproducible)."""
+        return self.batch(self.sample_rows(batch_size))
+
+    def sample_rows(self, batch_size: int) -> torch.Tensor:
+        """The rows ``sample`` draws (on the buffer's device): uniform with replacement from
+        the buffer's seeded generator, rows whose frames are gone drawn again."""
         if self.size == 0:
             raise RuntimeError("cannot sample from an empty ReplayBuffer")
         idx = torch.randint(0, self.size, (batch_size,), generator=self.generator)
@@ -316,7 +321,7 @@ class ReplayBuffer:
                     "the frame store has overwritten the frames of most rows (episodes much "
                     "shorter than the frame stack): raise frame_margin"
                 )
-        return self.batch(idx.to(self.device))
+        return idx.to(self.device)
 
     def frames_valid(self, idx: torch.Tensor) -> torch.Tensor:
         """True where every image part of row ``idx`` still has all its frames (always,
@@ -347,7 +352,7 @@ class ReplayBuffer:
         fields.update({name: rows.pop(name) for name in _BATCH_FIELDS if name in rows})
         if self.next_action:
             successor = (idx + self.num_envs) % self.capacity
-            rows |= next_actions(self.data["action"], idx, successor, self._has_successor(idx))
+            rows |= next_actions(self.data["action"], idx, successor, self.has_successor(idx))
         return Batch(**fields, extras=rows)
 
     def _frame_stacks(
@@ -369,7 +374,7 @@ class ReplayBuffer:
             out["obs"][name], out["next_obs"][name] = obs, next_obs
         return out
 
-    def _has_successor(self, idx: torch.Tensor) -> torch.Tensor:
+    def has_successor(self, idx: torch.Tensor) -> torch.Tensor:
         """True where row ``idx``'s env has its next transition stored: the episode did not
         end there and the row is not among the ``num_envs`` newest."""
         age = (self.pos - 1 - idx) % self.capacity  # 0 for the newest row
@@ -428,6 +433,58 @@ class ReplayBuffer:
             self.episode_start = np.asarray(state["episodes"]["start"]).copy()
         for name, store in self.frame_stores.items():
             store.load_state_dict(state["frames"][name])
+
+
+class NStepReturns:
+    """n-step transitions from a ``ReplayBuffer`` (Sutton & Barto, "Reinforcement Learning:
+    An Introduction", 7.1; Rainbow's and DrQ-v2's ``nstep``): a sampled row's ``reward``
+    becomes sum_{j<k} gamma^j r_{t+j} over the next k <= n steps of the same env,
+    ``next_obs`` / ``terminated`` / ``truncated`` those of step t+k-1 and ``discount``
+    gamma^k, so a critic's target is ``reward + discount * (1 - terminated) * V(next_obs)``.
+
+    k < n where the episode ends first (its last step's flags are the ones kept, so a
+    termination still stops bootstrapping) or where the env's later steps are not stored
+    yet (the newest rows: a k-step return from the stored ``next_obs``, as valid). Rows
+    are drawn by the buffer (``sample_rows``: its seeded generator), so resuming the
+    buffer resumes the draws; nothing else is stored. Departure from DrQ-v2's sampler:
+    it never starts a window in an episode's last n - 1 steps and always sums n rewards
+    (DMC episodes only time out); here every stored row is drawn, each with the steps it has.
+    """
+
+    def __init__(self, buffer: ReplayBuffer, n: int, gamma: float) -> None:
+        if n < 1:
+            raise ValueError(f"n-step returns need n >= 1, got {n}")
+        self.buffer, self.n, self.gamma = buffer, int(n), float(gamma)
+
+    def sample(self, batch_size: int) -> Batch:
+        return self.batch(self.buffer.sample_rows(batch_size))
+
+    def batch(self, idx: torch.Tensor) -> Batch:
+        """The n-step transitions starting at rows ``idx``."""
+        buffer = self.buffer
+        first = buffer.batch(idx)
+        reward = first.reward.clone()
+        discount = torch.full_like(reward, self.gamma)
+        last, going = idx, buffer.has_successor(idx)
+        for _ in range(1, self.n):
+            following = (last + buffer.num_envs) % buffer.capacity
+            reward = torch.where(
+                going, reward + discount * buffer.data["reward"][following], reward
+            )
+            discount = torch.where(going, discount * self.gamma, discount)
+            last = torch.where(going, following, last)
+            going = going & buffer.has_successor(last)
+        end = buffer.batch(last)
+        return dataclasses.replace(
+            first, reward=reward, next_obs=end.next_obs, terminated=end.terminated,
+            truncated=end.truncated, discount=discount,
+        )  # fmt: skip
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
 
 
 class MixedSampler:

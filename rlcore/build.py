@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from rlcore.buffers import MixedSampler, ReplayBuffer, RolloutBuffer
+from rlcore.buffers import MixedSampler, NStepReturns, ReplayBuffer, RolloutBuffer
 from rlcore.capabilities import DatasetUser, OnPolicy, StateStatistics, require
 from rlcore.catalog import Algorithm
 from rlcore.checks import (
@@ -424,6 +424,11 @@ def build_phases(built: Built, logger: Logger) -> Phases:
             plan, agent, env, settings.seed, dataset, track_episodes=her.strategy != "none"
         )
         sampler: Any = buffer
+        if schedule.n_step > 1:  # n-step returns (DrQ-v2)
+            refusal = n_step_refusal(her.strategy, schedule.offline_data, plan.env.cost)
+            if refusal:
+                raise ConfigError(f"n-step returns (n_step={schedule.n_step}) {refusal}")
+            sampler = NStepReturns(buffer, schedule.n_step, plan.gamma)
         if her.strategy != "none":  # hindsight relabelling (rlcore/her.py)
             try:
                 reward = task_reward_function(settings.env.id, dict(settings.env.kwargs))
@@ -453,6 +458,19 @@ def build_phases(built: Built, logger: Logger) -> Phases:
         ]  # fmt: skip
     phases.phases = [phase for phase in phases.phases if phase.steps > 0]
     return phases
+
+
+def n_step_refusal(her: str, offline_data: str, cost: bool) -> str | None:
+    """Why n-step returns cannot run with these settings (None: they can): hindsight
+    relabelling recomputes one step's reward, a dataset mixed into batches has 1-step rows,
+    a cost critic would need its costs summed too."""
+    if her != "none":
+        return f"are not combined with her={her} (relabelled rewards are one step's)"
+    if offline_data == "mix":
+        return "are not combined with offline_data=mix (the dataset's rows are 1-step)"
+    if cost:
+        return "are not combined with a cost critic (its costs are one step's)"
+    return None
 
 
 def replay_buffer(

@@ -37,6 +37,8 @@ class Algorithm:
     pretrained_head: str | None = None
     # reads image observations through an rlcore.nets encoder it builds (``algo.encoder``)
     images: bool = False
+    # learns from images only (DrQ-v2): a task without an image part is refused
+    images_only: bool = False
 
     @property
     def agent_class(self) -> type:
@@ -198,6 +200,12 @@ def _cpo() -> Classes:
     return CPO, CPOConfig
 
 
+def _drqv2() -> Classes:
+    from rlcore.algos.drqv2 import DrQV2, DrQV2Config
+
+    return DrQV2, DrQV2Config
+
+
 def _fisor() -> Classes:
     from rlcore.algos.safe.fisor import FISOR, FISORConfig
 
@@ -214,6 +222,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("fast_td3", _fast_td3, _ONLINE),
         Algorithm("ppo", _ppo, _ONLINE, ("box", "discrete"), images=True),
         Algorithm("dqn", _dqn, _ONLINE, ("discrete",), images=True),
+        Algorithm("drqv2", _drqv2, _ONLINE, images=True, images_only=True),
         Algorithm("iql", _iql, _OFFLINE),
         Algorithm("td3_bc", _td3_bc, _OFFLINE),
         Algorithm("rebrac", _rebrac, _OFFLINE),

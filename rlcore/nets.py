@@ -269,7 +269,7 @@ class CategoricalQEnsemble(nn.Module):
         return (probs * self.support).sum(-1)
 
 
-class _ActionScale(nn.Module):
+class ActionScale(nn.Module):
     """Maps (-1, 1) to the environment's [low, high] action box."""
 
     def __init__(self, low: np.ndarray | float, high: np.ndarray | float, action_dim: int):
@@ -332,7 +332,7 @@ class TanhGaussianActor(nn.Module):
         super().__init__()
         self.action_dim = action_dim
         self.net = MLP(obs_dim, 2 * action_dim, hidden, activation_name, layer_norm)
-        self.to_env = _ActionScale(action_low, action_high, action_dim)
+        self.to_env = ActionScale(action_low, action_high, action_dim)
         self.log_std_min, self.log_std_max = log_std_min, log_std_max
         self.affine_log_std = log_std_affine is not None
         if log_std_affine is not None:
@@ -401,7 +401,7 @@ class DeterministicActor(nn.Module):
             layer_norm,
             norm_after_activation=norm_after_activation,
         )
-        self.to_env = _ActionScale(action_low, action_high, action_dim)
+        self.to_env = ActionScale(action_low, action_high, action_dim)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.to_env(torch.tanh(self.net(obs)))
@@ -515,7 +515,7 @@ class GaussianActor(nn.Module):
             orthogonal_init(self.mean[-1], gain=0.01)
         self.log_std = nn.Parameter(torch.full((action_dim,), float(init_log_std)))
         self.tanh_mean, self.log_std_bounds = tanh_mean, log_std_bounds
-        self.to_env = _ActionScale(action_low, action_high, action_dim) if tanh_mean else None
+        self.to_env = ActionScale(action_low, action_high, action_dim) if tanh_mean else None
 
     def distribution(self, obs: torch.Tensor) -> DiagNormal:
         mean = self.mean(obs)

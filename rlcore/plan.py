@@ -44,6 +44,9 @@ class Schedule:
     updates_per_step: float = 1.0
     updates_per_vector_step: float | None = None
     utd_ratio: int = 1
+    # n-step returns (rlcore.buffers.NStepReturns, discounted with the plan's gamma): each
+    # online batch's reward sums up to n steps and carries ``discount`` = gamma^k
+    n_step: int = 1
     # on-policy: env steps per sub-env per rollout (0: a replay-based run) and minibatches
     rollout_steps: int = 0
     num_minibatches: int | None = None

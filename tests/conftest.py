@@ -44,7 +44,8 @@ def make_config(*overrides: str) -> DictConfig:
 def registered_agent(name: str, seed: int = 0) -> Any:
     """A fresh agent of the registered algorithm ``name`` with its default config, built
     after ``torch.manual_seed(seed)`` for a 5-dim observation and a 3-dim [-1, 1] box (4
-    discrete actions for an algorithm that acts in discrete spaces only)."""
+    discrete actions for an algorithm that acts in discrete spaces only; 2-frame 16 x 16 RGB
+    images for one that learns from images only)."""
     import gymnasium as gym
     import numpy as np
 
@@ -52,6 +53,8 @@ def registered_agent(name: str, seed: int = 0) -> Any:
 
     spec = catalog.get(name)
     obs_space = gym.spaces.Box(-np.inf, np.inf, (5,), np.float32)
+    if spec.images_only:
+        obs_space = gym.spaces.Box(0, 255, (6, 16, 16), np.uint8)
     box = gym.spaces.Box(-np.ones(3, np.float32), np.ones(3, np.float32))
     action_space = box if "box" in spec.action_spaces else gym.spaces.Discrete(4)
     torch.manual_seed(seed)

@@ -86,6 +86,8 @@ CHUNKED = {"diffusion_bc", "flow_bc", "dppo", "reinflow", "resip"}  # + test_fin
 CONSTRAINED = {"ppo_lag", "sac_lag", "cpo", "fisor"}  # + test_fisor.py
 # exploration noise per training env (act needs the loop's envs): tests/test_fast_td3.py
 PER_ENV_NOISE = {"fast_td3"}
+# image-only agents (no vector task to act in here): tests/test_drqv2.py
+IMAGES_ONLY = {"drqv2"}
 OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
 
 
@@ -259,7 +261,7 @@ def test_every_registered_algorithm_is_in_the_contract():
     from rlcore import catalog
 
     continuous = {name for name, spec in catalog.ALGORITHMS.items() if "box" in spec.action_spaces}
-    assert continuous <= set(AGENTS) | CHUNKED | CONSTRAINED | PER_ENV_NOISE
+    assert continuous <= set(AGENTS) | CHUNKED | CONSTRAINED | PER_ENV_NOISE | IMAGES_ONLY
     assert set(catalog.ALGORITHMS) - continuous == {"dqn"}
 
 

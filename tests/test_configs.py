@@ -48,6 +48,7 @@ ONLINE = sorted(
     and name not in WITH_DATA
     and name not in FINETUNERS
     and name not in CONSTRAINED
+    and not spec.images_only  # rendered tasks: tests/test_drqv2.py, tests/test_resume.py
 )
 # every env config, but of the seven robot tasks one per observation kind (PandaLift: a
 # vector, PandaPush: a goal dict); the others run in tests/test_robot_tasks.py

@@ -41,6 +41,16 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   standardises its input part by part with running statistics of its update batches
   (goals with the achieved goals'), clipped at ``clip_obs``, as OpenAI baselines' HER
   does with its normaliser (docs/PARITY.md lists how it differs); TD3 the same.
+* ``encoder`` (off by default; image observations, ``env.obs=pixels`` / ``state+pixels``):
+  an ``rlcore.nets`` image encoder shared by actor and critics, as DrQ (Kostrikov et al.
+  2020) and SERL's pixel RLPD use one: the critic loss trains it (its parameters are in
+  the critic's optimiser), the actor and temperature read its features detached; the
+  target critics read the online encoder's features without gradients (DrQ-v2; DrQ and
+  SERL keep a Polyak copy of the encoder in the target critic). ``shift_pad`` p > 0
+  shifts every image of an update batch by up to p pixels (``rlcore.nets.random_shift``,
+  DrQ's augmentation); the actor step draws its own shifts (DrQ-v2 reuses the critic's).
+  Images are never standardised (``normalize_obs`` is refused with them) and the update
+  runs eager (``compile`` is refused).
 * Speed, not maths: critic parameters do not get gradients in the actor step, acting
   runs without autograd, Adam uses the fused step.
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
@@ -115,10 +125,16 @@ from torch import nn
 from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
 from rlcore.losses import check_target_clip, clip_target, ensemble_mse
-from rlcore.nets import QEnsemble, TanhGaussianActor, orthogonal_init
+from rlcore.nets import (
+    QEnsemble,
+    TanhGaussianActor,
+    observation_encoder,
+    orthogonal_init,
+    random_shift,
+)
 from rlcore.plan import RunPlan, Schedule
 from rlcore.speed import resolve_speed_modes
-from rlcore.types import Batch
+from rlcore.types import Batch, Obs, split_rows
 from rlcore.utils import adam, ensure_finite, mixed_precision
 
 ACTOR_Q = ("min", "mean")
@@ -170,6 +186,10 @@ class SACConfig:
     # one, goals with the achieved goals' statistics; transitions are stored raw (HER)
     normalize_obs: bool = False  # running statistics of the update batches' observations
     clip_obs: float = 5.0  # clip of the standardised observation (OpenAI baselines' HER: 5)
+    # image observations (module docstring): the encoder actor and critics share, and DrQ's
+    # random shift of the update batches' images by up to shift_pad pixels (0: none)
+    encoder: str | None = None  # rlcore.nets image encoder: drq | nature | impala
+    shift_pad: int = 0
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 256  # transitions per update
     buffer_size: int = 1_000_000  # replay capacity
@@ -179,6 +199,8 @@ class SACConfig:
 
     def __post_init__(self) -> None:
         check_target_clip(self.target_clip)
+        if self.shift_pad < 0:
+            raise ValueError(f"shift_pad={self.shift_pad} must be >= 0")
         if self.critic_subset is not None and not 1 <= self.critic_subset <= self.num_critics:
             raise ValueError(
                 f"critic_subset={self.critic_subset} must be in [1, num_critics="
@@ -232,7 +254,7 @@ class SAC:
         updates only (not with ``compile``)."""
         config = config or SACConfig()
         self.plumbing = io = Plumbing(
-            observation_space, action_space, device, "SAC",
+            observation_space, action_space, device, "SAC", obs_parts=config.encoder is not None,
             normalize_obs=config.normalize_obs, clip_obs=config.clip_obs,
         )  # fmt: skip
         if actor_objective is not None and config.compile:
@@ -241,17 +263,22 @@ class SAC:
         self.device = io.device
         # effective precision / compile (float32 where bf16 is emulated, eager without a compiler)
         self.config = config = resolve_speed_modes(config, self.device)
+        # image parts: one encoder for actor and critics (None: the flat vector)
+        self.encoder = None if networks is not None else observation_encoder(io.obs, config.encoder)
+        if self.encoder is not None and config.compile:
+            raise ValueError("SAC with an image encoder runs eager: set algo.compile=false")
+        features = io.obs_dim if self.encoder is None else self.encoder.out_dim
         if networks is not None:
             self.actor = networks["actor"]
             self.critic = networks["critic"]
             self.target_critic = networks["target_critic"]
         else:
             self.actor = TanhGaussianActor(
-                io.obs_dim, io.action_dim, io.low, io.high, config.hidden,
+                features, io.action_dim, io.low, io.high, config.hidden,
                 log_std_min=config.log_std_min, log_std_max=config.log_std_max,
             )  # fmt: skip
             self.critic = QEnsemble(
-                io.obs_dim, io.action_dim, config.num_critics, config.hidden,
+                features, io.action_dim, config.num_critics, config.hidden,
                 layer_norm=config.layer_norm,
             )  # fmt: skip
             if config.critic_last_layer_scale is not None:
@@ -263,13 +290,18 @@ class SAC:
         )
         fused = config.fused_optimizer
         self.actor_optimizer = adam(self.actor.parameters(), config.actor_lr, fused)
-        self.critic_optimizer = adam(self.critic.parameters(), config.critic_lr, fused)
+        critic_params = [*self.critic.parameters()]
+        encoder_part: dict[str, nn.Module] = {}
+        if self.encoder is not None:  # trained by the critic loss
+            critic_params += [*self.encoder.parameters()]
+            encoder_part["encoder"] = self.encoder
+        self.critic_optimizer = adam(critic_params, config.critic_lr, fused)
         self.alpha_optimizer = adam([self.log_alpha], config.alpha_lr, fused)
         self.parts = io.declare(
             counters={"updates": int}, actor=self.actor, critic=self.critic,
             target_critic=self.target_critic, log_alpha=self.log_alpha,
             actor_optimizer=self.actor_optimizer, critic_optimizer=self.critic_optimizer,
-            alpha_optimizer=self.alpha_optimizer,
+            alpha_optimizer=self.alpha_optimizer, **encoder_part,
         )  # fmt: skip
         modules = {"actor": self.actor, "critic": self.critic, "target_critic": self.target_critic}
         optimizers = {"critic": self.critic_optimizer, "actor": self.actor_optimizer}
@@ -291,9 +323,23 @@ class SAC:
     @numpy_act
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Action(s) in env units for one observation or a batch (no autograd)."""
-        obs = self.plumbing.standardize(obs)
+        obs = self.plumbing.standardize(obs) if self.encoder is None else self.encoder(obs)
         action, _ = self.actor(obs, deterministic=deterministic, with_log_prob=False)
         return action
+
+    def _features(self, obs: Obs) -> torch.Tensor:
+        """What actor and critics read: the observation itself, or (images) the encoder's
+        features of it, its images randomly shifted first when ``shift_pad`` > 0."""
+        if self.encoder is None:
+            return obs  # type: ignore[return-value]
+        pad = self.config.shift_pad
+        if pad > 0:
+            images = {part.name for part in self.plumbing.obs.images}
+            if isinstance(obs, dict):
+                obs = {k: random_shift(v, pad) if k in images else v for k, v in obs.items()}
+            else:
+                obs = random_shift(obs, pad)
+        return self.encoder(obs)
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``utd_ratio`` critic updates (one per minibatch of the batch, each followed by
@@ -310,9 +356,9 @@ class SAC:
             (first_step + j + 1) % cfg.target_frequency == 0 for j in range(cfg.utd_ratio)
         )
         inputs = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.terminated)
-        if len(batch.obs) % cfg.utd_ratio:
+        if len(batch) % cfg.utd_ratio:
             raise ValueError(
-                f"a batch of {len(batch.obs)} rows does not split into utd_ratio="
+                f"a batch of {len(batch)} rows does not split into utd_ratio="
                 f"{cfg.utd_ratio} equal minibatches"
             )
         actor_obs = self._actor_rows(batch.obs)
@@ -356,7 +402,7 @@ class SAC:
         cfg = self.config
         inputs = (obs, action, reward, next_obs, terminated)
         sums: dict[str, torch.Tensor] = {}
-        for j, minibatch in enumerate(zip(*(x.chunk(len(polyak)) for x in inputs))):
+        for j, minibatch in enumerate(zip(*(split_rows(x, len(polyak)) for x in inputs))):
             losses, stats = steps.minimise(
                 ("critic",), self._critic_losses, *minibatch, log_alpha.detach().exp()
             )
@@ -389,20 +435,23 @@ class SAC:
         """The states of the actor/temperature step: the last minibatch or all of them."""
         if self.config.actor_batch == "full":
             return obs
-        return obs[len(obs) - len(obs) // self.config.utd_ratio :]
+        return split_rows(obs, self.config.utd_ratio)[-1]
 
     def _critic_losses(
         self,
-        obs: torch.Tensor,
+        obs: Obs,
         action: torch.Tensor,
         reward: torch.Tensor,
-        next_obs: torch.Tensor,
+        next_obs: Obs,
         terminated: torch.Tensor,
         alpha: torch.Tensor,
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """({critic_loss: sum of the critics' MSEs to the (soft) Bellman target},
         {q: mean Q, target_q: mean target})."""
         cfg = self.config
+        obs = self._features(obs)  # the encoder (images) learns from this loss
+        with torch.no_grad():
+            next_obs = self._features(next_obs)
         with torch.no_grad(), self._autocast():
             samples = cfg.backup_actions if cfg.max_target_backup else 1
             # sample-major: sample k is rows k B .. (k + 1) B - 1
@@ -420,9 +469,11 @@ class SAC:
         return {"critic_loss": ensemble_mse(q, target_q)}, stats
 
     def _actor_losses(
-        self, obs: torch.Tensor, alpha: torch.Tensor
+        self, obs: Obs, alpha: torch.Tensor
     ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """({actor_loss: mean alpha log pi - Q}, log-probabilities of the sampled actions)."""
+        with torch.no_grad():  # images: the encoder's features, no gradient into it
+            obs = self._features(obs)
         with self._autocast():
             action, log_prob = self.actor(obs)
             q = self.critic(obs, action)

@@ -389,6 +389,14 @@ MUTATIONS: list[Mutation] = [
         "n-step windows run on into the env's next episode",
         ("tests/test_nstep.py",),
     ),
+    Mutation(
+        "sac_encoder_not_trained",
+        "algos/sac.py",
+        "critic_params += [*self.encoder.parameters()]",
+        "critic_params += []",
+        "SAC's image encoder is left out of the critic's optimiser (never trained)",
+        ("tests/test_pixel_sac.py",),
+    ),
     # --- algos/ppo.py -------------------------------------------------------------------
     Mutation(
         "ppo_entropy_bonus_sign",

@@ -217,7 +217,7 @@ _GENERATIVE, _SAFE = "diffusion / flow", "safe"
 ALGORITHMS: dict[str, Algorithm] = {
     entry.name: entry
     for entry in (
-        Algorithm("sac", _sac, _ONLINE),
+        Algorithm("sac", _sac, _ONLINE, images=True),
         Algorithm("td3", _td3, _ONLINE),
         Algorithm("fast_td3", _fast_td3, _ONLINE),
         Algorithm("ppo", _ppo, _ONLINE, ("box", "discrete"), images=True),
@@ -230,7 +230,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("cql", _cql, _OFFLINE),
         Algorithm("cal_ql", _cal_ql, _OFFLINE),
         Algorithm("famo2o", _famo2o, _O2O),
-        Algorithm("rlpd", _rlpd, _O2O),
+        Algorithm("rlpd", _rlpd, _O2O, images=True),
         Algorithm("wsrl", _wsrl, _O2O),
         Algorithm("diffusion_bc", _diffusion_bc, _GENERATIVE),
         Algorithm("flow_bc", _flow_bc, _GENERATIVE),

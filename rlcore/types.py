@@ -18,6 +18,15 @@ def rows_of(obs: Obs) -> int:
     return obs.shape[0]
 
 
+def split_rows(obs: Obs, chunks: int) -> list[Obs]:
+    """``obs`` (a tensor, or a dict of part tensors) cut into ``chunks`` equal row blocks
+    (``torch.chunk`` of each part)."""
+    if isinstance(obs, dict):
+        parts = {key: value.chunk(chunks) for key, value in obs.items()}
+        return [{key: blocks[i] for key, blocks in parts.items()} for i in range(chunks)]
+    return list(obs.chunk(chunks))
+
+
 @dataclass(frozen=True)
 class Batch:
     """A minibatch of transitions, all tensors on the same device, leading dim = batch.

@@ -99,6 +99,8 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.train algo=drqv2 env=InvertedPendulum env.obs=pixels env.frame_stack=3": (
         COMPOSE
     ),
+    "python -m rlcore.train algo=sac env=InvertedPendulum env.obs=state+pixels algo.encoder=drq "
+    "algo.shift_pad=4 algo.compile=false": COMPOSE,
     "python -m pytest -q -n 2 --durations=15": Case("skip", "the whole suite (CI runs it)"),
     SAC_RUN: run(
         "1M steps cut to 300 (TINY_ONLINE); the run the placeholders name", extra=TINY_ONLINE

@@ -375,8 +375,15 @@ def test_experiment_configs_compose_into_valid_algo_configs(experiment):
     from omegaconf import OmegaConf
 
     config = spec.config_from_dict(OmegaConf.to_container(cfg.algo, resolve=True))
-    # the D4RL recipes on Hopper, the AntMaze recipes on the evaluation maze
-    assert cfg.env.id == ("AntMazeUMazeEval-v0" if "antmaze" in experiment else "Hopper-v5")
-    assert cfg.dataset or config.plan().schedule.on_policy  # offline recipes name their dataset
+    # the D4RL recipes on Hopper, the AntMaze recipes on the evaluation maze, DrQ-v2's CPU
+    # recipe on the rendered pendulum
+    expected = {"antmaze": "AntMazeUMazeEval-v0", "invertedpendulum": "InvertedPendulum-v5"}
+    env = next((v for k, v in expected.items() if k in experiment), "Hopper-v5")
+    assert cfg.env.id == env
+    plan = config.plan()
+    offline = (
+        plan.data.required or plan.schedule.offline_steps or plan.schedule.offline_data != "drop"
+    )
+    assert cfg.dataset or not offline  # offline recipes name their dataset
     assert experiment.startswith(spec.name)
     assert config is not None

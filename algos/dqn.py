@@ -35,6 +35,9 @@ Departures from CleanRL's dqn.py:
   (~0.96 at CleanRL's 10k steps); each sub-env draws its own epsilon coin (CleanRL draws
   one for all envs).
 * Truncated episodes bootstrap from Q(final observation); only termination stops it.
+* ``n_step`` (1 by default, CleanRL): n-step returns from the replay buffer
+  (``rlcore.buffers.NStepReturns``), the target discounted by the batch's gamma^k
+  (Hessel et al. 2018, "Rainbow", use 3).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class DQNConfig:
     end_e: float = 0.05  # epsilon after the decay
     exploration_fraction: float = 0.5  # fraction of total_steps over which epsilon decays
     fused_optimizer: bool = False  # fused Adam kernel (CleanRL uses the default Adam)
+    n_step: int = 1  # n-step returns (rlcore.buffers.NStepReturns; Rainbow uses 3)
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
     batch_size: int = 128  # transitions per update
     buffer_size: int = 10_000  # replay capacity
@@ -88,7 +92,7 @@ class DQNConfig:
         schedule = Schedule(
             online_steps=self.total_steps, batch_size=self.batch_size,
             buffer_size=self.buffer_size, learning_starts=self.learning_starts,
-            updates_per_step=self.updates_per_step,
+            updates_per_step=self.updates_per_step, n_step=self.n_step,
         )  # fmt: skip
         return RunPlan(schedule, gamma=self.gamma)
 

@@ -127,6 +127,25 @@ def test_double_dqn_target_by_hand():
     torch.testing.assert_close(vanilla, torch.tensor([11.0, 22.0, 3.0]))
 
 
+def test_dqn_n_step_targets_use_the_batch_discount(tmp_path):
+    """``algo.n_step=3`` plans 3-step returns and the update discounts by the batch's
+    gamma^k per row (by hand: rows of k = 3 and k = 1), and a CartPole run trains on them."""
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    assert DQNConfig(n_step=3).plan().schedule.n_step == 3
+    reward, terminated = torch.tensor([1.0, 1.0]), torch.tensor([0.0, 0.0])
+    next_q = torch.tensor([[2.0, 4.0], [2.0, 4.0]])
+    discount = torch.tensor([0.5**3, 0.5])
+    torch.testing.assert_close(
+        td_target(reward, terminated, discount, next_q), torch.tensor([1.5, 3.0])
+    )
+    train(make_config("algo=dqn", "env=CartPole-v1", *FAST, "algo.n_step=3", "total_steps=400",
+                      "algo.learning_starts=100", "algo.batch_size=16", "eval_every=400",
+                      "eval_episodes=1", "eval_envs=1"), tmp_path / "run")  # fmt: skip
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()
+
+
 def _discrete_batch(n: int = 32, seed: int = 0) -> Batch:
     g = torch.Generator().manual_seed(seed)
     return Batch(

@@ -597,11 +597,11 @@ def test_export_refuses_image_observations_of_an_agent_without_encoder_in_one_li
     from rlcore.spaces import describe_action_space
 
     spaces = {**MIXED.spaces_record(), **describe_action_space(BOX1)}
-    save_checkpoint({"format": FORMAT_VERSION, "algo": "sac", "config": {}, "spaces": spaces,
+    save_checkpoint({"format": FORMAT_VERSION, "algo": "td3", "config": {}, "spaces": spaces,
                      "agent": {}}, tmp_path / "checkpoints" / "latest.pt")  # fmt: skip
     assert main([str(tmp_path), "--format", "onnx"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: algo=sac has no image encoder")
+    assert err.startswith("error: algo=td3 has no image encoder")
     assert err.count("\n") == 1
 
 

@@ -50,7 +50,7 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   shifts every image of an update batch by up to p pixels (``rlcore.nets.random_shift``,
   DrQ's augmentation); the actor step draws its own shifts (DrQ-v2 reuses the critic's).
   Images are never standardised (``normalize_obs`` is refused with them) and the update
-  runs eager (``compile`` is refused).
+  runs eager (``compile=True`` is refused, ``"auto"`` means eager).
 * Speed, not maths: critic parameters do not get gradients in the actor step, acting
   runs without autograd, Adam uses the fused step.
 * Opt-in ``precision="bf16"``: the updates' matmuls run in bfloat16 (autocast), with
@@ -201,6 +201,8 @@ class SACConfig:
         check_target_clip(self.target_clip)
         if self.shift_pad < 0:
             raise ValueError(f"shift_pad={self.shift_pad} must be >= 0")
+        if self.encoder is not None and self.compile == "auto":
+            self.compile = False  # the image encoder's update runs eager (docstring)
         if self.critic_subset is not None and not 1 <= self.critic_subset <= self.num_critics:
             raise ValueError(
                 f"critic_subset={self.critic_subset} must be in [1, num_critics="

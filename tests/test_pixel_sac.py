@@ -83,6 +83,7 @@ def test_refusals_name_the_fix() -> None:
         SAC(IMAGE, BOX, SACConfig(encoder="drq", normalize_obs=True))
     with pytest.raises(ValueError, match="shift_pad"):
         SACConfig(shift_pad=-1)
+    assert SACConfig(encoder="drq", compile="auto").compile is False  # the command line's
 
 
 def test_a_pixel_sac_run_from_the_command_line(tmp_path) -> None:

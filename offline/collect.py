@@ -16,7 +16,9 @@ Gaussian ``noise``), or ``replay:<run dir>`` (the transitions in that run's chec
 replay buffer; with ``steps=n`` only those of its first n env steps). Optional keys:
 ``seed`` (env resets, noise and policy sampling), ``sample``, ``noise`` (std as a fraction
 of the action half-range), ``slowness``, ``flatten_obs`` (a dict observation recorded as
-one vector; without it the parts are kept), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
+one vector; without it the parts are kept), ``obs`` (``state``; ``pixels`` or
+``state+pixels``: camera images, uint8, as ``env.obs`` makes them, with ``image_size``,
+``frame_stack`` and ``camera``; a scripted expert reads the state part), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
 both together), ``threads`` (torch threads, as in ``rlcore.train``: ``auto`` = 1, N, or
 ``null``). The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
@@ -33,14 +35,15 @@ from typing import Any
 from rlcore.commands import print_help_if_asked
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
 from rlcore.offline.datasets import DatasetError
-from rlcore.offline.recording import collect
+from rlcore.offline.recording import Rendering, collect
 from rlcore.threads import AUTO, apply_threads
 
 USAGE = (
     "usage: python -m rlcore.offline.collect env=<env> "
     "policy=<run dir | random | expert | replay:<run dir>> "
     "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [sample=false] [noise=0.0] "
-    "[slowness=1.0] [flatten_obs=false] [max_episode_steps=<n>] "
+    "[slowness=1.0] [flatten_obs=false] [obs=state|pixels|state+pixels image_size=84 "
+    "frame_stack=1 camera=<name>] [max_episode_steps=<n>] "
     "[ref_min_score=<x> ref_max_score=<y>] [threads=auto]\n"
     "       python -m rlcore.offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
 )
@@ -58,7 +61,24 @@ KEYS = {
     "threads",
     "slowness",
     "flatten_obs",
+    "obs",
+    "image_size",
+    "frame_stack",
+    "camera",
 }
+
+
+def rendering_arg(args: dict[str, str]) -> Rendering:
+    """The recorded observation's kind and image options (``rlcore.envs.pixels``)."""
+    from rlcore.envs.pixels import OBS_MODES
+
+    obs = args.get("obs", "state")
+    if obs not in OBS_MODES:
+        raise UsageError(f"obs={obs}: choose from {', '.join(OBS_MODES)}")
+    return Rendering(
+        obs, number_arg(args, "image_size", int, 84), number_arg(args, "frame_stack", int, 1),
+        args.get("camera"),
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
@@ -89,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             ref_max_score=number_arg(args, "ref_max_score", float),
             slowness=number_arg(args, "slowness", float, 1.0),
             flatten_obs=bool_arg(args, "flatten_obs", False),
+            rendering=rendering_arg(args),
         )
     except UsageError as error:
         print(f"error: {error}\n{USAGE}", file=sys.stderr)

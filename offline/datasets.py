@@ -690,6 +690,13 @@ def load_minari_folder(
         episodes, metadata, obs_space, act_space = _episodes_from_hdf5(data_dir)
     if not episodes:
         raise DatasetError(f"{source} holds no episode")
+    images = _image_parts(obs_space)
+    if images:
+        raise DatasetError(
+            f"{source} observes images ({', '.join(images)}: uint8); offline datasets hold "
+            "flat float32 rows, so datasets of images do not load yet (record "
+            "obs=state to train on the state)"
+        )
 
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward")}
     parts.update({k: [] for k in ("next_obs", "terminated", "truncated", "ends")})
@@ -756,6 +763,16 @@ def load_minari_folder(
     )
     dataset.obs_layout = _layout(obs_space)
     return dataset
+
+
+def _image_parts(space: gym.Space | None) -> list[str]:
+    """The parts of an observation space that are images (uint8 Boxes of 3 dimensions)."""
+    if isinstance(space, gym.spaces.Dict):
+        return [name for name, sub in space.spaces.items() if _image_parts(sub)]
+    is_image = (
+        isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+    )
+    return ["observation"] if is_image else []
 
 
 def _layout(space: gym.Space | None) -> tuple[tuple[str, tuple[int, ...]], ...] | None:

@@ -104,10 +104,16 @@ def rollout(
 
 
 def _stacked(observations: list[Any]) -> np.ndarray | dict[str, np.ndarray]:
-    """T+1 observations as one float32 array, or one per part of a dict observation."""
+    """T+1 observations as one array, or one per part of a dict observation: float32, but
+    images (uint8) stay uint8."""
+
+    def stacked(values: list[Any]) -> np.ndarray:
+        array = np.asarray(values)
+        return array if array.dtype == np.uint8 else array.astype(np.float32)
+
     if isinstance(observations[0], dict):
-        return {k: np.asarray([o[k] for o in observations], np.float32) for k in observations[0]}
-    return np.asarray(observations, dtype=np.float32)
+        return {k: stacked([o[k] for o in observations]) for k in observations[0]}
+    return stacked(observations)
 
 
 def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> list[Episode]:
@@ -196,9 +202,41 @@ def replay_episodes(state: dict[str, Any], first_steps: int | None = None) -> li
     return episodes
 
 
-def _made(env_id: str, kwargs: dict[str, Any], flatten_obs: bool) -> gym.Env:
+@dataclass(frozen=True)
+class Rendering:
+    """What the recorded observation is (``rlcore.envs.pixels``): the task's own
+    (``state``), a camera image (``pixels``) or both (``state+pixels``), at ``image_size``
+    square, the last ``frame_stack`` images stacked, from ``camera`` (None: the model's
+    ``track`` camera, else the free camera), as ``env.obs`` and friends make it in a run."""
+
+    obs: str = "state"
+    image_size: int = 84
+    frame_stack: int = 1
+    camera: str | None = None
+
+
+def _made(
+    env_id: str, kwargs: dict[str, Any], flatten_obs: bool, rendering: Rendering = Rendering()
+) -> gym.Env:
+    from rlcore.envs.pixels import pixel_env
+
     env = gym.make(env_id, **kwargs)
-    return gym.wrappers.FlattenObservation(env) if flatten_obs else env
+    env = gym.wrappers.FlattenObservation(env) if flatten_obs else env
+    return pixel_env(
+        env, rendering.obs, rendering.camera, rendering.image_size, rendering.frame_stack
+    )
+
+
+def _reading_the_task(policy: Callable[[Any], np.ndarray]) -> Callable[[Any], np.ndarray]:
+    """A scripted expert fed a ``state+pixels`` observation: it reads the task's own part(s)
+    (``state`` of a vector task, the goal task's parts), not the image."""
+    from rlcore.envs.pixels import PIXELS, STATE
+
+    def act(obs: dict[str, Any]) -> np.ndarray:
+        task = {k: v for k, v in obs.items() if k != PIXELS}
+        return policy(task[STATE] if set(task) == {STATE} else task)
+
+    return act
 
 
 def _expert_task(env_id: str) -> str:
@@ -344,12 +382,14 @@ def collect(
     ref_max_score: float | None = None,
     slowness: float = 1.0,
     flatten_obs: bool = False,
+    rendering: Rendering = Rendering(),
 ) -> dict[str, Any]:
     """Record (or export) one Minari dataset; returns the summary it prints.
     ``policy="expert"``: a robot task's scripted expert (rlcore.envs.robots.experts), moving
     at ``slowness`` of its speed; ``flatten_obs`` records a dict observation flattened into
     one vector (for runs with ``env.flatten_obs=true``; without it the dataset keeps the
-    parts, for runs on the dict observations, and loads into flattened runs too)."""
+    parts, for runs on the dict observations, and loads into flattened runs too);
+    ``rendering`` records camera images (uint8) instead of, or beside, the task's state."""
     import torch
 
     from rlcore.checkpoint import load_checkpoint
@@ -363,6 +403,10 @@ def collect(
         run = policy.removeprefix("replay:")
         if sample or noise:
             raise UsageError("sample / noise do not apply to replay: (it exports stored actions)")
+        if rendering != Rendering():
+            raise UsageError(
+                "obs= / image_size= ... do not apply to replay: (it exports the run's)"
+            )
         if steps is not None and steps < 1:
             raise UsageError("steps=<n> (n >= 1) for replay: exports the run's first n env steps")
         state = load_checkpoint(run)
@@ -391,13 +435,22 @@ def collect(
             raise UsageError("sample=true needs a trained policy, not policy=random")
         if not 0 < slowness <= 1:
             raise UsageError(f"slowness={slowness}: in (0, 1] (1: the expert's own speed)")
+        if rendering.obs != "state" and flatten_obs:
+            raise UsageError(f"obs={rendering.obs}: images are not flattened (flatten_obs=false)")
         if policy == "expert":
             _expert_task(env_id)  # before the observation check: names the missing expert
+            if rendering.obs == "pixels":
+                raise UsageError(
+                    "policy=expert reads the task's state: record obs=state+pixels (a pixel "
+                    "run reads its image part)"
+                )
         with gym.make(env_id, **make_kwargs) as probe:
             dict_space = probe.observation_space
         if policy == "expert":
             recorded = dict_space if flatten_obs else None  # the expert reads dicts
             actor, algorithm = _expert(env_id, recorded, slowness), f"scripted expert of {env_id}"
+            if rendering.obs != "state":
+                actor = _reading_the_task(actor)
             if slowness < 1:
                 algorithm += f" at {slowness:g} of its speed"
         else:
@@ -406,10 +459,13 @@ def collect(
             algorithm = "uniform random" if actor is None else f"{kind} of {policy}"
         if actor is not None and noise > 0:
             algorithm += f" + Gaussian noise {noise}"
-        with _made(env_id, make_kwargs, flatten_obs) as rollout_env, torch.random.fork_rng():
+        with (
+            _made(env_id, make_kwargs, flatten_obs, rendering) as rollout_env,
+            torch.random.fork_rng(),
+        ):
             torch.manual_seed(seed)  # the policy's own sampling: same seed, same dataset
             episodes = rollout(rollout_env, actor, steps, seed=seed, noise=noise)
-    with _made(env_id, make_kwargs, flatten_obs) as env_for_spec:
+    with _made(env_id, make_kwargs, flatten_obs, rendering) as env_for_spec:
         path = write_dataset(
             dataset_id,
             episodes,

@@ -48,8 +48,9 @@ def test_the_same_seed_regenerates_the_same_bytes(tmp_path: Path, monkeypatch) -
         files.append([(data / f).read_bytes() for f in ("main_data.hdf5", "metadata.json")])
     assert files[0] == files[1]
     meta = json.loads(files[0][1])
-    assert "scripted expert of PandaLift-v1 at 0.7 of its speed + Gaussian noise 0.3" in (
-        meta["algorithm_name"]
+    assert (
+        "scripted expert of PandaLift-v1 at 0.7 of its speed + Gaussian noise 0.3"
+        in (meta["algorithm_name"])
     )
 
 
@@ -84,3 +85,32 @@ def test_an_offline_run_trains_on_demonstrations_and_reports_success(
         "eval_envs=1", "logger=quiet", "threads=1",
     ), tmp_path / "run")  # fmt: skip
     assert result["run/step"] == 60 and 0.0 <= result["eval/success_rate"] <= 1.0
+
+
+def test_camera_demonstrations_keep_uint8_images_and_the_states(minari_root: Path) -> None:
+    """``obs=state+pixels``: the expert reads the state part, so the states equal a state
+    recording's with the same seed, and the images are stored as uint8 stacks (2 frames of
+    16 x 16 RGB; a new episode repeats its first image). Loading them as an offline dataset
+    is refused, naming the images; an expert cannot act on pixels alone."""
+    import minari
+
+    from rlcore.offline.datasets import DatasetError, load_dataset
+
+    _record("env=PandaLift", "steps=120", "dataset_id=local/pandalift/state-v0")
+    summary = _record("env=PandaLift", "steps=120", "dataset_id=local/pandalift/camera-v0",
+                      "obs=state+pixels", "image_size=16", "frame_stack=2")  # fmt: skip
+    assert summary["success_rate"] == 1.0
+    plain = list(minari.load_dataset("local/pandalift/state-v0").iterate_episodes())
+    camera = list(minari.load_dataset("local/pandalift/camera-v0").iterate_episodes())
+    assert len(camera) == len(plain) == 2
+    for with_images, states in zip(camera, plain):
+        pixels = with_images.observations["pixels"]
+        assert pixels.dtype == np.uint8 and pixels.shape == (len(states.observations), 6, 16, 16)
+        np.testing.assert_array_equal(pixels[0, :3], pixels[0, 3:])
+        assert pixels.std() > 1  # a picture, not a blank
+        np.testing.assert_array_equal(with_images.observations["state"], states.observations)
+        np.testing.assert_array_equal(with_images.actions, states.actions)
+    with pytest.raises(DatasetError, match="observes images \\(pixels: uint8\\)"):
+        load_dataset("local/pandalift/camera-v0")
+    with pytest.raises(SystemExit):
+        _record("env=PandaLift", "steps=10", "dataset_id=local/pandalift/pix-v0", "obs=pixels")

@@ -67,7 +67,7 @@ from rlcore.nets import (
     observation_encoder,
     orthogonal_init,
     polyak_update,
-    random_shift,
+    shift_images,
 )
 from rlcore.plan import RunPlan, Schedule
 from rlcore.spaces import BOX
@@ -216,13 +216,7 @@ class DrQV2:
 
     def augment(self, obs: Obs) -> Obs:
         """Every image part randomly shifted (the spec's order), vectors as they are."""
-        pad = self.config.shift_pad
-        if pad == 0:
-            return obs
-        if not isinstance(obs, dict):
-            return random_shift(obs, pad)
-        images = {part.name for part in self.plumbing.obs.images}
-        return {k: random_shift(v, pad) if k in images else v for k, v in obs.items()}
+        return shift_images(obs, self.plumbing.obs, self.config.shift_pad)
 
     @numpy_act
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:

@@ -130,7 +130,7 @@ from rlcore.nets import (
     TanhGaussianActor,
     observation_encoder,
     orthogonal_init,
-    random_shift,
+    shift_images,
 )
 from rlcore.plan import RunPlan, Schedule
 from rlcore.speed import resolve_speed_modes
@@ -334,14 +334,7 @@ class SAC:
         features of it, its images randomly shifted first when ``shift_pad`` > 0."""
         if self.encoder is None:
             return obs  # type: ignore[return-value]
-        pad = self.config.shift_pad
-        if pad > 0:
-            images = {part.name for part in self.plumbing.obs.images}
-            if isinstance(obs, dict):
-                obs = {k: random_shift(v, pad) if k in images else v for k, v in obs.items()}
-            else:
-                obs = random_shift(obs, pad)
-        return self.encoder(obs)
+        return self.encoder(shift_images(obs, self.plumbing.obs, self.config.shift_pad))
 
     def update(self, batch: Batch) -> dict[str, float]:
         """``utd_ratio`` critic updates (one per minibatch of the batch, each followed by

@@ -845,6 +845,18 @@ def random_shift(
     return images[index, channel, rows[:, None, :, None], cols[:, None, None, :]]
 
 
+def shift_images(obs: Any, spec: ObsSpec, pad: int) -> Any:
+    """``random_shift`` of every image part of an observation batch (one image tensor, or a
+    dict whose image parts ``spec`` names, shifted in the dict's order; vectors untouched);
+    ``pad`` 0 returns ``obs`` itself. DrQ's augmentation as DrQ-v2 and pixel SAC use it."""
+    if pad == 0:
+        return obs
+    if not isinstance(obs, dict):
+        return random_shift(obs, pad)
+    images = {part.name for part in spec.images}
+    return {k: random_shift(v, pad) if k in images else v for k, v in obs.items()}
+
+
 class ObsNormalizer(nn.Module):
     """(obs - mean) / std with statistics fitted once on a dataset (offline algorithms).
 

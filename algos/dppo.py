@@ -42,6 +42,16 @@ The paper trains with 40 envs x 500 steps per iteration (``env.num_envs=40
 algo.rollout_steps=500``); the defaults here are the same, sized down by configs where a
 CPU run needs it.
 
+Images (dppo cfg/robomimic/finetune/*/ft_ppo_diffusion_mlp_img.yaml,
+agent/finetune/train_ppo_diffusion_img_agent.py): a policy cloned from images
+(``algo=diffusion_bc algo.encoder=...``) is fine-tuned with its encoder: the frozen base
+steps read the BC run's EMA encoder, the fine-tuned steps a copy trained with the actor
+(DPPO's ``actor_ft`` copies the whole network, backbone included), the critic a new
+encoder of the same kind with its own MLP (DPPO's ``ViTCritic`` has its own backbone).
+Before each update the rollout's images are shifted once, by up to ``shift_pad`` = 4
+pixels (DPPO's ``train.augment``), and the old step scores are recomputed on the shifted
+images, so every ratio starts at 1 as in the reference.
+
 Parity (benchmarks/parity/diffusion_flow.py, tests/golden/diffusion_dppo.json): the
 reference's exploring and evaluation chains and step scores on the same weights and
 draws reproduced within 6e-7.
@@ -66,6 +76,10 @@ Departures from the reference:
   reference's default keeps all of them too).
 * Observations keep the behaviour-cloning run's standardisation (dataset mean / std),
   not DPPO's min-max scaling to [-1, 1].
+* Images: rlcore's CNN encoders instead of DPPO's ViT; the critic's values and the GAE
+  come from the rollout's unshifted images (the reference values the shifted ones); the
+  minibatch's pairs share one encoding per pair row (the reference encodes per env step);
+  no reference run compared (its image agents need robomimic's renders).
 * No evaluation iterations inside training (the reference spends every 10th iteration
   on an evaluation rollout of the training envs); rlcore evaluates on separate envs.
 """
@@ -78,6 +92,7 @@ from dataclasses import dataclass
 import gymnasium as gym
 import numpy as np
 import torch
+from torch import nn
 
 from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.buffers import minibatch_indices
@@ -90,9 +105,10 @@ from rlcore.generative import (
     standard_normal,
 )
 from rlcore.losses import clipped_surrogate, standardize
-from rlcore.nets import MLP
+from rlcore.nets import MLP, shift_images
+from rlcore.observations import ObsSpec
 from rlcore.plan import EnvRecipe, Returns, RunPlan, Schedule
-from rlcore.types import RolloutBatch
+from rlcore.types import Obs, RolloutBatch, take_rows
 from rlcore.utils import adam, clipped_step
 
 
@@ -137,6 +153,9 @@ class DPPOConfig:
     bc_loss_coef: float = 0.0  # its weight (the reference's default)
     max_grad_norm: float | None = None  # global-norm clip per network (None: the reference's)
     fused_optimizer: bool = True
+    # image observations (a BC run with algo.encoder): DPPO's train.augment, one random
+    # shift of the rollout's images before its update (0: none)
+    shift_pad: int = 4
     # env-side settings (rlcore.train)
     normalize_obs: bool = False  # the pre-trained standardisation is used instead
     normalize_reward: bool = True  # running reward scaling
@@ -179,49 +198,83 @@ class DPPO:
         config: DPPOConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.plumbing = io = Plumbing(observation_space, action_space, device, "DPPO")
+        images = bool(ObsSpec.from_space(observation_space).images)
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "DPPO", obs_parts=images
+        )
         self.config = config = config or DPPOConfig()
         self.device = io.device
-        head, self.obs_normalizer, self.box = policy_parts(
-            "ddpm", observation_space, action_space, config, self.device
+        parts = policy_parts(
+            "ddpm", observation_space, action_space, config, self.device, images=images
         )
-        self.base: DDPMHead = head
+        self.obs_normalizer, self.box = parts.obs_normalizer, parts.box
+        self.base: DDPMHead = parts.head
         self.base.requires_grad_(False)
         self.actor: DDPMHead = copy.deepcopy(self.base).requires_grad_(True)
-        self.critic = MLP(io.obs_dim, 1, config.critic_hidden, "mish")
-        self.actor_optimizer = adam(
-            self.actor.parameters(), config.actor_lr, config.fused_optimizer
-        )
-        self.critic_optimizer = adam(
-            self.critic.parameters(), config.critic_lr, config.fused_optimizer
-        )
+        # images: the BC run's encoder, frozen for the base steps and fine-tuned with the
+        # actor (DPPO's actor_ft copies the whole network); the critic has its own
+        self.base_encoder = self.actor_encoder = self.critic_encoder = None
+        actor_params = [*self.actor.parameters()]
+        critic_in, encoders = io.obs_dim if not images else 0, {}
+        if parts.encoder is not None:
+            self.base_encoder = parts.encoder.requires_grad_(False)
+            self.actor_encoder = copy.deepcopy(parts.encoder).requires_grad_(True)
+            self.critic_encoder = parts.fresh_encoder
+            actor_params += [*self.actor_encoder.parameters()]
+            critic_in = self.critic_encoder.out_dim
+            encoders = {"base_encoder": self.base_encoder, "actor_encoder": self.actor_encoder,
+                        "critic_encoder": self.critic_encoder}  # fmt: skip
+        self.critic = MLP(critic_in, 1, config.critic_hidden, "mish").to(self.device)
+        critic_params = [*self.critic.parameters()]
+        if self.critic_encoder is not None:
+            critic_params += [*self.critic_encoder.parameters()]
+        self.actor_optimizer = adam(actor_params, config.actor_lr, config.fused_optimizer)
+        self.critic_optimizer = adam(critic_params, config.critic_lr, config.fused_optimizer)
         self.parts = io.declare(
             counters={"updates": int}, actor=self.actor, base=self.base, critic=self.critic,
             obs_normalizer=self.obs_normalizer, actor_optimizer=self.actor_optimizer,
-            critic_optimizer=self.critic_optimizer,
+            critic_optimizer=self.critic_optimizer, **encoders,
         )  # fmt: skip
         self.updates = 0
+
+    def _features(self, obs: Obs, encoder: nn.Module | None) -> torch.Tensor:
+        """What a network reads: the standardised vector, or ``encoder``'s features."""
+        if self.base_encoder is None:
+            return self.obs_normalizer(obs.float())
+        return encoder(obs)
+
+    def _conditions(self, obs: Obs) -> tuple[torch.Tensor, torch.Tensor]:
+        """(base network's condition, fine-tuned network's): the same vector, or each
+        encoder's features of the images."""
+        if self.base_encoder is None:
+            norm = self._features(obs, None)
+            return norm, norm
+        return self._features(obs, self.base_encoder), self._features(obs, self.actor_encoder)
 
     # -- acting ---------------------------------------------------------------------
     def _first_tuned(self) -> int:
         return self.config.denoising_steps - self.config.finetune_steps
 
     def _denoise(
-        self, obs: torch.Tensor, evaluation: bool = False
+        self, obs: torch.Tensor, evaluation: bool = False, tuned_obs: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(unit chunk (B, H, A), chain of the fine-tuned steps (B, K' + 1, H, A), their
         log-densities (B, K')). Frozen network for steps < K - K', fine-tuned after; x_K
         ~ N(0, I); each step's noise clipped to +-``noise_clip`` std (dppo
         diffusion_vpg.py:294-297). Exploring: every std floored at ``std_floor``;
-        ``evaluation``: the reference's deterministic sampler (``DDPMHead.step_floor``)."""
+        ``evaluation``: the reference's deterministic sampler (``DDPMHead.step_floor``).
+        ``tuned_obs``: the fine-tuned network's condition where it differs (images: its own
+        encoder's features; default ``obs``)."""
         cfg, first = self.config, self._first_tuned()
+        tuned_obs = obs if tuned_obs is None else tuned_obs
         shape = (len(obs), cfg.horizon, self.base.action_dim)
         x = torch.randn(shape, device=obs.device)
         chain, log_probs = [x] if first == 0 else [], []
         for i in range(cfg.denoising_steps):
             tuned = i >= first
             floor = self.base.step_floor(i, cfg.std_floor, evaluation)
-            mean, std = (self.actor if tuned else self.base).transition(obs, x, i, floor)
+            network, condition = (self.actor, tuned_obs) if tuned else (self.base, obs)
+            mean, std = network.transition(condition, x, i, floor)
             x_next = mean + std * standard_normal(shape, cfg.noise_clip, None, obs.device)
             if tuned:
                 log_probs.append(step_log_prob(x_next, mean, std))
@@ -238,7 +291,8 @@ class DPPO:
         evaluation sampler (x_K ~ N(0, I), std floor 1e-3, no noise at the last step; dppo
         diffusion_vpg.py:258-297), drawing from the global torch RNG; otherwise the
         exploring sampler."""
-        unit, _, _ = self._denoise(self.obs_normalizer(obs), evaluation=deterministic)
+        base, tuned = self._conditions(obs)
+        unit, _, _ = self._denoise(base, evaluation=deterministic, tuned_obs=tuned)
         return self.box.to_env(unit)
 
     @torch.no_grad()
@@ -247,15 +301,15 @@ class DPPO:
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Chunk in env units, the sum of its steps' scores, V(s), and the rollout
         channels ``chain`` (B, K' + 1, H, A) and ``step_log_prob`` (B, K')."""
-        norm = self.obs_normalizer(obs.float())
-        unit, chain, log_prob = self._denoise(norm)
-        value = self.critic(norm).squeeze(-1)
+        base, tuned = self._conditions(obs)
+        unit, chain, log_prob = self._denoise(base, tuned_obs=tuned)
+        value = self.value(obs)
         channels = {"chain": chain, "step_log_prob": log_prob}
         return self.box.to_env(unit), log_prob.sum(-1), value, channels
 
     @torch.no_grad()
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self.obs_normalizer(obs.float())).squeeze(-1)
+    def value(self, obs: Obs) -> torch.Tensor:
+        return self.critic(self._features(obs, self.critic_encoder)).squeeze(-1)
 
     # -- learning -------------------------------------------------------------------
     def bc_loss(self, obs: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -279,7 +333,13 @@ class DPPO:
         tuned = cfg.finetune_steps
         rows = len(batch)
         pairs = rows * max(tuned, 1)  # K' = 0: the critic still learns, one row each
-        norm_obs = self.obs_normalizer(batch.obs)
+        old_log_prob = batch.extras["step_log_prob"] if tuned else None
+        if self.base_encoder is None:
+            norm_obs = self.obs_normalizer(batch.obs)
+        else:  # images: shifted once, the old scores recomputed on them (DPPO's augment)
+            norm_obs = shift_images(batch.obs, self.plumbing.obs, cfg.shift_pad)
+            if tuned and cfg.shift_pad:
+                old_log_prob = self._step_log_probs(norm_obs, batch.extras["chain"])
         weight = cfg.denoise_discount ** torch.arange(tuned - 1, -1, -1, device=self.device)
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
                                          "clip_fraction": [], "bc_loss": []}  # fmt: skip
@@ -287,24 +347,27 @@ class DPPO:
         for _ in range(cfg.update_epochs):
             for pair in minibatch_indices(pairs, cfg.minibatch_size, self.device):
                 row, k = pair // max(tuned, 1), pair % max(tuned, 1)
-                obs = norm_obs[row]
-                value_loss = 0.5 * (self.critic(obs).squeeze(-1) - batch.returns[row]).pow(2).mean()
+                obs = take_rows(norm_obs, row)
+                critic_in = self._features(obs, self.critic_encoder)
+                value = self.critic(critic_in).squeeze(-1)
+                value_loss = 0.5 * (value - batch.returns[row]).pow(2).mean()
                 loss = cfg.vf_coef * value_loss
                 approx_kl = torch.zeros(())
                 if tuned:
                     chain = batch.extras["chain"]
+                    condition = self._features(obs, self.actor_encoder)
                     mean, std = self.actor.transition(
-                        obs, chain[row, k], self._first_tuned() + k, cfg.std_floor
+                        condition, chain[row, k], self._first_tuned() + k, cfg.std_floor
                     )
                     log_prob = step_log_prob(chain[row, k + 1], mean, std)
-                    old = batch.extras["step_log_prob"][row, k]
+                    old = old_log_prob[row, k]
                     advantage = standardize(batch.advantage[row]) * weight[k]
                     policy_loss, approx_kl, clip_frac = clipped_surrogate(
                         log_prob - old, advantage, cfg.clip_coef
                     )
                     loss = loss + policy_loss
                     if cfg.use_bc_loss:
-                        bc = self.bc_loss(obs, k)
+                        bc = self.bc_loss(condition, k)
                         loss = loss + cfg.bc_loss_coef * bc
                         stats["bc_loss"].append(bc.item())
                     stats["policy_loss"].append(policy_loss.item())
@@ -324,6 +387,19 @@ class DPPO:
         self.updates += 1
         out = {k: float(np.mean(v)) for k, v in stats.items() if v}
         return {**out, "minibatches": float(minibatches)}
+
+    @torch.no_grad()
+    def _step_log_probs(self, obs: Obs, chain: torch.Tensor) -> torch.Tensor:
+        """(rows, K') scores of the rollout's fine-tuned steps under the current actor, on
+        ``obs`` (the shifted images: DPPO recomputes them after its augmentation)."""
+        condition = self._features(obs, self.actor_encoder)
+        first, scores = self._first_tuned(), []
+        for k in range(self.config.finetune_steps):
+            mean, std = self.actor.transition(
+                condition, chain[:, k], first + k, self.config.std_floor
+            )
+            scores.append(step_log_prob(chain[:, k + 1], mean, std))
+        return torch.stack(scores, 1)
 
     def state_dict(self) -> dict:
         return self.plumbing.state_dict(self)

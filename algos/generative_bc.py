@@ -34,6 +34,16 @@ model's only sampler); the flow from a random x_0 with every Euler step clipped 
 ``deterministic=False``: DDPM with the plain posterior noise (no floor); the flow as above.
 Random draws come from the global torch RNG: evaluation is deterministic given the seed.
 
+Images (DPPO's image recipe, dppo cfg/robomimic/pretrain/*/pre_diffusion_mlp_img.yaml and
+model/diffusion/mlp_diffusion.py ``VisionDiffusionMLP``): with ``encoder`` set the
+observation's image parts go through an ``rlcore.nets`` encoder whose features are
+compressed to ``image_features`` (Linear, LayerNorm, ReLU: DPPO's ``compress``) and
+concatenated with the vector parts; the denoiser is conditioned on that. The encoder is
+trained by the BC loss and averaged with the head on the same EMA schedule (DPPO's EMA
+covers its whole network); each training batch's images are randomly shifted by up to
+``shift_pad`` = 4 pixels (DPPO's ``augment``: ``RandomShiftsAug(pad=4)``). Image datasets:
+``rlcore.offline.datasets`` (camera demonstrations, ``collect obs=state+pixels``).
+
 Parity (benchmarks/parity/diffusion_flow.py, docs/PARITY.md): DPPO's
 learning-rate scheduler, residual MLP and evaluation sampler reproduced within 6.3e-7.
 
@@ -51,6 +61,14 @@ The budget is ``total_steps`` gradient steps of batches drawn by rlcore's offlin
 in a run of a few tens of epochs DPPO's schedule leaves the EMA near the epoch-10 weights
 (set ``ema_start_epoch`` / ``ema_every`` lower for short runs). ReinFlow's loader drops
 an epoch's last partial batch (floor instead of ceil: one step in ~1,500 on Hopper).
+On images: rlcore's CNN encoders (DrQ-v2's, Nature's, IMPALA's) instead of DPPO's ViT with
+its spatial embedding; the image features are computed once per sample (DPPO's network
+encodes again inside every denoising step, and with ``augment`` on shifts again each time,
+when sampling too; here acting reads the unshifted images); the state part is read as
+recorded (``normalize_states`` standardises vector observations only; DPPO scales it to
+[-1, 1] by the dataset's min / max); ``obs_history`` > 1 is refused with images (stack
+frames instead, ``env.frame_stack``). No reference run was compared (DPPO's image agents
+need robomimic's renders).
 Earlier runs of this project used ``denoiser=rlcore_v1 activation=mish`` (Mish, two
 residual blocks, an activation before the output), EMA every step from step 0, no
 weight decay, batch 256 and a per-step cosine; the committed snapshots
@@ -83,9 +101,9 @@ from rlcore.generative import (
     make_head,
     warmup_cosine_lr,
 )
-from rlcore.nets import ObsNormalizer
+from rlcore.nets import ObsNormalizer, observation_encoder, shift_images
 from rlcore.plan import DataRecipe, EnvRecipe, RunPlan, Schedule
-from rlcore.types import Batch
+from rlcore.types import Batch, Obs
 from rlcore.utils import ensure_finite
 
 HEADS = ("ddpm", "flow")
@@ -116,7 +134,12 @@ class DiffusionBCConfig:
     ema_every: int = 5  # ... updated every this many ema_unit ...
     ema_unit: str = "epoch"  # ... "epoch" (DPPO) | "step" (ReinFlow)
     noise_clip: float | None = 10.0  # evaluation sampler's noise clip, in stds (DDPM)
-    normalize_states: bool = True  # standardise observations with dataset statistics
+    normalize_states: bool = True  # standardise (vector) observations with dataset statistics
+    # image observations (DPPO's image recipe, module docstring): the encoder in front of
+    # the denoiser, its features compressed to image_features, DrQ's shift of shift_pad
+    encoder: str | None = None  # rlcore.nets image encoder: drq | nature | impala
+    image_features: int = 128  # DPPO's visual_feature_dim (Linear + LayerNorm + ReLU)
+    shift_pad: int = 4  # DPPO's RandomShiftsAug(pad=4) on training batches (0: none)
     fused_optimizer: bool = True  # fused AdamW kernel (same maths, faster)
     gamma: float = 0.99  # only for the dataset's return-to-go (not used by BC)
     # the run's schedule: declared by plan() below (rlcore.plan.RunPlan), run by rlcore.build
@@ -140,8 +163,10 @@ class DiffusionBCConfig:
         """Offline gradient steps on chunks of the dataset's actions."""
         schedule = Schedule(offline_steps=self.total_steps, online_steps=self.online_steps,
                             batch_size=self.batch_size)  # fmt: skip
-        return RunPlan(schedule, EnvRecipe(obs_history=self.obs_history),
-                       DataRecipe(normalize_states=self.normalize_states, required=True), gamma=self.gamma)  # fmt: skip
+        # images: the encoder scales the pixels; the state part is read as recorded
+        data = DataRecipe(normalize_states=self.normalize_states and self.encoder is None,
+                          required=True)  # fmt: skip
+        return RunPlan(schedule, EnvRecipe(obs_history=self.obs_history), data, gamma=self.gamma)
 
 
 @dataclass
@@ -170,25 +195,36 @@ class GenerativeBC:
         config: DiffusionBCConfig | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
-        self.plumbing = io = Plumbing(
-            observation_space, action_space, device, "diffusion / flow BC"
-        )
         self.config = config = config or DiffusionBCConfig()
+        self.plumbing = io = Plumbing(
+            observation_space, action_space, device, "diffusion / flow BC",
+            obs_parts=config.encoder is not None,
+        )  # fmt: skip
         self.device = io.device
         self.box = ActionBox(io.low, io.high, self.device)
         self.kind = config.head
+        # image parts: an encoder in front of the denoiser (None: the flat vector)
+        self.encoder = observation_encoder(io.obs, config.encoder, config.image_features)
+        if self.encoder is not None and config.obs_history > 1:
+            raise ValueError("algo.obs_history > 1 stacks vectors; images stack frames instead")
+        cond_dim = io.obs_dim if self.encoder is None else self.encoder.out_dim
         self.head: DDPMHead | FlowHead = make_head(
-            self.kind, io.obs_dim, io.action_dim, self.head_settings()
+            self.kind, cond_dim, io.action_dim, self.head_settings()
         )
         self.ema = EMA(self.head, config.ema_decay)
-        self.obs_normalizer = ObsNormalizer(io.obs_dim)
-        self.optimizer = adamw(
-            self.head.parameters(), config.lr, config.weight_decay, config.fused_optimizer
-        )
+        self.obs_normalizer = ObsNormalizer(cond_dim)  # identity on image features (no fit)
+        trained = [*self.head.parameters()]
+        encoder_parts: dict[str, torch.nn.Module] = {}
+        if self.encoder is not None:  # trained by the BC loss, averaged with the head
+            self.encoder.to(self.device)
+            self.ema_encoder = EMA(self.encoder, config.ema_decay)
+            trained += [*self.encoder.parameters()]
+            encoder_parts = {"encoder": self.encoder, "ema_encoder": self.ema_encoder.shadow}
+        self.optimizer = adamw(trained, config.lr, config.weight_decay, config.fused_optimizer)
         self.epoch_steps: int | None = None  # gradient steps per epoch (prepare_dataset)
         self.parts = io.declare(
             counters={"updates": int}, head=self.head, ema=self.ema.shadow,
-            obs_normalizer=self.obs_normalizer, optimizer=self.optimizer,
+            obs_normalizer=self.obs_normalizer, optimizer=self.optimizer, **encoder_parts,
         )  # fmt: skip
         self.updates = 0
 
@@ -211,12 +247,19 @@ class GenerativeBC:
         [-1, 1]); otherwise DDPM samples with the full posterior noise. Random draws come
         from the global torch RNG (deterministic given the seed)."""
         cfg = self.config
-        norm = self.obs_normalizer(obs)
+        norm = self._condition(obs, None if self.encoder is None else self.ema_encoder.shadow)
         if cfg.head == "flow":
             unit = self.ema.shadow.sample(norm, clip_intermediate=True)
         else:
             unit = self.ema.shadow.sample(norm, noise_clip=cfg.noise_clip, evaluation=deterministic)
         return self.box.to_env(unit)
+
+    def _condition(self, obs: Obs, encoder: torch.nn.Module | None, shift: int = 0) -> torch.Tensor:
+        """What the denoiser is conditioned on: the standardised vector, or the
+        ``encoder``'s features of the (``shift``-padded, randomly shifted) images and state."""
+        if encoder is None:
+            return self.obs_normalizer(obs)
+        return encoder(shift_images(obs, self.plumbing.obs, shift))
 
     def _epoch_steps(self) -> int:
         if self.epoch_steps is None:
@@ -247,7 +290,7 @@ class GenerativeBC:
         lr = self.lr_at(self.updates)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        obs = self.obs_normalizer(batch.obs)
+        obs = self._condition(batch.obs, self.encoder, cfg.shift_pad)
         target = self.box.to_unit(batch.extras["action_chunk"]).clamp(-1.0, 1.0)
         loss = self.head.loss(obs, target)
         ensure_finite(bc_loss=loss)
@@ -257,10 +300,14 @@ class GenerativeBC:
         self.updates += 1
         event = ema_event(self.updates, self._epoch_steps(), cfg.ema_start_epoch, cfg.ema_every,
                           cfg.ema_unit)  # fmt: skip
-        if event == "copy":
-            self.ema.copy_from(self.head)
-        elif event == "average":
-            self.ema.update(self.head)
+        averaged = [(self.ema, self.head)]
+        if self.encoder is not None:
+            averaged.append((self.ema_encoder, self.encoder))
+        for ema, module in averaged:
+            if event == "copy":
+                ema.copy_from(module)
+            elif event == "average":
+                ema.update(module)
         return {"bc_loss": loss.item(), "lr": lr}
 
     def state_dict(self) -> dict:

@@ -205,9 +205,8 @@ class ReinFlow:
         self.plumbing = io = Plumbing(observation_space, action_space, device, "ReinFlow")
         self.config = config = config or ReinFlowConfig()
         self.device = io.device
-        head, self.obs_normalizer, self.box = policy_parts(
-            "flow", observation_space, action_space, config, self.device
-        )
+        parts = policy_parts("flow", observation_space, action_space, config, self.device)
+        head, self.obs_normalizer, self.box = parts.head, parts.obs_normalizer, parts.box
         self.actor: FlowHead = head
         self.noise = NoiseNetwork(
             io.obs_dim, config.horizon, io.step_action_dim, config.noise_hidden

@@ -236,9 +236,8 @@ class ResiP:
         self.config = config = config or ResiPConfig()
         self.device = io.device
         action_dim = io.step_action_dim  # one step of a chunk
-        head, self.obs_normalizer, self.box = policy_parts(
-            "ddpm", observation_space, action_space, config, self.device
-        )
+        parts = policy_parts("ddpm", observation_space, action_space, config, self.device)
+        head, self.obs_normalizer, self.box = parts.head, parts.obs_normalizer, parts.box
         self.base: DDPMHead = head
         self.base.requires_grad_(False)
         in_dim = io.obs_dim + action_dim  # [state, base action] for both networks

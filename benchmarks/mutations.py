@@ -780,6 +780,31 @@ MUTATIONS: list[Mutation] = [
         "an ended episode's success (and cost) read from the reset's info, not its last step's",
         ("tests/test_robot_tasks.py::test_episode_success_is_the_last_steps_flag_and_evaluate_averages_it",),
     ),
+    # --- images: camera datasets, BC from images, resume with new games -----------------
+    Mutation(
+        "image_dataset_next_frame",
+        "offline/datasets.py",
+        "frame_rows = self.frame_index[idx] + int(next_obs)",
+        "frame_rows = self.frame_index[idx]",
+        "a camera dataset's next observation reads the row's own frame",
+        ("tests/test_image_datasets.py::test_frames_are_stored_once_and_read_back_at_their_rows",),
+    ),
+    Mutation(
+        "image_bc_encoder_not_averaged",
+        "algos/generative_bc.py",
+        "averaged.append((self.ema_encoder, self.encoder))",
+        "pass",
+        "image BC's EMA averages the head but not its encoder",
+        ("tests/test_image_bc.py::test_the_encoder_is_saved_and_averaged_with_the_head",),
+    ),
+    Mutation(
+        "cut_episodes_not_truncated",
+        "rlcore/buffers.py",
+        'self.data["truncated"][newest.to(self.device)] = 1.0',
+        "pass",
+        "a resume with new games leaves the interrupted episodes open in the replay buffer",
+        ("tests/test_atari.py::test_cut_episodes_truncates_the_newest_rows_and_restarts_the_frame_stacks",),
+    ),
 ]
 
 

@@ -189,8 +189,8 @@ class AtariVectorBackend(VectorEnv):
     def set_states(self, states: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         raise NotImplementedError(
             f"{self.env_id}: ale-py's vector env exposes no emulator states, so an Atari run "
-            "cannot continue its games from a checkpoint (start a new run, or init_from the "
-            "checkpoint's agent)"
+            "cannot continue its games from a checkpoint (a resumed run starts new games: "
+            "rlcore.envs.make.set_vec_env_state returns False for these states)"
         )
 
     def state_table(self, states: Sequence[Any]) -> Any:

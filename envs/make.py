@@ -930,13 +930,25 @@ def get_vec_env_state(env: VectorEnv) -> dict[str, Any]:
     return {"envs": backend_of(env).get_states(), "wrappers": wrappers}
 
 
-def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> None:
-    """Restore what ``get_vec_env_state`` captured (the env must have been reset once)."""
+def restorable(state: dict[str, Any]) -> bool:
+    """Whether ``get_vec_env_state``'s ``state`` holds the sub-envs' simulator states; a
+    back end without them (ale-py's vector env: ``{"restorable": False}``) can only start
+    new episodes when a run resumes."""
+    return all(sub.get("restorable", True) for sub in state["envs"] if isinstance(sub, dict))
+
+
+def set_vec_env_state(env: VectorEnv, state: dict[str, Any]) -> bool:
+    """Restore what ``get_vec_env_state`` captured (the env must have been reset once):
+    wrapper statistics (normalisers) always, the simulators where ``restorable``. Returns
+    whether the episodes continue (False: the caller resets ``env``, new episodes)."""
     for layer in _wrapper_chain(env):
         name = type(layer).__name__
         if hasattr(layer, "load_state_dict") and name in state["wrappers"]:
             layer.load_state_dict(state["wrappers"][name])
+    if not restorable(state):
+        return False
     backend_of(env).set_states(state["envs"])
+    return True
 
 
 def set_states(env: VectorEnv, states: list[dict[str, Any]], env_ids: Sequence[int]) -> None:

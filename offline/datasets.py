@@ -12,6 +12,10 @@
 
 Every source becomes an ``OfflineDataset`` of flat float32 transitions with terminated and
 truncated kept apart, episode ids and the discounted Monte-Carlo return-to-go (Cal-QL).
+A Minari dataset of camera images (``rlcore.offline.collect obs=pixels|state+pixels``)
+keeps them uint8, each episode's frames stored once (``OfflineDataset.frames``), and
+samples dict observations as a replay buffer of the rendered env does, so pixel agents
+(RLPD with an encoder, diffusion BC, DrQ-v2's kind) mix demonstrations into their batches.
 Bad files raise ``DatasetError`` (a ValueError) naming the array, the file and the fix.
 """
 
@@ -37,7 +41,7 @@ import torch
 
 from rlcore.buffers import ReplayBuffer, next_actions
 from rlcore.envs.make import UnknownEnvError, resolve_env_id
-from rlcore.observations import ObsSpec
+from rlcore.observations import FLAT, ObsSpec
 from rlcore.types import Batch
 
 D4RL_KEYS = ("observations", "actions", "rewards", "terminals", "timeouts")
@@ -96,6 +100,14 @@ class OfflineDataset:
     # (as recorded: the space's key order, gymnasium.spaces.flatten's; ``arrange_parts``
     # puts them in an ObsSpec's order); None for a Box observation
     obs_layout: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    # camera images (uint8, ``rlcore.envs.pixels``): each episode's T + 1 observations
+    # stored once, ``{part: (M, C, H, W)}``; row i observes ``frames[part][frame_index[i]]``
+    # and next observes ``frame_index[i] + 1``. ``obs`` / ``next_obs`` then hold the vector
+    # parts' columns only (``obs_layout`` names every part, images included) and ``sample``
+    # returns ``{part: tensor}`` observations (one uint8 tensor for an image-only Box, part
+    # ``"obs"``), as a replay buffer of that env does
+    frames: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, repr=False)
+    frame_index: torch.Tensor | None = None  # (N,) int64
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -107,6 +119,38 @@ class OfflineDataset:
     @property
     def act_dim(self) -> int:
         return self.action.shape[1]
+
+    @property
+    def image_parts(self) -> tuple[str, ...]:
+        """The observation parts stored as images (``frames``); () for a vector dataset."""
+        return tuple(self.frames)
+
+    def _no_images(self, what: str) -> None:
+        if self.frames:
+            raise DatasetError(
+                f"{self.source} observes images ({', '.join(self.frames)}): {what} reads "
+                "vector observations only"
+            )
+
+    def observations(self, idx: torch.Tensor, next_obs: bool = False) -> Any:
+        """The observations (or next observations) of rows ``idx``: the flat float32 rows,
+        or, for a dataset of images, ``{part: tensor}`` in ``obs_layout``'s order (one uint8
+        tensor for an image-only Box)."""
+        flat = self.next_obs if next_obs else self.obs
+        if not self.frames:
+            return flat[idx]
+        frame_rows = self.frame_index[idx] + int(next_obs)
+        if self.obs_layout is None:  # one image Box
+            return self.frames[FLAT][frame_rows]
+        parts, offset, columns = {}, 0, flat[idx]
+        for name, shape in self.obs_layout:
+            if name in self.frames:
+                parts[name] = self.frames[name][frame_rows]
+                continue
+            size = math.prod(shape)
+            parts[name] = columns[:, offset : offset + size].reshape(len(idx), *shape)
+            offset += size
+        return parts
 
     @property
     def num_episodes(self) -> int:
@@ -129,6 +173,7 @@ class OfflineDataset:
     def obs_history(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(history (N, T, O), valid (N, T)): the observations of rows i-T+1 .. i of row
         i's episode, oldest first; slots before the episode's first row repeat it."""
+        self._no_images("an observation history")
         rows, valid = chunk_rows(self.episode_id, length, backward=True)
         return self.obs[rows], valid
 
@@ -141,6 +186,7 @@ class OfflineDataset:
             raise ValueError(f"observation history length {length} must be >= 1")
         if length == 1:
             return
+        self._no_images("an observation history")
         history, _ = self.obs_history(length)
         next_history = torch.cat([history[:, 1:], self.next_obs[:, None]], 1)
         self.obs = history.flatten(1)
@@ -172,10 +218,10 @@ class OfflineDataset:
         nxt = (idx + 1).clamp(max=len(self) - 1)
         has_next = (self.episode_id[nxt] == self.episode_id[idx]) & (nxt != idx)
         return Batch(
-            obs=self.obs[idx],
+            obs=self.observations(idx),
             action=self.action[idx],
             reward=self.reward[idx],
-            next_obs=self.next_obs[idx],
+            next_obs=self.observations(idx, next_obs=True),
             terminated=self.terminated[idx],
             truncated=self.truncated[idx],
             mc_return=self.mc_return[idx],
@@ -244,6 +290,13 @@ class OfflineDataset:
         if keep.shape != (self.num_episodes,):
             raise ValueError(f"keep has shape {tuple(keep.shape)}, expected ({self.num_episodes},)")
         rows = keep[self.episode_id]
+        if self.frames:  # keep the kept rows' frames (an episode's are contiguous)
+            kept = torch.zeros(len(next(iter(self.frames.values()))), dtype=torch.bool)
+            kept[self.frame_index[rows]] = True
+            kept[self.frame_index[rows] + 1] = True
+            renumbered = torch.cumsum(kept, 0) - 1
+            self.frames = {name: frames[kept] for name, frames in self.frames.items()}
+            self.frame_index = renumbered[self.frame_index[rows]]
         for name in ("obs", "action", "reward", "next_obs", "terminated", "truncated",
                      "mc_return", "cost"):  # fmt: skip
             if getattr(self, name) is not None:
@@ -272,6 +325,7 @@ class OfflineDataset:
             if isinstance(getattr(self, f.name), torch.Tensor) and f.name != "episode_cost"
         }
         moved["channels"] = {k: v.to(device) for k, v in self.channels.items()}
+        moved["frames"] = {k: v.to(device) for k, v in self.frames.items()}
         return dataclasses.replace(self, **moved)
 
     def add_channel(self, name: str, values: torch.Tensor) -> None:
@@ -298,6 +352,11 @@ class OfflineDataset:
         Cal-QL's bound and ReBRAC's penalty work on it, and on online rows appended later).
         ``obs_spec`` (dict observations, the dataset ``arrange_parts``-ed to it) stores one
         channel per part, as the online rows of that env come."""
+        if self.frames:
+            raise DatasetError(
+                f"{self.source} observes images ({', '.join(self.frames)}): it is mixed into "
+                "the batches (algo.offline_data=mix), not copied into a replay buffer"
+            )
         n = len(self)
         spec = obs_spec if obs_spec is not None else ObsSpec.vector((self.obs_dim,))
         if spec.keyed and self.obs_layout != tuple((p.name, p.shape) for p in spec.parts):
@@ -341,6 +400,9 @@ class OfflineDataset:
         env of dict observations needs a dataset of dict observations with the same parts
         (``arrange_parts`` then orders them as the agent reads them); an env of one vector
         (``env.flatten_obs=true`` included) takes either, by the flat size."""
+        if self.frames or _image_parts(observation_space):
+            self._check_images(observation_space)
+            return
         if isinstance(observation_space, gym.spaces.Dict):
             parts = {name: tuple(sub.shape) for name, sub in observation_space.spaces.items()}
             if self.obs_layout is None:
@@ -364,6 +426,29 @@ class OfflineDataset:
                 "Load the dataset recorded on this environment (or pass the matching env)."
             )
 
+    def _check_images(self, observation_space: gym.Space) -> None:
+        """check_env where the env or the dataset observes images: the same parts, the
+        images of the same shapes (uint8 both sides, frame stacks included)."""
+        if isinstance(observation_space, gym.spaces.Dict):
+            wanted = {name: tuple(sub.shape) for name, sub in observation_space.spaces.items()}
+        else:
+            wanted = {FLAT: tuple(observation_space.shape)}
+        if self.obs_layout is not None:
+            recorded = dict(self.obs_layout)
+        elif self.frames:
+            recorded = {FLAT: tuple(self.frames[FLAT].shape[1:])}
+        else:
+            recorded = {FLAT: (self.obs_dim,)}
+        images = set(self.frames) == set(_image_parts(observation_space))
+        if recorded != wanted or not images:
+            raise ValueError(
+                f"dataset {self.source} observes {recorded} (images: "
+                f"{sorted(self.frames) or 'none'}), the env {wanted} (images: "
+                f"{_image_parts(observation_space) or 'none'}): record the dataset with "
+                "the env's observation (python -m rlcore.offline.collect obs=... image_size=... "
+                "frame_stack=...)"
+            )
+
     def arrange_parts(self, spec: ObsSpec) -> None:
         """Lay the flat observation columns out in ``spec``'s part order, in place: the
         one vector an agent reading dict observations trains on (``rlcore.buffers.FlatObs``
@@ -378,11 +463,13 @@ class OfflineDataset:
             raise ValueError(f"dataset {self.source} has the parts {layout}, the spec {wanted}")
         starts, offset = {}, 0
         for name, shape in self.obs_layout:
-            starts[name] = offset
-            offset += math.prod(shape)
+            if name not in self.frames:  # image parts have no columns
+                starts[name] = offset
+                offset += math.prod(shape)
         columns = torch.cat([
-            torch.arange(starts[part.name], starts[part.name] + part.size) for part in spec.parts
-        ])  # fmt: skip
+            torch.arange(starts[part.name], starts[part.name] + part.size, dtype=torch.int64)
+            for part in spec.parts if part.name not in self.frames
+        ] or [torch.zeros(0, dtype=torch.int64)])  # fmt: skip
         self.obs, self.next_obs = self.obs[:, columns], self.next_obs[:, columns]
         self.obs_layout = tuple((part.name, part.shape) for part in spec.parts)
 
@@ -603,7 +690,13 @@ def load_d4rl_hdf5(
 
 def _flatten(name: str, value: Any, space: gym.Space, source: str) -> np.ndarray:
     """Box -> (T, prod(shape)); Dict of Boxes -> concatenation in the space's key order
-    (the order of ``gymnasium.spaces.flatten``)."""
+    (the order of ``gymnasium.spaces.flatten``). Image parts have no columns (their frames
+    are kept apart: ``_episode_images``)."""
+    if _image_parts(space):
+        if isinstance(space, gym.spaces.Box):
+            return np.zeros((len(value), 0), dtype=np.float32)
+        vectors = {k: s for k, s in space.spaces.items() if not _image_parts(s)}
+        return _flatten(name, value, gym.spaces.Dict(vectors), source)
     if isinstance(space, gym.spaces.Dict):
         parts = [_flatten(f"{name}/{k}", value[k], s, source) for k, s in space.spaces.items()]
         return np.concatenate(parts, axis=1)
@@ -690,13 +783,7 @@ def load_minari_folder(
         episodes, metadata, obs_space, act_space = _episodes_from_hdf5(data_dir)
     if not episodes:
         raise DatasetError(f"{source} holds no episode")
-    images = _image_parts(obs_space)
-    if images:
-        raise DatasetError(
-            f"{source} observes images ({', '.join(images)}: uint8); offline datasets hold "
-            "flat float32 rows, so datasets of images do not load yet (record "
-            "obs=state to train on the state)"
-        )
+    images: dict[str, list[np.ndarray]] = {name: [] for name in _image_parts(obs_space)}
 
     parts: dict[str, list[np.ndarray]] = {k: [] for k in ("obs", "action", "reward")}
     parts.update({k: [] for k in ("next_obs", "terminated", "truncated", "ends")})
@@ -726,6 +813,8 @@ def load_minari_folder(
         length = len(steps["rewards"])
         if length == 0:
             continue
+        for part, frames in _episode_images(ep["observations"], obs_space, length).items():
+            images[part].append(frames)
         if "cost" in parts:  # Minari infos: T + 1 values (the reset's first), or T
             costs = _as_rows("infos/cost", np.asarray(ep["costs"], dtype=np.float64), 1, source)
             costs = costs[1:] if len(costs) == length + 1 else costs
@@ -762,17 +851,49 @@ def load_minari_folder(
         metadata.get("ref_max_score"),
     )
     dataset.obs_layout = _layout(obs_space)
+    if images:  # every episode's T + 1 frames one after the other
+        lengths = torch.bincount(dataset.episode_id)
+        starts = torch.cumsum(lengths + 1, 0) - (lengths + 1)
+        first_row = torch.cumsum(lengths, 0) - lengths
+        dataset.frames = {k: torch.as_tensor(np.concatenate(v)) for k, v in images.items()}
+        dataset.frame_index = (
+            starts[dataset.episode_id] + torch.arange(len(dataset)) - first_row[dataset.episode_id]
+        )
     return dataset
 
 
-def _image_parts(space: gym.Space | None) -> list[str]:
-    """The parts of an observation space that are images (uint8 Boxes of 3 dimensions)."""
+def _episode_images(value: Any, space: gym.Space | None, length: int) -> dict[str, np.ndarray]:
+    """The image parts of one episode's T + 1 observations, ``{part: uint8 (T+1, C, H, W)}``
+    (the part of an image Box is ``"obs"``)."""
+    if space is None or not _image_parts(space):
+        return {}
+    if isinstance(space, gym.spaces.Box):
+        frames = {FLAT: np.asarray(value)}
+    else:
+        frames = {name: np.asarray(value[name]) for name in _image_parts(space)}
+    for name, array in frames.items():
+        expected = (length + 1, *_space_of(space, name).shape)
+        if array.dtype != np.uint8 or array.shape != expected:
+            raise DatasetError(
+                f"image part {name!r} holds {array.dtype} {array.shape}, expected uint8 {expected}"
+            )
+    return frames
+
+
+def _space_of(space: gym.Space, name: str) -> gym.Space:
+    """Part ``name`` of a Dict space (the space itself for a Box)."""
+    return space.spaces[name] if isinstance(space, gym.spaces.Dict) else space
+
+
+def _image_parts(space: gym.Space | None, box_name: str = FLAT) -> list[str]:
+    """The parts of an observation space that are images (uint8 Boxes of 3 dimensions);
+    an image Box is the one part ``box_name``."""
     if isinstance(space, gym.spaces.Dict):
         return [name for name, sub in space.spaces.items() if _image_parts(sub)]
     is_image = (
         isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
     )
-    return ["observation"] if is_image else []
+    return [box_name] if is_image else []
 
 
 def _layout(space: gym.Space | None) -> tuple[tuple[str, tuple[int, ...]], ...] | None:

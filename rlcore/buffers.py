@@ -283,6 +283,20 @@ class ReplayBuffer:
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 
+    def cut_episodes(self) -> None:
+        """End every env's episode at its newest stored row, as a truncation (a resumed run
+        whose env cannot continue its episodes starts new ones): the row bootstraps as
+        before, n-step windows and frame stacks stop there. Refused while tracking episodes
+        for hindsight relabelling (their records would lose the cut)."""
+        if self.track_episodes:
+            raise ValueError("cut_episodes: not with track_episodes (hindsight relabelling)")
+        if self.size == 0:
+            return
+        newest = (self.pos - self.num_envs + torch.arange(self.num_envs)) % self.capacity
+        self.data["truncated"][newest.to(self.device)] = 1.0
+        for store in self.frame_stores.values():
+            store.end_episodes(np.ones(self.num_envs, bool))
+
     def _end_episodes(self, done: np.ndarray) -> None:
         """Write the length of every episode that ended in the step just added into its
         rows still in the buffer (a row overwritten since is another episode's)."""

@@ -27,6 +27,7 @@ from rlcore.catalog import Algorithm
 from rlcore.checks import (
     check_distributed,
     check_her,
+    check_image_dataset,
     check_inputs,
     check_schedule,
     check_spaces,
@@ -108,7 +109,9 @@ def build(
                 settings.stop_at_success, settings.env.id, settings.env.kwargs
             )
         agent = algorithm.agent_class(obs_space, action_space, run.algo, device=device)
-        if dataset is not None and dataset.obs_layout is not None and agent.plumbing.obs_parts:
+        if dataset is not None and dataset.image_parts:
+            check_image_dataset(str(settings.dataset), plan, bool(settings.init_from))
+        elif dataset is not None and dataset.obs_layout is not None and agent.plumbing.obs_parts:
             raise ConfigError(
                 f"dataset={settings.dataset}: algo={algorithm.name} reads the observation's "
                 "parts apart, and a dataset's dict observations reach it as one vector"

@@ -232,9 +232,9 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("famo2o", _famo2o, _O2O),
         Algorithm("rlpd", _rlpd, _O2O, images=True),
         Algorithm("wsrl", _wsrl, _O2O),
-        Algorithm("diffusion_bc", _diffusion_bc, _GENERATIVE),
-        Algorithm("flow_bc", _flow_bc, _GENERATIVE),
-        Algorithm("dppo", _dppo, _GENERATIVE, pretrained_head="ddpm"),
+        Algorithm("diffusion_bc", _diffusion_bc, _GENERATIVE, images=True),
+        Algorithm("flow_bc", _flow_bc, _GENERATIVE, images=True),
+        Algorithm("dppo", _dppo, _GENERATIVE, pretrained_head="ddpm", images=True),
         Algorithm("reinflow", _reinflow, _GENERATIVE, pretrained_head="flow"),
         Algorithm("resip", _resip, _GENERATIVE, pretrained_head="ddpm"),
         # constrained (safe) RL: tasks that report info["cost"] (envs/safety.py)

@@ -23,6 +23,22 @@ from rlcore.settings import RunSettings
 from rlcore.spaces import check_action_space
 
 
+def check_image_dataset(dataset: str, plan: RunPlan, init_from: bool) -> None:
+    """A dataset of camera images is sampled from as it is stored (frames kept once):
+    mixed into the batches, not copied into the replay buffer or standardised."""
+    schedule = plan.schedule
+    online = plan.phase_lengths(init_from)[1] > 0 and not schedule.on_policy
+    if online and schedule.offline_data == "keep":
+        raise ConfigError(
+            f"dataset={dataset} observes images: set algo.offline_data=mix (its rows are "
+            "mixed into every batch; copying them into the replay buffer is not supported)"
+        )
+    if plan.data.normalize_states:
+        raise ConfigError(
+            f"dataset={dataset} observes images: normalize_states standardises vectors only"
+        )
+
+
 def check_schedule(plan: RunPlan, num_envs: int, init_from: bool) -> None:
     """Refuse schedules that would end before any learning happens. The option that sets
     the online phase's length is ``total_steps`` for online algorithms and

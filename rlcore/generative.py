@@ -569,6 +569,11 @@ class PretrainedBC:
     ema: dict[str, torch.Tensor]  # the EMA head's state dict
     obs_normalizer: dict[str, torch.Tensor]
     obs: ObsSpec | None = None  # what it observed (None: a checkpoint without the record)
+    # cloned from images (algo.encoder): the encoder's name, its compressed features and
+    # the EMA encoder's state dict (None: vectors)
+    encoder: str | None = None
+    image_features: int | None = None
+    ema_encoder: dict[str, torch.Tensor] | None = None
 
     def head_settings(self) -> HeadSettings:
         return self.settings
@@ -590,9 +595,12 @@ def load_bc(path: str | Path, kind: str, device: str | torch.device = "cpu") -> 
             f"algorithm fine-tunes a {kind!r} policy (algo={'diffusion' if kind == 'ddpm' else 'flow'}_bc)"
         )
     obs = ObsSpec.from_record(state["spaces"]) if "spaces" in state else None
+    encoder = values.get("encoder")
     return PretrainedBC(
-        kind, head_settings(kind, values), agent["ema"], agent["obs_normalizer"], obs
-    )
+        kind, head_settings(kind, values), agent["ema"], agent["obs_normalizer"], obs,
+        encoder, values.get("image_features") if encoder else None,
+        agent.get("ema_encoder") if encoder else None,
+    )  # fmt: skip
 
 
 def copy_pretrained(
@@ -617,18 +625,48 @@ def copy_pretrained(
     obs_normalizer.load_state_dict(bc.obs_normalizer)
 
 
+@dataclasses.dataclass
+class PolicyParts:
+    """What a fine-tuner starts from (``policy_parts``): the head, the observation
+    normaliser (vectors), the action box and, for images, the pre-trained encoder."""
+
+    head: DDPMHead | FlowHead
+    obs_normalizer: nn.Module
+    box: ActionBox
+    encoder: nn.Module | None = None  # images: the BC run's (EMA) encoder
+    fresh_encoder: nn.Module | None = None  # ... and a new one of its kind (a critic's)
+
+
 def policy_parts(
-    kind: str, observation_space: Any, action_space: Any, config: Any, device: torch.device
-) -> tuple[DDPMHead | FlowHead, nn.Module, ActionBox]:
-    """(head, observation normaliser, action box) of a fine-tuner, with the pre-trained
-    weights and statistics of ``config.pretrained`` when it is set (random otherwise:
-    a checkpoint's ``load_state_dict`` fills them). The action space may be a chunked
-    env's (H, A) box: the head's action dim is its last."""
-    from rlcore.nets import ObsNormalizer
+    kind: str, observation_space: Any, action_space: Any, config: Any, device: torch.device,
+    images: bool = False,
+) -> PolicyParts:  # fmt: skip
+    """The head, observation normaliser and action box of a fine-tuner, with the
+    pre-trained weights and statistics of ``config.pretrained`` when it is set (random
+    otherwise: a checkpoint's ``load_state_dict`` fills them). The action space may be a
+    chunked env's (H, A) box: the head's action dim is its last. ``images``: the
+    fine-tuner reads image observations through the BC run's encoder (``encoder``, its
+    EMA weights; the BC run must have cloned from images, so ``pretrained`` is needed)."""
+    from rlcore.nets import ObsNormalizer, observation_encoder
 
     spec = ObsSpec.from_space(observation_space)
-    obs_dim = spec.flat_dim  # a dict of vectors: flattened in the spec's order (Plumbing)
+    if spec.images and not images:
+        raise ValueError(
+            f"this fine-tuner reads vector observations; this env observes images "
+            f"({', '.join(p.name for p in spec.images)}): algo=dppo fine-tunes a policy "
+            "cloned from images (algo=diffusion_bc algo.encoder=...)"
+        )
     bc = load_bc(config.pretrained, kind, device) if config.pretrained else None
+    encoder = fresh = None
+    if spec.images:
+        if bc is None or bc.encoder is None:
+            raise ValueError(
+                "image observations: algo.pretrained must name a run that cloned from "
+                "images (algo=diffusion_bc algo.encoder=...): its encoder is fine-tuned"
+            )
+        encoder = observation_encoder(spec, bc.encoder, bc.image_features).to(device)
+        fresh = observation_encoder(spec, bc.encoder, bc.image_features).to(device)
+    obs_dim = spec.flat_dim if encoder is None else encoder.out_dim  # dicts: as Plumbing
     if bc is not None and bc.obs is not None and _parts(bc.obs) != _parts(spec):
         raise ValueError(
             f"algo.pretrained={config.pretrained} learned from observations {_parts(bc.obs)}, "
@@ -642,7 +680,10 @@ def policy_parts(
     obs_normalizer = ObsNormalizer(obs_dim).to(device)
     if bc is not None:
         copy_pretrained(bc, config.pretrained, settings, head, obs_normalizer)
-    return head, obs_normalizer, ActionBox(action_space.low, action_space.high, device)
+        if encoder is not None:
+            encoder.load_state_dict(bc.ema_encoder)
+    box = ActionBox(action_space.low, action_space.high, device)
+    return PolicyParts(head, obs_normalizer, box, encoder, fresh)
 
 
 def _parts(spec: ObsSpec) -> dict[str, tuple[int, ...]]:

@@ -501,13 +501,17 @@ def explore_step(
     return row, next_obs
 
 
-def rollout_input(obs: Any, space: gym.Space, device: torch.device) -> torch.Tensor:
+def rollout_input(obs: Any, space: gym.Space, device: torch.device) -> Any:
     """What an on-policy agent explores, values and stores: the observations as one
     float32 tensor; a dict of vector parts flattened in its ``ObsSpec``'s order (what the
     agent's ``act`` does to a dict through its plumbing, so a rollout and a deployed policy
-    read the same vector)."""
+    read the same vector); a dict with image parts as ``{part: tensor}`` in each part's
+    dtype (images uint8), as its encoder reads them."""
     if isinstance(obs, dict):
-        return ObsSpec.from_space(space).flat_batch(obs, device)[0]
+        spec = ObsSpec.from_space(space)
+        if spec.images:
+            return spec.tensors(obs, device)[0]
+        return spec.flat_batch(obs, device)[0]
     return torch.as_tensor(obs, dtype=torch.float32, device=device)
 
 
@@ -806,8 +810,18 @@ class _PhaseRun:
         self.warmup_rng.bit_generator.state = state["warmup_rng"]
         if self.counters["env_started"]:
             self.env.reset(seed=self.settings.seed)
-            set_vec_env_state(self.env, state["env"])
-            self.obs = state["obs"]
+            if set_vec_env_state(self.env, state["env"]):
+                self.obs = state["obs"]
+            else:  # no simulator states (Atari): new episodes from a seed of this step
+                step = int(self.counters["step"])
+                self.obs, _ = self.env.reset(seed=self.settings.seed + step)
+                if self.buffer is not None:
+                    self.buffer.cut_episodes()
+                self.run.logger.note(
+                    f"resumed at step {step:,} with new episodes: this back end keeps no "
+                    "simulator states (the interrupted episodes end there, cut as truncated; "
+                    "agent, replay buffer, optimisers and counters continue)"
+                )
         set_rng_state(state["rng"])
 
     def snapshot(self) -> dict[str, Any]:

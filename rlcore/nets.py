@@ -796,19 +796,43 @@ IMAGE_ENCODERS: dict[str, type[nn.Module]] = {
 }
 
 
-def image_encoder(name: str) -> Callable[[ObsPart], nn.Module]:
+class CompressedImage(nn.Module):
+    """An image encoder whose features are compressed: Linear -> LayerNorm -> ReLU to
+    ``features`` (DPPO's ``compress`` after its vision backbone, dppo
+    model/diffusion/mlp_diffusion.py ``VisionDiffusionMLP``, dropout 0), so a wide conv
+    output (DrQ's 39,200 at 84 x 84) reaches an MLP as a few features."""
+
+    def __init__(self, encoder: nn.Module, features: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.compress = nn.Sequential(
+            nn.Linear(encoder.out_dim, features), nn.LayerNorm(features), nn.ReLU()
+        )
+        self.out_dim = int(features)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        return self.compress(self.encoder(pixels))
+
+
+def image_encoder(name: str, features: int | None = None) -> Callable[[ObsPart], nn.Module]:
     """An ``ObsEncoder`` ``image_encoder`` factory: the encoder ``name`` (``IMAGE_ENCODERS``)
-    built for each image part's (frame_stack * C, H, W) shape."""
+    built for each image part's (frame_stack * C, H, W) shape; ``features`` compresses its
+    output (``CompressedImage``)."""
     if name not in IMAGE_ENCODERS:
         raise ValueError(f"unknown image encoder {name!r}, choose from {sorted(IMAGE_ENCODERS)}")
-    return lambda part: IMAGE_ENCODERS[name](part.shape)
+    if features is None:
+        return lambda part: IMAGE_ENCODERS[name](part.shape)
+    return lambda part: CompressedImage(IMAGE_ENCODERS[name](part.shape), features)
 
 
-def observation_encoder(spec: ObsSpec, encoder: str | None) -> ObsEncoder | None:
+def observation_encoder(
+    spec: ObsSpec, encoder: str | None, features: int | None = None
+) -> ObsEncoder | None:
     """The image encoder an agent builds for its observations (``algo.encoder``): None for
     vector observations (its MLPs read the flat vector), an ``ObsEncoder`` with the
-    ``IMAGE_ENCODERS`` encoder ``encoder`` for image parts. Refuses an encoder without
-    images, and images without an encoder, naming the fix."""
+    ``IMAGE_ENCODERS`` encoder ``encoder`` for image parts (compressed to ``features``
+    each when given). Refuses an encoder without images, and images without an encoder,
+    naming the fix."""
     if not spec.images:
         if encoder is not None:
             raise ValueError(f"algo.encoder={encoder} encodes images; this task has none")
@@ -818,7 +842,7 @@ def observation_encoder(spec: ObsSpec, encoder: str | None) -> ObsEncoder | None
             f"this task's observations hold images: set algo.encoder to one of "
             f"{sorted(IMAGE_ENCODERS)} (Atari: nature, configs/algo_env/<algo>_atari.yaml)"
         )
-    return ObsEncoder(spec, image_encoder(encoder))
+    return ObsEncoder(spec, image_encoder(encoder, features))
 
 
 def random_shift(

@@ -18,6 +18,13 @@ def rows_of(obs: Obs) -> int:
     return obs.shape[0]
 
 
+def take_rows(obs: Obs, index: torch.Tensor) -> Obs:
+    """Rows ``index`` of an observation batch (every part of a dict alike)."""
+    if isinstance(obs, dict):
+        return {name: value[index] for name, value in obs.items()}
+    return obs[index]
+
+
 def split_rows(obs: Obs, chunks: int) -> list[Obs]:
     """``obs`` (a tensor, or a dict of part tensors) cut into ``chunks`` equal row blocks
     (``torch.chunk`` of each part)."""

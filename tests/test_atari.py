@@ -100,6 +100,48 @@ def test_checkpoints_cannot_restore_atari_games() -> None:
         env.reset(options={"reset_mask": np.array([True])})
 
 
+def test_a_resumed_atari_run_continues_with_new_games(tmp_path) -> None:
+    """No emulator states: a resumed run starts new games (seeded by the step) and goes on
+    with its agent, buffer and counters; the interrupted episodes end as truncations in the
+    replay buffer, so the frame store takes the new games' first stacks whole."""
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    args = ["algo=dqn", "env=ALE/Pong-v5", "algo.learning_starts=100", "algo.buffer_size=1000",
+            "eval_every=0", "env.num_envs=2", "threads=1", "logger=quiet"]  # fmt: skip
+    run = tmp_path / "run"
+    train(make_config(*args, "total_steps=300"), run)
+    before = load_checkpoint(run)
+    train(make_config(*args, "total_steps=600", f"resume={run}"), run)
+    after = load_checkpoint(run)
+    assert after["loop"]["counters"]["step"] == 600
+    assert "new episodes" in (run / "train.log").read_text()
+    # the first run's 300 rows come first (the resumed buffer is larger, in step order);
+    # its newest row of each env was cut, no other row of it changed
+    first, resumed = before["loop"]["stateful"]["buffer"], after["loop"]["stateful"]["buffer"]
+    assert first["size"] == 300 and resumed["size"] == 600
+    truncated = first["data"]["truncated"].clone()
+    truncated[298:300] = 1.0
+    assert torch.equal(resumed["data"]["truncated"][:300], truncated)
+
+
+def test_cut_episodes_truncates_the_newest_rows_and_restarts_the_frame_stacks() -> None:
+    spec = ObsSpec((ObsPart("obs", (2, 3, 3), IMAGE, frame_stack=2),))
+    buffer = ReplayBuffer(8, spec, (), 2, seed=0, action_dtype=torch.int64, frames=True)
+
+    frames = [np.full((2, 1, 3, 3), v, np.uint8) for v in range(4)]
+    for t in range(2):
+        obs = np.concatenate([frames[t], frames[t + 1]], 1)
+        nxt = np.concatenate([frames[t + 1], frames[t + 2]], 1)
+        buffer.add(obs, np.zeros(2), np.zeros(2), nxt, np.zeros(2), np.zeros(2))
+    buffer.cut_episodes()
+    assert buffer.data["truncated"][:4].tolist() == [0.0, 0.0, 1.0, 1.0]
+    fresh = np.full((2, 2, 3, 3), 9, np.uint8)  # a new game: not the last next_obs
+    buffer.add(fresh, np.zeros(2), np.zeros(2), fresh, np.zeros(2), np.zeros(2))
+    assert torch.equal(buffer.batch(torch.tensor([4])).obs, torch.as_tensor(fresh[:1]))
+
+
 def test_the_frame_buffer_on_real_atari_frames_equals_a_plain_buffer() -> None:
     """Breakout with lost lives and a truncation: the frame store (each 84 x 84 frame once)
     gives the same batches as a buffer of whole stacks, at under a third of the bytes (a

@@ -377,7 +377,8 @@ def test_experiment_configs_compose_into_valid_algo_configs(experiment):
     config = spec.config_from_dict(OmegaConf.to_container(cfg.algo, resolve=True))
     # the D4RL recipes on Hopper, the AntMaze recipes on the evaluation maze, DrQ-v2's CPU
     # recipe on the rendered pendulum
-    expected = {"antmaze": "AntMazeUMazeEval-v0", "invertedpendulum": "InvertedPendulum-v5"}
+    expected = {"antmaze": "AntMazeUMazeEval-v0", "invertedpendulum": "InvertedPendulum-v5",
+                "pandalift": "PandaLift-v1"}  # fmt: skip
     env = next((v for k, v in expected.items() if k in experiment), "Hopper-v5")
     assert cfg.env.id == env
     plan = config.plan()

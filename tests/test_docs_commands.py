@@ -256,6 +256,19 @@ COMMANDS: dict[str, Case] = {
         "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
         leaves=("minari/local/pandalift/mixed-v0",),
     ),
+    # camera demonstrations and the pixel recipes on them (docs/pixels.md)
+    "python -m rlcore.offline.collect env=PandaLift policy=expert steps=2000 obs=state+pixels "
+    "image_size=32 frame_stack=2 dataset_id=local/pandalift/camera-demos-v0": run(
+        "steps=2000 -> 200", replace=(("steps=2000", "steps=200"),),
+        leaves=("minari/local/pandalift/camera-demos-v0",),
+    ),
+    "python -m rlcore.train algo=rlpd env=PandaLift env.obs=state+pixels env.image_size=32 "
+    "env.frame_stack=2 algo.encoder=drq dataset=local/pandalift/camera-demos-v0": COMPOSE,
+    "python -m rlcore.train algo=diffusion_bc env=PandaLift env.obs=state+pixels "
+    "env.image_size=32 env.frame_stack=2 algo.encoder=drq "
+    "dataset=local/pandalift/camera-demos-v0": COMPOSE,
+    "python -m rlcore.train algo=dppo env=PandaLift env.obs=state+pixels env.image_size=32 "
+    "env.frame_stack=2 algo.pretrained=runs/diffusion_bc/pandalift/<time>": COMPOSE,
     "python -m rlcore.offline.collect env=PandaPegInsertion policy=expert steps=20000 "
     "flatten_obs=true dataset_id=local/pandapeginsertion/proficient-v0": run(
         "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),

@@ -162,6 +162,14 @@ _FINETUNE = ["env=Hopper", "env.num_envs=2", "algo.rollout_steps=20", "algo.hidd
 CASES["dppo"] = ["algo=dppo", "algo.pretrained={ddpm}", "algo.denoising_steps=5",
                  "algo.finetune_steps=3", "algo.minibatch_size=40", "total_steps=1200",
                  "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
+# DPPO on images: the BC run's encoder fine-tuned with the actor, the critic's own, the
+# rollout's images shifted once per update (rendered PandaLift, state + camera)
+CASES["dppo_pixels"] = ["algo=dppo", "algo.pretrained={ddpm_pixels}", "env=PandaLift",
+                        "env.obs=state+pixels", "env.image_size=16", "env.frame_stack=2",
+                        "env.num_envs=2", "algo.rollout_steps=10", "algo.finetune_steps=3",
+                        "algo.minibatch_size=20", "total_steps=120", "algo.critic_hidden=[16]",
+                        "checkpoint_every=20", "eval_every=60", "eval_episodes=1",
+                        "log_every=20", "env.max_episode_steps=15"]  # fmt: skip
 CASES["reinflow"] = ["algo=reinflow", "algo.pretrained={flow}", "algo.num_minibatches=2",
                      "total_steps=1200", "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
 CASES["resip"] = [
@@ -209,7 +217,7 @@ def case(algo: str) -> list[str]:
 @pytest.fixture(scope="module", autouse=True)
 def random_hopper_dataset(tmp_path_factory):
     """A small random Hopper dataset for the offline case (own Minari root)."""
-    from rlcore.offline.recording import collect
+    from rlcore.offline.recording import Rendering, collect
     from rlcore.offline.safe_recipe import record
 
     root = tmp_path_factory.mktemp("minari")
@@ -228,6 +236,15 @@ def random_hopper_dataset(tmp_path_factory):
                           "total_steps=30", "algo.hidden=[32,32,32]", "algo.time_dim=8", *extra,
                           "eval_every=30", "eval_episodes=1", "logger=quiet"), run)  # fmt: skip
         PRETRAINED[name] = str(run)
+    # a policy cloned from camera images (for DPPO on images)
+    image_env = ["env=PandaLift", "env.obs=state+pixels", "env.image_size=16", "env.frame_stack=2"]
+    collect("PandaLift", "expert", "local/pandalift/camera-v0", steps=150, seed=0,
+            rendering=Rendering("state+pixels", image_size=16, frame_stack=2))  # fmt: skip
+    train(make_config("algo=diffusion_bc", *image_env, "dataset=local/pandalift/camera-v0",
+                      "algo.encoder=drq", "algo.image_features=8", "algo.hidden=[16,16,16]",
+                      "algo.denoising_steps=5", "total_steps=20", "eval_every=20",
+                      "eval_episodes=1", "logger=quiet"), root / "bc_ddpm_pixels")  # fmt: skip
+    PRETRAINED["ddpm_pixels"] = str(root / "bc_ddpm_pixels")
     yield
     if old is None:
         os.environ.pop("MINARI_DATASETS_PATH", None)
@@ -349,7 +366,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    on_policy = {"ppo", "ppo_dict", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
+    on_policy = {"ppo", "ppo_dict", "dppo", "dppo_pixels", "reinflow", "resip", "ppo_lag", "cpo"}
     loss = {
         "iql": "train/q_loss",
         "iql_o2o": "train/q_loss",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from rlcore.offline.collect import main as collect_main
 
@@ -90,11 +91,11 @@ def test_an_offline_run_trains_on_demonstrations_and_reports_success(
 def test_camera_demonstrations_keep_uint8_images_and_the_states(minari_root: Path) -> None:
     """``obs=state+pixels``: the expert reads the state part, so the states equal a state
     recording's with the same seed, and the images are stored as uint8 stacks (2 frames of
-    16 x 16 RGB; a new episode repeats its first image). Loading them as an offline dataset
-    is refused, naming the images; an expert cannot act on pixels alone."""
+    16 x 16 RGB; a new episode repeats its first image), and load as a dataset of images;
+    an expert cannot act on pixels alone."""
     import minari
 
-    from rlcore.offline.datasets import DatasetError, load_dataset
+    from rlcore.offline.datasets import load_dataset
 
     _record("env=PandaLift", "steps=120", "dataset_id=local/pandalift/state-v0")
     summary = _record("env=PandaLift", "steps=120", "dataset_id=local/pandalift/camera-v0",
@@ -110,7 +111,7 @@ def test_camera_demonstrations_keep_uint8_images_and_the_states(minari_root: Pat
         assert pixels.std() > 1  # a picture, not a blank
         np.testing.assert_array_equal(with_images.observations["state"], states.observations)
         np.testing.assert_array_equal(with_images.actions, states.actions)
-    with pytest.raises(DatasetError, match="observes images \\(pixels: uint8\\)"):
-        load_dataset("local/pandalift/camera-v0")
+    loaded = load_dataset("local/pandalift/camera-v0")  # (tests/test_image_datasets.py)
+    assert loaded.image_parts == ("pixels",) and loaded.frames["pixels"].dtype == torch.uint8
     with pytest.raises(SystemExit):
         _record("env=PandaLift", "steps=10", "dataset_id=local/pandalift/pix-v0", "obs=pixels")

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 
 from rlcore.agent_state import Plumbing, numpy_act
-from rlcore.capabilities import Phased, StateStatistics
+from rlcore.capabilities import ActionValue, Phased, StateStatistics
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps
 from rlcore.losses import cosine_lr, ensemble_mse, expectile_loss, set_lr, weight_diagnostics
 from rlcore.nets import (
@@ -145,7 +145,7 @@ class IQLConfig:
 class IQL:
     """IQL agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
 
-    CAPABILITIES = (Phased, StateStatistics)
+    CAPABILITIES = (Phased, StateStatistics, ActionValue)
 
     def __init__(
         self,
@@ -233,6 +233,18 @@ class IQL:
         else:
             action, _ = self.actor(obs, deterministic=deterministic)
         return torch.clamp(action, self.low, self.high)
+
+    def action_value(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Mean of the two critics' Q(s, a) for raw observations (B,), differentiable in
+        both (an adversarial dataset corruption attacks it: rlcore.offline.corruption)."""
+        return self.critic(self.obs_normalizer(obs), action).mean(0)
+
+    def policy_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The greedy action for raw observations, differentiable in them."""
+        obs = self.obs_normalizer(obs)
+        if self.config.deterministic_actor:
+            return self.actor(obs)
+        return self.actor(obs, deterministic=True)[0]
 
     def update(self, batch: Batch) -> dict[str, float]:
         """One step of V, Q (then Polyak) and the actor, every loss from the parameters

@@ -805,6 +805,23 @@ MUTATIONS: list[Mutation] = [
         "a resume with new games leaves the interrupted episodes open in the replay buffer",
         ("tests/test_atari.py::test_cut_episodes_truncates_the_newest_rows_and_restarts_the_frame_stacks",),
     ),
+    # --- offline/corruption.py (RIQL's protocol) ----------------------------------------
+    Mutation(
+        "corruption_adversarial_reward_sign",
+        "offline/corruption.py",
+        "changed = original * -scale",
+        "changed = original * scale",
+        "adversarial reward corruption keeps the reward's sign",
+        ("tests/test_corruption.py::test_rewards_random_are_replaced_and_adversarial_are_flipped_and_scaled",),
+    ),
+    Mutation(
+        "corruption_attack_ascends_q",
+        "offline/corruption.py",
+        "q.mean().backward()",
+        "(-q.mean()).backward()",
+        "the adversarial attack raises the critic's Q instead of lowering it",
+        ("tests/test_corruption.py::test_the_adversarial_attack_walks_each_value_down_the_critics_gradient",),
+    ),
 ]
 
 

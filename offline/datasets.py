@@ -108,6 +108,9 @@ class OfflineDataset:
     # ``"obs"``), as a replay buffer of that env does
     frames: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, repr=False)
     frame_index: torch.Tensor | None = None  # (N,) int64
+    # the corruptions applied (rlcore.offline.corruption.corrupt): kind, mode, rate,
+    # scale, seed and rows changed of each, in order
+    corruption: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def __len__(self) -> int:
         return self.obs.shape[0]

@@ -45,7 +45,7 @@ from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_obs_shape, rollout_phase
 from rlcore.observations import ObsSpec, frame_stack_of, part_statistics
 from rlcore.plan import RunPlan
-from rlcore.settings import RunSettings, SettledRun, with_dataset
+from rlcore.settings import CorruptionSettings, RunSettings, SettledRun, with_dataset
 from rlcore.spaces import action_storage
 
 
@@ -282,12 +282,36 @@ def load_dataset(plan: RunPlan, settings: RunSettings) -> Any:
     source = str(settings.dataset)
     try:
         dataset = load(source, gamma=plan.gamma, env_id=settings.env.id)
+        if settings.corruption.kind is not None:  # RIQL's protocol, before any stacking
+            corrupt_dataset(dataset, settings.corruption)
         dataset.stack_observations(plan.env.obs_history)  # as the env shows
     except DatasetNotAvailableError as error:
         raise FileNotFoundError(f"{str(error).rstrip('.')}{_recipe_hint(source)}") from None
     except DatasetError as error:
         raise ConfigError(f"dataset={source}: {error}") from None
     return dataset
+
+
+def corrupt_dataset(dataset: Any, options: CorruptionSettings) -> None:
+    """``corruption.*``: corrupt the loaded dataset in place (rlcore.offline.corruption);
+    an adversarial attack loads ``corruption.critic``'s agent and attacks its critic."""
+    from rlcore.offline.corruption import Corruption, corrupt
+    from rlcore.policies import load_agent
+
+    corruption = Corruption(options.kind, options.mode, options.rate, options.scale,
+                            options.seed)  # fmt: skip
+    critic = None
+    if corruption.needs_critic:
+        if not options.critic:
+            raise ConfigError(
+                f"corruption.mode=adversarial corruption.kind={options.kind} attacks a critic "
+                "trained on the clean data: set corruption.critic=<run dir> (e.g. algo=iql)"
+            )
+        critic = load_agent(options.critic)
+    try:
+        corrupt(dataset, corruption, critic)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"corruption: {error}") from None
 
 
 def _recipe_hint(dataset_id: str) -> str:

@@ -111,6 +111,16 @@ class StateStatistics(Protocol):
     obs_normalizer: Any
 
 
+@runtime_checkable
+class ActionValue(Protocol):
+    """A critic an adversary can attack (``rlcore.offline.corruption``): Q(s, a) of raw
+    observations, averaged over the agent's critics, and its greedy action; both
+    differentiable with respect to their inputs."""
+
+    def action_value(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor: ...
+    def policy_action(self, obs: torch.Tensor) -> torch.Tensor: ...
+
+
 class MissingCapabilityError(TypeError):
     """An agent lacks a capability its run needs."""
 

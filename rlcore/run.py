@@ -119,9 +119,16 @@ def _run(
         "torch_threads": torch.get_num_threads(),
         "torch_interop_threads": torch.get_num_interop_threads(),
     }
+    if built.dataset is not None and built.dataset.corruption:  # what it trained on
+        effective["dataset_corruption"] = built.dataset.corruption
     write_run_metadata(run_dir, built.run.record, resume_state is not None, effective)
     for note in notes:
         logger.note(note)
+    for record in effective.get("dataset_corruption", []):
+        logger.note(
+            f"dataset corrupted ({record['mode']} {record['kind']}): {record['rows']:,} rows "
+            f"(rate {record['rate']:g}, scale {record['scale']:g}, seed {record['seed']})"
+        )
     obs_space, action_space = env.single_observation_space, env.single_action_space
     # the observation seam's record ("obs") beside "obs_shape" for older readers
     spaces = {

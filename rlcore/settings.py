@@ -123,6 +123,28 @@ class DistributedSettings:
 
 
 @dataclass(frozen=True)
+class CorruptionSettings:
+    """``corruption.*``: RIQL's corruption of the offline dataset (rlcore/offline/
+    corruption.py), off while kind is null; recorded in the run's meta.json."""
+
+    kind: str | None = option(None, "obs | action | reward | dynamics (next observations); "
+                              "null: the dataset as recorded",
+                              (lambda v: v in (None, "obs", "action", "reward", "dynamics"),
+                               "null or one of obs, action, reward, dynamics"))  # fmt: skip
+    mode: str = option("random", "random | adversarial (obs / action / dynamics: against "
+                       "corruption.critic)", (lambda v: v in ("random", "adversarial"),
+                                              "random or adversarial"))  # fmt: skip
+    rate: float = option(0.3, "fraction of rows corrupted",
+                         (lambda v: 0 <= v <= 1, "in [0, 1]"))  # fmt: skip
+    scale: float = option(1.0, "RIQL's corruption range (in stds of each column; rewards: "
+                          "U(-30 scale, 30 scale) random, r * -scale adversarial)",
+                          NON_NEGATIVE)  # fmt: skip
+    seed: int = option(0, "draws the rows and the noise", NON_NEGATIVE)
+    critic: str | None = option(None, "adversarial: a run dir / .pt of an agent trained on the "
+                                "clean data whose critic is attacked (algo=iql)")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class SnapshotOptions:
     """``snapshot.*``: S3RL snapshot reset (envs/snapshot.py), off while teacher is null."""
 
@@ -212,6 +234,7 @@ class RunSettings:
                                    "run: skips offline pre-training")  # fmt: skip
     distributed: DistributedSettings = option(DistributedSettings(), "actor-learner on Ray")
     snapshot: SnapshotOptions = option(SnapshotOptions(), "S3RL snapshot reset")
+    corruption: CorruptionSettings = option(CorruptionSettings(), "RIQL's dataset corruption")
 
 
 # The defaults that are interpolations of other keys (Hydra resolves them when composing)

@@ -256,6 +256,12 @@ COMMANDS: dict[str, Case] = {
         "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
         leaves=("minari/local/pandalift/mixed-v0",),
     ),
+    # RIQL's corruption of a dataset (docs/offline.md)
+    "python -m rlcore.train algo=iql env=Hopper dataset=local/hopper/medium-replay-v0 "
+    "corruption.kind=obs corruption.rate=0.3 corruption.scale=1.0": COMPOSE,
+    "python -m rlcore.train algo=iql env=Hopper dataset=local/hopper/medium-replay-v0 "
+    "corruption.kind=action corruption.mode=adversarial "
+    "corruption.critic=runs/iql/hopper/<time>": COMPOSE,
     # camera demonstrations and the pixel recipes on them (docs/pixels.md)
     "python -m rlcore.offline.collect env=PandaLift policy=expert steps=2000 obs=state+pixels "
     "image_size=32 frame_stack=2 dataset_id=local/pandalift/camera-demos-v0": run(

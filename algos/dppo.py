@@ -334,12 +334,12 @@ class DPPO:
         rows = len(batch)
         pairs = rows * max(tuned, 1)  # K' = 0: the critic still learns, one row each
         old_log_prob = batch.extras["step_log_prob"] if tuned else None
-        if self.base_encoder is None:
-            norm_obs = self.obs_normalizer(batch.obs)
+        if self.base_encoder is None:  # vectors: standardised once, read as they are
+            inputs = self.obs_normalizer(batch.obs)
         else:  # images: shifted once, the old scores recomputed on them (DPPO's augment)
-            norm_obs = shift_images(batch.obs, self.plumbing.obs, cfg.shift_pad)
+            inputs = shift_images(batch.obs, self.plumbing.obs, cfg.shift_pad)
             if tuned and cfg.shift_pad:
-                old_log_prob = self._step_log_probs(norm_obs, batch.extras["chain"])
+                old_log_prob = self._step_log_probs(inputs, batch.extras["chain"])
         weight = cfg.denoise_discount ** torch.arange(tuned - 1, -1, -1, device=self.device)
         stats: dict[str, list[float]] = {"policy_loss": [], "value_loss": [], "approx_kl": [],
                                          "clip_fraction": [], "bc_loss": []}  # fmt: skip
@@ -347,15 +347,15 @@ class DPPO:
         for _ in range(cfg.update_epochs):
             for pair in minibatch_indices(pairs, cfg.minibatch_size, self.device):
                 row, k = pair // max(tuned, 1), pair % max(tuned, 1)
-                obs = take_rows(norm_obs, row)
-                critic_in = self._features(obs, self.critic_encoder)
+                obs = take_rows(inputs, row)
+                critic_in = obs if self.critic_encoder is None else self.critic_encoder(obs)
                 value = self.critic(critic_in).squeeze(-1)
                 value_loss = 0.5 * (value - batch.returns[row]).pow(2).mean()
                 loss = cfg.vf_coef * value_loss
                 approx_kl = torch.zeros(())
                 if tuned:
                     chain = batch.extras["chain"]
-                    condition = self._features(obs, self.actor_encoder)
+                    condition = obs if self.actor_encoder is None else self.actor_encoder(obs)
                     mean, std = self.actor.transition(
                         condition, chain[row, k], self._first_tuned() + k, cfg.std_floor
                     )

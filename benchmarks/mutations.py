@@ -805,6 +805,14 @@ MUTATIONS: list[Mutation] = [
         "a resume with new games leaves the interrupted episodes open in the replay buffer",
         ("tests/test_atari.py::test_cut_episodes_truncates_the_newest_rows_and_restarts_the_frame_stacks",),
     ),
+    Mutation(
+        "dppo_update_standardises_twice",
+        "algos/dppo.py",
+        "inputs = self.obs_normalizer(batch.obs)",
+        "inputs = self.obs_normalizer(self.obs_normalizer(batch.obs))",
+        "DPPO's update standardises the observations a second time",
+        _t("test_dppo_update_hand_computed"),
+    ),
     # --- offline/corruption.py (RIQL's protocol) ----------------------------------------
     Mutation(
         "corruption_adversarial_reward_sign",

@@ -426,6 +426,7 @@ def test_dppo_update_hand_computed():
     denoising step has weight 1, earlier ones less (DPPO's denoising discount)."""
     torch.manual_seed(0)
     agent = small_dppo(denoise_discount=0.3, clip_coef=0.2)
+    agent.obs_normalizer.fit(torch.randn(64, 3) * 3.0 + 2.0)  # a BC run's statistics
     batch, _ = rollout(agent)
     reference = copy.deepcopy(agent.actor)
     agent.actor_optimizer = torch.optim.SGD(agent.actor.parameters(), lr=1.0)

@@ -813,6 +813,22 @@ MUTATIONS: list[Mutation] = [
         "DPPO's update standardises the observations a second time",
         _t("test_dppo_update_hand_computed"),
     ),
+    Mutation(
+        "riql_value_target_min",
+        "algos/riql.py",
+        "target_q = torch.quantile(self.target_critic(obs, batch.action), cfg.quantile, dim=0)",
+        "target_q = self.target_critic(obs, batch.action).min(0).values",
+        "RIQL's value target is the critics' minimum (IQL's), not their quantile",
+        ("tests/test_riql.py::test_one_update_by_hand",),
+    ),
+    Mutation(
+        "riql_targets_unclipped",
+        "algos/riql.py",
+        "targets = targets.clamp(cfg.target_min, cfg.target_max)",
+        "targets = targets",
+        "RIQL's Q targets are not clipped to [-100, 1000]",
+        ("tests/test_riql.py::test_one_update_by_hand",),
+    ),
     # --- offline/corruption.py (RIQL's protocol) ----------------------------------------
     Mutation(
         "corruption_adversarial_reward_sign",

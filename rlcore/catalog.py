@@ -104,6 +104,12 @@ def _iql() -> Classes:
     return IQL, IQLConfig
 
 
+def _riql() -> Classes:
+    from rlcore.algos.riql import RIQL, RIQLConfig
+
+    return RIQL, RIQLConfig
+
+
 def _td3_bc() -> Classes:
     from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
 
@@ -224,6 +230,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("dqn", _dqn, _ONLINE, ("discrete",), images=True),
         Algorithm("drqv2", _drqv2, _ONLINE, images=True, images_only=True),
         Algorithm("iql", _iql, _OFFLINE),
+        Algorithm("riql", _riql, _OFFLINE),
         Algorithm("td3_bc", _td3_bc, _OFFLINE),
         Algorithm("rebrac", _rebrac, _OFFLINE),
         Algorithm("awac", _awac, _OFFLINE),

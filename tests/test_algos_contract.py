@@ -11,6 +11,7 @@ from rlcore.algos.cal_ql import CalQL, CalQLConfig
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.famo2o import FamO2O, FamO2OConfig
 from rlcore.algos.iql import IQL, IQLConfig
+from rlcore.algos.riql import RIQL, RIQLConfig
 from rlcore.algos.ppo import PPO, PPOConfig
 from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
 from rlcore.algos.rlpd import RLPD, RLPDConfig
@@ -73,6 +74,7 @@ AGENTS = {
     "td3_bc": lambda: TD3BC(OBS, ACT, TD3BCConfig(hidden=(32, 32), policy_frequency=1)),
 }
 AGENTS["rebrac"] = lambda: ReBRAC(OBS, ACT, ReBRACConfig(hidden=(32, 32)))
+AGENTS["riql"] = lambda: RIQL(OBS, ACT, RIQLConfig(hidden=(32, 32), num_critics=3))
 AGENTS["awac"] = lambda: AWAC(OBS, ACT, AWACConfig(hidden=(32, 32)))
 AGENTS["cql"] = lambda: CQL(OBS, ACT, CQLConfig(hidden=(32, 32)))
 AGENTS["cal_ql"] = lambda: CalQL(OBS, ACT, CalQLConfig(hidden=(32, 32), critic_hidden=(32, 32)))
@@ -88,7 +90,7 @@ CONSTRAINED = {"ppo_lag", "sac_lag", "cpo", "fisor"}  # + test_fisor.py
 PER_ENV_NOISE = {"fast_td3"}
 # image-only agents (no vector task to act in here): tests/test_drqv2.py
 IMAGES_ONLY = {"drqv2"}
-OFFLINE = ["iql", "iql_deterministic", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
+OFFLINE = ["iql", "iql_deterministic", "riql", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o"]
 
 
 def do_update(name, agent, seed=0):
@@ -252,7 +254,7 @@ def test_expectile_loss_hand_computed():
 # Agents whose policy has no noise: ``deterministic`` is ignored. Every other agent samples
 # by default (SAC, CQL, Cal-QL: tanh-Gaussian; IQL, AWAC, PPO: Gaussian; TD3 and IQL's
 # deterministic actor: exploration noise) and returns the mode with ``deterministic=True``.
-DETERMINISTIC_ACTORS = {"td3_bc", "rebrac"}
+DETERMINISTIC_ACTORS = {"td3_bc", "rebrac", "riql"}
 
 
 def test_every_registered_algorithm_is_in_the_contract():

@@ -11,9 +11,9 @@ from rlcore.algos.cal_ql import CalQL, CalQLConfig
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.famo2o import FamO2O, FamO2OConfig
 from rlcore.algos.iql import IQL, IQLConfig
-from rlcore.algos.riql import RIQL, RIQLConfig
 from rlcore.algos.ppo import PPO, PPOConfig
 from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.riql import RIQL, RIQLConfig
 from rlcore.algos.rlpd import RLPD, RLPDConfig
 from rlcore.algos.sac import SAC, SACConfig
 from rlcore.algos.td3 import TD3, TD3Config

@@ -2,8 +2,9 @@
 
 Paper: R. Yang, H. Zhong, J. Xu, A. Zhang, C. Zhang, L. Han, T. Zhang, "Towards Robust
 Offline Reinforcement Learning under Diverse Data Corruption", ICLR 2024. Reference:
-github.com/YangRui2015/RIQL @ 4af90a3, ``RIQL.py`` (CORL's IQL with RIQL's three changes)
-and ``RIQL_config.py`` (per-task settings). Corrupted datasets: ``corruption.*``
+github.com/YangRui2015/RIQL @ cc07d81 (its update, attack.py and RIQL_config.py unchanged
+since 4af90a3), ``RIQL.py`` (CORL's IQL with RIQL's three changes) and ``RIQL_config.py``
+(per-task settings). Corrupted datasets: ``corruption.*``
 (``rlcore.offline.corruption``, the reference's ``attack.py``).
 
 RIQL's three changes to IQL, each against a kind of corruption:
@@ -27,8 +28,11 @@ the actor on the advantage computed before V's step. The paper's per-task settin
 critics, per corruption kind and task) are ``algo.huber_sigma``, ``algo.quantile``,
 ``algo.num_critics``.
 
-Departures from the reference (not yet run against it: the parity harness is open):
-the observation statistics use torch's unbiased std (ddof 1; the reference's numpy std has
+Parity (benchmarks/parity/riql_reference.py, tests/golden/riql.json): the reference's
+``ImplicitQLearning`` on the same weights and batches, 50 updates, two settings: losses
+1.8e-7, every parameter 3.0e-7 (docs/PARITY.md).
+
+Departures from the reference: the observation statistics use torch's unbiased std (ddof 1; the reference's numpy std has
 ddof 0, 5e-7 relative on 1M rows, as ``rlcore.nets.ObsNormalizer`` notes); the critics
 are one batched ensemble (the reference's ``VectorizedQ`` too).
 """

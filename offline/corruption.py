@@ -3,7 +3,8 @@ observations, actions, rewards and dynamics (next observations).
 
 Paper: R. Yang, H. Zhong, J. Xu, A. Zhang, C. Zhang, L. Han, T. Zhang, "Towards Robust
 Offline Reinforcement Learning under Diverse Data Corruption", ICLR 2024. Reference:
-github.com/YangRui2015/RIQL @ 4af90a3, ``attack.py`` (``Attack``, ``attack_dataset``).
+github.com/YangRui2015/RIQL @ cc07d81 (``attack.py`` unchanged since 4af90a3): ``Attack``,
+``attack_dataset``.
 
 ``corrupt(dataset, Corruption(kind, mode, rate, scale, seed), critic=...)`` changes a
 ``rate`` fraction of the rows in place, as the reference does:

@@ -32,6 +32,7 @@ from rlcore.algos.cal_ql import CalQL, CalQLConfig
 from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
+from rlcore.algos.riql import RIQL, RIQLConfig
 from rlcore.algos.td3_bc import TD3BC, TD3BCConfig
 from rlcore.benchmarks.parity.offline_common import (
     ACT_DIM,
@@ -48,6 +49,7 @@ from rlcore.benchmarks.parity.offline_common import (
     make_batches,
     noise_draws,
     rebrac_initial,
+    riql_initial,
     sparse_shifted_rewards,
     td3_bc_initial,
 )
@@ -302,6 +304,47 @@ def iql_run(case_name: str) -> tuple[dict, dict, dict]:
 @pytest.mark.parametrize("case_name", ["gaussian", "deterministic", "antmaze"])
 def test_iql_matches_corl(case_name):
     case, losses, params = iql_run(case_name)
+    assert_parity(case, losses, params, TOL)
+
+
+def riql_run(case_name: str) -> tuple[dict, dict, dict]:
+    """Our RIQL on the golden case's weights and batches (the statistics left at the
+    identity: the reference's batches come standardised already)."""
+    _, cases = load_golden(GOLDEN_DIR / "riql.json")
+    case = cases[case_name]
+    settings = case["settings"]
+    count = settings["num_critics"]
+    params = riql_initial(count)
+    config = RIQLConfig(
+        gamma=settings["gamma"], tau=settings["tau"], actor_lr=settings["lr"],
+        critic_lr=settings["lr"], value_lr=settings["lr"], hidden=(16, 16),
+        beta=settings["beta"], expectile=settings["expectile"], num_critics=count,
+        quantile=settings["quantile"], huber_sigma=settings["sigma"],
+        total_steps=settings["updates"],
+    )  # fmt: skip
+    agent = RIQL(OBS, ACT, config)
+    critics = [f"critic{k}" for k in range(count)]
+    load_mlp(agent.actor, layers(params, "actor"))
+    load_ensemble(agent.critic.net, params, critics)
+    load_ensemble(agent.target_critic.net, params, [f"target_{n}" for n in critics])
+    load_mlp(agent.value, layers(params, "value"))
+    batches = same_inputs(case, params, make_batches(1, settings["updates"]), [])
+    names = {"value_loss": lambda m: m["value_loss"], "q_loss": lambda m: m["critic_loss"],
+             "actor_loss": lambda m: m["actor_loss"]}  # fmt: skip
+    losses = run_updates(agent, batches, names)
+    final = {
+        **read_mlp(agent.actor, "actor"), **read_ensemble(agent.critic.net, critics),
+        **read_ensemble(agent.target_critic.net, [f"target_{n}" for n in critics]),
+        **read_mlp(agent.value, "value"),
+    }  # fmt: skip
+    return case, losses, final
+
+
+@pytest.mark.parametrize("case_name", ["defaults", "per_task"])
+def test_riql_matches_the_reference(case_name):
+    """RIQL against YangRui2015/RIQL's own ``ImplicitQLearning`` (RIQL.py): 50 updates of
+    the quantile value target, the Huber Q ensemble on clipped targets and the actor."""
+    case, losses, params = riql_run(case_name)
     assert_parity(case, losses, params, TOL)
 
 

@@ -122,7 +122,6 @@ def make_batches(
 # ---- initial weights per algorithm (critics' targets start as equal copies)
 
 
-
 def sparse_shifted_rewards(batches: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
     """The batches with AntMaze's sparse rewards after the antmaze recipes' r - 1: 0 where
     the drawn N(0, 1) reward exceeds 0.85 (about 20 % of rows, a goal reached), else -1."""
@@ -143,6 +142,19 @@ def iql_initial(deterministic: bool) -> Params:
         params["actor.log_std"] = rng.uniform(-1.0, 0.5, ACT_DIM).astype(np.float32)
     params = copy_net(params, "critic0", "target_critic0")
     return copy_net(params, "critic1", "target_critic1")
+
+
+def riql_initial(num_critics: int) -> Params:
+    """RIQL: deterministic actor, ``num_critics`` critics (their targets equal copies), V."""
+    rng = np.random.default_rng(0)
+    params = {
+        **mlp_params(rng, "actor", [OBS_DIM, HIDDEN, HIDDEN, ACT_DIM]),
+        **mlp_params(rng, "value", [OBS_DIM, HIDDEN, HIDDEN, 1]),
+    }
+    for k in range(num_critics):
+        params.update(mlp_params(rng, f"critic{k}", [OBS_DIM + ACT_DIM, HIDDEN, HIDDEN, 1]))
+        params = copy_net(params, f"critic{k}", f"target_critic{k}")
+    return params
 
 
 def td3_bc_initial() -> Params:

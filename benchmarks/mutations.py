@@ -829,6 +829,23 @@ MUTATIONS: list[Mutation] = [
         "RIQL's Q targets are not clipped to [-100, 1000]",
         ("tests/test_riql.py::test_one_update_by_hand",),
     ),
+    # --- rlcore/dynamics.py (the model ensemble of model-based offline RL) ---------------
+    Mutation(
+        "dynamics_logvar_bounds_sign",
+        "rlcore/dynamics.py",
+        "bounds = logvar_coef * (self.max_logvar.sum() - self.min_logvar.sum())",
+        "bounds = logvar_coef * (self.max_logvar.sum() + self.min_logvar.sum())",
+        "the dynamics loss rewards widening the log-variance bounds",
+        ("tests/test_dynamics.py::test_the_loss_of_a_zeroed_ensemble_by_hand",),
+    ),
+    Mutation(
+        "dynamics_variance_not_weighting",
+        "rlcore/dynamics.py",
+        "nll = ((mean - targets).pow(2) * torch.exp(-logvar)).mean(dim=(1, 2)) + logvar.mean(",
+        "nll = (mean - targets).pow(2).mean(dim=(1, 2)) + logvar.mean(",
+        "the dynamics NLL drops the inverse variance",
+        ("tests/test_dynamics.py::test_training_steps_match_offlinerl_kit",),
+    ),
     # --- offline/corruption.py (RIQL's protocol) ----------------------------------------
     Mutation(
         "corruption_adversarial_reward_sign",

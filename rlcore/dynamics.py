@@ -30,6 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rlcore.nets import EnsembleLinear
+
 
 def soft_clamp(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
     """Clamp ``x`` into (low, high) smoothly (gradients pass): high - softplus(high - x),
@@ -38,24 +40,19 @@ def soft_clamp(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.
     return low + F.softplus(x - low)
 
 
-class DecayedEnsembleLinear(nn.Module):
-    """E linear layers in one batched matmul (input (B, in) shared or (E, B, in)), weights
-    drawn from a truncated normal of std 1 / (2 sqrt(in)), biases 0, with an L2 ``decay``
-    of 0.5 * decay * ||W||^2 and a saved copy per member (``save`` / ``restore``)."""
+class DecayedEnsembleLinear(EnsembleLinear):
+    """``rlcore.nets.EnsembleLinear`` as OfflineRL-Kit's dynamics layer: weights drawn from
+    a truncated normal of std 1 / (2 sqrt(in)), biases 0, an L2 ``decay`` of
+    0.5 * decay * ||W||^2, and a saved copy per member (``save`` / ``restore``)."""
 
     def __init__(self, members: int, in_dim: int, out_dim: int, decay: float = 0.0) -> None:
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(members, in_dim, out_dim))
-        self.bias = nn.Parameter(torch.zeros(members, 1, out_dim))
-        nn.init.trunc_normal_(self.weight, std=1.0 / (2.0 * math.sqrt(in_dim)))
+        super().__init__(members, in_dim, out_dim)
+        with torch.no_grad():
+            nn.init.trunc_normal_(self.weight, std=1.0 / (2.0 * math.sqrt(in_dim)))
+            self.bias.zero_()
         self.register_buffer("saved_weight", self.weight.detach().clone())
         self.register_buffer("saved_bias", self.bias.detach().clone())
         self.decay = decay
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dim() == 2:
-            return torch.einsum("ij,bjk->bik", x, self.weight) + self.bias
-        return torch.einsum("bij,bjk->bik", x, self.weight) + self.bias
 
     def decay_loss(self) -> torch.Tensor:
         return self.decay * 0.5 * self.weight.pow(2).sum()

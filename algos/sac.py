@@ -139,6 +139,7 @@ from rlcore.utils import adam, ensure_finite, mixed_precision
 
 ACTOR_Q = ("min", "mean")
 ACTOR_BATCH = ("last", "full")
+TEMPERATURE_LOSSES = ("alpha", "log_alpha")
 
 
 def subset_min(q: torch.Tensor, subset: int | None) -> torch.Tensor:
@@ -166,6 +167,9 @@ class SACConfig:
     target_entropy: float | None = None  # None -> -action_dim
     log_std_min: float = -5.0  # lower bound of the policy log-std
     log_std_max: float = 2.0  # upper bound of the policy log-std
+    clamp_log_std: bool = False  # log-std clamped into the bounds (tanh-squashed if False)
+    temperature_loss: str = "alpha"  # "alpha" (CleanRL) | "log_alpha" times the entropy gap
+    max_alpha: float | None = None  # the temperature used is exp(log alpha) capped at this
     policy_frequency: int = 2  # critic updates per (burst of) actor updates
     target_frequency: int = 1  # critic updates per target Polyak update
     fused_optimizer: bool = True  # fused Adam kernel (same maths, faster on CPU/GPU)
@@ -210,6 +214,12 @@ class SACConfig:
             )
         if self.actor_q not in ACTOR_Q:
             raise ValueError(f"actor_q={self.actor_q!r}: choose from {ACTOR_Q}")
+        if self.temperature_loss not in TEMPERATURE_LOSSES:
+            raise ValueError(
+                f"temperature_loss={self.temperature_loss!r}: choose from {TEMPERATURE_LOSSES}"
+            )
+        if self.max_alpha is not None and self.max_alpha <= 0:
+            raise ValueError(f"max_alpha={self.max_alpha} must be > 0 (or None: no cap)")
         if self.actor_batch not in ACTOR_BATCH:
             raise ValueError(f"actor_batch={self.actor_batch!r}: choose from {ACTOR_BATCH}")
         if self.utd_ratio < 1:
@@ -278,6 +288,7 @@ class SAC:
             self.actor = TanhGaussianActor(
                 features, io.action_dim, io.low, io.high, config.hidden,
                 log_std_min=config.log_std_min, log_std_max=config.log_std_max,
+                clamp_log_std=config.clamp_log_std,
             )  # fmt: skip
             self.critic = QEnsemble(
                 features, io.action_dim, config.num_critics, config.hidden,
@@ -320,7 +331,12 @@ class SAC:
 
     @property
     def alpha(self) -> torch.Tensor:
-        return self.log_alpha.detach().exp()
+        return self._temperature(self.log_alpha)
+
+    def _temperature(self, log_alpha: torch.Tensor) -> torch.Tensor:
+        """The temperature the losses use: exp(log alpha), capped at ``max_alpha``."""
+        alpha = log_alpha.detach().exp()
+        return alpha if self.config.max_alpha is None else alpha.clamp(max=self.config.max_alpha)
 
     @numpy_act
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
@@ -399,7 +415,7 @@ class SAC:
         sums: dict[str, torch.Tensor] = {}
         for j, minibatch in enumerate(zip(*(split_rows(x, len(polyak)) for x in inputs))):
             losses, stats = steps.minimise(
-                ("critic",), self._critic_losses, *minibatch, log_alpha.detach().exp()
+                ("critic",), self._critic_losses, *minibatch, self._temperature(log_alpha)
             )
             for key, value in {**losses, **stats}.items():
                 value = value.detach().double()
@@ -416,14 +432,14 @@ class SAC:
     ) -> dict[str, torch.Tensor]:
         """One actor step (critics frozen), then one temperature step on its log pi."""
         losses, log_prob = steps.minimise(
-            ("actor",), self._actor_losses, obs, log_alpha.detach().exp(), frozen=("critic",)
+            ("actor",), self._actor_losses, obs, self._temperature(log_alpha), frozen=("critic",)
         )
         log_prob = log_prob.detach()
         metrics = {"actor_loss": losses["actor_loss"].detach(), "entropy": -log_prob.mean()}
         if self.config.autotune_alpha:
             (losses,) = steps.minimise(("alpha",), self._alpha_loss, log_alpha, log_prob)
             metrics["alpha_loss"] = losses["alpha_loss"].detach()
-        metrics["alpha"] = log_alpha.detach().exp()
+        metrics["alpha"] = self._temperature(log_alpha)
         return metrics
 
     def _actor_rows(self, obs: torch.Tensor) -> torch.Tensor:
@@ -482,8 +498,10 @@ class SAC:
         self, log_alpha: torch.Tensor, log_prob: torch.Tensor
     ) -> tuple[dict[str, torch.Tensor]]:
         """({alpha_loss: -mean(alpha (log pi + target entropy))},): alpha, not log alpha,
-        times the entropy gap (CleanRL)."""
-        return ({"alpha_loss": -(log_alpha.exp() * (log_prob + self.target_entropy)).mean()},)
+        times the entropy gap (CleanRL); log alpha with ``temperature_loss="log_alpha"``
+        (SB3, CORL, OfflineRL-Kit)."""
+        scale = log_alpha.exp() if self.config.temperature_loss == "alpha" else log_alpha
+        return ({"alpha_loss": -(scale * (log_prob + self.target_entropy)).mean()},)
 
     def _autocast(self) -> AbstractContextManager[Any]:
         return mixed_precision(self.config.precision, self.device)

@@ -863,6 +863,47 @@ MUTATIONS: list[Mutation] = [
         "the adversarial attack raises the critic's Q instead of lowering it",
         ("tests/test_corruption.py::test_the_adversarial_attack_walks_each_value_down_the_critics_gradient",),
     ),
+    # --- rlcore/model_based.py, algos/mopo.py (MOPO) ------------------------------------
+    Mutation(
+        "mopo_penalty_added",
+        "rlcore/model_based.py",
+        "reward = reward - recipe.penalty_coef * penalty",
+        "reward = reward + recipe.penalty_coef * penalty",
+        "MOPO rewards the model's uncertainty instead of penalising it",
+        ("tests/test_mopo.py::test_a_rollout_by_hand_penalises_stops_and_continues_the_survivors",),
+    ),
+    Mutation(
+        "mopo_rollouts_continue_terminated",
+        "rlcore/model_based.py",
+        "obs = next_obs[~done]",
+        "obs = next_obs",
+        "imagined rollouts go on from terminated states",
+        ("tests/test_mopo.py::test_a_rollout_by_hand_penalises_stops_and_continues_the_survivors",),
+    ),
+    Mutation(
+        "mopo_temperature_uncapped",
+        "algos/mopo.py",
+        "max_alpha: float | None = 1.0",
+        "max_alpha: float | None = None",
+        "MOPO's temperature is not capped at 1 (OfflineRL-Kit clamps it)",
+        ("tests/test_mopo.py::test_updates_match_offlinerl_kit",),
+    ),
+    Mutation(
+        "sac_log_alpha_loss_as_alpha",
+        "algos/sac.py",
+        'scale = log_alpha.exp() if self.config.temperature_loss == "alpha" else log_alpha',
+        "scale = log_alpha.exp()",
+        "temperature_loss=log_alpha (MOPO, OfflineRL-Kit) still scales the gap by alpha",
+        ("tests/test_mopo.py::test_updates_match_offlinerl_kit",),
+    ),
+    Mutation(
+        "clamped_log_std_squashed",
+        "rlcore/nets.py",
+        "return raw.clamp(self.log_std_min, self.log_std_max)",
+        "return raw.clamp(self.log_std_min + 1.0, self.log_std_max)",
+        "the clamped log-std (MOPO's policy) has the wrong lower bound",
+        ("tests/test_mopo.py::test_updates_match_offlinerl_kit",),
+    ),
 ]
 
 

@@ -263,6 +263,36 @@ class ReplayBuffer:
                 "episode_step": np.full(n, self.steps), "episode_env": np.arange(n),
                 "episode_start": self.episode_start.copy(), "episode_length": np.zeros(n),
             }  # fmt: skip
+        self._write(values, n, "num_envs")
+        done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
+        for store in self.frame_stores.values():
+            store.end_episodes(done.reshape(n))
+        if self.track_episodes:
+            self._end_episodes(done)
+        self._advance(n)
+
+    def add_rows(
+        self, obs: torch.Tensor, action: torch.Tensor, reward: torch.Tensor,
+        next_obs: torch.Tensor, terminated: torch.Tensor,
+    ) -> None:  # fmt: skip
+        """Write any number of unrelated transitions at once (a learned model's imagined
+        steps, ``rlcore.model_based``: no episodes, never truncated), oldest rows
+        overwritten first. A plain buffer of vector observations only."""
+        if self.frame_stores or self.track_episodes or self.next_action or self.obs_spec.keyed:
+            raise ValueError("add_rows writes plain transitions of vector observations")
+        n = len(obs)
+        if n > self.capacity:
+            raise ValueError(f"add_rows: {n} rows do not fit a buffer of {self.capacity}")
+        values = {"action": action, "reward": reward, "terminated": terminated}
+        values["truncated"] = torch.zeros(n)
+        for field, value in zip(OBS_FIELDS, (obs, next_obs)):
+            values.update(self._observation_values(field, value))
+        self._write(values, n, "rows")
+        self._advance(n)
+
+    def _write(self, values: dict[str, Any], n: int, what: str) -> None:
+        """Put ``n`` rows of ``values`` (by channel; channels left out are zero) at the
+        write position, wrapping around the ring."""
         if self.pos + n <= self.capacity:
             rows: slice | torch.Tensor = slice(self.pos, self.pos + n)
         else:
@@ -273,13 +303,10 @@ class ReplayBuffer:
                 continue
             tensor = _as_tensor(values[name], self.device, target.dtype)
             if tensor.shape[0] != n:
-                raise ValueError(f"{name} has leading dim {tensor.shape[0]}, expected num_envs={n}")
+                raise ValueError(f"{name} has leading dim {tensor.shape[0]}, expected {what}={n}")
             target[rows] = tensor.reshape(target[rows].shape)
-        done = np.asarray(terminated, bool) | np.asarray(truncated, bool)
-        for store in self.frame_stores.values():
-            store.end_episodes(done.reshape(n))
-        if self.track_episodes:
-            self._end_episodes(done)
+
+    def _advance(self, n: int) -> None:
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
 

@@ -22,7 +22,7 @@ import gymnasium as gym
 import torch
 
 from rlcore.buffers import MixedSampler, NStepReturns, ReplayBuffer, RolloutBuffer
-from rlcore.capabilities import DatasetUser, OnPolicy, StateStatistics, require
+from rlcore.capabilities import DatasetUser, ModelBased, OnPolicy, StateStatistics, require
 from rlcore.catalog import Algorithm
 from rlcore.checks import (
     check_distributed,
@@ -43,6 +43,7 @@ from rlcore.evaluation import EvalVideo
 from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_obs_shape, rollout_phase
+from rlcore.model_based import ModelRollouts, termination_rule
 from rlcore.observations import ObsSpec, frame_stack_of, part_statistics
 from rlcore.plan import RunPlan
 from rlcore.settings import CorruptionSettings, RunSettings, SettledRun, with_dataset
@@ -442,8 +443,13 @@ def build_phases(built: Built, logger: Logger) -> Phases:
         dataset.seed(settings.seed)
         phases.stateful["dataset"] = dataset
     if offline_steps > 0:
+        offline_sampler = dataset
+        if plan.model is not None:  # model-based: the dataset mixed with imagined rollouts
+            offline_sampler = phases.stateful["model_rollouts"] = model_rollouts(
+                built, dataset, logger
+            )
         phases.phases.append(
-            Phase("offline", offline_steps, dataset, batch_size=schedule.batch_size)
+            Phase("offline", offline_steps, offline_sampler, batch_size=schedule.batch_size)
         )
     if online_steps > 0:
         her = settings.her
@@ -485,6 +491,22 @@ def build_phases(built: Built, logger: Logger) -> Phases:
         ]  # fmt: skip
     phases.phases = [phase for phase in phases.phases if phase.steps > 0]
     return phases
+
+
+def model_rollouts(built: Built, dataset: Any, logger: Logger) -> ModelRollouts:
+    """The offline sampler of a model-based agent (``RunPlan.model``): its dynamics fitted
+    on ``dataset`` on first use, rollouts of its policy under the task's termination rule."""
+    agent, settings = built.agent, built.run.settings
+    require(agent, ModelBased, "a model-based plan (RunPlan.model) rolls out in its model")
+    assert built.plan.model is not None
+    try:
+        terminated = termination_rule(settings.env.id)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    return ModelRollouts(
+        dataset, agent.dynamics, agent.imagine_action, terminated, built.plan.model,
+        seed=settings.seed, log=lambda message: logger.progress(message, force=True),
+    )  # fmt: skip
 
 
 def n_step_refusal(her: str, offline_data: str, cost: bool) -> str | None:

@@ -121,6 +121,18 @@ class ActionValue(Protocol):
     def policy_action(self, obs: torch.Tensor) -> torch.Tensor: ...
 
 
+@runtime_checkable
+class ModelBased(Protocol):
+    """Trains on rollouts of a learned model (``RunPlan.model``): ``dynamics`` is the
+    ``rlcore.dynamics.ProbabilisticEnsemble`` it owns (saved with it, fitted on the dataset
+    before the first update); ``imagine_action`` the stochastic action of its policy for a
+    batch of raw observations (no autograd), which the rollouts take."""
+
+    dynamics: Any
+
+    def imagine_action(self, obs: torch.Tensor) -> torch.Tensor: ...
+
+
 class MissingCapabilityError(TypeError):
     """An agent lacks a capability its run needs."""
 

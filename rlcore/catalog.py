@@ -194,6 +194,12 @@ def _ppo_lag() -> Classes:
     return PPOLag, PPOLagConfig
 
 
+def _mopo() -> Classes:
+    from rlcore.algos.mopo import MOPO, MOPOConfig
+
+    return MOPO, MOPOConfig
+
+
 def _sac_lag() -> Classes:
     from rlcore.algos.safe.sac_lag import SACLag, SACLagConfig
 
@@ -236,6 +242,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("awac", _awac, _OFFLINE),
         Algorithm("cql", _cql, _OFFLINE),
         Algorithm("cal_ql", _cal_ql, _OFFLINE),
+        Algorithm("mopo", _mopo, _OFFLINE),
         Algorithm("famo2o", _famo2o, _O2O),
         Algorithm("rlpd", _rlpd, _O2O, images=True),
         Algorithm("wsrl", _wsrl, _O2O),

@@ -23,7 +23,7 @@ epochs it ran.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -81,7 +81,8 @@ class ProbabilisticEnsemble(nn.Module):
             raise ValueError(f"one weight decay per layer: {len(hidden) + 1}, got {len(decays)}")
         if not 1 <= elites <= members:
             raise ValueError(f"elites={elites} must be in [1, members={members}]")
-        self.obs_dim, self.members, self.num_elites = obs_dim, members, elites
+        self.obs_dim, self.action_dim = obs_dim, action_dim
+        self.members, self.num_elites = members, elites
         dims = [obs_dim + action_dim, *hidden]
         self.hidden = nn.ModuleList(
             DecayedEnsembleLinear(members, a, b, d) for a, b, d in zip(dims, dims[1:], decays)
@@ -93,6 +94,7 @@ class ProbabilisticEnsemble(nn.Module):
         self.register_buffer("elites", torch.arange(elites))
         self.register_buffer("input_mean", torch.zeros(obs_dim + action_dim))
         self.register_buffer("input_std", torch.ones(obs_dim + action_dim))
+        self.register_buffer("fitted", torch.tensor(False))  # set by fit_dynamics
 
     def layers(self) -> list[DecayedEnsembleLinear]:
         return [*self.hidden, self.output]
@@ -154,10 +156,12 @@ def fit_dynamics(
     next_obs: torch.Tensor, generator: torch.Generator, lr: float = 1e-3,
     batch_size: int = 256, holdout_ratio: float = 0.2, max_holdout: int = 1000,
     patience: int = 5, max_epochs: int | None = None, logvar_coef: float = 0.01,
+    log: Callable[[str], None] | None = None,
 ) -> FitResult:  # fmt: skip
     """Train ``model`` on transitions as OfflineRL-Kit's ``EnsembleDynamics.train`` does
     (module docstring); returns the epochs run, each member's best holdout error and the
-    elites (set on the model, each member's best weights restored)."""
+    elites (set on the model, each member's best weights restored, ``fitted`` set);
+    ``log`` gets one line per epoch."""
     inputs = torch.cat([obs, action], -1)
     targets = torch.cat([next_obs - obs, reward[:, None]], -1)
     n = len(inputs)
@@ -189,6 +193,9 @@ def fit_dynamics(
         shuffle = torch.argsort(torch.rand(bootstrap.shape, generator=generator), dim=-1)
         bootstrap = torch.gather(bootstrap, 1, shuffle)
         improved = [i for i, (e, b) in enumerate(zip(errors, best)) if (b - e) / b > 0.01]
+        if log is not None:
+            log(f"dynamics epoch {epochs}: loss {loss.item():.4g}, holdout MSE "
+                f"{sorted(errors)[model.num_elites - 1]:.4g} (elite-th best)")  # fmt: skip
         for i in improved:
             best[i] = errors[i]
         if improved:
@@ -203,4 +210,5 @@ def fit_dynamics(
     model.elites.copy_(torch.as_tensor(elites))
     for layer in model.layers():
         layer.restore()
+    model.fitted.fill_(True)
     return FitResult(epochs, best, elites)

@@ -313,7 +313,8 @@ class TanhGaussianActor(nn.Module):
     log_std is squashed into [log_std_min, log_std_max] with tanh (as CleanRL does). With
     ``log_std_affine=(m, o)`` it is instead ``clamp(m * raw + o, log_std_min, log_std_max)``
     with m and o trainable scalars initialised to the given values (CORL's CQL / Cal-QL
-    policy, usually with bounds (-20, 2)).
+    policy, usually with bounds (-20, 2)); with ``clamp_log_std`` it is the raw output
+    clamped into the bounds (OfflineRL-Kit's ``TanhDiagGaussian``, SB3's clamp).
     """
 
     def __init__(
@@ -328,9 +329,13 @@ class TanhGaussianActor(nn.Module):
         log_std_min: float = -5.0,
         log_std_max: float = 2.0,
         log_std_affine: tuple[float, float] | None = None,
+        clamp_log_std: bool = False,
     ) -> None:
         super().__init__()
+        if clamp_log_std and log_std_affine is not None:
+            raise ValueError("clamp_log_std and log_std_affine are two log-std forms: pick one")
         self.action_dim = action_dim
+        self.clamp_log_std = clamp_log_std
         self.net = MLP(obs_dim, 2 * action_dim, hidden, activation_name, layer_norm)
         self.to_env = ActionScale(action_low, action_high, action_dim)
         self.log_std_min, self.log_std_max = log_std_min, log_std_max
@@ -343,6 +348,8 @@ class TanhGaussianActor(nn.Module):
         if self.affine_log_std:
             log_std = self.log_std_multiplier * raw + self.log_std_offset
             return log_std.clamp(self.log_std_min, self.log_std_max)
+        if self.clamp_log_std:
+            return raw.clamp(self.log_std_min, self.log_std_max)
         return self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
             torch.tanh(raw) + 1.0
         )

@@ -109,6 +109,40 @@ class DataRecipe:
 
 
 @dataclass(frozen=True)
+class ModelRecipe:
+    """Model-based offline training (``rlcore.model_based.ModelRollouts``, MOPO / MOBILE /
+    MOREC as OfflineRL-Kit runs them): before the first update the agent's dynamics
+    ensemble is fitted on the dataset; every ``rollout_freq`` updates ``rollout_batch``
+    dataset states start ``rollout_length``-step rollouts of the policy in the model,
+    kept for ``retain_epochs`` rollouts; every batch takes ``real_ratio`` of its rows
+    from the dataset, the rest from the rollouts. Imagined rewards lose ``penalty_coef``
+    times MOPO's uncertainty."""
+
+    rollout_freq: int = 1000
+    rollout_batch: int = 50_000
+    rollout_length: int = 5
+    retain_epochs: int = 5
+    real_ratio: float = 0.05
+    penalty_coef: float = 1.0
+    # the ensemble's fit (rlcore.dynamics.fit_dynamics)
+    fit_lr: float = 1e-3
+    fit_batch_size: int = 256
+    holdout_ratio: float = 0.2
+    max_holdout: int = 1000
+    patience: int = 5
+    max_fit_epochs: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("rollout_freq", "rollout_batch", "rollout_length", "retain_epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
+        if not 0.0 <= self.real_ratio <= 1.0:
+            raise ValueError(f"real_ratio={self.real_ratio} must be in [0, 1]")
+        if self.max_fit_epochs is not None and self.max_fit_epochs < 1:
+            raise ValueError(f"max_fit_epochs={self.max_fit_epochs} must be >= 1 (or None)")
+
+
+@dataclass(frozen=True)
 class RunPlan:
     """An algorithm's whole declaration to the core. ``gamma`` discounts the dataset's
     Monte-Carlo returns; ``needs_pretrained`` marks fine-tuners that must start from a
@@ -121,6 +155,7 @@ class RunPlan:
     data: DataRecipe = field(default_factory=DataRecipe)
     returns: Returns = field(default_factory=Returns)
     gamma: float = 0.99
+    model: ModelRecipe | None = None  # model-based offline training (ModelRecipe)
     needs_pretrained: bool = False
     pretrained: str | None = None
     precision: str = "float32"

@@ -262,6 +262,9 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.train algo=iql env=Hopper dataset=local/hopper/medium-replay-v0 "
     "corruption.kind=action corruption.mode=adversarial "
     "corruption.critic=runs/iql/hopper/<time>": COMPOSE,
+    # MOPO (docs/offline.md)
+    "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
+    "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,
     # camera demonstrations and the pixel recipes on them (docs/pixels.md)
     "python -m rlcore.offline.collect env=PandaLift policy=expert steps=2000 obs=state+pixels "
     "image_size=32 frame_stack=2 dataset_id=local/pandalift/camera-demos-v0": run(

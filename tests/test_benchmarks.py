@@ -732,3 +732,17 @@ def test_her_benchmark_end_to_end(tmp_path, capsys):
         assert [step for step, _ in evals] == [100, 200]
         assert all(0.0 <= rate <= 1.0 for _, rate in evals)
         assert (tmp_path / "pandareach" / f"{method}_seed0" / "eval.csv").is_file()
+
+
+def test_dynamics_speed_times_our_fit_on_its_data(tmp_path) -> None:
+    """The benchmark's data and our side run (the reference needs its side environment)."""
+    import numpy as np
+
+    from rlcore.benchmarks.dynamics_speed import ACT, OBS, make_data, time_ours
+
+    path = tmp_path / "data.npz"
+    make_data(400, path)
+    data = np.load(path)
+    assert data["obs"].shape == (400, OBS) and data["action"].shape == (400, ACT)
+    assert np.abs(data["next_obs"] - data["obs"]).mean() < 0.3  # small steps of a linear system
+    assert time_ours(path, epochs=1, threads=1) > 0

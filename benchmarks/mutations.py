@@ -206,8 +206,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "sac_alpha_loss_sign",
         "algos/sac.py",
-        '"alpha_loss": -(log_alpha.exp() * (log_prob + self.target_entropy)).mean()',
-        '"alpha_loss": (log_alpha.exp() * (log_prob + self.target_entropy)).mean()',
+        '"alpha_loss": -(scale * (log_prob + self.target_entropy)).mean()',
+        '"alpha_loss": (scale * (log_prob + self.target_entropy)).mean()',
         "temperature loss of the wrong sign (SAC, RLPD, WSRL)",
         _t("test_sac_temperature_moves_toward_the_target_entropy"),
     ),
@@ -903,6 +903,47 @@ MUTATIONS: list[Mutation] = [
         "return raw.clamp(self.log_std_min + 1.0, self.log_std_max)",
         "the clamped log-std (MOPO's policy) has the wrong lower bound",
         ("tests/test_mopo.py::test_updates_match_offlinerl_kit",),
+    ),
+    # --- rlcore/dynamics_reward.py, the filter in rlcore/model_based.py (MOREC) -----------
+    Mutation(
+        "morec_keeps_the_worst_candidate",
+        "rlcore/model_based.py",
+        "pick = score.argmax(0)",
+        "pick = score.argmin(0)",
+        "MOREC's filter keeps the candidate of lowest dynamics reward",
+        ("tests/test_morec.py::test_the_filter_keeps_the_best_candidate_and_ends_rollouts_it_distrusts",),
+    ),
+    Mutation(
+        "morec_threshold_inverted",
+        "rlcore/model_based.py",
+        "done = self.terminated(obs, action, next_obs) | (score < recipe.terminal_reward)",
+        "done = self.terminated(obs, action, next_obs) | (score > recipe.terminal_reward)",
+        "MOREC ends the rollouts it trusts instead of those it distrusts",
+        ("tests/test_morec.py::test_the_filter_keeps_the_best_candidate_and_ends_rollouts_it_distrusts",),
+    ),
+    Mutation(
+        "dynamics_reward_unscaled_logits",
+        "rlcore/dynamics_reward.py",
+        "scaled = (logits.clamp(low, high) - low) / (high - low + 1e-7) * 2.0 - 1.0",
+        "scaled = logits",
+        "the discriminators' logits are not clamped and rescaled by their expert / learner values",
+        ("tests/test_morec.py::test_the_dynamics_reward_matches_the_authors_code",),
+    ),
+    Mutation(
+        "dynamics_reward_next_state_not_delta",
+        "rlcore/dynamics_reward.py",
+        "return torch.cat([s, torch.zeros_like(s[..., :1]), a, s_next - s], -1)",
+        "return torch.cat([s, torch.zeros_like(s[..., :1]), a, s_next], -1)",
+        "the discriminators read s' instead of s' - s",
+        ("tests/test_morec.py::test_the_dynamics_reward_matches_the_authors_code",),
+    ),
+    Mutation(
+        "dynamics_reward_generator_labelled_real",
+        "rlcore/dynamics_reward.py",
+        "+ F.binary_cross_entropy_with_logits(fake_logit, torch.zeros_like(fake_logit))",
+        "+ F.binary_cross_entropy_with_logits(fake_logit, torch.ones_like(fake_logit))",
+        "the discriminator learns to call the generator's transitions data",
+        ("tests/test_morec.py::test_the_learned_reward_scores_data_above_wrong_transitions",),
     ),
 ]
 

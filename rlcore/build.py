@@ -503,9 +503,11 @@ def model_rollouts(built: Built, dataset: Any, logger: Logger) -> ModelRollouts:
         terminated = termination_rule(settings.env.id)
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    recipe = built.plan.model
     return ModelRollouts(
-        dataset, agent.dynamics, agent.imagine_action, terminated, built.plan.model,
+        dataset, agent.dynamics, agent.imagine_action, terminated, recipe,
         seed=settings.seed, log=lambda message: logger.progress(message, force=True),
+        dynamics_reward=agent.dynamics_reward if recipe.candidate_draws > 0 else None,
     )  # fmt: skip
 
 

@@ -126,9 +126,12 @@ class ModelBased(Protocol):
     """Trains on rollouts of a learned model (``RunPlan.model``): ``dynamics`` is the
     ``rlcore.dynamics.ProbabilisticEnsemble`` it owns (saved with it, fitted on the dataset
     before the first update); ``imagine_action`` the stochastic action of its policy for a
-    batch of raw observations (no autograd), which the rollouts take."""
+    batch of raw observations (no autograd), which the rollouts take; ``dynamics_reward``
+    the ``rlcore.dynamics_reward.DynamicsReward`` of MOREC's transition filter (learned
+    before the first rollout, saved with it), or None without a filter."""
 
     dynamics: Any
+    dynamics_reward: Any
 
     def imagine_action(self, obs: torch.Tensor) -> torch.Tensor: ...
 

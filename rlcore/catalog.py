@@ -200,6 +200,12 @@ def _mopo() -> Classes:
     return MOPO, MOPOConfig
 
 
+def _morec() -> Classes:
+    from rlcore.algos.morec import MOREC, MORECConfig
+
+    return MOREC, MORECConfig
+
+
 def _sac_lag() -> Classes:
     from rlcore.algos.safe.sac_lag import SACLag, SACLagConfig
 
@@ -243,6 +249,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("cql", _cql, _OFFLINE),
         Algorithm("cal_ql", _cal_ql, _OFFLINE),
         Algorithm("mopo", _mopo, _OFFLINE),
+        Algorithm("morec", _morec, _OFFLINE),
         Algorithm("famo2o", _famo2o, _O2O),
         Algorithm("rlpd", _rlpd, _O2O, images=True),
         Algorithm("wsrl", _wsrl, _O2O),

@@ -127,6 +127,32 @@ class ProbabilisticEnsemble(nn.Module):
         mean, _ = self(inputs)
         return (mean - targets).pow(2).mean(dim=(1, 2))
 
+    def predict(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every member's Gaussian over (s', r) for (B, .) rows: (mean, std), each
+        (E, B, obs_dim + 1)."""
+        mean, logvar = self(self.standardize(obs, action))
+        return torch.cat([mean[..., :-1] + obs, mean[..., -1:]], -1), torch.exp(0.5 * logvar)
+
+    @torch.no_grad()
+    def candidates(
+        self, obs: torch.Tensor, action: torch.Tensor, resamples: int = 1,
+        clip: float | None = None, generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        """MOREC's candidate transitions: ``resamples`` draws from each elite's Gaussian,
+        (resamples * elites, B, obs_dim + 1) samples of (s', r) in draw-major order,
+        clipped to +-``clip``; and MOPO's penalty of every row (all members), (B,)."""
+        mean, std = self.predict(obs, action)
+        elites = self.elites.to(mean.device)
+        mean_e, std_e = mean[elites], std[elites]
+        draws = [
+            mean_e + torch.randn(mean_e.shape, generator=generator, device=mean.device) * std_e
+            for _ in range(resamples)
+        ]
+        samples = torch.cat(draws)
+        if clip is not None:
+            samples = samples.clamp(-clip, clip)
+        return samples, std.norm(dim=-1).amax(0)
+
     @torch.no_grad()
     def step(
         self, obs: torch.Tensor, action: torch.Tensor, generator: torch.Generator | None = None
@@ -134,9 +160,7 @@ class ProbabilisticEnsemble(nn.Module):
         """(next_obs, reward, penalty) of one imagined step for (B, .) rows: every member's
         Gaussian sampled, a random elite's sample answering each row; ``penalty`` is MOPO's
         aleatoric uncertainty, the largest norm of a member's std."""
-        mean, logvar = self(self.standardize(obs, action))
-        mean = torch.cat([mean[..., :-1] + obs, mean[..., -1:]], -1)
-        std = torch.exp(0.5 * logvar)
+        mean, std = self.predict(obs, action)
         noise = torch.randn(mean.shape, generator=generator, device=mean.device)
         samples = mean + noise * std
         pick = torch.randint(len(self.elites), (len(obs),), generator=generator)

@@ -19,6 +19,13 @@ It follows OfflineRL-Kit's ``MBPolicyTrainer`` with ``MOPOPolicy.rollout``
 3. Every batch: ``round(real_ratio * batch)`` dataset rows then the rest drawn from the
    ring buffer (``rlcore.buffers.MixedSampler``, rows in that order).
 
+With a dynamics reward (MOREC, ``candidate_draws`` > 0; polixir/morec @ be8a641's
+``EnsembleDynamics.step``) it is learned after the fit (``rlcore.dynamics_reward``), and a
+model step draws ``candidate_draws`` samples of every elite (clipped to +-``state_clip``),
+keeps the one of highest dynamics reward (or draws one by softmax(10 r)), and ends the
+rollout where the kept one scores below ``terminal_reward`` (the transition is stored,
+flagged terminal, as the reference does).
+
 ``termination_rule(env_id)`` gives the termination of the gymnasium MuJoCo tasks
 (``rlcore.envs.native.TASKS``' health rules and InvertedDoublePendulum's tip height, read
 from the observation: the v5 layout without x / y) plus a non-finite prediction; tasks
@@ -41,6 +48,7 @@ import torch
 
 from rlcore.buffers import MixedSampler, ReplayBuffer
 from rlcore.dynamics import FitResult, ProbabilisticEnsemble, fit_dynamics
+from rlcore.dynamics_reward import DynamicsReward, RewardLearning, learn_dynamics_reward
 from rlcore.plan import ModelRecipe
 from rlcore.types import Batch
 
@@ -121,7 +129,12 @@ class ModelRollouts:
         recipe: ModelRecipe,
         seed: int = 0,
         log: Callable[[str], None] = print,
+        dynamics_reward: DynamicsReward | None = None,
     ) -> None:
+        if (recipe.candidate_draws > 0) != (dynamics_reward is not None):
+            raise ValueError("a transition filter (candidate_draws > 0) needs a dynamics reward, "
+                             "and a dynamics reward is only read by one")  # fmt: skip
+        self.dynamics_reward = dynamics_reward
         self.dataset, self.dynamics, self.policy = dataset, dynamics, policy
         self.terminated, self.recipe, self.log = terminated, recipe, log
         self.generator = torch.Generator().manual_seed(seed)
@@ -159,12 +172,20 @@ class ModelRollouts:
         """One round of imagined rollouts from the states ``obs`` into the ring buffer;
         returns their count and mean penalised reward and penalty."""
         recipe = self.recipe
-        rewards, penalties = [], []
+        rewards, penalties, scores = [], [], []
         for _ in range(recipe.rollout_length):
             action = self.policy(obs)
-            next_obs, reward, penalty = self.dynamics.step(obs, action, self.generator)
+            if self.dynamics_reward is None:
+                next_obs, reward, penalty = self.dynamics.step(obs, action, self.generator)
+                if recipe.state_clip is not None:
+                    next_obs = next_obs.clamp(-recipe.state_clip, recipe.state_clip)
+                    reward = reward.clamp(-recipe.state_clip, recipe.state_clip)
+                done = self.terminated(obs, action, next_obs)
+            else:
+                next_obs, reward, penalty, score = self.filtered_step(obs, action)
+                done = self.terminated(obs, action, next_obs) | (score < recipe.terminal_reward)
+                scores.append(score)
             reward = reward - recipe.penalty_coef * penalty
-            done = self.terminated(obs, action, next_obs)
             self.imagined.add_rows(obs, action, reward, next_obs, done.float())
             rewards.append(reward)
             penalties.append(penalty)
@@ -172,15 +193,59 @@ class ModelRollouts:
                 break
             obs = next_obs[~done]
         reward, penalty = torch.cat(rewards), torch.cat(penalties)
-        return {
+        stats = {
             "rollout_transitions": float(len(reward)),
             "rollout_reward": reward.mean().item(),
             "rollout_penalty": penalty.mean().item(),
         }
+        if scores:
+            stats["rollout_dynamics_reward"] = torch.cat(scores).mean().item()
+        return stats
+
+    def filtered_step(self, obs: torch.Tensor, action: torch.Tensor):  # noqa: ANN201
+        """MOREC's step: ``candidate_draws`` samples of every elite (clipped to
+        +-``state_clip``), scored by the dynamics reward; the best ("max") or one drawn
+        with probabilities softmax(10 r) ("softmax") answers each row. Returns (next_obs,
+        reward, penalty, its dynamics reward)."""
+        recipe = self.recipe
+        samples, penalty = self.dynamics.candidates(
+            obs, action, recipe.candidate_draws, recipe.state_clip, self.generator
+        )
+        count = len(samples)
+        score = self.dynamics_reward(
+            obs.expand(count, *obs.shape).reshape(-1, obs.shape[-1]),
+            action.expand(count, *action.shape).reshape(-1, action.shape[-1]),
+            samples[..., :-1].reshape(-1, obs.shape[-1]),
+        ).view(count, len(obs))
+        if recipe.select == "max":
+            pick = score.argmax(0)
+        else:  # the reference's Categorical(softmax(10 r)) per row
+            probs = torch.softmax(10.0 * score, dim=0).T
+            pick = torch.multinomial(probs, 1, generator=self.generator)[:, 0]
+        rows = torch.arange(len(obs), device=samples.device)
+        chosen = samples[pick, rows]
+        return chosen[:, :-1], chosen[:, -1], penalty, score[pick, rows]
+
+    def learn_reward(self) -> dict[str, float]:
+        """Learn the dynamics reward on every dataset transition (MOREC;
+        ``rlcore.dynamics_reward.learn_dynamics_reward``)."""
+        assert self.dynamics_reward is not None
+        data, recipe = self.dataset, self.recipe
+        rows = torch.arange(len(data))
+        settings = RewardLearning(iterations=recipe.reward_iterations,
+                                  batch_size=recipe.reward_batch_size,
+                                  snapshot_every=recipe.reward_snapshot_every)  # fmt: skip
+        self.log(f"learning the dynamics reward ({settings.iterations:,} iterations)")
+        return learn_dynamics_reward(
+            self.dynamics_reward, data.observations(rows), data.action,
+            data.observations(rows, next_obs=True), settings, self.generator, log=self.log,
+        )  # fmt: skip
 
     def sample(self, batch_size: int) -> Batch:
         if not bool(self.dynamics.fitted):
             self.fit()
+        if self.dynamics_reward is not None and not self.dynamics_reward.learned:
+            self.learn_reward()
         if self.calls % self.recipe.rollout_freq == 0:
             rows = torch.randint(
                 len(self.dataset), (self.recipe.rollout_batch,), generator=self.generator

@@ -131,6 +131,18 @@ class ModelRecipe:
     max_holdout: int = 1000
     patience: int = 5
     max_fit_epochs: int | None = None
+    state_clip: float | None = None  # imagined samples clipped to +-this (MOREC: 25)
+    # MOREC's transition filter (candidate_draws > 0): that many draws of every elite's
+    # Gaussian, the candidate of the highest learned dynamics reward kept ("max") or drawn
+    # by softmax(10 r) ("softmax"); a kept transition scoring below terminal_reward ends
+    # its rollout. The dynamics reward is learned before the first rollout
+    # (rlcore.dynamics_reward.learn_dynamics_reward) with these settings
+    candidate_draws: int = 0
+    select: str = "max"
+    terminal_reward: float = 0.6
+    reward_iterations: int = 2000
+    reward_batch_size: int = 256
+    reward_snapshot_every: int = 50
 
     def __post_init__(self) -> None:
         for name in ("rollout_freq", "rollout_batch", "rollout_length", "retain_epochs"):
@@ -138,6 +150,8 @@ class ModelRecipe:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 1")
         if not 0.0 <= self.real_ratio <= 1.0:
             raise ValueError(f"real_ratio={self.real_ratio} must be in [0, 1]")
+        if self.select not in ("max", "softmax"):
+            raise ValueError(f"select={self.select!r}: choose from ('max', 'softmax')")
         if self.max_fit_epochs is not None and self.max_fit_epochs < 1:
             raise ValueError(f"max_fit_epochs={self.max_fit_epochs} must be >= 1 (or None)")
 

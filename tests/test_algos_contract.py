@@ -12,6 +12,7 @@ from rlcore.algos.cql import CQL, CQLConfig
 from rlcore.algos.famo2o import FamO2O, FamO2OConfig
 from rlcore.algos.iql import IQL, IQLConfig
 from rlcore.algos.mopo import MOPO, MOPOConfig
+from rlcore.algos.morec import MOREC, MORECConfig
 from rlcore.algos.ppo import PPO, PPOConfig
 from rlcore.algos.rebrac import ReBRAC, ReBRACConfig
 from rlcore.algos.riql import RIQL, RIQLConfig
@@ -79,6 +80,13 @@ AGENTS["riql"] = lambda: RIQL(OBS, ACT, RIQLConfig(hidden=(32, 32), num_critics=
 AGENTS["mopo"] = lambda: MOPO(
     OBS, ACT, MOPOConfig(hidden=(32, 32), dynamics_hidden=(16,), dynamics_decays=(0.0, 0.0))
 )
+AGENTS["morec"] = lambda: MOREC(
+    OBS,
+    ACT,
+    MORECConfig(
+        hidden=(32, 32), dynamics_hidden=(16,), dynamics_decays=(0.0, 0.0), discriminators=3
+    ),  # fmt: skip
+)
 AGENTS["awac"] = lambda: AWAC(OBS, ACT, AWACConfig(hidden=(32, 32)))
 AGENTS["cql"] = lambda: CQL(OBS, ACT, CQLConfig(hidden=(32, 32)))
 AGENTS["cal_ql"] = lambda: CalQL(OBS, ACT, CalQLConfig(hidden=(32, 32), critic_hidden=(32, 32)))
@@ -95,8 +103,8 @@ PER_ENV_NOISE = {"fast_td3"}
 # image-only agents (no vector task to act in here): tests/test_drqv2.py
 IMAGES_ONLY = {"drqv2"}
 OFFLINE = ["iql", "iql_deterministic", "riql", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o",
-           "mopo"]  # fmt: skip
-RAW_OBSERVATIONS = {"mopo"}  # learns from unnormalised states, as OfflineRL-Kit's MOPO
+           "mopo", "morec"]  # fmt: skip
+RAW_OBSERVATIONS = {"mopo", "morec"}  # learns from unnormalised states, as OfflineRL-Kit's MOPO
 
 
 def do_update(name, agent, seed=0):

@@ -265,6 +265,8 @@ COMMANDS: dict[str, Case] = {
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,
+    "python -m rlcore.train algo=morec env=Hopper dataset=local/hopper/medium-v0 "
+    "algo.penalty_coef=15 algo.select=softmax": COMPOSE,
     # camera demonstrations and the pixel recipes on them (docs/pixels.md)
     "python -m rlcore.offline.collect env=PandaLift policy=expert steps=2000 obs=state+pixels "
     "image_size=32 frame_stack=2 dataset_id=local/pandalift/camera-demos-v0": run(

@@ -61,11 +61,11 @@ def golden_agent(target_entropy: float) -> MOPO:
     agent = MOPO(*SPACES, config)
     params = {k: torch.from_numpy(np.asarray(v)) for k, v in initial().items()}
     with torch.no_grad():
-        actor_layers = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear)]
+        actor_layers = [m for m in agent.sac.actor.modules() if isinstance(m, torch.nn.Linear)]
         for i, layer in enumerate(actor_layers):
             layer.weight.copy_(params[f"actor.{i}.w"].T)
             layer.bias.copy_(params[f"actor.{i}.b"])
-        for net in (agent.critic, agent.target_critic):
+        for net in (agent.sac.critic, agent.sac.target_critic):
             layers = [*net.net.hidden_layers, net.net.output_layer]
             for member in range(2):
                 for i, layer in enumerate(layers):
@@ -86,7 +86,7 @@ def golden_agent(target_entropy: float) -> MOPO:
 
 def our_params(agent: MOPO) -> dict[str, torch.Tensor]:
     """Our parameters in the reference's names and layouts."""
-    hidden = [m for m in agent.actor.modules() if isinstance(m, torch.nn.Linear)]
+    hidden = [m for m in agent.sac.actor.modules() if isinstance(m, torch.nn.Linear)]
     out = {}
     for i, name in enumerate(("backbone.model.0", "backbone.model.2")):
         out[f"actor.{name}.weight"], out[f"actor.{name}.bias"] = hidden[i].weight, hidden[i].bias
@@ -94,7 +94,7 @@ def our_params(agent: MOPO) -> dict[str, torch.Tensor]:
     out["actor.dist_net.mu.weight"], out["actor.dist_net.mu.bias"] = w[:ACT], b[:ACT]
     out["actor.dist_net.sigma.weight"], out["actor.dist_net.sigma.bias"] = w[ACT:], b[ACT:]
     names = ("backbone.model.0", "backbone.model.2", "last")
-    for prefix, net in (("critic", agent.critic), ("target_critic", agent.target_critic)):
+    for prefix, net in (("critic", agent.sac.critic), ("target_critic", agent.sac.target_critic)):
         layers = [*net.net.hidden_layers, net.net.output_layer]
         for member in range(2):
             for name, layer in zip(names, layers):
@@ -155,7 +155,7 @@ def test_updates_match_offlinerl_kit(case_name: str) -> None:
     for name, value in our_params(agent).items():
         torch.testing.assert_close(value.detach(), torch.tensor(case["params"][name]),
                                    rtol=1e-5, atol=2e-6, msg=lambda m, n=name: f"{n}: {m}")  # fmt: skip
-    assert agent.actor_optimizer.param_groups[0]["lr"] == pytest.approx(LR["actor"] * 0.25)
+    assert agent.sac.actor_optimizer.param_groups[0]["lr"] == pytest.approx(LR["actor"] * 0.25)
 
 
 def test_rollouts_match_offlinerl_kit() -> None:
@@ -320,7 +320,7 @@ def test_the_actor_lr_anneals_once_per_epoch() -> None:
     agent = MOPO(*SPACES, MOPOConfig(hidden=(8,), total_steps=4000, steps_per_epoch=1000))
     values = []
     for updates in (0, 999, 1000, 2000, 3999):
-        agent.updates = updates
+        agent.sac.updates = updates
         values.append(agent.actor_lr())
     base = agent.config.actor_lr
     assert values == pytest.approx([base, base, base * 0.5 * (1 + math.cos(math.pi / 4)),
@@ -328,12 +328,13 @@ def test_the_actor_lr_anneals_once_per_epoch() -> None:
 
 
 def test_refusals() -> None:
-    with pytest.raises(ValueError, match="eager"):
-        MOPOConfig(compile=True)
     with pytest.raises(ValueError, match="real_ratio"):
         ModelRecipe(real_ratio=1.5)
-    with pytest.raises(ValueError, match="vector observations"):
-        MOPO(*SPACES, MOPOConfig(normalize_obs=True))
+    with pytest.raises(ValueError, match="select"):
+        MOPOConfig(select="best")
+    with pytest.raises(ValueError, match="dynamics reward"):
+        ModelRollouts(None, LineModel(), lambda o: o, lambda o, a, n: n[:, 0] > 0,
+                      ModelRecipe(candidate_draws=2))  # fmt: skip
 
 
 def test_mopo_trains_and_resumes_from_the_command_line(tmp_path) -> None:

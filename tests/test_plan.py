@@ -15,7 +15,7 @@ from rlcore.plan import DataRecipe, EnvRecipe, Returns, RunPlan, Schedule
 ROOT = Path(__file__).resolve().parents[1]
 ALGOS = sorted(catalog.ALGORITHMS)
 ON_POLICY = {"ppo", "dppo", "reinflow", "resip", "ppo_lag", "cpo"}
-TRAINS_ON_DATA = {"iql", "riql", "mopo", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o", "diffusion_bc",
+TRAINS_ON_DATA = {"iql", "riql", "mopo", "morec", "td3_bc", "rebrac", "awac", "cql", "cal_ql", "famo2o", "diffusion_bc",
                   "flow_bc", "fisor"}  # fmt: skip
 
 

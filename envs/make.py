@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import antmaze, atari, pixels, robots, safety, third_party  # noqa: F401  (register ids)
+from rlcore.envs import antmaze, atari, neorl2, pixels, robots, safety, third_party  # noqa: F401  (register ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -48,6 +48,8 @@ SHORT_NAMES: dict[str, str] = {
     "antgoal": antmaze.ANT_GOAL_ID,  # the Ant walking to goal points (AntMaze data)
     **{f"antmaze{maze}eval": env_id for maze, env_id in antmaze.EVAL_IDS.items()},
     **{name.lower(): env_id for name, env_id in robots.ROBOT_IDS.items()},  # PandaPush...
+    "dmsd": neorl2.DMSD_ID,  # NeoRL-2's tasks (envs/neorl2.py)
+    "pipeline": neorl2.PIPELINE_ID,
 }
 BACKENDS = ("sync", "async", "native", "mjx", "ale", "auto")
 EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics

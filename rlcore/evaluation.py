@@ -103,6 +103,9 @@ D4RL_REF_SCORES: dict[str, tuple[float, float]] = {
     "walker2d": (1.629008, 4592.3),
     "ant": (-325.6, 3879.7),
     "antmaze": (0.0, 1.0),  # every antmaze-* dataset
+    # NeoRL-2's (random, expert) returns (its neorl2/info.py): envs/neorl2.py's tasks
+    "dmsd": (30.60, 849.51),
+    "pipeline": (-296.0, 751.0),
 }
 
 

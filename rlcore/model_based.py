@@ -62,7 +62,7 @@ def termination_rule(env_id: str) -> Termination:
     observation always terminates. Raises for tasks it has no rule for."""
     from rlcore.envs.native import TASKS  # noqa: PLC0415 (MuJoCo only when asked)
 
-    name = env_id.split(":")[-1].split("-")[0].lower()
+    name = env_id.split(":")[-1].split("/")[-1].split("-")[0].lower()
     specs = {key.split("-")[0].lower(): spec for key, spec in TASKS.items()}
     if name in _NEVER_TERMINATE:
         return lambda obs, action, next_obs: ~torch.isfinite(next_obs).all(-1)
@@ -103,7 +103,8 @@ def termination_rule(env_id: str) -> Termination:
 
 
 # gymnasium MuJoCo tasks outside rlcore.envs.native that never terminate (time limit only)
-_NEVER_TERMINATE = {"reacher": "Reacher", "pusher": "Pusher", "humanoidstandup": "HumanoidStandup"}
+_NEVER_TERMINATE = {"reacher": "Reacher", "pusher": "Pusher", "humanoidstandup": "HumanoidStandup",
+                    "dmsd": "DMSD", "pipeline": "Pipeline"}  # fmt: skip (NeoRL-2's: envs/neorl2.py)
 
 
 def _double_pendulum_fell(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):

@@ -55,9 +55,10 @@ ONLINE = sorted(
 # the AntMaze envs (antgoal, antmaze*eval) are exercised in tests/test_antmaze.py and by
 # the antmaze experiment configs below; Atari (env=ALE/<Game>-v5: configs/env/atari.yaml,
 # a generic config like gym.yaml) in tests/test_atari.py and tests/test_pixel_dqn.py
+# NeoRL-2's tasks: DMSD here, Pipeline (1,000-step episodes) in tests/test_neorl2.py
 ENVS = sorted(
     p.stem for p in (REPO / "configs" / "env").glob("*.yaml")
-    if p.stem not in ("gym", "atari") and (not p.stem.startswith("panda") or p.stem in ("pandalift", "pandapush"))
+    if p.stem not in ("gym", "atari", "pipeline") and (not p.stem.startswith("panda") or p.stem in ("pandalift", "pandapush"))
     and (not p.stem.startswith("ant") or p.stem == "ant")
 )  # fmt: skip
 # the online algorithms that read dict observations as they are (replay: stored part by

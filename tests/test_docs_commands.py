@@ -262,6 +262,13 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.train algo=iql env=Hopper dataset=local/hopper/medium-replay-v0 "
     "corruption.kind=action corruption.mode=adversarial "
     "corruption.critic=runs/iql/hopper/<time>": COMPOSE,
+    # NeoRL-2's DMSD (docs/offline.md)
+    "python -m rlcore.offline.collect env=DMSD policy=random steps=20000 "
+    "dataset_id=local/dmsd/random-v0": run(
+        "steps=20000 -> 200", replace=(("steps=20000", "steps=200"),),
+        leaves=("minari/local/dmsd/random-v0",),
+    ),
+    "python -m rlcore.train algo=iql env=DMSD dataset=local/dmsd/random-v0": COMPOSE,
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,

@@ -269,6 +269,15 @@ COMMANDS: dict[str, Case] = {
         leaves=("minari/local/dmsd/random-v0",),
     ),
     "python -m rlcore.train algo=iql env=DMSD dataset=local/dmsd/random-v0": COMPOSE,
+    "python -m rlcore.offline.neorl2_recipe env=DMSD dataset_id=local/dmsd/high-v0": run(
+        "transitions=200", extra=("transitions=200",),
+        leaves=("minari/local/dmsd/high-v0",),
+    ),
+    "python -m rlcore.offline.neorl2_recipe env=DMSD dataset_id=local/dmsd/high-val-v0 "
+    "split=val": run(
+        "transitions=200", extra=("transitions=200",),
+        leaves=("minari/local/dmsd/high-val-v0",),
+    ),
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,

@@ -91,3 +91,33 @@ def test_an_offline_run_on_a_recorded_dmsd_dataset(tmp_path) -> None:
                                    "eval_episodes=1", "eval_envs=1"), tmp_path / "run")  # fmt: skip
     assert np.isfinite(result["eval/return"])
     assert "normalised" in (tmp_path / "run" / "train.log").read_text()
+
+
+def test_the_pid_data_policy_by_hand() -> None:
+    """P e + I dt (0 + e) + D (e - 0) / dt on the first step, clipped; the history
+    restarts with ``reset``."""
+    from rlcore.offline.neorl2_recipe import PIDController
+
+    pid = PIDController(p=(1.0, 2.0), i=(0.5, 0.0), d=(0.1, 0.0))
+    obs = np.array([0.0, 0.0, 0, 0, 0.1, -0.2])  # errors 0.1, -0.2
+    np.testing.assert_allclose(pid(obs), [0.1 + 0.5 * 0.2 * 0.1 + 0.1 * 0.1 / 0.2, -0.4])
+    np.testing.assert_allclose(pid(obs), [0.1 + 0.5 * 0.2 * 0.2, -0.4])  # e unchanged: D 0
+    pid.reset()
+    np.testing.assert_allclose(pid(obs * 20), [1.0, -1.0])  # clipped
+
+
+def test_the_dmsd_recipe_records_seeded_pid_trajectories(tmp_path) -> None:
+    from rlcore.offline.datasets import load_dataset
+    from rlcore.offline.neorl2_recipe import GAINS, main, record_dmsd
+
+    episodes = record_dmsd("val", transitions=250)
+    assert [len(e) for e in episodes] == [100, 100, 100]  # whole trajectories past 250
+    for seed, episode in enumerate(episodes):
+        np.testing.assert_array_equal(episode.observations[0], DMSDEnv().reset(seed=seed)[0])
+    assert not np.allclose(GAINS["train"][0], GAINS["val"][0])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+        stats = main(["env=DMSD", "dataset_id=local/dmsd/high-v0", "transitions=200"])
+        dataset = load_dataset("local/dmsd/high-v0")
+    assert stats["episodes"] == 2 and len(dataset) == 200
+    assert (dataset.ref_min_score, dataset.ref_max_score) == (30.60, 849.51)

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.parity.mopo_reference import (
+from rlcore.algos.mopo import MOPO, MOPOConfig
+from rlcore.benchmarks.parity.mopo_reference import (
     ACT,
     BATCH,
     DONE_ABOVE,
@@ -34,8 +35,7 @@ from benchmarks.parity.mopo_reference import (
     normal_draws,
     rollout_starts,
 )
-from benchmarks.parity.offline_common import Script
-from rlcore.algos.mopo import MOPO, MOPOConfig
+from rlcore.benchmarks.parity.offline_common import Script
 from rlcore.buffers import ReplayBuffer
 from rlcore.model_based import ModelRollouts, termination_rule
 from rlcore.offline.datasets import OfflineDataset

@@ -12,8 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from benchmarks.parity.mopo_reference import ACT, DONE_ABOVE, HIDDEN, OBS, PENALTY, rollout_starts
-from benchmarks.parity.morec_reference import (
+from rlcore.algos.morec import MOREC, MORECConfig
+from rlcore.benchmarks.parity.mopo_reference import (
+    ACT,
+    DONE_ABOVE,
+    HIDDEN,
+    OBS,
+    PENALTY,
+    rollout_starts,
+)
+from rlcore.benchmarks.parity.morec_reference import (
     DISCRIMINATORS,
     DRAWS,
     STATE_CLIP,
@@ -21,8 +29,7 @@ from benchmarks.parity.morec_reference import (
     discriminators,
     score_rows,
 )
-from benchmarks.parity.offline_common import Script
-from rlcore.algos.morec import MOREC, MORECConfig
+from rlcore.benchmarks.parity.offline_common import Script
 from rlcore.dynamics_reward import DynamicsReward, RewardLearning, learn_dynamics_reward
 from rlcore.model_based import ModelRollouts
 from rlcore.plan import ModelRecipe

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from benchmarks.parity.neorl2_reference import CASES, actions
+from rlcore.benchmarks.parity.neorl2_reference import CASES, actions
 from rlcore.envs.neorl2 import DMSD_ID, PIPELINE_ID, DMSDEnv, PipelineEnv
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "neorl2.json").read_text())["cases"]

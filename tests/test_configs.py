@@ -256,6 +256,11 @@ def test_every_offline_algo_env_pair_runs(algo, env, tmp_path, tiny_datasets):
         *FAST,
         f"dataset={tiny_datasets[env]}",
         *(["algo.online_steps=0"] if "online_steps" in fields else []),  # offline phase only
+        # model-based: a short fit, short rollouts, a short dynamics-reward game (MOREC)
+        *(["algo.max_dynamics_epochs=2", "algo.rollout_length=5", "algo.rollout_batch=50"]
+          if "max_dynamics_epochs" in fields else []),  # fmt: skip
+        *(["algo.reward_iterations=50", "algo.reward_snapshot_every=10"]
+          if "reward_iterations" in fields else []),  # fmt: skip
         "total_steps=60",
         "algo.batch_size=16",
         # DPPO's residual layout (diffusion / flow BC) needs an odd number of widths

@@ -37,6 +37,12 @@ Departures from the paper (all as in CleanRL unless said otherwise):
   max-target backup and WSRL's online SAC on AntMaze (zhouzypaul/wsrl@891ee35
   ``wsrl/agents/sac.py`` ``_process_target_next_qs``, ``antmaze_wsrl``: 10 actions).
   One subset of target critics is drawn per critic step for all samples, as there.
+* OfflineRL-Kit's policy options (off by default; MOPO / MOREC set them, algos/mopo.py):
+  ``clamp_log_std`` clamps the log-std into [log_std_min, log_std_max] instead of the tanh
+  squash; ``temperature_loss="log_alpha"`` scales the entropy gap by log alpha (SB3,
+  CORL, OfflineRL-Kit); ``max_alpha`` caps the temperature the losses use (OfflineRL-Kit:
+  1). Checked against OfflineRL-Kit's ``SACPolicy`` through MOPO's golden test
+  (tests/golden/mopo.json).
 * ``normalize_obs`` (off by default; neither the paper nor CleanRL has it): the agent
   standardises its input part by part with running statistics of its update batches
   (goals with the achieved goals'), clipped at ``clip_obs``, as OpenAI baselines' HER

@@ -337,9 +337,10 @@ def test_refusals() -> None:
                       ModelRecipe(candidate_draws=2))  # fmt: skip
 
 
-def test_mopo_trains_and_resumes_from_the_command_line(tmp_path) -> None:
-    """A Hopper run: the ensemble is fitted once and saved with the agent; a run stopped
-    at 40 steps and resumed to 80 ends with the uninterrupted run's parameters."""
+def resume_equals_uninterrupted(tmp_path, algo_args: list[str], parts: tuple[str, ...]) -> str:
+    """Record a random Hopper dataset; train 80 steps, and 40 then resumed to 80: the
+    resumed run ends with the uninterrupted run's ``parts`` (bit-equal). Returns the
+    resumed run's train.log."""
     from rlcore.offline.recording import collect
     from rlcore.train import train
     from tests.conftest import FAST, make_config
@@ -347,20 +348,26 @@ def test_mopo_trains_and_resumes_from_the_command_line(tmp_path) -> None:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
         collect("Hopper", "random", "local/hopper/random-v0", steps=300, seed=0)
-        common = ["algo=mopo", "env=Hopper", "dataset=local/hopper/random-v0", *FAST,
+        common = [*algo_args, "env=Hopper", "dataset=local/hopper/random-v0", *FAST,
                   "algo.batch_size=16", "algo.hidden=[16,16]", "algo.dynamics_hidden=[16,16]",
                   "algo.dynamics_decays=[0.0,0.0,0.0]", "algo.max_dynamics_epochs=2",
-                  "algo.rollout_batch=20", "algo.rollout_freq=25", "algo.rollout_length=3",
-                  "eval_every=40", "eval_episodes=1", "eval_envs=1",
-                  "env.max_episode_steps=20"]  # fmt: skip
+                  "algo.rollout_batch=20", "algo.rollout_freq=25", "eval_every=40",
+                  "eval_episodes=1", "eval_envs=1", "env.max_episode_steps=20"]  # fmt: skip
         train(make_config(*common, "total_steps=80"), tmp_path / "whole")
         train(make_config(*common, "total_steps=40"), tmp_path / "part")
         train(make_config(*common, f"resume={tmp_path / 'part'}", "total_steps=80"),
               tmp_path / "part")  # fmt: skip
-    log = (tmp_path / "part" / "train.log").read_text()
-    assert log.count("dynamics fitted") == 1 and "model rollout at batch 75" in log
     whole = torch.load(tmp_path / "whole" / "checkpoints" / "latest.pt", weights_only=False)
     part = torch.load(tmp_path / "part" / "checkpoints" / "latest.pt", weights_only=False)
-    for name in ("actor", "critic", "dynamics"):
+    for name in parts:
         for key, value in whole["agent"][name].items():
             torch.testing.assert_close(part["agent"][name][key], value, rtol=0, atol=0)
+    return (tmp_path / "part" / "train.log").read_text()
+
+
+def test_mopo_trains_and_resumes_from_the_command_line(tmp_path) -> None:
+    """A Hopper run: the ensemble is fitted once and saved with the agent; a run stopped
+    at 40 steps and resumed to 80 ends with the uninterrupted run's parameters."""
+    log = resume_equals_uninterrupted(tmp_path, ["algo=mopo", "algo.rollout_length=3"],
+                                      ("actor", "critic", "dynamics"))  # fmt: skip
+    assert log.count("dynamics fitted") == 1 and "model rollout at batch 75" in log

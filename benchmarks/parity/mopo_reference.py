@@ -97,23 +97,10 @@ def rollout_starts() -> np.ndarray:
 
 def build(kit_modules: dict, params: dict[str, np.ndarray], target_entropy: float):
     """MOPOPolicy with ``params``, its optimisers and the actor's lr schedule."""
-    MLP, ActorProb, Critic, TanhDiagGaussian = (
-        kit_modules[k] for k in ("MLP", "ActorProb", "Critic", "TanhDiagGaussian")
-    )
-    backbone = MLP(OBS, [HIDDEN, HIDDEN])
-    dist = TanhDiagGaussian(HIDDEN, ACT, unbounded=True, conditioned_sigma=True, max_mu=1.0)
-    actor = ActorProb(backbone, dist)
+    MLP, Critic = kit_modules["MLP"], kit_modules["Critic"]  # noqa: N806
+    actor = kit_actor(kit_modules, params)
     critics = [Critic(MLP(OBS + ACT, [HIDDEN, HIDDEN])) for _ in range(2)]
     with torch.no_grad():
-        hidden = [m for m in backbone.modules() if isinstance(m, torch.nn.Linear)]
-        for i, layer in enumerate(hidden):
-            layer.weight.copy_(torch.from_numpy(params[f"actor.{i}.w"].T.copy()))
-            layer.bias.copy_(torch.from_numpy(params[f"actor.{i}.b"]))
-        w, b = params["actor.2.w"], params["actor.2.b"]
-        dist.mu.weight.copy_(torch.from_numpy(w[:, :ACT].T.copy()))
-        dist.mu.bias.copy_(torch.from_numpy(b[:ACT]))
-        dist.sigma.weight.copy_(torch.from_numpy(w[:, ACT:].T.copy()))
-        dist.sigma.bias.copy_(torch.from_numpy(b[ACT:]))
         for c, critic in enumerate(critics):
             layers = [m for m in critic.modules() if isinstance(m, torch.nn.Linear)]
             for i, layer in enumerate(layers):
@@ -132,7 +119,28 @@ def build(kit_modules: dict, params: dict[str, np.ndarray], target_entropy: floa
     return policy, schedule
 
 
-def build_dynamics(kit_modules: dict, params: dict[str, np.ndarray]):
+def kit_actor(kit_modules: dict, params: dict[str, np.ndarray]):
+    """The reference's ``ActorProb`` (MLP + ``TanhDiagGaussian``) with the golden weights."""
+    backbone = kit_modules["MLP"](OBS, [HIDDEN, HIDDEN])
+    dist = kit_modules["TanhDiagGaussian"](HIDDEN, ACT, unbounded=True, conditioned_sigma=True,
+                                           max_mu=1.0)  # fmt: skip
+    actor = kit_modules["ActorProb"](backbone, dist)
+    with torch.no_grad():
+        hidden = [m for m in backbone.modules() if isinstance(m, torch.nn.Linear)]
+        for i, layer in enumerate(hidden):
+            layer.weight.copy_(torch.from_numpy(params[f"actor.{i}.w"].T.copy()))
+            layer.bias.copy_(torch.from_numpy(params[f"actor.{i}.b"]))
+        w, b = params["actor.2.w"], params["actor.2.b"]
+        dist.mu.weight.copy_(torch.from_numpy(w[:, :ACT].T.copy()))
+        dist.mu.bias.copy_(torch.from_numpy(b[:ACT]))
+        dist.sigma.weight.copy_(torch.from_numpy(w[:, ACT:].T.copy()))
+        dist.sigma.bias.copy_(torch.from_numpy(b[ACT:]))
+    return actor
+
+
+def kit_model(kit_modules: dict, params: dict[str, np.ndarray]):
+    """The reference's ``EnsembleDynamicsModel`` with the golden weights and elites, and
+    its input ``StandardScaler``."""
     model = kit_modules["EnsembleDynamicsModel"](
         OBS, ACT, DYN_HIDDEN, MEMBERS, ELITES, weight_decays=[0.0] * (len(DYN_HIDDEN) + 1)
     )
@@ -143,13 +151,35 @@ def build_dynamics(kit_modules: dict, params: dict[str, np.ndarray]):
         model.max_logvar.copy_(torch.from_numpy(params["dyn.max_logvar"]))
         model.min_logvar.copy_(torch.from_numpy(params["dyn.min_logvar"]))
     model.set_elites([int(i) for i in params["dyn.elites"]])
-    scaler = kit_modules["StandardScaler"](params["dyn.mean"][None], params["dyn.std"][None])
+    return model, kit_modules["StandardScaler"](params["dyn.mean"][None], params["dyn.std"][None])
 
-    def terminal_fn(obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
-        return (next_obs[:, 0] > DONE_ABOVE)[:, None]
 
+def terminal_fn(obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
+    """The golden rule: a rollout ends where next_obs[0] > ``DONE_ABOVE``."""
+    return (next_obs[:, 0] > DONE_ABOVE)[:, None]
+
+
+def build_dynamics(kit_modules: dict, params: dict[str, np.ndarray]):
+    model, scaler = kit_model(kit_modules, params)
     optim = torch.optim.Adam(model.parameters(), lr=1e-3)
     return kit_modules["EnsembleDynamics"](model, optim, scaler, terminal_fn, penalty_coef=PENALTY)
+
+
+def recorded_normals(rng: np.random.Generator, record: dict[str, list]):
+    """Stand-ins for the policy's ``Normal`` draws and the model's ``np.random.normal``
+    that draw from ``rng`` and append each draw to ``record["policy"]`` / ``["model"]``."""
+
+    def standard_normal(shape, dtype, device) -> torch.Tensor:
+        value = rng.standard_normal(tuple(shape)).astype(np.float32)
+        record["policy"].append(value)
+        return torch.from_numpy(value).to(dtype)
+
+    def model_normal(size: tuple[int, ...]) -> np.ndarray:
+        value = rng.standard_normal(size).astype(np.float32)
+        record["model"].append(value)
+        return value
+
+    return standard_normal, model_normal
 
 
 def final_params(policy) -> dict[str, list]:
@@ -196,15 +226,7 @@ def rollout_case(kit_modules: dict) -> dict:
     record: dict[str, list] = {"policy": [], "model": [], "elites": []}
     from torch.distributions import normal as normal_module  # noqa: PLC0415
 
-    def standard_normal(shape, dtype, device) -> torch.Tensor:
-        value = rng.standard_normal(tuple(shape)).astype(np.float32)
-        record["policy"].append(value)
-        return torch.from_numpy(value).to(dtype)
-
-    def model_normal(size: tuple[int, ...]) -> np.ndarray:
-        value = rng.standard_normal(size).astype(np.float32)
-        record["model"].append(value)
-        return value
+    standard_normal, model_normal = recorded_normals(rng, record)
 
     elites = policy.dynamics.model.elites.data.numpy()
 

@@ -38,15 +38,15 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mopo_reference import (  # noqa: E402
     ACT,
-    DONE_ABOVE,
-    DYN_HIDDEN,
-    ELITES,
-    MEMBERS,
     OBS,
     PENALTY,
     ROLLOUT_LENGTH,
     initial,
+    kit_actor,
+    kit_model,
+    recorded_normals,
     rollout_starts,
+    terminal_fn,
 )
 
 COMMIT = "be8a641"
@@ -132,39 +132,13 @@ def rollout_case(morec: dict, ensemble) -> dict:
     from offlinerlkit.modules import ActorProb, TanhDiagGaussian  # noqa: PLC0415
     from offlinerlkit.modules.dynamics_module import EnsembleDynamicsModel  # noqa: PLC0415
     from offlinerlkit.nets import MLP  # noqa: PLC0415
-
-    MOPOPolicy = morec["MOPOPolicy"]  # noqa: N806
     from offlinerlkit.utils.scaler import StandardScaler  # noqa: PLC0415
 
+    kit = dict(MLP=MLP, ActorProb=ActorProb, TanhDiagGaussian=TanhDiagGaussian,
+               EnsembleDynamicsModel=EnsembleDynamicsModel, StandardScaler=StandardScaler)  # fmt: skip
     params = initial()
-    hidden = params["actor.0.w"].shape[1]
-    backbone = MLP(OBS, [hidden, hidden])
-    dist = TanhDiagGaussian(hidden, ACT, unbounded=True, conditioned_sigma=True, max_mu=1.0)
-    actor = ActorProb(backbone, dist)
-    model = EnsembleDynamicsModel(OBS, ACT, DYN_HIDDEN, MEMBERS, ELITES,
-                                  weight_decays=[0.0] * (len(DYN_HIDDEN) + 1))  # fmt: skip
-    with torch.no_grad():
-        for i, layer in enumerate(
-            [m for m in backbone.modules() if isinstance(m, torch.nn.Linear)]
-        ):
-            layer.weight.copy_(torch.from_numpy(params[f"actor.{i}.w"].T.copy()))
-            layer.bias.copy_(torch.from_numpy(params[f"actor.{i}.b"]))
-        w, b = params["actor.2.w"], params["actor.2.b"]
-        dist.mu.weight.copy_(torch.from_numpy(w[:, :ACT].T.copy()))
-        dist.mu.bias.copy_(torch.from_numpy(b[:ACT]))
-        dist.sigma.weight.copy_(torch.from_numpy(w[:, ACT:].T.copy()))
-        dist.sigma.bias.copy_(torch.from_numpy(b[ACT:]))
-        for i, layer in enumerate([*model.backbones, model.output_layer]):
-            layer.weight.copy_(torch.from_numpy(params[f"dyn.{i}.w"]))
-            layer.bias.copy_(torch.from_numpy(params[f"dyn.{i}.b"]))
-        model.max_logvar.copy_(torch.from_numpy(params["dyn.max_logvar"]))
-        model.min_logvar.copy_(torch.from_numpy(params["dyn.min_logvar"]))
-    model.set_elites([int(i) for i in params["dyn.elites"]])
-    scaler = StandardScaler(params["dyn.mean"][None], params["dyn.std"][None])
-
-    def terminal_fn(obs: np.ndarray, act: np.ndarray, next_obs: np.ndarray) -> np.ndarray:
-        return (next_obs[:, 0] > DONE_ABOVE)[:, None]
-
+    actor = kit_actor(kit, params)
+    model, scaler = kit_model(kit, params)
     dynamics = morec["EnsembleDynamics"](
         model, torch.optim.Adam(model.parameters()), scaler, terminal_fn, penalty_coef=PENALTY,
         dynamics_rewards=ensemble, reward_use_type="select_elite",
@@ -173,21 +147,13 @@ def rollout_case(morec: dict, ensemble) -> dict:
     )  # fmt: skip
     critic = torch.nn.Linear(1, 1)  # the rollout never reads the critics
     optim = torch.optim.Adam(critic.parameters())
-    policy = MOPOPolicy(dynamics, actor, critic, critic, optim, optim, optim,
+    policy = morec["MOPOPolicy"](dynamics, actor, critic, critic, optim, optim, optim,
                         state_clip=STATE_CLIP)  # fmt: skip
     rng = np.random.default_rng(7)
     record: dict[str, list] = {"policy": [], "model": []}
     from torch.distributions import normal as normal_module  # noqa: PLC0415
 
-    def standard_normal(shape, dtype, device) -> torch.Tensor:
-        value = rng.standard_normal(tuple(shape)).astype(np.float32)
-        record["policy"].append(value)
-        return torch.from_numpy(value).to(dtype)
-
-    def model_normal(size: tuple[int, ...]) -> np.ndarray:
-        value = rng.standard_normal(size).astype(np.float32)
-        record["model"].append(value)
-        return value
+    standard_normal, model_normal = recorded_normals(rng, record)
 
     normal_module._standard_normal = standard_normal
     np.random.normal = model_normal

@@ -50,6 +50,8 @@ SHORT_NAMES: dict[str, str] = {
     **{name.lower(): env_id for name, env_id in robots.ROBOT_IDS.items()},  # PandaPush...
     "dmsd": neorl2.DMSD_ID,  # NeoRL-2's tasks (envs/neorl2.py)
     "pipeline": neorl2.PIPELINE_ID,
+    "randomfrictionhopper": neorl2.HOPPER_ID,
+    "safetyhalfcheetah": neorl2.CHEETAH_ID,
 }
 BACKENDS = ("sync", "async", "native", "mjx", "ale", "auto")
 EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics

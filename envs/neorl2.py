@@ -1,13 +1,17 @@
-"""NeoRL-2's near-real-world tasks that need no third-party simulator: DMSD and Pipeline.
+"""NeoRL-2's near-real-world tasks that need no third-party simulator: DMSD, Pipeline,
+RandomFrictionHopper and SafetyHalfCheetah.
 
 Paper: S. Gao et al., "NeoRL-2: Near Real-World Benchmarks for Offline Reinforcement
 Learning with Extended Realistic Scenarios", 2025 (arXiv:2503.19267). Reference:
-github.com/polixir/NeoRL2 @ b50d91d (``neorl2/envs/dmsd.py``, ``neorl2/envs/pipline.py``
-and their ``envs/reward/*_reward.py``; the ``neorl2`` 0.0.1 wheel lacks the reward
-modules, so its envs do not run as installed). Reimplemented here step for step, checked
-against the reference envs on the same seeds and actions (tests/test_neorl2.py,
-tests/golden/neorl2.json). Registered as ``neorl2/DMSD-v0`` (100 steps) and
-``neorl2/Pipeline-v0`` (1,000 steps); ``env=DMSD`` / ``env=Pipeline`` on the command line.
+github.com/polixir/NeoRL2 @ b50d91d (``neorl2/envs/dmsd.py``, ``pipline.py``,
+``randomfrictionhopper.py``, ``safetyhalfcheetah.py`` and their ``envs/reward/*_reward.py``
+/ ``envs/terminated/*_terminated.py``; the ``neorl2`` 0.0.1 wheel lacks those modules, so
+its envs do not run as installed). Reimplemented here step for step, checked against the
+reference envs on the same seeds and actions (tests/test_neorl2.py,
+tests/golden/neorl2.json). Registered as ``neorl2/DMSD-v0`` (100 steps),
+``neorl2/Pipeline-v0``, ``neorl2/RandomFrictionHopper-v0`` and
+``neorl2/SafetyHalfCheetah-v0`` (1,000 steps each); ``env=DMSD`` / ``env=Pipeline`` /
+``env=RandomFrictionHopper`` / ``env=SafetyHalfCheetah`` on the command line.
 
 * DMSD (double mass-spring-damper, its "train" mode): two masses of 20 between three
   spring-dampers (damping 4, stiffness 2), explicit Euler with dt 0.2; action a in
@@ -21,9 +25,22 @@ tests/golden/neorl2.json). Registered as ``neorl2/DMSD-v0`` (100 steps) and
   Observation [downstream, target, the 25 previous downstream flows, the 25 latest
   actions] (float32 arithmetic, as the reference); reward ((200 - |downstream - target|)
   * 0.01)^2 - 3. Never terminates.
+* RandomFrictionHopper: gymnasium's Hopper-v5 model (dt 0.008) whose foot's sliding
+  friction is drawn from U(1.5, 2.5) at every reset (the model takes it rounded to 2
+  decimals, as the reference's 101 XML files, the observation unrounded;
+  ``reset(options={"friction": f})`` fixes it for an episode, ``random_friction=False``
+  keeps 2.0). Observation
+  [qpos with x (6), clip(qvel, -10, 10) (6), friction] (13); reward (x' - x) / 0.008 -
+  0.001 |a|^2 (no healthy bonus); terminates when z = o'[1] <= 0.7, |o'[2]| >= 0.2 or an
+  entry of o'[3:12] leaves (-100, 100) (read from the observation, as the reference).
+* SafetyHalfCheetah: gymnasium's HalfCheetah-v5 model (dt 0.05), observation [qpos with
+  x (9), qvel (9)] (18); reward v - 0.1 |a|^2 with v = (x' - x) / 0.05, but -100 when
+  v > 3.2096 (the speed limit); ``info["cost"]`` is 1 on those steps (the reference's
+  ``info["safe"]``), so the constrained algorithms can read it. Never terminates.
 
 Normalised scores: NeoRL-2's (random, expert) returns, DMSD (30.60, 849.51), Pipeline
-(-296, 751) (``rlcore.evaluation.D4RL_REF_SCORES``, with D4RL's).
+(-296, 751), RandomFrictionHopper (-3, 503), SafetyHalfCheetah (-283, 2507)
+(``rlcore.evaluation.D4RL_REF_SCORES``, with D4RL's).
 
 Departures: ``reset()`` without a seed continues the env's random stream (the reference
 draws a fresh seed from numpy's global state, or the OS: runs were not reproducible);
@@ -31,7 +48,10 @@ Pipeline's first target is drawn from the first seeded reset (the reference's co
 resets once unseeded and its target carries over, so its first episode's target did not
 follow the seed; later episodes carry the last target over in both); DMSD returns float32
 observations (the reference float64; its state stays float64 here); Pipeline takes the
-action as float32.
+action as float32. RandomFrictionHopper draws its friction from the env's seeded
+generator after the start state's noise (the reference from Python's unseeded global
+``random``, and it builds a new MuJoCo env from a new XML file at every reset, seeded only
+when ``reset`` gets a seed), and changes the friction in the loaded model.
 """
 
 from __future__ import annotations
@@ -40,8 +60,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
+from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 
 DMSD_ID, PIPELINE_ID = "neorl2/DMSD-v0", "neorl2/Pipeline-v0"
+HOPPER_ID, CHEETAH_ID = "neorl2/RandomFrictionHopper-v0", "neorl2/SafetyHalfCheetah-v0"
 
 
 class DMSDEnv(gym.Env):
@@ -153,9 +176,80 @@ class PipelineEnv(gym.Env):
         return obs, reward, False, False, {}
 
 
+class RandomFrictionHopperEnv(HopperEnv):
+    """NeoRL-2's Hopper with a random foot friction per episode (module docstring)."""
+
+    DT, CTRL_COST, FRICTION_RANGE = 0.008, 1e-3, (1.5, 2.5)
+
+    def __init__(self, random_friction: bool = True, **kwargs: Any) -> None:
+        self.random_friction = random_friction  # False: the XML's 2.0 (the reference's too)
+        self.friction = 2.0  # the XML's, until a reset draws one
+        self.next_friction: float | None = None
+        super().__init__(exclude_current_positions_from_observation=False, **kwargs)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (13,), np.float64)
+        self.foot = self.model.geom("foot_geom").id
+
+    def set_friction(self, friction: float) -> None:
+        """The foot's sliding friction: the model rounds it to 2 decimals (the
+        reference's XML files), the observation keeps it whole."""
+        self.friction = float(friction)
+        self.model.geom_friction[self.foot, 0] = float(f"{self.friction:.2f}")
+
+    def _get_obs(self) -> np.ndarray:
+        return np.append(super()._get_obs(), self.friction)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """``options={"friction": f}`` sets this episode's friction (no draw)."""
+        self.next_friction = None if options is None else options.get("friction")
+        return super().reset(seed=seed, options=options)
+
+    def reset_model(self) -> np.ndarray:
+        super().reset_model()  # the start state's noise first (the reference's order)
+        if self.next_friction is not None:
+            self.set_friction(self.next_friction)
+        elif self.random_friction:
+            self.set_friction(self.np_random.uniform(*self.FRICTION_RANGE))
+        return self._get_obs()
+
+    def step(self, action: np.ndarray):
+        before = self._get_obs()
+        self.do_simulation(action, self.frame_skip)
+        obs = self._get_obs()
+        reward = (obs[0] - before[0]) / self.DT - self.CTRL_COST * float(np.sum(np.square(action)))
+        state = obs[3:12]
+        healthy = (obs[1] > 0.7) and (-0.2 < obs[2] < 0.2)
+        healthy = healthy and bool(np.all((state > -100.0) & (state < 100.0)))
+        info = {"x_position": obs[0], "friction": self.friction}
+        return obs, float(reward), not healthy, False, info
+
+
+class SafetyHalfCheetahEnv(HalfCheetahEnv):
+    """NeoRL-2's HalfCheetah with a speed limit (module docstring)."""
+
+    DT, CTRL_COST, SPEED_LIMIT, PENALTY = 0.05, 0.1, 3.2096, -100.0
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(exclude_current_positions_from_observation=False, **kwargs)
+
+    def step(self, action: np.ndarray):
+        x_before = self.data.qpos[0]
+        self.do_simulation(action, self.frame_skip)
+        obs = self._get_obs()
+        velocity = (obs[0] - x_before) / self.DT
+        over = bool(velocity > self.SPEED_LIMIT)
+        reward = (
+            self.PENALTY if over else velocity - self.CTRL_COST * float(np.sum(np.square(action)))
+        )
+        info = {"x_position": obs[0], "x_velocity": velocity, "cost": float(over)}
+        return obs, float(reward), False, False, info
+
+
 def register() -> None:
-    """Register both tasks with their episode lengths (idempotent)."""
-    for env_id, entry, steps in ((DMSD_ID, "DMSDEnv", 100), (PIPELINE_ID, "PipelineEnv", 1000)):
+    """Register the tasks with their episode lengths (idempotent)."""
+    for env_id, entry, steps in (
+        (DMSD_ID, "DMSDEnv", 100), (PIPELINE_ID, "PipelineEnv", 1000),
+        (HOPPER_ID, "RandomFrictionHopperEnv", 1000), (CHEETAH_ID, "SafetyHalfCheetahEnv", 1000),
+    ):  # fmt: skip
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=f"rlcore.envs.neorl2:{entry}",
                          max_episode_steps=steps)  # fmt: skip

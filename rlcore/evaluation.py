@@ -106,6 +106,8 @@ D4RL_REF_SCORES: dict[str, tuple[float, float]] = {
     # NeoRL-2's (random, expert) returns (its neorl2/info.py): envs/neorl2.py's tasks
     "dmsd": (30.60, 849.51),
     "pipeline": (-296.0, 751.0),
+    "randomfrictionhopper": (-3.0, 503.0),
+    "safetyhalfcheetah": (-283.0, 2507.0),
 }
 
 

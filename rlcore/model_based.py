@@ -68,9 +68,12 @@ def termination_rule(env_id: str) -> Termination:
         return lambda obs, action, next_obs: ~torch.isfinite(next_obs).all(-1)
     if name == "inverteddoublependulum":
         return _double_pendulum_fell
+    if name == "randomfrictionhopper":
+        return _random_friction_hopper_fell
     if name not in specs:
         known = sorted(
-            [*TASKS, *_NEVER_TERMINATE.values(), "InvertedDoublePendulum"], key=str.lower
+            [*TASKS, *_NEVER_TERMINATE.values(), "InvertedDoublePendulum", "RandomFrictionHopper"],
+            key=str.lower,
         )
         raise ValueError(
             f"no termination rule for env '{env_id}' in model rollouts: known tasks are "
@@ -103,8 +106,14 @@ def termination_rule(env_id: str) -> Termination:
 
 
 # gymnasium MuJoCo tasks outside rlcore.envs.native that never terminate (time limit only)
-_NEVER_TERMINATE = {"reacher": "Reacher", "pusher": "Pusher", "humanoidstandup": "HumanoidStandup",
-                    "dmsd": "DMSD", "pipeline": "Pipeline"}  # fmt: skip (NeoRL-2's: envs/neorl2.py)
+_NEVER_TERMINATE = {
+    "reacher": "Reacher",
+    "pusher": "Pusher",
+    "humanoidstandup": "HumanoidStandup",
+    "dmsd": "DMSD",
+    "pipeline": "Pipeline",
+    "safetyhalfcheetah": "SafetyHalfCheetah",
+}  # fmt: skip (NeoRL-2's: envs/neorl2.py)
 
 
 def _double_pendulum_fell(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):
@@ -113,6 +122,15 @@ def _double_pendulum_fell(obs: torch.Tensor, action: torch.Tensor, next_obs: tor
     sin_a, sin_b, cos_a, cos_b = next_obs[:, 1], next_obs[:, 2], next_obs[:, 3], next_obs[:, 4]
     height = 0.6 * cos_a + 0.6 * (cos_a * cos_b - sin_a * sin_b)
     return ~torch.isfinite(next_obs).all(-1) | (height <= 1.0)
+
+
+def _random_friction_hopper_fell(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):
+    """NeoRL-2's RandomFrictionHopper (its terminated module): the observation is [x, z,
+    angle, ...]: z <= 0.7, |angle| >= 0.2 or an entry of next_obs[3:12] outside (-100, 100)."""
+    state = next_obs[:, 3:12]
+    healthy = (next_obs[:, 1] > 0.7) & (next_obs[:, 2] > -0.2) & (next_obs[:, 2] < 0.2)
+    healthy &= ((state > -100) & (state < 100)).all(-1)
+    return ~(torch.isfinite(next_obs).all(-1) & healthy)
 
 
 class ModelRollouts:

@@ -21,6 +21,7 @@ from rlcore.benchmarks.offline import override_tag
 from rlcore.benchmarks.runs import write_figures
 from rlcore.benchmarks.throughput.cli import main
 from rlcore.benchmarks.throughput.common import alternate
+from rlcore.logging import read_csv
 from rlcore.offline.collect import main as collect_main
 from rlcore.offline.datasets import load_dataset
 from rlcore.offline.scores import normalized_score
@@ -746,3 +747,72 @@ def test_dynamics_speed_times_our_fit_on_its_data(tmp_path) -> None:
     assert data["obs"].shape == (400, OBS) and data["action"].shape == (400, ACT)
     assert np.abs(data["next_obs"] - data["obs"]).mean() < 0.3  # small steps of a linear system
     assert time_ours(path, epochs=1, threads=1) > 0
+
+
+def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
+    """benchmarks/corruption.py on a tiny random Hopper dataset: each cell is its seeds'
+    final scores, the drop is the clean mean minus the corrupted one, RIQL runs with the
+    reference's Hopper settings per corruption, an adversarial attack reads this grid's
+    clean IQL run (trained first even when IQL is not tabled), every run records what it
+    trained on."""
+    import yaml
+
+    from rlcore.benchmarks.corruption import main as corruption_main
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect_main(["env=Hopper", "policy=random", "steps=400", "dataset_id=t/hopper/rand-v0"])
+    runs = tmp_path / "runs"
+    argv = ["--steps", "20", "--eval-every", "20", "--seeds", "0", "1", "--algos", "riql",
+            "--settings", "clean", "random_obs", "adversarial_action", "--dataset",
+            "t/hopper/rand-v0", "--run-dir", str(runs), "--out", str(tmp_path / "c.json"),
+            "--no-figures"]  # fmt: skip
+    result = corruption_main(argv)
+    capsys.readouterr()
+    rows = {row["setting"]: row["riql"] for row in result["rows"]}
+    for setting in ("clean", "random_obs", "adversarial_action"):
+        scores = [float(read_csv(runs / f"riql_{setting}_seed{s}" / "eval.csv")[-1][
+            "eval/normalized_score"]) for s in (0, 1)]  # fmt: skip
+        assert rows[setting]["scores"] == pytest.approx(scores)
+        assert rows[setting]["mean"] == pytest.approx(np.mean(scores))
+    for setting in ("random_obs", "adversarial_action"):
+        assert rows[setting]["drop"] == pytest.approx(rows["clean"]["mean"] - rows[setting]["mean"])
+    assert result["mean_drop"]["riql"] == pytest.approx(
+        (rows["random_obs"]["drop"] + rows["adversarial_action"]["drop"]) / 2)  # fmt: skip
+    assert (runs / "iql_clean_seed0" / "eval.csv").is_file()  # the attacked critic
+    config = yaml.safe_load((runs / "riql_random_obs_seed0" / "config.yaml").read_text())
+    assert (config["algo"]["huber_sigma"], config["algo"]["quantile"],
+            config["algo"]["num_critics"]) == (0.1, 0.25, 3)  # fmt: skip
+    assert config["corruption"]["kind"] == "obs" and config["corruption"]["mode"] == "random"
+    meta = json.loads((runs / "riql_adversarial_action_seed1" / "meta.json").read_text())
+    (record,) = meta["effective"]["dataset_corruption"]
+    assert (record["kind"], record["mode"], record["rate"]) == ("action", "adversarial", 0.3)
+    config = yaml.safe_load((runs / "riql_adversarial_action_seed1" / "config.yaml").read_text())
+    assert config["corruption"]["critic"] == str(runs / "iql_clean_seed0")
+    written = json.loads((tmp_path / "c.json").read_text())
+    assert written["rows"] == result["rows"] and "model" in written["cpu"]
+
+
+def test_neorl2_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
+    """benchmarks/neorl2.py on a tiny DMSD dataset: the data's score from its returns and
+    NeoRL-2's references, each cell its seeds' final normalised scores, --set reaches one
+    algorithm only."""
+    from rlcore.benchmarks.neorl2 import main as neorl2_main
+    from rlcore.offline.neorl2_recipe import main as recipe_main
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    recipe_main(["env=DMSD", "dataset_id=local/dmsd/high-v0", "transitions=300"])
+    runs = tmp_path / "runs"
+    result = neorl2_main(["--steps", "20", "--eval-every", "20", "--eval-episodes", "1",
+                          "--seeds", "0", "1", "--algos", "iql", "td3_bc", "--set",
+                          "iql:algo.beta=1.0", "--run-dir", str(runs), "--out",
+                          str(tmp_path / "n.json"), "--no-figures"])  # fmt: skip
+    capsys.readouterr()
+    (row,) = result["rows"]
+    returns = load_dataset("local/dmsd/high-v0").episode_returns()
+    assert row["data"] == pytest.approx(100 * (returns.mean() - 30.60) / (849.51 - 30.60))
+    for algo in ("iql", "td3_bc"):
+        scores = [float(read_csv(runs / f"{algo}_dmsd_seed{s}" / "eval.csv")[-1][
+            "eval/normalized_score"]) for s in (0, 1)]  # fmt: skip
+        assert row[algo]["scores"] == pytest.approx(scores)
+    assert "beta: 1.0" in (runs / "iql_dmsd_seed0" / "config.yaml").read_text()
+    assert row["iql"]["overrides"] == ["algo.beta=1.0"] and row["td3_bc"]["overrides"] == []

@@ -1,4 +1,4 @@
-"""NeoRL-2's DMSD and Pipeline (envs/neorl2.py): the reference envs' trajectories on the
+"""NeoRL-2's DMSD, Pipeline, RandomFrictionHopper and SafetyHalfCheetah (envs/neorl2.py): the reference envs' trajectories on the
 same seeds and actions (tests/golden/neorl2.json, benchmarks/parity/neorl2_reference.py),
 dynamics by hand, the command line, normalised scores."""
 
@@ -12,29 +12,84 @@ import numpy as np
 import pytest
 
 from rlcore.benchmarks.parity.neorl2_reference import CASES, actions
-from rlcore.envs.neorl2 import DMSD_ID, PIPELINE_ID, DMSDEnv, PipelineEnv
+from rlcore.envs.neorl2 import (
+    CHEETAH_ID,
+    DMSD_ID,
+    HOPPER_ID,
+    PIPELINE_ID,
+    DMSDEnv,
+    PipelineEnv,
+    RandomFrictionHopperEnv,
+    SafetyHalfCheetahEnv,
+)
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "neorl2.json").read_text())["cases"]
 
 
-@pytest.mark.parametrize("name", ["dmsd", "pipeline"])
+MAKERS = {"dmsd": DMSDEnv, "pipeline": PipelineEnv,
+          "randomfrictionhopper": RandomFrictionHopperEnv,
+          "safetyhalfcheetah": SafetyHalfCheetahEnv}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(CASES))
 def test_trajectories_match_the_reference_envs(name: str) -> None:
     seeds, steps, dim = CASES[name]
-    env = DMSDEnv() if name == "dmsd" else PipelineEnv()
+    env = MAKERS[name]()
     for episode in GOLDEN[name]:
         width = len(episode["obs"][0])
         if name == "pipeline":
             env.target = None  # a first target from the seed on both sides (golden file)
-        obs, _ = env.reset(seed=episode["seed"])
-        observations, rewards = [obs[:width]], []
+        # the reference draws the hopper's friction from Python's random: the file has it
+        options = {"friction": episode["friction"]} if "friction" in episode else None
+        obs, _ = env.reset(seed=episode["seed"], options=options)
+        observations, rewards, ends = [obs[:width]], [], []
         for action in actions(steps, dim, episode["seed"] + 1):
             obs, reward, terminated, truncated, _ = env.step(action)
-            assert not terminated and not truncated
+            assert not truncated
             observations.append(obs[:width])
             rewards.append(reward)
+            ends.append(terminated)
+            if terminated:
+                break
         np.testing.assert_allclose(np.array(observations), episode["obs"], rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(rewards, episode["reward"], rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(obs, episode["last_obs"], rtol=1e-6, atol=1e-6)
+        assert ends == episode["terminated"]
+
+
+def test_random_friction_hopper_by_hand() -> None:
+    """The friction: drawn per reset within [1.5, 2.5] from the seed, rounded to 2 decimals
+    in the model only; the reward has no healthy bonus; a fall terminates."""
+    env = RandomFrictionHopperEnv()
+    frictions = [env.reset(seed=s)[0][-1] for s in (0, 1)]
+    assert frictions[0] != frictions[1] and all(1.5 <= f <= 2.5 for f in frictions)
+    assert env.reset(seed=0)[0][-1] == frictions[0]
+    assert env.model.geom_friction[env.foot, 0] == float(f"{frictions[0]:.2f}")
+    assert RandomFrictionHopperEnv(random_friction=False).reset(seed=0)[0][-1] == 2.0
+    obs, _ = env.reset(seed=0)
+    after, reward, terminated, *_ = env.step(np.zeros(3))
+    assert reward == pytest.approx((after[0] - obs[0]) / 0.008, rel=1e-12)
+    assert not terminated
+    qpos, qvel = env.data.qpos.copy(), env.data.qvel.copy()
+    qpos[1] = 0.5  # the torso below 0.7: fallen
+    env.set_state(qpos, qvel)
+    assert env.step(np.zeros(3))[2]
+
+
+def test_safety_half_cheetah_penalises_speed() -> None:
+    """Over 3.2096 m/s the reward is -100 and info's cost 1; below, v - 0.1 |a|^2."""
+    env = SafetyHalfCheetahEnv()
+    obs, _ = env.reset(seed=0)
+    action = np.full(6, 0.5)
+    after, reward, terminated, _, info = env.step(action)
+    velocity = (after[0] - obs[0]) / 0.05
+    assert velocity < 3.2096 and info["cost"] == 0.0 and not terminated
+    assert reward == pytest.approx(velocity - 0.1 * 6 * 0.25, rel=1e-12)
+    qvel = env.data.qvel.copy()
+    qvel[0] = 8.0  # sliding forward fast
+    env.set_state(env.data.qpos.copy(), qvel)
+    after, reward, _, _, info = env.step(np.zeros(6))
+    assert info["x_velocity"] > 3.2096 and reward == -100.0 and info["cost"] == 1.0
 
 
 def test_dmsd_one_step_by_hand() -> None:
@@ -75,6 +130,11 @@ def test_registered_with_short_names_episode_lengths_and_scores() -> None:
     assert gym.spec(PIPELINE_ID).max_episode_steps == 1000
     assert pinned_reference_scores("local/dmsd/medium-v0") == (30.60, 849.51)
     assert pinned_reference_scores(PIPELINE_ID) == (-296.0, 751.0)
+    assert resolve_env_id("RandomFrictionHopper") == HOPPER_ID
+    assert resolve_env_id("safetyhalfcheetah") == CHEETAH_ID
+    assert gym.spec(HOPPER_ID).max_episode_steps == gym.spec(CHEETAH_ID).max_episode_steps == 1000
+    assert pinned_reference_scores(HOPPER_ID) == (-3.0, 503.0)
+    assert pinned_reference_scores("local/safetyhalfcheetah/high-v0") == (-283.0, 2507.0)
 
 
 def test_an_offline_run_on_a_recorded_dmsd_dataset(tmp_path) -> None:
@@ -121,3 +181,90 @@ def test_the_dmsd_recipe_records_seeded_pid_trajectories(tmp_path) -> None:
         dataset = load_dataset("local/dmsd/high-v0")
     assert stats["episodes"] == 2 and len(dataset) == 200
     assert (dataset.ref_min_score, dataset.ref_max_score) == (30.60, 849.51)
+
+
+def test_model_rollouts_terminate_as_the_reference_envs() -> None:
+    """rlcore.model_based's rules, read from the observations, against the reference
+    envs' own terminated flags on the golden trajectories."""
+    import torch
+
+    from rlcore.model_based import termination_rule
+
+    for name, env_id in (("randomfrictionhopper", HOPPER_ID), ("safetyhalfcheetah", CHEETAH_ID)):
+        rule = termination_rule(env_id)
+        for episode in GOLDEN[name]:
+            obs = torch.tensor(episode["obs"], dtype=torch.float64)
+            ends = rule(obs[:-1], torch.zeros(len(obs) - 1, 1), obs[1:]).tolist()
+            assert ends == episode["terminated"]
+    assert any(e["terminated"][-1] for e in GOLDEN["randomfrictionhopper"])
+
+
+def test_the_sac_recipe_picks_the_snapshots_at_the_level(tmp_path) -> None:
+    """Evaluations 0, 10, 60, 72, 81, 100, 30: the level is 75, the 4 closest are 72, 81,
+    60, 100 (distances 3, 6, 15, 25), returned in return order; a missing file drops a
+    step."""
+    from rlcore.offline.neorl2_recipe import select_snapshots
+
+    (tmp_path / "checkpoints").mkdir()
+    rows = ["step,eval/return"]
+    for step, value in enumerate((0, 10, 60, 72, 81, 100, 30)):
+        rows.append(f"{step * 10},{value}")
+        (tmp_path / "checkpoints" / f"agent_step_{step * 10}.pt").write_bytes(b"")
+    (tmp_path / "eval.csv").write_text("\n".join(rows) + "\n")
+    chosen = select_snapshots(tmp_path)
+    assert [value for _, value in chosen] == [60, 72, 81, 100]
+    assert [path.name for path, _ in chosen][0] == "agent_step_20.pt"
+    assert [value for _, value in select_snapshots(tmp_path, level=0.1)] == [0, 10, 30, 60]
+    (tmp_path / "checkpoints" / "agent_step_40.pt").unlink()  # 81: gone
+    assert [value for _, value in select_snapshots(tmp_path)] == [30, 60, 72, 100]
+    for step in (0, 10, 20, 30):
+        (tmp_path / "checkpoints" / f"agent_step_{step}.pt").unlink()
+    with pytest.raises(ValueError, match="has 2 agent snapshots"):
+        select_snapshots(tmp_path)
+
+
+def test_the_sac_recipe_records_mean_actions_of_policies_1_3_4(tmp_path) -> None:
+    """A short SAC run on RandomFrictionHopper, then the recipe from the command line:
+    trajectory i starts at reset(seed=i) and acts with the pre-tanh mean (clipped) of the
+    policies 1, 3, 4 in turn; the exported snapshots hold the actor alone."""
+    import torch
+
+    from rlcore.offline.datasets import load_dataset
+    from rlcore.offline.neorl2_recipe import SACMeanPolicy, main, record_sac, within_speed_limit
+    from rlcore.offline.recording import Episode
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    run = tmp_path / "sac"
+    train(make_config("algo=sac", "env=RandomFrictionHopper", *FAST, "total_steps=300",
+                      "algo.learning_starts=100", "algo.hidden=[16,16]", "eval_every=60",
+                      "checkpoint_every=60", "eval_episodes=1", "eval_envs=1"), run)  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+        main(["env=RandomFrictionHopper", f"run={run}", "dataset_id=local/rfh/high-v0",
+              "transitions=40", f"export={tmp_path / 'assets'}"])  # fmt: skip
+        dataset = load_dataset("local/rfh/high-v0")
+    assert (dataset.ref_min_score, dataset.ref_max_score) == (-3.0, 503.0)
+    assert len(dataset) >= 40
+    exported = [tmp_path / "assets" / f"sac_{k}.pt" for k in (1, 2, 3, 4)]
+    assert all(list(torch.load(p, weights_only=False)["agent"]) == ["actor"] for p in exported)
+    returns = [torch.load(p, weights_only=False)["source"]["eval_return"] for p in exported]
+    assert returns == sorted(returns)
+    env = gym.make(HOPPER_ID)
+    for split, order in (("train", (0, 2, 3)), ("val", (1,))):
+        episodes = record_sac(HOPPER_ID, exported, split, transitions=150)
+        assert len(episodes) >= 2
+        for i, episode in enumerate(episodes):
+            np.testing.assert_array_equal(episode.observations[0],
+                                          env.reset(seed=i)[0].astype(np.float32))  # fmt: skip
+            actor = SACMeanPolicy(exported[order[i % len(order)]]).actor
+            obs = torch.as_tensor(episode.observations[:-1])
+            mean = actor.net(obs).chunk(2, -1)[0].clamp(-1, 1).detach().numpy()
+            np.testing.assert_allclose(episode.actions, mean, atol=1e-6)
+    fast = Episode(np.zeros((3, 1)), np.zeros((2, 1)), np.array([1.0, -100.0]),
+                   np.zeros(2, bool), np.array([False, True]))  # fmt: skip
+    slow = Episode(np.zeros((3, 1)), np.zeros((2, 1)), np.array([1.0, 3.0]),
+                   np.zeros(2, bool), np.array([False, True]))  # fmt: skip
+    assert within_speed_limit([fast, slow, fast]) == [slow]
+    with pytest.raises(ValueError, match="crossed the speed limit"):
+        within_speed_limit([fast])

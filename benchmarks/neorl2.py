@@ -1,0 +1,130 @@
+"""Every offline algorithm of the library on NeoRL-2's tasks: the final NeoRL-2-normalised
+score of each (algorithm, task) over several seeds, beside the data's own score.
+
+    python -m rlcore.offline.neorl2_recipe env=DMSD dataset_id=local/dmsd/high-v0   # data first
+    python -m rlcore.benchmarks.neorl2 --tasks DMSD --steps 20000 --seeds 0 1 2 --jobs 2
+    python -m rlcore.benchmarks.neorl2 --tasks DMSD RandomFrictionHopper --algos iql td3_bc
+
+Each task trains on ``--dataset-for TASK=ID`` (default ``local/<task>/high-v0``: the data
+recipe's training split, ``rlcore.offline.neorl2_recipe``) with every algorithm's own
+defaults (``configs/algo/<algo>.yaml``; ``--set ALGO:KEY=VALUE`` adds an override, which
+the JSON records) for ``--steps`` gradient steps, evaluating every ``--eval-every`` steps
+(``--eval-episodes`` episodes). NeoRL-2 normalises with its random / expert returns
+(``rlcore.evaluation.D4RL_REF_SCORES``). Every run is a run directory under ``--run-dir``
+(``<algo>_<task>_seed<seed>``: resumed when interrupted, read back when finished).
+Prints the table, writes JSON (``--out``), then the report of the runs (``rlcore.report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlcore.benchmarks.runs import (
+    NORMALIZED,
+    cpu_info,
+    overrides_by_name,
+    report_dir,
+    run_method,
+    worker_pool,
+    write_figures,
+    write_result,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TASKS = ("DMSD", "RandomFrictionHopper", "SafetyHalfCheetah", "Pipeline")
+# relative cost of one gradient step on CPU (measured, 1 thread): orders the job queue
+COST = {"iql": 1.0, "riql": 1.3, "td3_bc": 0.7, "awac": 1.0, "rebrac": 5.0, "cql": 20.0,
+        "cal_ql": 20.0, "mopo": 3.0, "morec": 4.0}  # fmt: skip
+
+
+def offline_algorithms() -> list[str]:
+    """The catalog's offline family (``rlcore.catalog``; FISOR is listed with the safe
+    algorithms, diffusion / flow BC with the generative ones: ``--algos`` takes only these)."""
+    from rlcore import catalog
+
+    return [name for name, entry in catalog.ALGORITHMS.items() if entry.family == "offline"]
+
+
+def data_score(dataset_id: str) -> float:
+    """The normalised mean return of a dataset's episodes (its own reference returns)."""
+    from rlcore.offline.datasets import load_dataset
+
+    dataset = load_dataset(dataset_id)
+    low, high = dataset.ref_min_score, dataset.ref_max_score
+    return float(100.0 * (dataset.episode_returns().mean() - low) / (high - low))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the grid, print the table, write the JSON and the report."""
+    algos = offline_algorithms()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=["DMSD"], choices=TASKS)
+    parser.add_argument("--algos", nargs="+", default=algos, choices=algos)
+    parser.add_argument("--steps", type=int, default=20_000, help="gradient steps per run")
+    parser.add_argument("--eval-every", type=int, default=5_000)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--dataset-for", nargs="*", default=[], metavar="TASK=ID")
+    parser.add_argument("--set", nargs="*", default=[], metavar="ALGO:KEY=VALUE")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/neorl2"))
+    parser.add_argument("--out", type=Path, default=RESULTS / "neorl2.json")
+    parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")
+    args = parser.parse_args(argv)
+
+    datasets = {task: f"local/{task.lower()}/high-v0" for task in args.tasks}
+    for item in args.dataset_for:
+        task, _, dataset_id = item.partition("=")
+        if task not in datasets or not dataset_id:
+            raise SystemExit(f"--dataset-for expects TASK=ID with TASK in {args.tasks}: {item!r}")
+        datasets[task] = dataset_id
+    extra = overrides_by_name(args.set, algos, args.algos, "ALGO")
+    jobs = [(a, t, s) for t in args.tasks for a in args.algos for s in args.seeds]
+    jobs.sort(key=lambda job: -COST.get(job[0], 1.0))  # longest first
+
+    def overrides(algo: str, task: str) -> list[str]:
+        return [f"algo={algo}", f"env={task}", f"dataset={datasets[task]}",
+                f"total_steps={args.steps}", f"eval_every={min(args.eval_every, args.steps)}",
+                f"checkpoint_every={min(args.eval_every, args.steps)}",
+                f"eval_episodes={args.eval_episodes}", *extra[algo]]  # fmt: skip
+
+    with worker_pool(args.jobs) as pool:
+        futures = {
+            (a, t, s): pool.submit(
+                run_method, f"{a}_{t.lower()}", s, overrides(a, t), args.run_dir, args.threads
+            )  # fmt: skip
+            for a, t, s in jobs
+        }
+        results = {job: future.result() for job, future in futures.items()}
+
+    rows = []
+    for task in args.tasks:
+        row: dict[str, Any] = {"task": task, "dataset": datasets[task],
+                               "data": data_score(datasets[task])}  # fmt: skip
+        for algo in args.algos:
+            scores = [float(results[(algo, task, s)]["rows"][-1][NORMALIZED]) for s in args.seeds]
+            row[algo] = {"scores": scores, "mean": float(np.mean(scores)),
+                         "std": float(np.std(scores)), "overrides": extra[algo],
+                         "seconds": float(sum(results[(algo, task, s)]["seconds"]
+                                              for s in args.seeds))}  # fmt: skip
+        rows.append(row)
+    print("| task | data | " + " | ".join(args.algos) + " |")
+    print("|---|---|" + "---|" * len(args.algos))
+    for row in rows:
+        cells = " | ".join(f"{row[a]['mean']:.1f} +- {row[a]['std']:.1f}" for a in args.algos)
+        print(f"| {row['task']} | {row['data']:.1f} | {cells} |")
+    report = None if args.no_figures else report_dir(args.out)
+    write_result(args, {"rows": rows, "cpu": cpu_info(),
+                        "report": None if report is None else str(report)})  # fmt: skip
+    if report is not None:
+        write_figures(sorted(Path(results[job]["run_dir"]) for job in jobs), report)
+    return {"rows": rows}
+
+
+if __name__ == "__main__":
+    main()

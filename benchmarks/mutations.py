@@ -945,6 +945,47 @@ MUTATIONS: list[Mutation] = [
         "the discriminator learns to call the generator's transitions data",
         ("tests/test_morec.py::test_the_learned_reward_scores_data_above_wrong_transitions",),
     ),
+    # --- envs/neorl2.py, offline/neorl2_recipe.py (NeoRL-2's tasks and data) ------------
+    Mutation(
+        "neorl2_hopper_no_ctrl_cost",
+        "envs/neorl2.py",
+        "reward = (obs[0] - before[0]) / self.DT - self.CTRL_COST * float(np.sum(np.square(action)))",
+        "reward = (obs[0] - before[0]) / self.DT",
+        "RandomFrictionHopper's reward forgets the control cost",
+        ("tests/test_neorl2.py::test_trajectories_match_the_reference_envs",),
+    ),
+    Mutation(
+        "neorl2_cheetah_speed_limit_inclusive_of_slow",
+        "envs/neorl2.py",
+        "over = bool(velocity > self.SPEED_LIMIT)",
+        "over = bool(velocity > -self.SPEED_LIMIT)",
+        "SafetyHalfCheetah penalises every step above -3.2 m/s",
+        ("tests/test_neorl2.py::test_safety_half_cheetah_penalises_speed",),
+    ),
+    Mutation(
+        "neorl2_rollout_hopper_ignores_height",
+        "rlcore/model_based.py",
+        "healthy = (next_obs[:, 1] > 0.7) & (next_obs[:, 2] > -0.2) & (next_obs[:, 2] < 0.2)",
+        "healthy = (next_obs[:, 2] > -0.2) & (next_obs[:, 2] < 0.2)",
+        "model rollouts on RandomFrictionHopper never end on a fallen torso",
+        ("tests/test_neorl2.py::test_model_rollouts_terminate_as_the_reference_envs",),
+    ),
+    Mutation(
+        "neorl2_recipe_level_from_the_top",
+        "offline/neorl2_recipe.py",
+        "target = values.min() + level * (values.max() - values.min())",
+        "target = values.max() - level * (values.max() - values.min())",
+        "the data policies sit 75% of the way down from the best return, not up from the worst",
+        ("tests/test_neorl2.py::test_the_sac_recipe_picks_the_snapshots_at_the_level",),
+    ),
+    Mutation(
+        "neorl2_recipe_validation_policy_trains",
+        "offline/neorl2_recipe.py",
+        'chosen = [snapshots[0], *snapshots[2:]] if split == "train" else [snapshots[1]]',
+        'chosen = list(snapshots[:3]) if split == "train" else [snapshots[3]]',
+        "the validation split's policy records training data",
+        ("tests/test_neorl2.py::test_the_sac_recipe_records_mean_actions_of_policies_1_3_4",),
+    ),
 ]
 
 

@@ -197,6 +197,14 @@ def test_model_rollouts_terminate_as_the_reference_envs() -> None:
             ends = rule(obs[:-1], torch.zeros(len(obs) - 1, 1), obs[1:]).tolist()
             assert ends == episode["terminated"]
     assert any(e["terminated"][-1] for e in GOLDEN["randomfrictionhopper"])
+    rows = torch.zeros(5, 13, dtype=torch.float64)
+    rows[:, 1], rows[:, 12] = 1.25, 2.0  # standing, friction 2
+    rows[1, 1] = 0.6  # fallen
+    rows[2, 2] = 0.25  # tilted
+    rows[3, 8] = 150.0  # a joint velocity out of range
+    rows[4, 12] = 150.0  # the friction column is not a state entry
+    rule = termination_rule(HOPPER_ID)
+    assert rule(rows, torch.zeros(5, 3), rows).tolist() == [False, True, True, True, False]
 
 
 def test_the_sac_recipe_picks_the_snapshots_at_the_level(tmp_path) -> None:

@@ -278,6 +278,21 @@ COMMANDS: dict[str, Case] = {
         "transitions=200", extra=("transitions=200",),
         leaves=("minari/local/dmsd/high-val-v0",),
     ),
+    "python -m rlcore.train algo=sac env=RandomFrictionHopper total_steps=150000 "
+    "eval_every=5000 checkpoint_every=5000 run_dir=runs/sac_rfh": COMPOSE,
+    "python -m rlcore.offline.neorl2_recipe env=RandomFrictionHopper run=runs/sac_rfh "
+    "dataset_id=local/randomfrictionhopper/high-v0": Case(
+        "skip", "reads the 150k-step SAC run above (tests/test_neorl2.py runs the recipe on "
+        "a short one)"
+    ),
+    "python -m rlcore.offline.collect env=Hopper policy=benchmarks/assets/hopper_sac_medium.pt "
+    "steps=100000 sample=true dataset_id=local/hopper/medium-mb-v0": run(
+        "steps=100000 -> 200", replace=(("steps=100000", "steps=200"),),
+        leaves=("minari/local/hopper/medium-mb-v0",),
+    ),
+    "python -m rlcore.benchmarks.corruption --steps 10000 --seeds 0 1 2 --jobs 2": Case(
+        "skip", "82 trainings (tests/test_benchmarks.py runs the benchmark on a tiny grid)"
+    ),
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,

@@ -293,6 +293,18 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.benchmarks.corruption --steps 10000 --seeds 0 1 2 --jobs 2": Case(
         "skip", "82 trainings (tests/test_benchmarks.py runs the benchmark on a tiny grid)"
     ),
+    "python -m rlcore.offline.neorl2_recipe env=RandomFrictionHopper dataset_id=local/randomfrictionhopper/high-v0 "
+    "policies=benchmarks/assets/neorl2/randomfrictionhopper/sac_1.pt,benchmarks/assets/neorl2/randomfrictionhopper/sac_2.pt,"
+    "benchmarks/assets/neorl2/randomfrictionhopper/sac_3.pt,benchmarks/assets/neorl2/randomfrictionhopper/sac_4.pt": run(
+        "transitions=1000", extra=("transitions=1000",),
+        leaves=("minari/local/randomfrictionhopper/high-v0",),
+    ),
+    "python -m rlcore.offline.neorl2_recipe env=SafetyHalfCheetah dataset_id=local/safetyhalfcheetah/high-v0 "
+    "policies=benchmarks/assets/neorl2/safetyhalfcheetah/sac_1.pt,benchmarks/assets/neorl2/safetyhalfcheetah/sac_2.pt,"
+    "benchmarks/assets/neorl2/safetyhalfcheetah/sac_3.pt,benchmarks/assets/neorl2/safetyhalfcheetah/sac_4.pt": run(
+        "transitions=1000", extra=("transitions=1000",),
+        leaves=("minari/local/safetyhalfcheetah/high-v0",),
+    ),
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,

@@ -14,10 +14,10 @@ fraction of the rows (0.3), ``--scale`` 1 (the paper's defaults), drawn from
 reference's fixed corruption seed). An adversarial attack on observations, actions or
 dynamics needs a critic trained on the clean data: ``--critic <run dir>``, or by default
 this grid's clean IQL run of the first seed, trained before any adversarial run starts.
-RIQL runs with the reference's per-task settings for Hopper, HalfCheetah and Walker2d
-(``RIQL_config.py``: Huber sigma, quantile, number of critics per corruption, the
-``RIQL_SETTINGS`` table below); the baselines with CORL's Hopper settings
-(``configs/experiment/<algo>_hopper_medium.yaml``).
+The grid trains on Hopper (``--dataset`` must be a Hopper dataset): RIQL with the
+reference's Hopper settings (``RIQL_config.py``: Huber sigma, quantile, number of critics
+per corruption; ``RIQL_SETTINGS`` keeps its table for its three bodies), the baselines with
+CORL's Hopper settings (``configs/experiment/<algo>_hopper_medium.yaml``).
 
 Every run is a run directory under ``--run-dir`` (``<algo>_<setting>_seed<seed>``;
 resumed when interrupted, read back when finished). Prints the table, writes JSON

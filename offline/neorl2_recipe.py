@@ -262,6 +262,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     else:
         if ("run" in args) == ("policies" in args):
             raise UsageError(f"env={args['env']}: give run=<SAC run dir> or policies=...\n{USAGE}")
+        if "policies" in args and {"level", "export"} & set(args):
+            raise UsageError(
+                f"level= and export= choose snapshots of a run=: not with policies=\n{USAGE}"
+            )
         if "run" in args:
             chosen = select_snapshots(args["run"], level)
             announce("snapshots at the level: " + ", ".join(

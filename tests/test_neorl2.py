@@ -254,6 +254,11 @@ def test_the_sac_recipe_records_mean_actions_of_policies_1_3_4(tmp_path) -> None
         dataset = load_dataset("local/rfh/high-v0")
     assert (dataset.ref_min_score, dataset.ref_max_score) == (-3.0, 503.0)
     assert len(dataset) >= 40
+    with pytest.raises(ValueError, match="not with policies="):
+        main(["env=RandomFrictionHopper", "policies=a.pt,b.pt,c.pt,d.pt", "level=0.5",
+              "dataset_id=local/rfh/high-v1"])  # fmt: skip
+    with pytest.raises(ValueError, match="give run=<SAC run dir> or policies="):
+        main(["env=RandomFrictionHopper", "dataset_id=local/rfh/high-v1"])
     exported = [tmp_path / "assets" / f"sac_{k}.pt" for k in (1, 2, 3, 4)]
     assert all(list(torch.load(p, weights_only=False)["agent"]) == ["actor"] for p in exported)
     returns = [torch.load(p, weights_only=False)["source"]["eval_return"] for p in exported]

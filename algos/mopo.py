@@ -89,6 +89,9 @@ class MOPOConfig:
     dynamics_batch_size: int = 256
     dynamics_patience: int = 5  # epochs without a 1% holdout gain before the fit stops
     max_dynamics_epochs: int | None = None  # a cap on the fit (None: until it stops)
+    # a MOPO / MOREC run (dir or .pt) trained on the same data whose fitted ensemble this
+    # run starts from instead of fitting one (MOREC's reference loads its MOPO runs' ones)
+    dynamics_from: str | None = None
     # imagined rollouts (rlcore.model_based.ModelRollouts)
     rollout_freq: int = 1000  # updates between rollout rounds
     rollout_batch: int = 50_000  # dataset states starting a round's rollouts
@@ -135,6 +138,7 @@ class MOPOConfig:
             real_ratio=self.real_ratio, penalty_coef=self.penalty_coef,
             fit_lr=self.dynamics_lr, fit_batch_size=self.dynamics_batch_size,
             patience=self.dynamics_patience, max_fit_epochs=self.max_dynamics_epochs,
+            dynamics_from=self.dynamics_from,
             state_clip=self.state_clip,
             candidate_draws=self.candidate_draws if self.transition_filter else 0,
             select=self.select, terminal_reward=self.terminal_reward,

@@ -30,8 +30,10 @@ Departures: the dynamics reward's *learning* is a reconstruction (the authors' t
 code is not released, and their trained discriminators are a download this project
 cannot make): ``rlcore.dynamics_reward`` lists what follows the reference's code and
 what does not. The reference loads a dynamics ensemble trained apart (its "BASELINE"
-checkpoints); here it is fitted at the start of the run, as MOPO's is. MOPO's departures
-apply.
+checkpoints, one per task and seed); here it is fitted at the start of the run, as MOPO's
+is, unless ``dynamics_from`` names a MOPO run whose fitted ensemble it loads (the
+reference's way; benchmarks/model_based.py pairs each MOREC run with the MOPO run of its
+seed). MOPO's departures apply.
 """
 
 from __future__ import annotations

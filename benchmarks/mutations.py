@@ -986,6 +986,31 @@ MUTATIONS: list[Mutation] = [
         "the validation split's policy records training data",
         ("tests/test_neorl2.py::test_the_sac_recipe_records_mean_actions_of_policies_1_3_4",),
     ),
+    # --- envs/simglucose.py (NeoRL-2's Simglucose) ----------------------------------------
+    Mutation(
+        "simglucose_insulin_in_units",
+        "envs/simglucose.py",
+        'insulin = insulin * 6000 / p["BW"]  # U/min -> pmol/kg/min',
+        'insulin = insulin * 6000  # U/min -> pmol/kg/min',
+        "the model takes insulin in pmol/min, not per kg of body weight",
+        ("tests/test_neorl2.py::test_simglucose_replays_the_authors_released_data",),
+    ),
+    Mutation(
+        "simglucose_reward_unscaled",
+        "envs/simglucose.py",
+        "value = (risk(glucose) - risk(next_glucose) + 100) / 100",
+        "value = risk(glucose) - risk(next_glucose)",
+        "Simglucose's reward is the raw risk drop, not 1 + drop / 100",
+        ("tests/test_neorl2.py::test_simglucose_by_hand",),
+    ),
+    Mutation(
+        "simglucose_rollout_reads_the_wrong_column",
+        "rlcore/model_based.py",
+        "reading = next_obs[:, 0]",
+        "reading = next_obs[:, 1]",
+        "model rollouts end on a patient parameter instead of the glucose reading",
+        ("tests/test_neorl2.py::test_model_rollouts_terminate_as_the_reference_envs",),
+    ),
 ]
 
 

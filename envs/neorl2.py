@@ -1,5 +1,6 @@
 """NeoRL-2's near-real-world tasks that need no third-party simulator: DMSD, Pipeline,
-RandomFrictionHopper and SafetyHalfCheetah.
+RandomFrictionHopper and SafetyHalfCheetah (and the registration of Simglucose, whose
+patient model is envs/simglucose.py).
 
 Paper: S. Gao et al., "NeoRL-2: Near Real-World Benchmarks for Offline Reinforcement
 Learning with Extended Realistic Scenarios", 2025 (arXiv:2503.19267). Reference:
@@ -65,6 +66,7 @@ from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 
 DMSD_ID, PIPELINE_ID = "neorl2/DMSD-v0", "neorl2/Pipeline-v0"
 HOPPER_ID, CHEETAH_ID = "neorl2/RandomFrictionHopper-v0", "neorl2/SafetyHalfCheetah-v0"
+SIMGLUCOSE_ID = "neorl2/Simglucose-v0"  # envs/simglucose.py
 
 
 class DMSDEnv(gym.Env):
@@ -247,11 +249,13 @@ class SafetyHalfCheetahEnv(HalfCheetahEnv):
 def register() -> None:
     """Register the tasks with their episode lengths (idempotent)."""
     for env_id, entry, steps in (
-        (DMSD_ID, "DMSDEnv", 100), (PIPELINE_ID, "PipelineEnv", 1000),
-        (HOPPER_ID, "RandomFrictionHopperEnv", 1000), (CHEETAH_ID, "SafetyHalfCheetahEnv", 1000),
+        (DMSD_ID, "neorl2:DMSDEnv", 100), (PIPELINE_ID, "neorl2:PipelineEnv", 1000),
+        (HOPPER_ID, "neorl2:RandomFrictionHopperEnv", 1000),
+        (CHEETAH_ID, "neorl2:SafetyHalfCheetahEnv", 1000),
+        (SIMGLUCOSE_ID, "simglucose:SimglucoseEnv", 480),
     ):  # fmt: skip
         if env_id not in gym.registry:
-            gym.register(id=env_id, entry_point=f"rlcore.envs.neorl2:{entry}",
+            gym.register(id=env_id, entry_point=f"rlcore.envs.{entry}",
                          max_episode_steps=steps)  # fmt: skip
 
 

@@ -43,7 +43,7 @@ from rlcore.evaluation import EvalVideo
 from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
 from rlcore.loops import Phase, RunContext, rollout_obs_shape, rollout_phase
-from rlcore.model_based import ModelRollouts, termination_rule
+from rlcore.model_based import ModelRollouts, load_fitted_dynamics, termination_rule
 from rlcore.observations import ObsSpec, frame_stack_of, part_statistics
 from rlcore.plan import RunPlan
 from rlcore.settings import CorruptionSettings, RunSettings, SettledRun, with_dataset
@@ -504,6 +504,14 @@ def model_rollouts(built: Built, dataset: Any, logger: Logger) -> ModelRollouts:
     except ValueError as error:
         raise ConfigError(str(error)) from None
     recipe = built.plan.model
+    if recipe.dynamics_from is not None and settings.resume is None:  # resumed: its own
+        try:
+            line = load_fitted_dynamics(agent.dynamics, recipe.dynamics_from,
+                                        built.run.record["dataset"],
+                                        built.run.record["corruption"])  # fmt: skip
+        except (ValueError, FileNotFoundError) as error:
+            raise ConfigError(str(error)) from None
+        logger.progress(line, force=True)
     return ModelRollouts(
         dataset, agent.dynamics, agent.imagine_action, terminated, recipe,
         seed=settings.seed, log=lambda message: logger.progress(message, force=True),

@@ -108,6 +108,7 @@ D4RL_REF_SCORES: dict[str, tuple[float, float]] = {
     "pipeline": (-296.0, 751.0),
     "randomfrictionhopper": (-3.0, 503.0),
     "safetyhalfcheetah": (-283.0, 2507.0),
+    "simglucose": (9.75, 475.0),  # envs/simglucose.py
 }
 
 

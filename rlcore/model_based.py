@@ -26,6 +26,10 @@ keeps the one of highest dynamics reward (or draws one by softmax(10 r)), and en
 rollout where the kept one scores below ``terminal_reward`` (the transition is stored,
 flagged terminal, as the reference does).
 
+``load_fitted_dynamics`` starts a run from another run's fitted ensemble (``dynamics_from``:
+MOREC's reference loads the ensembles of its MOPO runs; a MOPO and a MOREC run then roll
+out in the same model), refusing one fitted on other data or of another shape.
+
 ``termination_rule(env_id)`` gives the termination of the gymnasium MuJoCo tasks
 (``rlcore.envs.native.TASKS``' health rules and InvertedDoublePendulum's tip height, read
 from the observation: the v5 layout without x / y) plus a non-finite prediction; tasks
@@ -43,16 +47,47 @@ also end a rollout where any |obs| >= 100 -- here only a non-finite prediction d
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from rlcore.buffers import MixedSampler, ReplayBuffer
+from rlcore.checkpoint import load_checkpoint
 from rlcore.dynamics import FitResult, ProbabilisticEnsemble, fit_dynamics
 from rlcore.dynamics_reward import DynamicsReward, RewardLearning, learn_dynamics_reward
 from rlcore.plan import ModelRecipe
 from rlcore.types import Batch
 
 Termination = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def load_fitted_dynamics(
+    dynamics: ProbabilisticEnsemble, source: str, dataset: str | None, corruption: Any
+) -> str:
+    """Load the fitted ensemble of the MOPO / MOREC run ``source`` (a run directory or a
+    .pt) into ``dynamics``. Refuses a run without one, one fitted on another dataset or
+    corruption than ``dataset`` / ``corruption`` (this run's recorded values), and one of
+    another shape. Returns the line the run logs."""
+    state = load_checkpoint(source)
+    weights = (state.get("agent") or {}).get("dynamics")
+    if weights is None:
+        raise ValueError(f"dynamics_from={source}: its {state.get('algo')} agent has no "
+                         "dynamics ensemble (a MOPO / MOREC run's has)")  # fmt: skip
+    record = state.get("config") or {}
+    theirs = (record.get("dataset"), record.get("corruption"))
+    if theirs != (dataset, corruption):
+        raise ValueError(f"dynamics_from={source} was fitted on dataset={theirs[0]} "
+                         f"(corruption {theirs[1]}); this run trains on dataset={dataset} "
+                         f"(corruption {corruption}): fit on the data you train on")  # fmt: skip
+    if not bool(weights["fitted"]):
+        raise ValueError(f"dynamics_from={source}: its ensemble is not fitted yet")
+    try:
+        dynamics.load_state_dict(weights)
+    except RuntimeError as error:
+        first = str(error).strip().splitlines()[-1].strip()
+        raise ValueError(f"dynamics_from={source}: its ensemble has another shape than this "
+                         f"run's (members / elites / dynamics_hidden): {first}") from None
+    return f"dynamics ensemble loaded from {source} (fitted on {dataset}): not refitted"
 
 
 def termination_rule(env_id: str) -> Termination:
@@ -70,9 +105,12 @@ def termination_rule(env_id: str) -> Termination:
         return _double_pendulum_fell
     if name == "randomfrictionhopper":
         return _random_friction_hopper_fell
+    if name == "simglucose":
+        return _glucose_out_of_range
     if name not in specs:
         known = sorted(
-            [*TASKS, *_NEVER_TERMINATE.values(), "InvertedDoublePendulum", "RandomFrictionHopper"],
+            [*TASKS, *_NEVER_TERMINATE.values(), "InvertedDoublePendulum", "RandomFrictionHopper",
+             "Simglucose"],
             key=str.lower,
         )
         raise ValueError(
@@ -114,6 +152,13 @@ _NEVER_TERMINATE = {
     "pipeline": "Pipeline",
     "safetyhalfcheetah": "SafetyHalfCheetah",
 }  # fmt: skip (NeoRL-2's: envs/neorl2.py)
+
+
+def _glucose_out_of_range(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):
+    """NeoRL-2's Simglucose (its terminated module): the sensor reading o'[0] below 40 or
+    above 600 mg/dL."""
+    reading = next_obs[:, 0]
+    return ~torch.isfinite(next_obs).all(-1) | (reading < 40) | (reading > 600)
 
 
 def _double_pendulum_fell(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):

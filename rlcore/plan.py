@@ -131,6 +131,9 @@ class ModelRecipe:
     max_holdout: int = 1000
     patience: int = 5
     max_fit_epochs: int | None = None
+    # a MOPO / MOREC run (dir or .pt) whose fitted ensemble this run starts from, on the
+    # same data: no fit (the reference's load_dynamics_path; rlcore.model_based)
+    dynamics_from: str | None = None
     state_clip: float | None = None  # imagined samples clipped to +-this (MOREC: 25)
     # MOREC's transition filter (candidate_draws > 0): that many draws of every elite's
     # Gaussian, the candidate of the highest learned dynamics reward kept ("max") or drawn

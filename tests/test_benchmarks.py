@@ -816,3 +816,43 @@ def test_neorl2_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
         assert row[algo]["scores"] == pytest.approx(scores)
     assert "beta: 1.0" in (runs / "iql_dmsd_seed0" / "config.yaml").read_text()
     assert row["iql"]["overrides"] == ["algo.beta=1.0"] and row["td3_bc"]["overrides"] == []
+
+
+def test_model_based_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
+    """benchmarks/model_based.py on a tiny DMSD dataset: each MOREC run rolls out in the
+    ensemble of the MOPO run of its seed (loaded, not refitted), the per-task settings and
+    the fit's cap reach the runs, each cell its seeds' final normalised scores."""
+    from rlcore.benchmarks.model_based import main as model_based_main
+    from rlcore.offline.neorl2_recipe import main as recipe_main
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    recipe_main(["env=DMSD", "dataset_id=local/dmsd/high-v0", "transitions=300"])
+    runs = tmp_path / "runs"
+    small = ["algo.hidden=[16,16]", "algo.dynamics_hidden=[16,16]", "algo.rollout_batch=20",
+             "algo.dynamics_decays=[0.0,0.0,0.0]", "algo.rollout_freq=10"]  # fmt: skip
+    sets = [f"{algo}:{item}" for algo in ("mopo", "morec") for item in small]
+    sets += ["morec:algo.reward_iterations=20", "morec:algo.reward_snapshot_every=10",
+             "morec:algo.discriminators=2", "morec:algo.rollout_length=3"]  # fmt: skip
+    result = model_based_main(["--tasks", "DMSD", "--algos", "mopo", "morec", "--steps", "20",
+                               "--fit-epochs", "2", "--eval-every", "20", "--eval-episodes",
+                               "1", "--seeds", "0", "1", "--set", *sets, "--run-dir",
+                               str(runs), "--out", str(tmp_path / "m.json"),
+                               "--no-figures"])  # fmt: skip
+    capsys.readouterr()
+    (row,) = result["rows"]
+    returns = load_dataset("local/dmsd/high-v0").episode_returns()
+    assert row["data"] == pytest.approx(100 * (returns.mean() - 30.60) / (849.51 - 30.60))
+    for seed in (0, 1):
+        mopo, morec = runs / f"mopo_dmsd_seed{seed}", runs / f"morec_dmsd_seed{seed}"
+        assert "dynamics fitted in 2 epochs" in (mopo / "train.log").read_text()
+        assert "dynamics ensemble loaded from" in (morec / "train.log").read_text()
+        assert "rollout_length: 5" in (mopo / "config.yaml").read_text()  # the task's MOPO
+        assert "state_clip: 1000000.0" in (morec / "config.yaml").read_text()  # NeoRL's clip
+        fitted, used = (torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+                        ["agent"]["dynamics"] for run in (mopo, morec))  # fmt: skip
+        assert all(torch.equal(fitted[key], used[key]) for key in fitted)
+    for algo in ("mopo", "morec"):
+        scores = [float(read_csv(runs / f"{algo}_dmsd_seed{s}" / "eval.csv")[-1][
+            "eval/normalized_score"]) for s in (0, 1)]  # fmt: skip
+        assert row[algo]["scores"] == pytest.approx(scores)
+    assert f"algo.dynamics_from={runs / 'mopo_dmsd_seed0'}" in row["morec"]["settings"]

@@ -180,3 +180,65 @@ def test_refusals() -> None:
     with pytest.raises(RuntimeError, match="learn it first"):
         DynamicsReward(OBS, ACT)(torch.zeros(1, OBS), torch.zeros(1, ACT), torch.zeros(1, OBS))
     assert HIDDEN == 16  # the golden weights' width, shared with the MOPO golden file
+
+
+def test_morec_rolls_out_in_a_mopo_runs_fitted_ensemble(tmp_path) -> None:
+    """``algo.dynamics_from=<MOPO run>``: the MOREC run loads that run's fitted ensemble
+    (no fit) and ends with it unchanged; on other data it refuses, naming both datasets."""
+    from rlcore.config import ConfigError
+    from rlcore.offline.recording import collect
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+        collect("Hopper", "random", "local/hopper/random-v0", steps=300, seed=0)
+        collect("Hopper", "random", "local/hopper/other-v0", steps=300, seed=1)
+        common = ["env=Hopper", *FAST, "algo.batch_size=16", "algo.hidden=[16,16]",
+                  "algo.dynamics_hidden=[16,16]", "algo.dynamics_decays=[0.0,0.0,0.0]",
+                  "algo.max_dynamics_epochs=2", "algo.rollout_batch=20", "algo.rollout_length=3",
+                  "algo.rollout_freq=25", "total_steps=30", "eval_every=30", "eval_episodes=1",
+                  "eval_envs=1", "env.max_episode_steps=20"]  # fmt: skip
+        train(make_config("algo=mopo", "dataset=local/hopper/random-v0", *common),
+              tmp_path / "mopo")  # fmt: skip
+        morec = ["algo=morec", "algo.reward_iterations=20", "algo.reward_snapshot_every=10",
+                 "algo.discriminators=2", f"algo.dynamics_from={tmp_path / 'mopo'}", *common]
+        train(make_config(*morec, "dataset=local/hopper/random-v0"), tmp_path / "morec")
+        with pytest.raises(ConfigError, match="fitted on dataset=local/hopper/random-v0.*"
+                           "trains on dataset=local/hopper/other-v0"):  # fmt: skip
+            train(make_config(*morec, "dataset=local/hopper/other-v0"), tmp_path / "other")
+    log = (tmp_path / "morec" / "train.log").read_text()
+    assert "dynamics ensemble loaded from" in log and "dynamics fitted" not in log
+    assert "learning the dynamics reward" in log
+    fitted = torch.load(tmp_path / "mopo" / "checkpoints" / "latest.pt", weights_only=False)
+    used = torch.load(tmp_path / "morec" / "checkpoints" / "latest.pt", weights_only=False)
+    for key, value in fitted["agent"]["dynamics"].items():
+        torch.testing.assert_close(used["agent"]["dynamics"][key], value, rtol=0, atol=0)
+
+
+def test_dynamics_from_refuses_runs_without_a_fitted_ensemble_of_this_shape(tmp_path) -> None:
+    from rlcore.checkpoint import FORMAT_VERSION
+    from rlcore.dynamics import ProbabilisticEnsemble
+    from rlcore.model_based import load_fitted_dynamics
+
+    def saved(name: str, agent: dict) -> str:
+        state = {"format": FORMAT_VERSION, "algo": "mopo", "agent": agent,
+                 "config": {"dataset": "d", "corruption": None}}  # fmt: skip
+        torch.save(state, tmp_path / name)
+        return str(tmp_path / name)
+
+    model = ProbabilisticEnsemble(OBS, ACT, 3, 2, (8,), (0.0, 0.0))
+    with pytest.raises(ValueError, match="no dynamics ensemble"):
+        load_fitted_dynamics(model, saved("iql.pt", {"actor": {}}), "d", None)
+    unfitted = saved("unfitted.pt", {"dynamics": model.state_dict()})
+    with pytest.raises(ValueError, match="not fitted yet"):
+        load_fitted_dynamics(model, unfitted, "d", None)
+    model.fitted.fill_(True)
+    wide = ProbabilisticEnsemble(OBS, ACT, 3, 2, (16,), (0.0, 0.0))
+    with pytest.raises(ValueError, match="another shape"):
+        load_fitted_dynamics(wide, saved("fitted.pt", {"dynamics": model.state_dict()}), "d", None)
+    with pytest.raises(ValueError, match=r"corruption \{'kind': 'obs'\}"):
+        load_fitted_dynamics(model, str(tmp_path / "fitted.pt"), "d", {"kind": "obs"})
+    same = ProbabilisticEnsemble(OBS, ACT, 3, 2, (8,), (0.0, 0.0))
+    assert "not refitted" in load_fitted_dynamics(same, str(tmp_path / "fitted.pt"), "d", None)
+    assert bool(same.fitted) and torch.equal(same.elites, model.elites)

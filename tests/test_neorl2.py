@@ -1,5 +1,6 @@
-"""NeoRL-2's DMSD, Pipeline, RandomFrictionHopper and SafetyHalfCheetah (envs/neorl2.py): the reference envs' trajectories on the
-same seeds and actions (tests/golden/neorl2.json, benchmarks/parity/neorl2_reference.py),
+"""NeoRL-2's DMSD, Pipeline, RandomFrictionHopper, SafetyHalfCheetah (envs/neorl2.py) and
+Simglucose (envs/simglucose.py): the reference envs' trajectories on the same seeds and
+actions, the authors' released Simglucose data replayed (tests/golden/neorl2.json, benchmarks/parity/neorl2_reference.py),
 dynamics by hand, the command line, normalised scores."""
 
 from __future__ import annotations
@@ -11,24 +12,27 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlcore.benchmarks.parity.neorl2_reference import CASES, actions
+from rlcore.benchmarks.parity.neorl2_reference import CASES, actions, simglucose_actions
 from rlcore.envs.neorl2 import (
     CHEETAH_ID,
     DMSD_ID,
     HOPPER_ID,
     PIPELINE_ID,
+    SIMGLUCOSE_ID,
     DMSDEnv,
     PipelineEnv,
     RandomFrictionHopperEnv,
     SafetyHalfCheetahEnv,
 )
+from rlcore.envs.simglucose import SimglucoseEnv, pump_basal, reward, risk
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "neorl2.json").read_text())["cases"]
+FILE = json.loads((Path(__file__).parent / "golden" / "neorl2.json").read_text())
+GOLDEN, RELEASED = FILE["cases"], FILE["released_simglucose"]
 
 
 MAKERS = {"dmsd": DMSDEnv, "pipeline": PipelineEnv,
           "randomfrictionhopper": RandomFrictionHopperEnv,
-          "safetyhalfcheetah": SafetyHalfCheetahEnv}  # fmt: skip
+          "safetyhalfcheetah": SafetyHalfCheetahEnv, "simglucose": SimglucoseEnv}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -39,11 +43,16 @@ def test_trajectories_match_the_reference_envs(name: str) -> None:
         width = len(episode["obs"][0])
         if name == "pipeline":
             env.target = None  # a first target from the seed on both sides (golden file)
-        # the reference draws the hopper's friction from Python's random: the file has it
+        # the reference draws the hopper's friction from Python's random, Simglucose's
+        # patient and start hour from numpy's global state: the file has them
         options = {"friction": episode["friction"]} if "friction" in episode else None
+        if name == "simglucose":
+            options = {"patient": episode["patient"], "hour": episode["hour"]}
         obs, _ = env.reset(seed=episode["seed"], options=options)
         observations, rewards, ends = [obs[:width]], [], []
-        for action in actions(steps, dim, episode["seed"] + 1):
+        steps_actions = (simglucose_actions(episode["seed"]) if name == "simglucose"
+                         else actions(steps, dim, episode["seed"] + 1))  # fmt: skip
+        for action in steps_actions:
             obs, reward, terminated, truncated, _ = env.step(action)
             assert not truncated
             observations.append(obs[:width])
@@ -55,6 +64,52 @@ def test_trajectories_match_the_reference_envs(name: str) -> None:
         np.testing.assert_allclose(rewards, episode["reward"], rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(obs, episode["last_obs"], rtol=1e-6, atol=1e-6)
         assert ends == episode["terminated"]
+
+
+def test_simglucose_replays_the_authors_released_data() -> None:
+    """The first trajectory of polixir/neorl2_dataset's Simglucose training file (a whole
+    day of adult#001 from 15:00, its 6 meals; golden file): our env, fed its actions,
+    reads its glucose (stored as float32), rewards and end."""
+    env = SimglucoseEnv()
+    obs, _ = env.reset(options={"patient": RELEASED["patient"], "hour": RELEASED["hour"]})
+    assert obs[0] == pytest.approx(RELEASED["first"], rel=1e-6)
+    readings, rewards, ends = [], [], []
+    for action in np.array(RELEASED["action"], np.float32).reshape(-1, 1):
+        obs, value, terminated, _, _ = env.step(action)
+        readings.append(obs[0])
+        rewards.append(value)
+        ends.append(terminated)
+    np.testing.assert_allclose(readings, RELEASED["next_reading"], rtol=1e-6)
+    np.testing.assert_allclose(rewards, RELEASED["reward"], rtol=1e-6, atol=1e-6)
+    assert ends == RELEASED["done"] and len(readings) == 480
+
+
+def test_simglucose_by_hand() -> None:
+    """Kovatchev's risk is 0 at exp(5.381^(1/1.084)) mg/dL; the reward 1 + risk drop / 100,
+    -15 at or below 40; the pump rounds to 0.05 pmol; a meal is eaten at 5 g a minute."""
+    zero = np.exp(5.381 ** (1 / 1.084))
+    assert risk(np.array(zero)) == pytest.approx(0.0, abs=1e-9)
+    fall = 10 * (1.509 * (np.log(200.0) ** 1.084 - 5.381)) ** 2 / 100
+    assert reward(np.array(200.0), np.array(zero)) == pytest.approx(1 + fall)
+    assert reward(np.array(100.0), np.array(40.0)) == -15.0
+    assert reward(np.array(500.0), np.array(600.0)) == 0.0
+    assert pump_basal(0.01234) == 1481 * 0.05 / 6000 and pump_basal(40.0) == 30.0
+    env = SimglucoseEnv()
+    obs, info = env.reset(options={"patient": "child#001", "hour": 7})  # 7:00, 45 g
+    assert info == {"patient": "child#001", "hour": 7} and obs.shape == (31,)
+    env.step(np.array([-1.0], np.float32))  # minutes 0-2: 15 g eaten, 30 g still planned
+    patient = env.patient
+    assert patient.eating and patient.food_taken == 15.0 and patient.planned == 30.0
+    for _ in range(3):
+        env.step(np.array([-1.0], np.float32))
+    assert not patient.eating and patient.food_taken == 45.0 and patient.planned == 0.0
+    with pytest.raises(ValueError, match="unknown patient"):
+        env.reset(options={"patient": "adult#011"})
+    with pytest.raises(ValueError, match="mode"):
+        SimglucoseEnv(mode="test")
+    validation = SimglucoseEnv(mode="val")
+    names = {validation.reset(seed=seed)[1]["patient"] for seed in range(40)}
+    assert names <= {f"{g}#{i:03d}" for g in ("adolescent", "adult", "child") for i in range(6, 11)}
 
 
 def test_random_friction_hopper_by_hand() -> None:
@@ -135,6 +190,9 @@ def test_registered_with_short_names_episode_lengths_and_scores() -> None:
     assert gym.spec(HOPPER_ID).max_episode_steps == gym.spec(CHEETAH_ID).max_episode_steps == 1000
     assert pinned_reference_scores(HOPPER_ID) == (-3.0, 503.0)
     assert pinned_reference_scores("local/safetyhalfcheetah/high-v0") == (-283.0, 2507.0)
+    assert resolve_env_id("Simglucose") == SIMGLUCOSE_ID
+    assert gym.spec(SIMGLUCOSE_ID).max_episode_steps == 480
+    assert pinned_reference_scores("local/simglucose/high-v0") == (9.75, 475.0)
 
 
 def test_an_offline_run_on_a_recorded_dmsd_dataset(tmp_path) -> None:
@@ -197,6 +255,14 @@ def test_model_rollouts_terminate_as_the_reference_envs() -> None:
             ends = rule(obs[:-1], torch.zeros(len(obs) - 1, 1), obs[1:]).tolist()
             assert ends == episode["terminated"]
     assert any(e["terminated"][-1] for e in GOLDEN["randomfrictionhopper"])
+    # Simglucose: the env ends on the blood glucose of the step's minutes, the reference's
+    # terminated module (our rule) on the sensor reading, which lags it: the golden
+    # episode ended by a glucose below 40 still reads 41.9
+    (ended,) = [e for e in GOLDEN["simglucose"] if e["terminated"][-1]]
+    assert 41 < ended["obs"][-1][0] < 42
+    readings = torch.tensor([[100.0], [39.9], [40.0], [600.0], [600.1], [float("nan")]])
+    ends = termination_rule(SIMGLUCOSE_ID)(readings, torch.zeros(6, 1), readings).tolist()
+    assert ends == [False, True, False, False, True, True]
     rows = torch.zeros(5, 13, dtype=torch.float64)
     rows[:, 1], rows[:, 12] = 1.25, 2.0  # standing, friction 2
     rows[1, 1] = 0.6  # fallen

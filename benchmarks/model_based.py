@@ -1,0 +1,163 @@
+"""MOREC vs its base MOPO vs IQL: the final normalised score of each on locomotion and
+NeoRL-2 datasets over several seeds, beside the data's own score (MOREC's claim: its
+filter beats the base method it is built on).
+
+    python -m rlcore.benchmarks.model_based --tasks hopper-medium DMSD --steps 10000 --jobs 2
+    python -m rlcore.benchmarks.model_based --tasks RandomFrictionHopper --algos mopo morec
+
+Every task is a dataset (``TASKS``; ``--dataset-for TASK=ID`` changes one) with the
+per-task settings of the references: MOPO's from OfflineRL-Kit's run_mopo.py, MOREC's from
+polixir/morec's generate_tmuxp_morec_mopo.py (the nearest D4RL task where the reference
+has none: Hopper's for RandomFrictionHopper; the NeoRL clip 1e6 on NeoRL-2's tasks), IQL's
+defaults. MOREC's run of seed s rolls out in the ensemble MOPO's run of seed s fitted
+(``algo.dynamics_from``, as the reference loads its MOPO runs' ensembles), so the two
+differ only by the filter and its dynamics reward; without mopo in ``--algos`` MOREC fits
+its own. ``--fit-epochs`` caps the ensemble's fit (a budget: the references fit until 5
+epochs pass without a 1% holdout gain). Every run is a run directory under ``--run-dir``
+(``<algo>_<task>_seed<seed>``, resumed when interrupted, read back when finished).
+Prints the table, writes JSON (``--out``), then the report of the runs (``rlcore.report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from concurrent.futures import Future, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlcore.benchmarks.neorl2 import data_score
+from rlcore.benchmarks.runs import (
+    NORMALIZED,
+    cpu_info,
+    overrides_by_name,
+    report_dir,
+    run_method,
+    worker_pool,
+    write_figures,
+    write_result,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+ALGOS = ("mopo", "morec", "iql")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A dataset to train on and each algorithm's per-task settings (overrides)."""
+
+    env: str
+    dataset: str
+    mopo: tuple[str, ...] = ()
+    morec: tuple[str, ...] = ()
+    iql: tuple[str, ...] = ()
+
+
+HOPPER_MOPO = ("algo.rollout_length=5", "algo.penalty_coef=5.0")  # hopper-medium(-expert)
+HOPPER_MOREC = ("algo.penalty_coef=15.0", "algo.select=softmax")  # hopper-medium(-expert)
+NEORL_CLIP = ("algo.state_clip=1e6",)  # the reference's clip on NeoRL tasks
+TASKS = {
+    "hopper-medium": Task("Hopper", "local/hopper/medium-mb-v0", HOPPER_MOPO, HOPPER_MOREC),
+    # sampled actions of the expert SAC snapshot: run with hopper-medium-expert's settings
+    "hopper-expert": Task("Hopper", "local/hopper/expert-mb-v0", HOPPER_MOPO, HOPPER_MOREC),
+    "DMSD": Task("DMSD", "local/dmsd/high-v0", ("algo.rollout_length=5",), NEORL_CLIP),
+    "RandomFrictionHopper": Task("RandomFrictionHopper", "local/randomfrictionhopper/high-v0",
+                                 HOPPER_MOPO, (*HOPPER_MOREC, *NEORL_CLIP)),  # fmt: skip
+}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the grid (MOREC after the MOPO run whose ensemble it uses), print the table,
+    write the JSON and the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
+    parser.add_argument("--steps", type=int, default=10_000, help="gradient steps per run")
+    parser.add_argument("--fit-epochs", type=int, default=20,
+                        help="cap on the dynamics ensemble's fit (epochs over the data)")
+    parser.add_argument("--eval-every", type=int, default=5_000)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--dataset-for", nargs="*", default=[], metavar="TASK=ID")
+    parser.add_argument("--set", nargs="*", default=[], metavar="ALGO:KEY=VALUE")
+    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/model_based"))
+    parser.add_argument("--out", type=Path, default=RESULTS / "model_based.json")
+    parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")
+    args = parser.parse_args(argv)
+
+    datasets = {task: TASKS[task].dataset for task in args.tasks}
+    for item in args.dataset_for:
+        task, _, dataset_id = item.partition("=")
+        if task not in datasets or not dataset_id:
+            raise SystemExit(f"--dataset-for expects TASK=ID with TASK in {args.tasks}: {item!r}")
+        datasets[task] = dataset_id
+    extra = overrides_by_name(args.set, ALGOS, args.algos, "ALGO")
+    evaluate = min(args.eval_every, args.steps)
+
+    def name(algo: str, task: str) -> str:
+        return f"{algo}_{task.lower()}"
+
+    def settings(algo: str, task: str, seed: int) -> list[str]:
+        """The per-task settings, the fit's cap, MOREC's ensemble source, ``--set``."""
+        spec = TASKS[task]
+        chosen = list({"mopo": spec.mopo, "morec": spec.morec, "iql": spec.iql}[algo])
+        if algo != "iql":
+            chosen.append(f"algo.max_dynamics_epochs={args.fit_epochs}")
+        if algo == "morec" and "mopo" in args.algos:
+            source = args.run_dir / f"{name('mopo', task)}_seed{seed}"
+            chosen.append(f"algo.dynamics_from={source}")
+        return [*chosen, *extra[algo]]
+
+    def overrides(algo: str, task: str, seed: int) -> list[str]:
+        return [f"algo={algo}", f"env={TASKS[task].env}", f"dataset={datasets[task]}",
+                f"total_steps={args.steps}", f"eval_every={evaluate}",
+                f"checkpoint_every={evaluate}", f"eval_episodes={args.eval_episodes}",
+                *settings(algo, task, seed)]  # fmt: skip
+
+    def submit(pool: Any, algo: str, task: str, seed: int) -> Future:
+        return pool.submit(run_method, name(algo, task), seed, overrides(algo, task, seed),
+                           args.run_dir, args.threads)  # fmt: skip
+
+    first = [(a, t, s) for a in args.algos if a != "morec" or "mopo" not in args.algos
+             for t in args.tasks for s in args.seeds]  # fmt: skip
+    with worker_pool(args.jobs) as pool:
+        futures = {job: submit(pool, *job) for job in first}
+        if "morec" in args.algos and "mopo" in args.algos:  # each after its MOPO run
+            fitted = {futures[("mopo", t, s)]: (t, s) for t in args.tasks for s in args.seeds}
+            for future in as_completed(fitted):
+                task, seed = fitted[future]
+                future.result()  # a failed MOPO run stops the grid here
+                futures[("morec", task, seed)] = submit(pool, "morec", task, seed)
+        results = {job: future.result() for job, future in futures.items()}
+
+    rows = []
+    for task in args.tasks:
+        row: dict[str, Any] = {"task": task, "dataset": datasets[task],
+                               "data": data_score(datasets[task])}  # fmt: skip
+        for algo in args.algos:
+            runs = [results[(algo, task, s)] for s in args.seeds]
+            scores = [float(run["rows"][-1][NORMALIZED]) for run in runs]
+            row[algo] = {"scores": scores, "mean": float(np.mean(scores)),
+                         "std": float(np.std(scores)),
+                         "settings": settings(algo, task, args.seeds[0]),
+                         "seconds": float(sum(run["seconds"] for run in runs))}  # fmt: skip
+        rows.append(row)
+    print("| task | data | " + " | ".join(args.algos) + " |")
+    print("|---|---|" + "---|" * len(args.algos))
+    for row in rows:
+        cells = " | ".join(f"{row[a]['mean']:.1f} +- {row[a]['std']:.1f}" for a in args.algos)
+        print(f"| {row['task']} | {row['data']:.1f} | {cells} |")
+    report = None if args.no_figures else report_dir(args.out)
+    write_result(args, {"rows": rows, "cpu": cpu_info(),
+                        "report": None if report is None else str(report)})  # fmt: skip
+    if report is not None:
+        write_figures(sorted(Path(results[job]["run_dir"]) for job in results), report)
+    return {"rows": rows}
+
+
+if __name__ == "__main__":
+    main()

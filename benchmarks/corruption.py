@@ -34,6 +34,7 @@ import numpy as np
 
 from rlcore.benchmarks.runs import (
     NORMALIZED,
+    add_grid_arguments,
     cpu_info,
     report_dir,
     run_method,
@@ -42,7 +43,6 @@ from rlcore.benchmarks.runs import (
     write_result,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 KINDS = ("obs", "action", "reward", "dynamics")
 SETTINGS = ("clean", *(f"{mode}_{kind}" for mode in ("random", "adversarial") for kind in KINDS))
 ALGOS = ("riql", "iql", "td3_bc", "cql")
@@ -179,10 +179,8 @@ def print_table(rows: list[dict[str, Any]], algos: list[str], drops: dict[str, f
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the grid, print the table, write the JSON and the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10_000, help="gradient steps per run")
-    parser.add_argument("--eval-every", type=int, default=5_000)
+    add_grid_arguments(parser, "corruption", steps=10_000)
     parser.add_argument("--checkpoint-every", type=int, default=5_000)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--algos", nargs="+", default=["riql", "iql", "td3_bc"], choices=ALGOS)
     parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     parser.add_argument("--dataset", default="local/hopper/medium-mb-v0")
@@ -193,11 +191,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--critic", type=Path, default=None, help="the clean-data run whose critic the "
         "adversarial attacks use (default: this grid's clean IQL run of the first seed)",
     )  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/corruption"))
-    parser.add_argument("--out", type=Path, default=RESULTS / "corruption.json")
-    parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")
     args = parser.parse_args(argv)
 
     adversarial = [s for s in args.settings if s.startswith("adversarial_")

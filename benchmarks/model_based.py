@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlcore.benchmarks.neorl2 import data_score
 from rlcore.benchmarks.runs import (
-    NORMALIZED,
+    add_grid_arguments,
     cpu_info,
+    datasets_for,
+    final_scores,
     overrides_by_name,
+    print_score_table,
     report_dir,
     run_method,
     worker_pool,
@@ -40,7 +41,6 @@ from rlcore.benchmarks.runs import (
     write_result,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 ALGOS = ("mopo", "morec", "iql")
 
 
@@ -74,27 +74,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
-    parser.add_argument("--steps", type=int, default=10_000, help="gradient steps per run")
+    add_grid_arguments(parser, "model_based", steps=10_000)
     parser.add_argument("--fit-epochs", type=int, default=20,
                         help="cap on the dynamics ensemble's fit (epochs over the data)")
-    parser.add_argument("--eval-every", type=int, default=5_000)
     parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--dataset-for", nargs="*", default=[], metavar="TASK=ID")
     parser.add_argument("--set", nargs="*", default=[], metavar="ALGO:KEY=VALUE")
-    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/model_based"))
-    parser.add_argument("--out", type=Path, default=RESULTS / "model_based.json")
-    parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")
     args = parser.parse_args(argv)
 
-    datasets = {task: TASKS[task].dataset for task in args.tasks}
-    for item in args.dataset_for:
-        task, _, dataset_id = item.partition("=")
-        if task not in datasets or not dataset_id:
-            raise SystemExit(f"--dataset-for expects TASK=ID with TASK in {args.tasks}: {item!r}")
-        datasets[task] = dataset_id
+    defaults = {task: spec.dataset for task, spec in TASKS.items()}
+    datasets = datasets_for(args.tasks, defaults, args.dataset_for)
     extra = overrides_by_name(args.set, ALGOS, args.algos, "ALGO")
     evaluate = min(args.eval_every, args.steps)
 
@@ -139,18 +128,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         row: dict[str, Any] = {"task": task, "dataset": datasets[task],
                                "data": data_score(datasets[task])}  # fmt: skip
         for algo in args.algos:
-            runs = [results[(algo, task, s)] for s in args.seeds]
-            scores = [float(run["rows"][-1][NORMALIZED]) for run in runs]
-            row[algo] = {"scores": scores, "mean": float(np.mean(scores)),
-                         "std": float(np.std(scores)),
-                         "settings": settings(algo, task, args.seeds[0]),
-                         "seconds": float(sum(run["seconds"] for run in runs))}  # fmt: skip
+            cell = final_scores([results[(algo, task, s)] for s in args.seeds])
+            row[algo] = {**cell, "settings": settings(algo, task, args.seeds[0])}
         rows.append(row)
-    print("| task | data | " + " | ".join(args.algos) + " |")
-    print("|---|---|" + "---|" * len(args.algos))
-    for row in rows:
-        cells = " | ".join(f"{row[a]['mean']:.1f} +- {row[a]['std']:.1f}" for a in args.algos)
-        print(f"| {row['task']} | {row['data']:.1f} | {cells} |")
+    print_score_table(rows, args.algos)
     report = None if args.no_figures else report_dir(args.out)
     write_result(args, {"rows": rows, "cpu": cpu_info(),
                         "report": None if report is None else str(report)})  # fmt: skip

@@ -21,12 +21,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlcore.benchmarks.runs import (
-    NORMALIZED,
+    add_grid_arguments,
     cpu_info,
+    datasets_for,
+    final_scores,
     overrides_by_name,
+    print_score_table,
     report_dir,
     run_method,
     worker_pool,
@@ -34,7 +35,6 @@ from rlcore.benchmarks.runs import (
     write_result,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TASKS = ("DMSD", "RandomFrictionHopper", "SafetyHalfCheetah", "Pipeline")
 # relative cost of one gradient step on CPU (measured, 1 thread): orders the job queue
 COST = {"iql": 1.0, "riql": 1.3, "td3_bc": 0.7, "awac": 1.0, "rebrac": 5.0, "cql": 20.0,
@@ -64,25 +64,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=["DMSD"], choices=TASKS)
     parser.add_argument("--algos", nargs="+", default=algos, choices=algos)
-    parser.add_argument("--steps", type=int, default=20_000, help="gradient steps per run")
-    parser.add_argument("--eval-every", type=int, default=5_000)
+    add_grid_arguments(parser, "neorl2", steps=20_000)
     parser.add_argument("--eval-episodes", type=int, default=10)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--dataset-for", nargs="*", default=[], metavar="TASK=ID")
     parser.add_argument("--set", nargs="*", default=[], metavar="ALGO:KEY=VALUE")
-    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
-    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench/neorl2"))
-    parser.add_argument("--out", type=Path, default=RESULTS / "neorl2.json")
-    parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")
     args = parser.parse_args(argv)
 
-    datasets = {task: f"local/{task.lower()}/high-v0" for task in args.tasks}
-    for item in args.dataset_for:
-        task, _, dataset_id = item.partition("=")
-        if task not in datasets or not dataset_id:
-            raise SystemExit(f"--dataset-for expects TASK=ID with TASK in {args.tasks}: {item!r}")
-        datasets[task] = dataset_id
+    defaults = {task: f"local/{task.lower()}/high-v0" for task in args.tasks}
+    datasets = datasets_for(args.tasks, defaults, args.dataset_for)
     extra = overrides_by_name(args.set, algos, args.algos, "ALGO")
     jobs = [(a, t, s) for t in args.tasks for a in args.algos for s in args.seeds]
     jobs.sort(key=lambda job: -COST.get(job[0], 1.0))  # longest first
@@ -107,17 +96,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         row: dict[str, Any] = {"task": task, "dataset": datasets[task],
                                "data": data_score(datasets[task])}  # fmt: skip
         for algo in args.algos:
-            scores = [float(results[(algo, task, s)]["rows"][-1][NORMALIZED]) for s in args.seeds]
-            row[algo] = {"scores": scores, "mean": float(np.mean(scores)),
-                         "std": float(np.std(scores)), "overrides": extra[algo],
-                         "seconds": float(sum(results[(algo, task, s)]["seconds"]
-                                              for s in args.seeds))}  # fmt: skip
+            cell = final_scores([results[(algo, task, s)] for s in args.seeds])
+            row[algo] = {**cell, "overrides": extra[algo]}
         rows.append(row)
-    print("| task | data | " + " | ".join(args.algos) + " |")
-    print("|---|---|" + "---|" * len(args.algos))
-    for row in rows:
-        cells = " | ".join(f"{row[a]['mean']:.1f} +- {row[a]['std']:.1f}" for a in args.algos)
-        print(f"| {row['task']} | {row['data']:.1f} | {cells} |")
+    print_score_table(rows, args.algos)
     report = None if args.no_figures else report_dir(args.out)
     write_result(args, {"rows": rows, "cpu": cpu_info(),
                         "report": None if report is None else str(report)})  # fmt: skip

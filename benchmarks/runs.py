@@ -1,6 +1,6 @@
 """Pieces shared by the benchmarks that train rlcore runs (offline, o2o, snapshot,
-bf16_parity, sac_hopper_vs_sb3): training one run dir, worker processes, the CPU record,
-the JSON, and the figures,
+bf16_parity, sac_hopper_vs_sb3, corruption, neorl2, model_based): training one run dir,
+worker processes, the CPU record, the JSON, score tables, and the figures,
 which always come from ``rlcore.report`` (no benchmark draws its own)."""
 
 from __future__ import annotations
@@ -225,6 +225,52 @@ def write_result(args: argparse.Namespace, payload: dict[str, Any]) -> None:
 
 
 NORMALIZED = "eval/normalized_score"
+
+
+def add_grid_arguments(parser: argparse.ArgumentParser, name: str, steps: int) -> None:
+    """The options of a benchmark that trains a grid of runs: ``--steps`` gradient steps,
+    ``--eval-every``, ``--seeds``, ``--jobs`` trainings at a time of ``--threads`` torch
+    threads, ``--run-dir`` (default runs/bench/<name>), ``--out`` (default
+    benchmarks/results/<name>.json), ``--no-figures``."""
+    results = Path(__file__).resolve().parent / "results"
+    parser.add_argument("--steps", type=int, default=steps, help="gradient steps per run")
+    parser.add_argument("--eval-every", type=int, default=5_000)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    parser.add_argument("--run-dir", type=Path, default=Path("runs/bench") / name)
+    parser.add_argument("--out", type=Path, default=results / f"{name}.json")
+    parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")
+
+
+def datasets_for(tasks: Sequence[str], defaults: dict[str, str], items: Sequence[str]) -> dict[str, str]:
+    """Each task's dataset id: ``defaults``, changed by ``--dataset-for TASK=ID`` items."""
+    datasets = {task: defaults[task] for task in tasks}
+    for item in items:
+        task, _, dataset_id = item.partition("=")
+        if task not in datasets or not dataset_id:
+            raise SystemExit(f"--dataset-for expects TASK=ID with TASK in {list(tasks)}: {item!r}")
+        datasets[task] = dataset_id
+    return datasets
+
+
+def final_scores(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """A table cell from ``run_method`` results (one per seed): their final normalised
+    scores, mean, std and training seconds summed."""
+    scores = [float(run["rows"][-1][NORMALIZED]) for run in runs]
+    mean = sum(scores) / len(scores)
+    std = math.sqrt(sum((x - mean) ** 2 for x in scores) / len(scores))
+    return {"scores": scores, "mean": mean, "std": std,
+            "seconds": float(sum(run["seconds"] for run in runs))}  # fmt: skip
+
+
+def print_score_table(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> None:
+    """A markdown table: one row per task, its data's score, each method's mean +- std."""
+    print("| task | data | " + " | ".join(methods) + " |")
+    print("|---|---|" + "---|" * len(methods))
+    for row in rows:
+        cells = " | ".join(f"{row[m]['mean']:.1f} +- {row[m]['std']:.1f}" for m in methods)
+        print(f"| {row['task']} | {row['data']:.1f} | {cells} |")
 
 
 def report_dir(out: Path) -> Path:

@@ -3,7 +3,8 @@ NeoRL-2 datasets over several seeds, beside the data's own score (MOREC's claim:
 filter beats the base method it is built on).
 
     python -m rlcore.benchmarks.model_based --tasks hopper-medium DMSD --steps 10000 --jobs 2
-    python -m rlcore.benchmarks.model_based --tasks RandomFrictionHopper --algos mopo morec
+    python -m rlcore.benchmarks.model_based --tasks RandomFrictionHopper --algos mopo morec \
+        --set morec:algo.rollout_batch=200
 
 Every task is a dataset (``TASKS``; ``--dataset-for TASK=ID`` changes one) with the
 per-task settings of the references: MOPO's from OfflineRL-Kit's run_mopo.py, MOREC's from
@@ -16,6 +17,12 @@ its own. ``--fit-epochs`` caps the ensemble's fit (a budget: the references fit 
 epochs pass without a 1% holdout gain). Every run is a run directory under ``--run-dir``
 (``<algo>_<task>_seed<seed>``, resumed when interrupted, read back when finished).
 Prints the table, writes JSON (``--out``), then the report of the runs (``rlcore.report``).
+
+Cost: a MOREC model step scores 10 candidates of every row with 40 discriminators (8e10
+multiply-adds for the reference's 2,000 rows: about 4 s on a shared CPU core here, 4-7
+minutes a round of 100-step rollouts once the policy stays in the data); on a CPU,
+``--set morec:algo.rollout_batch=200`` is the budget the tables in benchmarks/README.md
+state.
 """
 
 from __future__ import annotations

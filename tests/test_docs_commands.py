@@ -290,6 +290,14 @@ COMMANDS: dict[str, Case] = {
         "steps=100000 -> 200", replace=(("steps=100000", "steps=200"),),
         leaves=("minari/local/hopper/medium-mb-v0",),
     ),
+    "python -m rlcore.offline.collect env=Hopper policy=benchmarks/assets/hopper_sac_expert.pt "
+    "steps=100000 sample=true dataset_id=local/hopper/expert-mb-v0": run(
+        "steps=100000 -> 200", replace=(("steps=100000", "steps=200"),),
+        leaves=("minari/local/hopper/expert-mb-v0",),
+    ),
+    "python -m rlcore.benchmarks.model_based --steps 10000 --seeds 0 1 2 --jobs 2": Case(
+        "skip", "36 trainings (tests/test_benchmarks.py runs the benchmark on a tiny grid)"
+    ),
     "python -m rlcore.benchmarks.corruption --steps 10000 --seeds 0 1 2 --jobs 2": Case(
         "skip", "82 trainings (tests/test_benchmarks.py runs the benchmark on a tiny grid)"
     ),

@@ -50,12 +50,12 @@ def offline_algorithms() -> list[str]:
 
 
 def data_score(dataset_id: str) -> float:
-    """The normalised mean return of a dataset's episodes (its own reference returns)."""
-    from rlcore.offline.datasets import load_dataset
+    """The normalised mean return of a dataset's episodes (the pinned reference returns of
+    its task, else its own metadata's: ``rlcore.offline.normalized_score``)."""
+    from rlcore.offline import load_dataset, normalized_score
 
     dataset = load_dataset(dataset_id)
-    low, high = dataset.ref_min_score, dataset.ref_max_score
-    return float(100.0 * (dataset.episode_returns().mean() - low) / (high - low))
+    return float(normalized_score(dataset.episode_returns().mean(), dataset_id, dataset))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

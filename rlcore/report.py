@@ -69,6 +69,7 @@ PER_RUN_KEYS = (
     "logger",
     "algo.compile",
     "algo.fused_optimizer",
+    "algo.dynamics_from",  # MOPO / MOREC: each seed's run starts from its own fitted model
 )
 # Keys copied from another key by train.py: they group runs but are left out of labels.
 DERIVED_KEYS = ("algo.total_steps",)

@@ -856,3 +856,16 @@ def test_model_based_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
             "eval/normalized_score"]) for s in (0, 1)]  # fmt: skip
         assert row[algo]["scores"] == pytest.approx(scores)
     assert f"algo.dynamics_from={runs / 'mopo_dmsd_seed0'}" in row["morec"]["settings"]
+    # the report puts MOREC's seeds in one group, though each read its own MOPO run
+    from rlcore.report import group_runs, load_runs
+
+    (group,) = group_runs(load_runs([runs / f"morec_dmsd_seed{s}" for s in (0, 1)]))
+    assert len(group.runs) == 2
+    # a locomotion dataset recorded without reference returns: D4RL's Hopper ones
+    from rlcore.benchmarks.neorl2 import data_score
+    from rlcore.offline.recording import collect
+
+    collect("Hopper", "random", "local/hopper/random-v0", steps=300, seed=0)
+    returns = load_dataset("local/hopper/random-v0").episode_returns()
+    expected = 100 * (returns.mean() + 20.272305) / (3234.3 + 20.272305)
+    assert data_score("local/hopper/random-v0") == pytest.approx(expected)

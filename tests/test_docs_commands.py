@@ -295,7 +295,8 @@ COMMANDS: dict[str, Case] = {
         "steps=100000 -> 200", replace=(("steps=100000", "steps=200"),),
         leaves=("minari/local/hopper/expert-mb-v0",),
     ),
-    "python -m rlcore.benchmarks.model_based --steps 10000 --seeds 0 1 2 --jobs 2": Case(
+    "python -m rlcore.benchmarks.model_based --steps 10000 --seeds 0 1 2 --jobs 2 "
+    "--set morec:algo.rollout_batch=200": Case(
         "skip", "36 trainings (tests/test_benchmarks.py runs the benchmark on a tiny grid)"
     ),
     "python -m rlcore.benchmarks.corruption --steps 10000 --seeds 0 1 2 --jobs 2": Case(

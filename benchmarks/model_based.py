@@ -30,22 +30,17 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import Future, as_completed
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rlcore.benchmarks.neorl2 import data_score
 from rlcore.benchmarks.runs import (
     add_grid_arguments,
-    cpu_info,
     datasets_for,
     final_scores,
+    finish_score_grid,
     overrides_by_name,
-    print_score_table,
-    report_dir,
     run_method,
     worker_pool,
-    write_figures,
-    write_result,
 )
 
 ALGOS = ("mopo", "morec", "iql")
@@ -138,12 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cell = final_scores([results[(algo, task, s)] for s in args.seeds])
             row[algo] = {**cell, "settings": settings(algo, task, args.seeds[0])}
         rows.append(row)
-    print_score_table(rows, args.algos)
-    report = None if args.no_figures else report_dir(args.out)
-    write_result(args, {"rows": rows, "cpu": cpu_info(),
-                        "report": None if report is None else str(report)})  # fmt: skip
-    if report is not None:
-        write_figures(sorted(Path(results[job]["run_dir"]) for job in results), report)
+    finish_score_grid(args, rows, args.algos, [results[job]["run_dir"] for job in results])
     return {"rows": rows}
 
 

@@ -18,21 +18,16 @@ Prints the table, writes JSON (``--out``), then the report of the runs (``rlcore
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from rlcore.benchmarks.runs import (
     add_grid_arguments,
-    cpu_info,
     datasets_for,
     final_scores,
+    finish_score_grid,
     overrides_by_name,
-    print_score_table,
-    report_dir,
     run_method,
     worker_pool,
-    write_figures,
-    write_result,
 )
 
 TASKS = ("DMSD", "RandomFrictionHopper", "SafetyHalfCheetah", "Pipeline", "Simglucose")
@@ -99,12 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             cell = final_scores([results[(algo, task, s)] for s in args.seeds])
             row[algo] = {**cell, "overrides": extra[algo]}
         rows.append(row)
-    print_score_table(rows, args.algos)
-    report = None if args.no_figures else report_dir(args.out)
-    write_result(args, {"rows": rows, "cpu": cpu_info(),
-                        "report": None if report is None else str(report)})  # fmt: skip
-    if report is not None:
-        write_figures(sorted(Path(results[job]["run_dir"]) for job in jobs), report)
+    finish_score_grid(args, rows, args.algos, [results[job]["run_dir"] for job in jobs])
     return {"rows": rows}
 
 

@@ -264,6 +264,20 @@ def final_scores(runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "seconds": float(sum(run["seconds"] for run in runs))}  # fmt: skip
 
 
+def finish_score_grid(
+    args: argparse.Namespace, rows: list[dict[str, Any]], methods: Sequence[str],
+    run_dirs: Sequence[str | Path],
+) -> None:
+    """A score-table benchmark's end: print the table, write the JSON (``args.out``), then
+    the report of ``run_dirs`` unless ``args.no_figures``."""
+    print_score_table(rows, methods)
+    report = None if args.no_figures else report_dir(args.out)
+    write_result(args, {"rows": rows, "cpu": cpu_info(),
+                        "report": None if report is None else str(report)})  # fmt: skip
+    if report is not None:
+        write_figures(sorted(Path(run_dir) for run_dir in run_dirs), report)
+
+
 def print_score_table(rows: Sequence[dict[str, Any]], methods: Sequence[str]) -> None:
     """A markdown table: one row per task, its data's score, each method's mean +- std."""
     print("| task | data | " + " | ".join(methods) + " |")

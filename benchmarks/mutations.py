@@ -1011,6 +1011,23 @@ MUTATIONS: list[Mutation] = [
         "model rollouts end on a patient parameter instead of the glucose reading",
         ("tests/test_neorl2.py::test_model_rollouts_terminate_as_the_reference_envs",),
     ),
+    # --- envs/rocketrecovery.py (NeoRL-2's RocketRecovery) -------------------------------
+    Mutation(
+        "rocketrecovery_side_engine_cost",
+        "envs/rocketrecovery.py",
+        "reward -= np.where(side > 0.5, np.clip(side, 0.5, 1.0), 0) * 0.03",
+        "reward -= np.where(side > 0.5, np.clip(side, 0.5, 1.0), 0) * 0.3",
+        "the side engines cost as much fuel as the main engine",
+        ("tests/test_rocketrecovery.py::test_reward_and_landing_by_hand",),
+    ),
+    Mutation(
+        "rocketrecovery_wind_on_the_wrong_axis",
+        "envs/rocketrecovery.py",
+        "lander.ApplyForceToCenter((wind, 0.0), True)",
+        "lander.ApplyForceToCenter((0.0, wind), True)",
+        "the crosswind pushes the rocket up and down instead of sideways",
+        ("tests/test_rocketrecovery.py::test_the_authors_released_validation_data_replay_exactly",),
+    ),
 ]
 
 

@@ -53,6 +53,7 @@ SHORT_NAMES: dict[str, str] = {
     "randomfrictionhopper": neorl2.HOPPER_ID,
     "safetyhalfcheetah": neorl2.CHEETAH_ID,
     "simglucose": neorl2.SIMGLUCOSE_ID,
+    "rocketrecovery": neorl2.ROCKET_ID,
 }
 BACKENDS = ("sync", "async", "native", "mjx", "ale", "auto")
 EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics

@@ -1,6 +1,6 @@
 """NeoRL-2's near-real-world tasks that need no third-party simulator: DMSD, Pipeline,
 RandomFrictionHopper and SafetyHalfCheetah (and the registration of Simglucose, whose
-patient model is envs/simglucose.py).
+patient model is envs/simglucose.py, and RocketRecovery, envs/rocketrecovery.py).
 
 Paper: S. Gao et al., "NeoRL-2: Near Real-World Benchmarks for Offline Reinforcement
 Learning with Extended Realistic Scenarios", 2025 (arXiv:2503.19267). Reference:
@@ -67,6 +67,7 @@ from gymnasium.envs.mujoco.hopper_v5 import HopperEnv
 DMSD_ID, PIPELINE_ID = "neorl2/DMSD-v0", "neorl2/Pipeline-v0"
 HOPPER_ID, CHEETAH_ID = "neorl2/RandomFrictionHopper-v0", "neorl2/SafetyHalfCheetah-v0"
 SIMGLUCOSE_ID = "neorl2/Simglucose-v0"  # envs/simglucose.py
+ROCKET_ID = "neorl2/RocketRecovery-v0"  # envs/rocketrecovery.py
 
 
 class DMSDEnv(gym.Env):
@@ -253,6 +254,7 @@ def register() -> None:
         (HOPPER_ID, "neorl2:RandomFrictionHopperEnv", 1000),
         (CHEETAH_ID, "neorl2:SafetyHalfCheetahEnv", 1000),
         (SIMGLUCOSE_ID, "simglucose:SimglucoseEnv", 480),
+        (ROCKET_ID, "rocketrecovery:RocketRecoveryEnv", 500),
     ):  # fmt: skip
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point=f"rlcore.envs.{entry}",

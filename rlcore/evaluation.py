@@ -109,6 +109,7 @@ D4RL_REF_SCORES: dict[str, tuple[float, float]] = {
     "randomfrictionhopper": (-3.0, 503.0),
     "safetyhalfcheetah": (-283.0, 2507.0),
     "simglucose": (9.75, 475.0),  # envs/simglucose.py
+    "rocketrecovery": (-176.0, 208.0),  # envs/rocketrecovery.py
 }
 
 

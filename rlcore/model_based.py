@@ -107,10 +107,12 @@ def termination_rule(env_id: str) -> Termination:
         return _random_friction_hopper_fell
     if name == "simglucose":
         return _glucose_out_of_range
+    if name == "rocketrecovery":
+        return _rocket_down
     if name not in specs:
         known = sorted(
             [*TASKS, *_NEVER_TERMINATE.values(), "InvertedDoublePendulum", "RandomFrictionHopper",
-             "Simglucose"],
+             "RocketRecovery", "Simglucose"],
             key=str.lower,
         )
         raise ValueError(
@@ -159,6 +161,11 @@ def _glucose_out_of_range(obs: torch.Tensor, action: torch.Tensor, next_obs: tor
     above 600 mg/dL."""
     reading = next_obs[:, 0]
     return ~torch.isfinite(next_obs).all(-1) | (reading < 40) | (reading > 600)
+
+
+def _rocket_down(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):
+    """NeoRL-2's RocketRecovery (its terminated module): down when |o'[1]| <= 0.05."""
+    return ~torch.isfinite(next_obs).all(-1) | (next_obs[:, 1].abs() <= 0.05)
 
 
 def _double_pendulum_fell(obs: torch.Tensor, action: torch.Tensor, next_obs: torch.Tensor):

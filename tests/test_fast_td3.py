@@ -373,7 +373,7 @@ def test_every_gymnasium_mujoco_task_has_a_support_of_its_own():
     box = [
         e for e in envs
         if e not in ("gym", "cartpole", "atari", "dmsd", "pipeline", "randomfrictionhopper",
-                     "safetyhalfcheetah", "simglucose")  # NeoRL-2's: defaults
+                     "safetyhalfcheetah", "simglucose", "rocketrecovery")  # NeoRL-2's: defaults
         and not e.startswith(("panda", "antgoal", "antmaze"))
     ]  # fmt: skip
     assert len(box) == 11

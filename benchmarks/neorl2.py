@@ -30,7 +30,8 @@ from rlcore.benchmarks.runs import (
     worker_pool,
 )
 
-TASKS = ("DMSD", "RandomFrictionHopper", "SafetyHalfCheetah", "Pipeline", "Simglucose")
+TASKS = ("DMSD", "RandomFrictionHopper", "SafetyHalfCheetah", "Pipeline", "Simglucose",
+         "RocketRecovery")  # fmt: skip
 # relative cost of one gradient step on CPU (measured, 1 thread): orders the job queue
 COST = {"iql": 1.0, "riql": 1.3, "td3_bc": 0.7, "awac": 1.0, "rebrac": 5.0, "cql": 20.0,
         "cal_ql": 20.0, "mopo": 3.0, "morec": 4.0}  # fmt: skip

@@ -36,9 +36,13 @@ normalised scores.
   ``export=<folder>`` writes the 4 chosen ones there as actor-only snapshots (the
   benchmark assets).
 
-Departures: the SAC runs are rlcore's SAC (its defaults: lr 3e-4 / 1e-3, learned
-temperature) for a budget this machine affords, where the authors trained tianshou's SAC
-(lr 1e-3, temperature 0.2) to convergence, so the level is 75% of a shorter run's range;
+Departures: the SAC runs are rlcore's SAC for a budget this machine affords (100,000
+steps), where the authors trained tianshou's SAC (lr 1e-3, temperature 0.2) to
+convergence, so the level is 75% of a shorter run's range; RandomFrictionHopper's and
+SafetyHalfCheetah's runs used rlcore's defaults (lr 3e-4 / 1e-3, learned temperature),
+Pipeline's and RocketRecovery's the authors' lr and fixed temperature (on Pipeline the
+learned temperature ran away: 1 -> 255 in 4,000 updates, the policy's return fell from
+-13 to -1,595);
 the authors' ray workers seed Python / numpy / torch globally per trajectory, here the
 env's reset seed draws everything (RandomFrictionHopper's friction included).
 """

@@ -314,6 +314,18 @@ COMMANDS: dict[str, Case] = {
         "transitions=1000", extra=("transitions=1000",),
         leaves=("minari/local/safetyhalfcheetah/high-v0",),
     ),
+    "python -m rlcore.offline.neorl2_recipe env=Pipeline dataset_id=local/pipeline/high-v0 "
+    "policies=benchmarks/assets/neorl2/pipeline/sac_1.pt,benchmarks/assets/neorl2/pipeline/sac_2.pt,"
+    "benchmarks/assets/neorl2/pipeline/sac_3.pt,benchmarks/assets/neorl2/pipeline/sac_4.pt": run(
+        "transitions=1000", extra=("transitions=1000",),
+        leaves=("minari/local/pipeline/high-v0",),
+    ),
+    "python -m rlcore.offline.neorl2_recipe env=RocketRecovery dataset_id=local/rocketrecovery/high-v0 "
+    "policies=benchmarks/assets/neorl2/rocketrecovery/sac_1.pt,benchmarks/assets/neorl2/rocketrecovery/sac_2.pt,"
+    "benchmarks/assets/neorl2/rocketrecovery/sac_3.pt,benchmarks/assets/neorl2/rocketrecovery/sac_4.pt": run(
+        "transitions=1000", extra=("transitions=1000",),
+        leaves=("minari/local/rocketrecovery/high-v0",),
+    ),
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,

@@ -112,9 +112,13 @@ class RocketRecoveryEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, mode: str = "train") -> None:
+    def __init__(self, mode: str = "train", render_mode: str | None = None) -> None:
         if mode not in ("train", "val"):
             raise ValueError(f"mode must be 'train' or 'val', got {mode!r}")
+        if render_mode is not None:
+            raise ValueError(f"RocketRecovery does not render (render_mode={render_mode!r}): "
+                             "no frames, no video")  # fmt: skip
+        self.render_mode = None
         self._box2d = _box2d()
         self.mode = mode
         self.wind_power = WIND_POWER * (VAL_WIND_SCALE if mode == "val" else 1.0)

@@ -93,6 +93,8 @@ def test_seeded_resets_draw_the_wind_and_repeat() -> None:
     np.testing.assert_array_equal(clipped[0], env.step(np.array([1.0, -1.0]))[0])
     with pytest.raises(ValueError, match="mode"):
         RocketRecoveryEnv(mode="test")
+    with pytest.raises(ValueError, match="does not render"), pytest.warns(UserWarning):
+        gym.make(ROCKET_ID, render_mode="rgb_array")  # gymnasium warns first
 
 
 def test_registered_with_its_episode_length_and_scores() -> None:

@@ -869,3 +869,37 @@ def test_model_based_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     returns = load_dataset("local/hopper/random-v0").episode_returns()
     expected = 100 * (returns.mean() + 20.272305) / (3234.3 + 20.272305)
     assert data_score("local/hopper/random-v0") == pytest.approx(expected)
+
+
+def test_atari_curves_bin_rlcore_and_cleanrl_episodes_by_env_step(tmp_path, capsys):
+    """Each run's episodes averaged per bin, then over runs (population std); CleanRL's
+    PPO and DQN print formats both parsed; a bin without episodes reads '-'."""
+    from rlcore.benchmarks.atari_curves import main as curves_main
+
+    runs = []
+    for name, rows in (("a", [(10, -21.0), (40, -19.0), (130, -15.0)]), ("b", [(20, -20.0)])):
+        run = tmp_path / name
+        run.mkdir()
+        lines = ["step,train/episode_return,train/entropy", "5,,1.7"]
+        lines += [f"{step},{value}," for step, value in rows]
+        (run / "train.csv").write_text("\n".join(lines) + "\n")
+        runs.append(str(run))
+    log = tmp_path / "cleanrl.log"
+    log.write_text("SPS: 100\nglobal_step=30, episodic_return=-21.0\n"
+                   "global_step=60, episodic_return=[-17.]\nglobal_step=140, "
+                   "episodic_return=[3.5]\n")  # fmt: skip
+    out = tmp_path / "curves.json"
+    result = curves_main(["--rlcore", *runs, "--cleanrl", str(log), "--bin", "50",
+                          "--out", str(out)])  # fmt: skip
+    ours, theirs = result["table"]["rlcore"], result["table"]["cleanrl"]
+    assert [r["from"] for r in ours] == [0, 50, 100]  # the last episode ends at step 140
+    assert ours[0]["mean"] == pytest.approx((-20.0 + -20.0) / 2) and ours[0]["std"] == 0.0
+    assert ours[0]["episodes"] == 3 and ours[1]["mean"] is None and ours[2]["mean"] == -15.0
+    assert [r["mean"] for r in theirs] == [-21.0, -17.0, 3.5]
+    assert json.loads(out.read_text())["table"]["cleanrl"][2]["episodes"] == 1
+    printed = capsys.readouterr().out
+    assert "| 50-100 (200-400) | - | -17.00 +- 0.00 (1) |" in printed
+    empty = tmp_path / "empty.log"
+    empty.write_text("SPS: 1\n")
+    with pytest.raises(SystemExit, match="no training episodes"):
+        curves_main(["--rlcore", *runs, "--cleanrl", str(empty)])

@@ -23,8 +23,9 @@ normalised scores.
   zero) + D (e - e_prev) / dt, dt = 0.2, clipped to [-1, 1], deterministic. Checked
   against the authors' released training file (read once on the development machine, not
   shipped; docs/offline.md): 1,000 trajectories, mean return 494.45 there and here.
-* RandomFrictionHopper, SafetyHalfCheetah (and any task with a SAC run): SAC policies. Of
-  the snapshots of a SAC training run (``run=``: its ``checkpoints/agent_step_N.pt`` with
+* RandomFrictionHopper, SafetyHalfCheetah, Pipeline, RocketRecovery, Simglucose (any task
+  with a SAC run): SAC policies. Of the snapshots of a SAC training run (``run=``: its
+  ``checkpoints/agent_step_N.pt`` with
   an evaluation at step N in its eval.csv), the 4 whose evaluation returns are closest to
   ``level`` (0.75) of the way from the run's worst to its best evaluation
   (``get_models``), in return order: the 1st, 3rd and 4th act in the training split
@@ -34,7 +35,8 @@ normalised scores.
   (reward -100) are dropped afterwards (the authors: 18 of 100 training trajectories
   kept). ``policies=`` takes the 4 snapshots (in return order) instead of a run;
   ``export=<folder>`` writes the 4 chosen ones there as actor-only snapshots (the
-  benchmark assets).
+  benchmark assets; an agent that standardised its observations keeps its statistics
+  beside the actor, and the policy reads through them).
 
 Departures: the SAC runs are rlcore's SAC for a budget this machine affords (100,000
 steps), where the authors trained tianshou's SAC (lr 1e-3, temperature 0.2) to
@@ -42,7 +44,13 @@ convergence, so the level is 75% of a shorter run's range; RandomFrictionHopper'
 SafetyHalfCheetah's runs used rlcore's defaults (lr 3e-4 / 1e-3, learned temperature),
 Pipeline's and RocketRecovery's the authors' lr and fixed temperature (on Pipeline the
 learned temperature ran away: 1 -> 255 in 4,000 updates, the policy's return fell from
--13 to -1,595);
+-13 to -1,595); Simglucose's authors drove their data with G2P2C actor-critics (an LSTM
+policy this library does not have), here SAC with observation normalisation and a target
+entropy of -4 (``algo.normalize_obs=true algo.target_entropy=-4``: without the
+normalisation the glucose reading, std ~100 mg/dL, pinned the actor's log-std at its
+bounds and the learned temperature ran from 1 to 160,000 in 5,000 updates; with it and the
+default target of -1 the patients kept dying within ~50 steps: evaluation returns 22-60
+over 65,000 steps);
 the authors' ray workers seed Python / numpy / torch globally per trajectory, here the
 env's reset seed draws everything (RandomFrictionHopper's friction included).
 """
@@ -109,7 +117,9 @@ class PIDController:
 
 class SACMeanPolicy:
     """A SAC snapshot acting with its mean before the tanh, clipped to the action box and
-    mapped to env units, no noise (NeoRL-2's data policies); stateless."""
+    mapped to env units, no noise (NeoRL-2's data policies); stateless. The actor reads
+    the observation as the agent's ``act`` does: env-side normalisation first, then the
+    agent's own statistics (``algo.normalize_obs``)."""
 
     def __init__(self, path: str | Path) -> None:
         from rlcore.checkpoint import load_checkpoint
@@ -119,7 +129,8 @@ class SACMeanPolicy:
         if state["algo"] != "sac":
             raise UsageError(f"{path} is a {state['algo']} agent: the data policies are SAC's")
         self.path = Path(path)
-        self.actor = load_agent(path).actor
+        self.agent = load_agent(path)
+        self.actor = self.agent.actor
         self.transform = obs_transform(state)
 
     def reset(self) -> None:
@@ -127,7 +138,7 @@ class SACMeanPolicy:
 
     @torch.no_grad()
     def __call__(self, obs: np.ndarray) -> np.ndarray:
-        seen = torch.as_tensor(self.transform(obs))[None]
+        seen = self.agent.plumbing.standardize(torch.as_tensor(self.transform(obs))[None])
         mean, _ = self.actor.net(seen).chunk(2, dim=-1)
         return self.actor.to_env(mean.clamp(-1.0, 1.0))[0].numpy()
 
@@ -205,7 +216,9 @@ def select_snapshots(run_dir: str | Path, level: float = LEVEL) -> list[tuple[Pa
 
 def export_snapshots(chosen: Sequence[tuple[Path, float]], folder: str | Path) -> list[Path]:
     """The chosen snapshots as actor-only files ``<folder>/sac_<k>.pt`` (k = 1..4, return
-    order), each saying where it came from and its evaluation return."""
+    order; the agent's observation statistics kept beside the actor when it has them),
+    each saying where it came from and its evaluation return."""
+    from rlcore.agent_state import STATISTICS
     from rlcore.checkpoint import load_checkpoint
 
     folder = Path(folder)
@@ -214,7 +227,8 @@ def export_snapshots(chosen: Sequence[tuple[Path, float]], folder: str | Path) -
     for k, (path, value) in enumerate(chosen, start=1):
         state = load_checkpoint(path)
         keep = {key: state[key] for key in ("format", "algo", "config", "spaces", "obs_normalizer")}
-        keep["agent"] = {"actor": state["agent"]["actor"]}
+        keep["agent"] = {key: state["agent"][key] for key in ("actor", STATISTICS)
+                         if key in state["agent"]}  # fmt: skip
         keep["source"] = {"snapshot": str(path), "eval_return": value}
         torch.save(keep, folder / f"sac_{k}.pt")
         out.append(folder / f"sac_{k}.pt")

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from rlcore import catalog
+from rlcore.agent_state import STATISTICS
 from rlcore.checkpoint import load_checkpoint
 from rlcore.observations import ObsSpec, PartNormalizer
 from rlcore.settings import recorded_env
@@ -35,6 +36,11 @@ def load_agent(path: str | Path, device: str | torch.device = "cpu") -> Any:
     agent = spec.agent_class(observation_space, action_space, config, device=device)
     saved = state["agent"]
     missing = [key for key in agent.state_dict() if key not in saved]
+    if STATISTICS in missing:  # acting with fresh statistics would read raw observations
+        raise ValueError(
+            f"{path}: the agent standardises its observations (algo.normalize_obs) but the "
+            f"checkpoint holds no {STATISTICS!r}: save it beside the actor"
+        )
     if missing:  # an agent-only snapshot (no optimisers / target nets): fine for acting
         saved = {**agent.state_dict(), **saved}
     agent.load_state_dict(saved)

@@ -326,6 +326,15 @@ COMMANDS: dict[str, Case] = {
         "transitions=1000", extra=("transitions=1000",),
         leaves=("minari/local/rocketrecovery/high-v0",),
     ),
+    "python -m rlcore.offline.neorl2_recipe env=Simglucose dataset_id=local/simglucose/high-v0 "
+    "policies=benchmarks/assets/neorl2/simglucose/sac_1.pt,benchmarks/assets/neorl2/simglucose/sac_2.pt,"
+    "benchmarks/assets/neorl2/simglucose/sac_3.pt,benchmarks/assets/neorl2/simglucose/sac_4.pt": run(
+        "transitions=1000", extra=("transitions=1000",),
+        leaves=("minari/local/simglucose/high-v0",),
+    ),
+    "python -m rlcore.train algo=sac env=Simglucose total_steps=100000 eval_every=5000 "
+    "checkpoint_every=5000 keep_agent_snapshots=true algo.normalize_obs=true "
+    "algo.target_entropy=-4 run_dir=runs/sac_simglucose": COMPOSE,
     # MOPO (docs/offline.md)
     "python -m rlcore.train algo=mopo env=Hopper dataset=local/hopper/medium-v0 "
     "algo.rollout_length=5 algo.penalty_coef=5.0": COMPOSE,

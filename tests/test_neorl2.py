@@ -298,9 +298,12 @@ def test_the_sac_recipe_picks_the_snapshots_at_the_level(tmp_path) -> None:
 
 
 def test_the_sac_recipe_records_mean_actions_of_policies_1_3_4(tmp_path) -> None:
-    """A short SAC run on RandomFrictionHopper, then the recipe from the command line:
-    trajectory i starts at reset(seed=i) and acts with the pre-tanh mean (clipped) of the
-    policies 1, 3, 4 in turn; the exported snapshots hold the actor alone."""
+    """A short SAC run on RandomFrictionHopper (observations standardised inside the agent),
+    then the recipe from the command line: trajectory i starts at reset(seed=i) and acts
+    with the pre-tanh mean (clipped) of the policies 1, 3, 4 in turn on the observation
+    standardised by hand with the snapshot's statistics, clipped at 5; the exported
+    snapshots hold the actor and those statistics alone, and a snapshot without them is
+    refused."""
     import torch
 
     from rlcore.offline.datasets import load_dataset
@@ -312,7 +315,8 @@ def test_the_sac_recipe_records_mean_actions_of_policies_1_3_4(tmp_path) -> None
     run = tmp_path / "sac"
     train(make_config("algo=sac", "env=RandomFrictionHopper", *FAST, "total_steps=300",
                       "algo.learning_starts=100", "algo.hidden=[16,16]", "eval_every=60",
-                      "checkpoint_every=60", "eval_episodes=1", "eval_envs=1"), run)  # fmt: skip
+                      "checkpoint_every=60", "eval_episodes=1", "eval_envs=1",
+                      "algo.normalize_obs=true"), run)  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
         main(["env=RandomFrictionHopper", f"run={run}", "dataset_id=local/rfh/high-v0",
@@ -326,7 +330,8 @@ def test_the_sac_recipe_records_mean_actions_of_policies_1_3_4(tmp_path) -> None
     with pytest.raises(ValueError, match="give run=<SAC run dir> or policies="):
         main(["env=RandomFrictionHopper", "dataset_id=local/rfh/high-v1"])
     exported = [tmp_path / "assets" / f"sac_{k}.pt" for k in (1, 2, 3, 4)]
-    assert all(list(torch.load(p, weights_only=False)["agent"]) == ["actor"] for p in exported)
+    snapshots = [torch.load(p, weights_only=False) for p in exported]
+    assert all(list(s["agent"]) == ["actor", "obs_statistics"] for s in snapshots)
     returns = [torch.load(p, weights_only=False)["source"]["eval_return"] for p in exported]
     assert returns == sorted(returns)
     env = gym.make(HOPPER_ID)
@@ -336,10 +341,18 @@ def test_the_sac_recipe_records_mean_actions_of_policies_1_3_4(tmp_path) -> None
         for i, episode in enumerate(episodes):
             np.testing.assert_array_equal(episode.observations[0],
                                           env.reset(seed=i)[0].astype(np.float32))  # fmt: skip
-            actor = SACMeanPolicy(exported[order[i % len(order)]]).actor
-            obs = torch.as_tensor(episode.observations[:-1])
+            k = order[i % len(order)]
+            actor = SACMeanPolicy(exported[k]).actor
+            stats = snapshots[k]["agent"]["obs_statistics"]["obs"]
+            std = (np.asarray(stats["var"], np.float64) + 1e-8) ** 0.5
+            seen = np.clip((episode.observations[:-1] - np.asarray(stats["mean"])) / std, -5, 5)
+            obs = torch.as_tensor(seen, dtype=torch.float32)
             mean = actor.net(obs).chunk(2, -1)[0].clamp(-1, 1).detach().numpy()
             np.testing.assert_allclose(episode.actions, mean, atol=1e-6)
+    del snapshots[0]["agent"]["obs_statistics"]
+    torch.save(snapshots[0], tmp_path / "no_stats.pt")
+    with pytest.raises(ValueError, match="holds no 'obs_statistics'"):
+        SACMeanPolicy(tmp_path / "no_stats.pt")
     fast = Episode(np.zeros((3, 1)), np.zeros((2, 1)), np.array([1.0, -100.0]),
                    np.zeros(2, bool), np.array([False, True]))  # fmt: skip
     slow = Episode(np.zeros((3, 1)), np.zeros((2, 1)), np.array([1.0, 3.0]),

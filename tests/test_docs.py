@@ -3,8 +3,10 @@ API page whose module cannot be read fails), the API pages of the namespaced pac
 (``rlcore.algos`` ... live in folders beside ``rlcore/``) carry their docstrings, and the
 README keeps the test command CI runs."""
 
+import glob
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +72,53 @@ def test_readme_is_a_quick_start():
     assert "../shared" not in readme
     for page in (REPO / "docs").rglob("*.md"):
         assert "../shared" not in page.read_text(), page
+
+
+CITED_RESULT = re.compile(r"(?<![\w/])(benchmarks/(?:results|assets)/(?:[\w.*/-]|\{[^{}\s]*\})+)")
+OUTPUT_FLAGS = ("--out ", "--out=", "--run-dir ", "run_dir=", "export=", "-> ")
+
+
+def expand_braces(pattern: str) -> list[str]:
+    """``a/sac_{1,2}.pt`` -> ``a/sac_1.pt``, ``a/sac_2.pt`` (shell brace expansion)."""
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end() :]
+    return [path for alt in match.group(1).split(",") for path in expand_braces(head + alt + tail)]
+
+
+def cited_results(text: str) -> list[str]:
+    """The ``benchmarks/results/...`` and ``benchmarks/assets/...`` paths a page cites as
+    existing (a path right after an output flag, which a command writes, is left out)."""
+    found = []
+    for match in CITED_RESULT.finditer(text):
+        before = text[max(0, match.start() - 12) : match.start()]
+        if not before.endswith(OUTPUT_FLAGS):
+            found.extend(expand_braces(match.group(1).rstrip(".")))
+    return found
+
+
+def test_cited_results_parsing_by_hand():
+    text = (
+        "see `benchmarks/results/a/runs/*` and benchmarks/assets/n/sac_{1,2}.pt, "
+        "--out benchmarks/results/new.json, policies=benchmarks/assets/x.pt,benchmarks/assets/y.pt"
+    )
+    assert cited_results(text) == [
+        "benchmarks/results/a/runs/*", "benchmarks/assets/n/sac_1.pt",
+        "benchmarks/assets/n/sac_2.pt", "benchmarks/assets/x.pt", "benchmarks/assets/y.pt",
+    ]  # fmt: skip
+
+
+def test_results_and_assets_the_docs_cite_are_in_the_repository():
+    """A page that points a reader at a committed result, run folder or asset (a report
+    command's input, a snapshot to record from) points at something a clean clone holds:
+    ``runs/`` is git-ignored, so a run folder a table cites must be added on purpose."""
+    pages = [REPO / "README.md", REPO / "benchmarks" / "README.md",
+             REPO / "benchmarks" / "assets" / "README.md", *(REPO / "docs").rglob("*.md")]  # fmt: skip
+    missing = [
+        f"{page.relative_to(REPO)}: {path}"
+        for page in pages
+        for path in cited_results(page.read_text())
+        if not glob.glob(str(REPO / path))
+    ]
+    assert not missing, "\n".join(missing)

@@ -14,8 +14,16 @@ default and CleanRL's), 108,000 frames (27,000 steps) an episode at most. Then, 
 CleanRL's envpool scripts:
 
 * training (``TRAINING``): a lost life ends the episode for the learner (``terminated``)
-  while the game goes on, and rewards are clipped to their sign;
+  while the game goes on, and rewards are clipped to [-1, 1] (their sign: Atari rewards
+  are whole numbers);
 * evaluation (``EVALUATION``): whole games, raw scores.
+
+Both forms report each ended game's raw score in ``info["game_return"]`` (NaN in the envs
+whose game goes on), so a training run logs ``train/game_return``, the number CleanRL's
+scripts log as ``charts/episodic_return`` (envpool's whole-game, unclipped return), beside
+its per-life, clipped ``train/episode_return``. The clipping is done here, not by ale-py
+(which would hide the raw rewards), with ale-py's own rule (``reward_clipping``: clamp to
+[-1, 1]).
 
 Measured with ale-py 0.12.1 (tests/test_atari.py): its ``episodic_life=True`` resets the
 whole game at every lost life (the lives never go down), which is not envpool's
@@ -124,12 +132,13 @@ class AtariVectorBackend(VectorEnv):
         if max_episode_steps is not None:
             settings["max_num_frames_per_episode"] = int(max_episode_steps) * settings["frameskip"]
         self.settings = settings
+        self.clip_rewards = bool(settings["reward_clipping"])  # done in step(), see above
         self.env_id, self.evaluation = env_id, evaluation
         self.num_envs = int(num_envs)
         self.device: torch.device | None = None  # numpy arrays on the host
         self.ale = AtariVectorEnv(
             atari_game(env_id), self.num_envs, num_threads=num_threads or 0,
-            autoreset_mode="SameStep", **settings,
+            autoreset_mode="SameStep", **{**settings, "reward_clipping": False},
         )  # fmt: skip
         self.single_observation_space = self.ale.single_observation_space
         self.single_action_space = self.ale.single_action_space
@@ -142,6 +151,7 @@ class AtariVectorBackend(VectorEnv):
         fires = settings["use_fire_reset"] and "FIRE" in names
         self.fire_action = names.index("FIRE") if fires else None  # pressed after a lost life
         self.fire_next = np.zeros(self.num_envs, bool)
+        self.game_returns = np.zeros(self.num_envs, np.float64)  # raw score of each game so far
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         """New games in every env (env ``i`` seeded ``seed + i`` by ale-py)."""
@@ -150,6 +160,7 @@ class AtariVectorBackend(VectorEnv):
         obs, info = self.ale.reset(seed=seed)
         self.lives = np.asarray(info["lives"], np.int64).copy()
         self.fire_next[:] = False
+        self.game_returns[:] = 0.0
         self.last_obs = obs
         return obs, info
 
@@ -167,7 +178,13 @@ class AtariVectorBackend(VectorEnv):
         self.last_obs = obs
         if "final_obs" in info:
             info["_final_obs"] = reset
-        return obs, np.asarray(reward, np.float32), terminated, truncated, info
+        raw = np.asarray(reward, np.float64)
+        self.game_returns += raw
+        info["game_return"] = np.where(reset, self.game_returns, np.nan)
+        self.game_returns[reset] = 0.0
+        if self.clip_rewards:
+            raw = np.clip(raw, -1.0, 1.0)
+        return obs, raw.astype(np.float32), terminated, truncated, info
 
     def render(self) -> list[np.ndarray] | None:
         """Each env's newest frame as a (336, 336, 3) uint8 image (``render_mode``

@@ -407,7 +407,13 @@ class RayActors:
 
 # --- synchronous rollout workers (PPO) ---------------------------------------------------
 
-EPISODE_KEYS = ("episode_return", "episode_length", "episode_cost")
+EPISODE_KEYS = (
+    "episode_return",
+    "episode_length",
+    "episode_cost",
+    "episode_success",
+    "game_return",
+)
 
 
 def normalizer_stats(env: Any) -> dict[str, dict[str, Any] | None]:

@@ -336,7 +336,8 @@ def _log_episodes(
     record_costs: Callable[[list[float]], None] | None = None,
 ) -> tuple[list[float], list[float]]:
     """Log every episode that ended in this vector step (return, length, on a task with
-    costs ``train/episode_cost``, on one that reports success ``train/episode_success``);
+    costs ``train/episode_cost``, on one that reports success ``train/episode_success``,
+    on Atari, where a game ended, its raw score ``train/game_return``);
     returns their returns and costs (none on a task
     without). ``record_costs`` (a constrained agent's ``record_episode_costs``) is handed
     the episodes' costs."""
@@ -347,12 +348,15 @@ def _log_episodes(
     returns = returns[done]
     costs = info["episode_cost"][done] if "episode_cost" in info else None
     successes = info["episode_success"][done] if "episode_success" in info else None
+    games = info["game_return"][done] if "game_return" in info else None
     for i, (episode_return, episode_length) in enumerate(zip(returns, lengths[done])):
         metrics = {"train/episode_return": episode_return, "train/episode_length": episode_length}
         if costs is not None:
             metrics["train/episode_cost"] = costs[i]
         if successes is not None:
             metrics["train/episode_success"] = successes[i]
+        if games is not None and not np.isnan(games[i]):  # an Atari game ended (whole, raw)
+            metrics["train/game_return"] = games[i]
         run.logger.log(metrics, step)
     if record_costs is not None and len(returns):
         if costs is None:

@@ -207,3 +207,53 @@ def test_fire_follows_a_lost_life_so_a_game_never_stalls() -> None:
     assert pong.fire_action == 1 or pong.fire_action is None
     no_fire = AtariVectorBackend("ALE/Pong-v5", 1, num_threads=1, use_fire_reset=False)
     assert no_fire.fire_action is None
+
+
+def test_each_ended_game_reports_its_raw_score_beside_the_clipped_rewards() -> None:
+    """Same seed and actions: where a game ends (a game over or the frame cap, not a lost
+    life) both forms report ``info["game_return"]``, the sum of the evaluation form's raw
+    rewards since the game began, NaN elsewhere; training's rewards are those rewards
+    clamped to [-1, 1]. Breakout's bricks score 1, 4 and 7, so clipping changes the sum."""
+    training = AtariVectorBackend("ALE/Breakout-v5", 1, num_threads=1, max_episode_steps=300)
+    evaluation = AtariVectorBackend(
+        "ALE/Breakout-v5", 1, evaluation=True, num_threads=1, max_episode_steps=300
+    )
+    train_trace, eval_trace = play(training, 900, 5), play(evaluation, 900, 5)
+    raw_sum, games = 0.0, []
+    for train_step, eval_step in zip(train_trace, eval_trace):
+        raw, game_over = eval_step[2], eval_step[4] | eval_step[5]
+        np.testing.assert_array_equal(train_step[2], np.clip(raw, -1, 1))
+        raw_sum += float(raw[0])
+        for info in (train_step[6], eval_step[6]):
+            if game_over[0]:
+                assert info["game_return"][0] == raw_sum
+            else:
+                assert np.isnan(info["game_return"][0])
+        if game_over[0]:
+            games.append(raw_sum)
+            raw_sum = 0.0
+    assert len(games) >= 3 and sum(games) > 0  # every 300 steps at least, and it scored
+
+
+def test_a_training_run_logs_whole_game_scores(tmp_path) -> None:
+    """train.csv holds ``train/game_return`` (raw, whole games) where a game ended, beside
+    the per-life, clipped ``train/episode_return``; the game's score is its lives' sum of
+    raw rewards, so never below the clipped per-life returns' sum."""
+    from rlcore.logging import read_csv
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    run = tmp_path / "run"
+    train(make_config("algo=dqn", "env=ALE/Breakout-v5", "algo.learning_starts=380",
+                      "algo.buffer_size=1000", "eval_every=0", "env.num_envs=1", "threads=1",
+                      "env.max_episode_steps=200", "total_steps=400", "logger=quiet"), run)  # fmt: skip
+    rows = read_csv(run / "train.csv")
+    games = [row for row in rows if row.get("train/game_return", "") != ""]
+    ends = [0.0] + [row["step"] for row in games]
+    assert ends[1] == 200 and len(games) >= 2  # the frame cap (or a game over) ends games
+    assert all(0 < b - a <= 200 for a, b in zip(ends, ends[1:]))
+    lives = [
+        row["train/episode_return"] for row in rows if row.get("train/episode_return", "") != ""
+    ]
+    assert len(lives) >= 2 and sum(lives) <= sum(row["train/game_return"] for row in games)
+    assert all(row.get("train/episode_return", "") != "" for row in games)  # the last life's row

@@ -377,3 +377,24 @@ def test_actor_rows_keep_the_final_observation_of_a_truncated_episode():
     assert obs == [[1000.0, 0.0], [1001.0, 1.0], [1002.0, 100.0]]
     assert next_obs == [[1001.0, 1.0], [1002.0, 2.0], [1003.0, 101.0]]
     assert truncated == [[False, False], [False, True], [False, False]]
+
+
+def test_rollout_workers_hand_the_episodes_success_to_the_log(tmp_path, monkeypatch):
+    """Worker rows keep every per-episode value the loop logs: on a robot task the
+    learner's train.csv holds ``train/episode_success`` for the workers' episodes."""
+
+    def in_process(algorithm, built, phases, run, logger):
+        settings = built.run.settings
+        recipe = ActorRecipe(algorithm.agent_class, built.run.algo,
+                             train_env_recipe(settings, built.plan, 1), 0)  # fmt: skip
+        return None, InProcessRollouts(recipe, settings.distributed.actors, built.env)
+
+    monkeypatch.setattr("rlcore.run.actors", in_process)
+    args = ["algo=ppo", "env=PandaReach", "env.flatten_obs=true", "env.backend=sync", *FAST,
+            "total_steps=256", "algo.rollout_steps=64", "algo.hidden=[16,16]", "eval_every=0",
+            "distributed.actors=2"]  # fmt: skip
+    train(make_config(*args), tmp_path)
+    rows = read_csv(tmp_path / "train.csv")
+    episodes = [row for row in rows if "train/episode_return" in row]
+    assert len(episodes) == 4  # 2 workers x 128 steps, 50-step episodes: 2 each
+    assert all(row["train/episode_success"] in (0.0, 1.0) for row in episodes)

@@ -4,17 +4,17 @@ the same env-step (frame) counts, from runs made at the same budget on the same 
     python -m rlcore.benchmarks.atari_curves --rlcore <run dir> [<run dir> ...] \\
         --cleanrl <stdout log> [<stdout log> ...] [--bin 50000] [--out <json>]
 
-``--rlcore``: rlcore run directories (their train.csv: ``train/episode_return`` at the env
-step it ended). ``--cleanrl``: the standard output of CleanRL's ``ppo_atari_envpool.py`` /
-``dqn_atari.py`` runs (their ``global_step=N, episodic_return=R`` lines; DQN prints R as a
-one-element array). Each run's episodes are averaged per bin of ``--bin`` env steps (4
-frames each); the table gives, per library, the mean and standard deviation of those run
-means, and the episode count. Comparable as they stand where rlcore's training episode is
-CleanRL's: games without lives whose rewards are already -1 / 0 / +1 (Pong). rlcore's
-training env ends an episode at each lost life and clips rewards (CleanRL's envpool
-script reports whole games, raw), so on games with lives (Breakout) the rlcore column
-counts lives, not games: compare the evaluation returns there. Writes JSON with lscpu's
-model and flags.
+``--rlcore``: rlcore run directories (their train.csv: ``train/game_return``, each whole
+game's raw score at the env step it ended, as CleanRL's envpool scripts report theirs;
+runs logged before that column existed fall back to ``train/episode_return``, a life's
+clipped return, and the table says so). ``--cleanrl``: the standard output of CleanRL's
+``ppo_atari_envpool.py`` / ``dqn_atari.py`` runs (their ``global_step=N,
+episodic_return=R`` lines; DQN prints R as a one-element array). Each run's episodes are
+averaged per bin of ``--bin`` env steps (4 frames each); the table gives, per library,
+the mean and standard deviation of those run means, and the episode count. With
+``train/game_return`` the two columns count the same thing on every game; the fallback
+matches CleanRL's only on games without lives whose rewards are already -1 / 0 / +1
+(Pong). Writes JSON with lscpu's model and flags.
 """
 
 from __future__ import annotations
@@ -33,11 +33,16 @@ from rlcore.benchmarks.runs import cpu_info
 EPISODE = re.compile(r"global_step=(\d+), episodic_return=\[?\s*(-?[\d.]+(?:e[-+]?\d+)?)")
 
 
-def rlcore_episodes(run_dir: Path) -> list[tuple[int, float]]:
-    """(env step, return) of every training episode of an rlcore run."""
+GAME, LIFE = "train/game_return", "train/episode_return"
+
+
+def rlcore_episodes(run_dir: Path) -> tuple[list[tuple[int, float]], str]:
+    """(env step, return) of every whole game of an rlcore run (``train/game_return``), or
+    of every training episode where the run logged no game scores; and the column read."""
     with open(run_dir / "train.csv", newline="") as handle:
-        return [(int(row["step"]), float(row["train/episode_return"]))
-                for row in csv.DictReader(handle) if row.get("train/episode_return")]  # fmt: skip
+        rows = list(csv.DictReader(handle))
+    column = GAME if any(row.get(GAME) for row in rows) else LIFE
+    return [(int(row["step"]), float(row[column])) for row in rows if row.get(column)], column
 
 
 def cleanrl_episodes(log: Path) -> list[tuple[int, float]]:
@@ -69,7 +74,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--bin", type=int, default=50_000)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
-    ours = [rlcore_episodes(path) for path in args.rlcore]
+    read = [rlcore_episodes(path) for path in args.rlcore]
+    ours, columns = [episodes for episodes, _ in read], sorted({column for _, column in read})
+    if columns != [GAME]:
+        print(f"note: rlcore runs read from {' and '.join(columns)}"
+              + (" (a life's clipped return, not a game's score)" if LIFE in columns else ""))  # fmt: skip
     theirs = [cleanrl_episodes(path) for path in args.cleanrl]
     for path, episodes in [*zip(args.rlcore, ours), *zip(args.cleanrl, theirs)]:
         if not episodes:
@@ -88,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         span = f"{mine['from']:,}-{mine['to']:,} ({4 * mine['from']:,}-{4 * mine['to']:,})"
         print(f"| {span} | {cell(mine)} | {cell(other)} |")
     result = {"bin": args.bin, "rlcore_runs": [str(p) for p in args.rlcore],
-              "cleanrl_logs": [str(p) for p in args.cleanrl], "table": table,
+              "cleanrl_logs": [str(p) for p in args.cleanrl], "rlcore_columns": columns,
+              "table": table,
               "cpu": cpu_info()}  # fmt: skip
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))

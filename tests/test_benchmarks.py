@@ -899,7 +899,19 @@ def test_atari_curves_bin_rlcore_and_cleanrl_episodes_by_env_step(tmp_path, caps
     assert json.loads(out.read_text())["table"]["cleanrl"][2]["episodes"] == 1
     printed = capsys.readouterr().out
     assert "| 50-100 (200-400) | - | -17.00 +- 0.00 (1) |" in printed
+    assert result["rlcore_columns"] == ["train/episode_return"]
+    assert "note: rlcore runs read from train/episode_return" in printed
     empty = tmp_path / "empty.log"
     empty.write_text("SPS: 1\n")
     with pytest.raises(SystemExit, match="no training episodes"):
         curves_main(["--rlcore", *runs, "--cleanrl", str(empty)])
+    # a run that logs whole games: their raw scores, not the lives' clipped returns
+    games = tmp_path / "games"
+    games.mkdir()
+    (games / "train.csv").write_text("step,train/episode_return,train/game_return\n"
+                                     "10,1.0,\n30,2.0,7.0\n60,0.0,\n90,1.0,11.0\n")  # fmt: skip
+    capsys.readouterr()
+    result = curves_main(["--rlcore", str(games), "--cleanrl", str(log), "--bin", "50"])
+    assert [r["mean"] for r in result["table"]["rlcore"]] == [7.0, 11.0, None]
+    assert result["rlcore_columns"] == ["train/game_return"]
+    assert "note:" not in capsys.readouterr().out

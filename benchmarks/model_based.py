@@ -9,8 +9,10 @@ filter beats the base method it is built on).
 Every task is a dataset (``TASKS``; ``--dataset-for TASK=ID`` changes one) with the
 per-task settings of the references: MOPO's from OfflineRL-Kit's run_mopo.py, MOREC's from
 polixir/morec's generate_tmuxp_morec_mopo.py (the nearest D4RL task where the reference
-has none: Hopper's for RandomFrictionHopper; the NeoRL clip 1e6 on NeoRL-2's tasks), IQL's
-defaults. MOREC's run of seed s rolls out in the ensemble MOPO's run of seed s fitted
+has none: Hopper's for RandomFrictionHopper, HalfCheetah-medium's for SafetyHalfCheetah;
+on the NeoRL-2 tasks without a D4RL body, DMSD, Pipeline, Simglucose and RocketRecovery,
+MOPO's 5-step rollouts and its default penalty, MOREC's defaults; the NeoRL clip 1e6 on
+all NeoRL-2 tasks), IQL's defaults. MOREC's run of seed s rolls out in the ensemble MOPO's run of seed s fitted
 (``algo.dynamics_from``, as the reference loads its MOPO runs' ensembles), so the two
 differ only by the filter and its dynamics reward; without mopo in ``--algos`` MOREC fits
 its own. ``--fit-epochs`` caps the ensemble's fit (a budget: the references fit until 5
@@ -59,22 +61,34 @@ class Task:
 
 HOPPER_MOPO = ("algo.rollout_length=5", "algo.penalty_coef=5.0")  # hopper-medium(-expert)
 HOPPER_MOREC = ("algo.penalty_coef=15.0", "algo.select=softmax")  # hopper-medium(-expert)
+HALFCHEETAH_MOPO = ("algo.rollout_length=5", "algo.penalty_coef=0.5")  # halfcheetah-medium
+HALFCHEETAH_MOREC = ("algo.penalty_coef=0.5", "algo.select=max")  # halfcheetah-medium
 NEORL_CLIP = ("algo.state_clip=1e6",)  # the reference's clip on NeoRL tasks
+NO_BODY_MOPO = ("algo.rollout_length=5",)  # NeoRL-2 tasks without a D4RL neighbour
 TASKS = {
     "hopper-medium": Task("Hopper", "local/hopper/medium-mb-v0", HOPPER_MOPO, HOPPER_MOREC),
     # sampled actions of the expert SAC snapshot: run with hopper-medium-expert's settings
     "hopper-expert": Task("Hopper", "local/hopper/expert-mb-v0", HOPPER_MOPO, HOPPER_MOREC),
-    "DMSD": Task("DMSD", "local/dmsd/high-v0", ("algo.rollout_length=5",), NEORL_CLIP),
+    "DMSD": Task("DMSD", "local/dmsd/high-v0", NO_BODY_MOPO, NEORL_CLIP),
     "RandomFrictionHopper": Task("RandomFrictionHopper", "local/randomfrictionhopper/high-v0",
                                  HOPPER_MOPO, (*HOPPER_MOREC, *NEORL_CLIP)),  # fmt: skip
+    "SafetyHalfCheetah": Task("SafetyHalfCheetah", "local/safetyhalfcheetah/high-v0",
+                              HALFCHEETAH_MOPO, (*HALFCHEETAH_MOREC, *NEORL_CLIP)),  # fmt: skip
+    "Pipeline": Task("Pipeline", "local/pipeline/high-v0", NO_BODY_MOPO, NEORL_CLIP),
+    "Simglucose": Task("Simglucose", "local/simglucose/high-v0", NO_BODY_MOPO, NEORL_CLIP),
+    "RocketRecovery": Task("RocketRecovery", "local/rocketrecovery/high-v0", NO_BODY_MOPO,
+                           NEORL_CLIP),  # fmt: skip
 }
+# the claim's table (two locomotion datasets, two NeoRL-2 tasks); the other NeoRL-2 tasks
+# fill the NeoRL-2 table's MOPO and MOREC columns (--tasks names them)
+CLAIM = ("hopper-medium", "hopper-expert", "DMSD", "RandomFrictionHopper")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the grid (MOREC after the MOPO run whose ensemble it uses), print the table,
     write the JSON and the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--tasks", nargs="+", default=list(CLAIM), choices=list(TASKS))
     parser.add_argument("--algos", nargs="+", default=list(ALGOS), choices=ALGOS)
     add_grid_arguments(parser, "model_based", steps=10_000)
     parser.add_argument("--fit-epochs", type=int, default=20,

@@ -37,7 +37,9 @@ else
   echo "DRQV2 not set: pixel_updates skipped"
 fi
 
-run_s=$(( $(left) - 60 ))
+# stop_after_s counts training after the compilation (76 s on an H200), so leave room for it
+# and the final evaluation: with 60 s alone the timeout ended the run before its last evaluation
+run_s=$(( $(left) - 150 ))
 timeout -k 10 "$(left)" python3 -m rlcore.train algo=ppo env=ALE/Breakout-v5 device="$device" \
   algo.compile=true stop_after_s="$run_s" eval_every=500000 eval_episodes=5 seed=0 \
   run_dir="$out/ppo_breakout_$device" ${PPO_ARGS:-} > "$out/ppo_breakout.log" 2>&1

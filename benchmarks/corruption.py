@@ -17,7 +17,9 @@ this grid's clean IQL run of the first seed, trained before any adversarial run 
 The grid trains on Hopper (``--dataset`` must be a Hopper dataset): RIQL with the
 reference's Hopper settings (``RIQL_config.py``: Huber sigma, quantile, number of critics
 per corruption; ``RIQL_SETTINGS`` keeps its table for its three bodies), the baselines with
-CORL's Hopper settings (``configs/experiment/<algo>_hopper_medium.yaml``).
+CORL's Hopper settings (``configs/experiment/<algo>_hopper_medium.yaml``); ``--set
+ALGO:KEY=VALUE`` adds an override to one algorithm's runs (e.g. ``cql:algo.compile=true``),
+recorded in each cell of the JSON.
 
 Every run is a run directory under ``--run-dir`` (``<algo>_<setting>_seed<seed>``;
 resumed when interrupted, read back when finished). Prints the table, writes JSON
@@ -36,6 +38,7 @@ from rlcore.benchmarks.runs import (
     NORMALIZED,
     add_grid_arguments,
     cpu_info,
+    overrides_by_name,
     report_dir,
     run_method,
     worker_pool,
@@ -96,9 +99,10 @@ def corruption_overrides(
 
 
 def job_overrides(
-    algo: str, setting: str, args: argparse.Namespace, critic: Path | None
+    algo: str, setting: str, args: argparse.Namespace, critic: Path | None, extra: list[str]
 ) -> list[str]:
-    """Every override of one (algorithm, setting) run, seed excluded."""
+    """Every override of one (algorithm, setting) run, seed excluded; ``extra`` (the
+    algorithm's ``--set`` items) last."""
     if algo == "riql":
         base = ["algo=riql", "env=hopper", *riql_overrides(setting, "hopper")]
     else:
@@ -110,6 +114,7 @@ def job_overrides(
         f"eval_every={min(args.eval_every, args.steps)}",
         f"checkpoint_every={min(args.checkpoint_every, args.steps)}",
         *corruption_overrides(setting, args.rate, args.scale, args.corruption_seed, critic),
+        *extra,
     ]
 
 
@@ -191,7 +196,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--critic", type=Path, default=None, help="the clean-data run whose critic the "
         "adversarial attacks use (default: this grid's clean IQL run of the first seed)",
     )  # fmt: skip
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="ALGO:KEY=VALUE",
+        help="an override for one algorithm's runs (the JSON records it)",
+    )
     args = parser.parse_args(argv)
+    extra = overrides_by_name(args.set, ALGOS, [*args.algos, "iql"], "ALGO")
 
     adversarial = [s for s in args.settings if s.startswith("adversarial_")
                    and not s.endswith("_reward")]  # fmt: skip
@@ -207,7 +220,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     def submit(pool: Any, job: tuple[str, str, int]) -> Any:
         algo, setting, seed = job
-        overrides = job_overrides(algo, setting, args, critic)
+        overrides = job_overrides(algo, setting, args, critic, extra[algo])
         return pool.submit(run_method, f"{algo}_{setting}", seed, overrides, args.run_dir,
                            args.threads)  # fmt: skip
 
@@ -220,6 +233,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results = {job: future.result() for job, future in futures.items()}
 
     rows = table_rows(results, args.algos, args.settings, args.seeds)
+    for row in rows:
+        for algo in args.algos:
+            row[algo]["overrides"] = extra[algo]
     drops = mean_drops(rows, args.algos)
     print_table(rows, args.algos, drops)
     report = None if args.no_figures else report_dir(args.out)

@@ -754,7 +754,7 @@ def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     final scores, the drop is the clean mean minus the corrupted one, RIQL runs with the
     reference's Hopper settings per corruption, an adversarial attack reads this grid's
     clean IQL run (trained first even when IQL is not tabled), every run records what it
-    trained on."""
+    trained on, --set reaches one algorithm only."""
     import yaml
 
     from rlcore.benchmarks.corruption import main as corruption_main
@@ -765,7 +765,7 @@ def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     argv = ["--steps", "20", "--eval-every", "20", "--seeds", "0", "1", "--algos", "riql",
             "--settings", "clean", "random_obs", "adversarial_action", "--dataset",
             "t/hopper/rand-v0", "--run-dir", str(runs), "--out", str(tmp_path / "c.json"),
-            "--no-figures"]  # fmt: skip
+            "--no-figures", "--set", "riql:algo.tau=0.01", "cql:algo.compile=true"]  # fmt: skip
     result = corruption_main(argv)
     capsys.readouterr()
     rows = {row["setting"]: row["riql"] for row in result["rows"]}
@@ -788,6 +788,11 @@ def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     assert (record["kind"], record["mode"], record["rate"]) == ("action", "adversarial", 0.3)
     config = yaml.safe_load((runs / "riql_adversarial_action_seed1" / "config.yaml").read_text())
     assert config["corruption"]["critic"] == str(runs / "iql_clean_seed0")
+    assert config["algo"]["tau"] == 0.01 and rows["clean"]["overrides"] == ["algo.tau=0.01"]
+    critic_config = yaml.safe_load((runs / "iql_clean_seed0" / "config.yaml").read_text())
+    assert critic_config["algo"]["tau"] != 0.01  # --set reaches its algorithm only
+    with pytest.raises(SystemExit, match="ALGO:KEY=VALUE"):
+        corruption_main([*argv, "--set", "sac:algo.tau=0.01"])
     written = json.loads((tmp_path / "c.json").read_text())
     assert written["rows"] == result["rows"] and "model" in written["cpu"]
 

@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="an override for one algorithm's runs (the JSON records it)",
     )
     args = parser.parse_args(argv)
+    # "iql" too: the attacked critic is an IQL run even when IQL is not tabled
     extra = overrides_by_name(args.set, ALGOS, [*args.algos, "iql"], "ALGO")
 
     adversarial = [s for s in args.settings if s.startswith("adversarial_")

@@ -25,6 +25,7 @@ imported. The native and MJX back ends do not render: refused, naming
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from typing import Any
@@ -56,6 +57,7 @@ class PixelObservation(gym.ObservationWrapper):
     def __init__(
         self, env: gym.Env, mode: str = "pixels", camera: str | None = None, image_size: int = 84
     ) -> None:
+        self.context: Any = None  # until made (``__del__`` reads it)
         super().__init__(env)
         import mujoco
         from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
@@ -119,9 +121,25 @@ class PixelObservation(gym.ObservationWrapper):
         return {STATE: np.asarray(observation, np.float32), PIXELS: image}
 
     def close(self) -> None:
-        self.mjr.free()
-        self.context.free()
+        self.free_gl()
         super().close()
+
+    def free_gl(self) -> None:
+        """Free the framebuffers and the context with this env's own context current:
+        MuJoCo frees them in whichever context is current, and freed under another env's,
+        they would blank that env's images (two pixel envs in one process, e.g. training
+        and evaluation, one closed or dropped first)."""
+        if self.context is None:
+            return
+        context, self.context = self.context, None
+        context.make_current()
+        self.mjr.free()
+        context.free()
+
+    def __del__(self) -> None:  # dropped without close(): free as close() does
+        # at exit, MuJoCo's atexit hook may have ended the GL display first: nothing to free
+        with contextlib.suppress(Exception):
+            self.free_gl()
 
 
 class FrameStack(gym.Wrapper):

@@ -97,6 +97,7 @@ def corrupt(dataset: Any, corruption: Corruption, critic: Any = None) -> torch.T
                 "clean data: pass critic= (an agent with action_value, e.g. an IQL run)"
             )
         require(critic, ActionValue, "an adversarial corruption needs")
+        check_critic_fits(dataset, critic)
     rng = np.random.RandomState(corruption.seed)
     rows = np.flatnonzero(rng.random_sample(len(dataset)) < corruption.rate)
     index = torch.as_tensor(rows, dtype=torch.int64)
@@ -118,6 +119,22 @@ def corrupt(dataset: Any, corruption: Corruption, critic: Any = None) -> torch.T
     record = {**dataclasses.asdict(corruption), "rows": len(rows)}
     dataset.corruption = [*dataset.corruption, record]
     return index
+
+
+def check_critic_fits(dataset: Any, critic: ActionValue) -> None:
+    """Stop with a clear error when ``critic`` cannot read ``dataset``'s rows (a critic
+    trained on another task), before the attack fails deep in its network."""
+    obs, action = dataset.obs[:1].float(), dataset.action[:1].float()
+    try:
+        with torch.no_grad():
+            critic.action_value(obs, action)
+            critic.action_value(obs, critic.policy_action(obs))
+    except RuntimeError as error:
+        raise ValueError(
+            f"the attacked critic cannot read {dataset.source}'s rows (observations of "
+            f"{obs.shape[1]}, actions of {action.shape[1]}): {str(error).splitlines()[0]}; "
+            "attack with a critic trained on this dataset's task"
+        ) from None
 
 
 def gradient_attack(

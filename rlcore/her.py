@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from rlcore.buffers import EPISODE_CHANNELS, ReplayBuffer
+from rlcore.config import ConfigError
 from rlcore.types import Batch
 
 STRATEGIES = ("future", "final", "episode")
@@ -128,8 +129,8 @@ class HindsightSampler:
             chosen.append(rows)
             have += len(rows)
             tries += 1
-            if tries == 50 and have == 0:
-                raise RuntimeError(
+            if tries == 50 and have == 0:  # a setting to change: the CLI says so in one line
+                raise ConfigError(
                     "hindsight relabelling draws from complete episodes, and the replay "
                     "buffer holds none yet: let the first episodes end before updates start "
                     "(raise algo.learning_starts, fast_td3: algo.warmup_vector_steps x num_envs, "

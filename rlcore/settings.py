@@ -274,11 +274,12 @@ def typed(cls: type, node: dict[str, Any], prefix: str = "") -> Any:
             values[name] = value if isinstance(value, hint) else typed(hint, dict(value or {}),
                                                                          f"{key}.")  # fmt: skip
             continue
+        rule = fields[name].metadata.get("rule")
         try:
             converted = coerce(value, hint)
-        except TypeError as error:
-            raise ConfigError(f"{key}={value!r}: {error}") from None
-        rule = fields[name].metadata.get("rule")
+        except TypeError as error:  # the rule says which values the option takes
+            allowed = f" ({rule[1]})" if rule else ""
+            raise ConfigError(f"{key}={value!r}: {error}{allowed}") from None
         bad_float = isinstance(converted, float) and converted != converted
         if bad_float or (rule is not None and converted is not None and not rule[0](converted)):
             raise ConfigError(f"{key}={value!r}: must be {rule[1] if rule else 'a number'}")
@@ -442,6 +443,12 @@ def settle(
     if pretrained_head is not None:  # the head the run records is the checkpoint's
         algo = resolve_head(pretrained_head, config_class, algo)
     algo, notes = sized_for(config_class, name, algo, settings.device)
+    if settings.her.strategy != "none" and settings.env.obs != "state":
+        notes = [
+            *notes,
+            f"her={settings.her.strategy} with env.obs={settings.env.obs}: relabelling "
+            "changes desired_goal, not the image, which shows the episode's own goal marker",
+        ]
     env_id = resolve_env_id(settings.env.id)
     record["algo"], record["env"]["id"] = algo, env_id
     settings = dataclasses.replace(

@@ -112,6 +112,13 @@ def test_refusals_name_the_fix() -> None:
         corrupt(_dataset(), Corruption("obs", "adversarial"))
     with pytest.raises(MissingCapabilityError, match="ActionValue"):
         corrupt(_dataset(), Corruption("obs", "adversarial"), critic=object())
+    wide = LinearCritic()
+    wide.w = torch.ones(3)  # a critic of another task: 3 observations, the data has 2
+    dataset = _dataset()
+    before = dataset.obs.clone()
+    with pytest.raises(ValueError, match="cannot read hand's rows .observations of 2, actions"):
+        corrupt(dataset, Corruption("obs", "adversarial"), critic=wide)
+    assert torch.equal(dataset.obs, before) and dataset.corruption == []
     with pytest.raises(ValueError, match="choose from"):
         Corruption("states")
     with pytest.raises(ValueError, match="rate"):

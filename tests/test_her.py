@@ -108,7 +108,7 @@ def test_overwritten_episodes_are_not_drawn_and_lengths_skip_foreign_rows() -> N
 def test_refusals() -> None:
     buffer = _buffer()
     _fill(buffer, [(False, False)])
-    with pytest.raises(RuntimeError, match="holds none yet.*learning_starts"):
+    with pytest.raises(ConfigError, match="holds none yet.*learning_starts"):
         HindsightSampler(buffer, _reward, HerOptions()).sample(4)
     with pytest.raises(ValueError, match="track_episodes=True"):
         HindsightSampler(ReplayBuffer(4, ObsSpec.from_space(SPACE), (1,)), _reward, HerOptions())
@@ -269,3 +269,19 @@ def test_her_refusals_name_the_fix(overrides: tuple[str, ...], message: str) -> 
 
     with pytest.raises(ConfigError, match=message):
         train(make_config(*overrides, "total_steps=200"), "/nonexistent/her")
+
+
+def test_relabelling_a_camera_task_says_the_image_keeps_its_goal() -> None:
+    """HER changes desired_goal, not the rendered image (which shows the goal marker):
+    the settled run's notes say so, and a state-only run's do not."""
+    from omegaconf import OmegaConf
+
+    from rlcore.algos.sac import SACConfig
+    from rlcore.settings import settle
+
+    def notes(*overrides: str) -> tuple[str, ...]:
+        cfg = make_config("algo=sac", "env=PandaReach", "her=future", *overrides)
+        return settle(OmegaConf.to_container(cfg, resolve=True), SACConfig).notes
+
+    assert any("not the image" in note for note in notes("env.obs=state+pixels"))
+    assert not any("not the image" in note for note in notes())

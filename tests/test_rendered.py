@@ -65,6 +65,24 @@ def test_robot_tasks_render_and_a_goal_task_keeps_its_parts() -> None:
         np.testing.assert_array_equal(parts[name], goals[name])
 
 
+@pytest.mark.parametrize("ending", ["close", "drop"])
+def test_ending_one_pixel_env_leaves_the_others_images(ending: str) -> None:
+    """Two rendering envs in one process (training and evaluation): closing or dropping
+    one must not free the other's framebuffers (they rendered black before the fix)."""
+    import gc
+
+    first = make_vec_env("PandaReach", 1, seed=0, obs="pixels", image_size=32)
+    before, _ = first.reset(seed=0)
+    kept = make_vec_env("PandaReach", 1, seed=0, obs="pixels", image_size=32)
+    if ending == "close":
+        first.close()
+    del first
+    gc.collect()
+    after, _ = kept.reset(seed=0)
+    assert before.std() > 10
+    np.testing.assert_array_equal(after, before)
+
+
 def test_the_frame_buffer_stores_rendered_stacks_once() -> None:
     """Episodes of 12 steps through resets: the frame store (its shift checks pass) gives
     the batches a buffer of whole stacks gives."""

@@ -270,6 +270,7 @@ def test_full_disk_keeps_the_previous_checkpoint_and_stops_clearly(tmp_path, mon
         ("eval_episodes=0", "eval_episodes=0: must be >= 1"),
         ("stop_after_s=0", "stop_after_s=0: must be > 0 (seconds) or null"),
         ("env.num_envs=0", "env.num_envs=0: must be >= 1"),
+        ("env.obs=[state,pixels]", "expected a string (state, pixels or state+pixels)"),
         ("seed=-1", "seed=-1: must be >= 0"),
         ("+foo=1", "unknown option(s) ['foo']"),
     ],

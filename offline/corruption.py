@@ -27,6 +27,11 @@ Every corruption applied is recorded in ``dataset.corruption`` (kind, mode, rate
 seed, rows changed), so a run says what it trained on (``rlcore.train`` logs it and writes
 it to the run's meta.json).
 
+A dataset of dict observations (a goal task) is attacked through its flat columns as they
+are laid out: ``rlcore.train`` lays them out in the agent's part order first
+(``OfflineDataset.arrange_parts``), as the attacked critic reads them; in Python, do the same
+before ``corrupt``.
+
 Departures from the reference: the adversarial critic is whichever agent the user names
 (the reference loads an EDAC ensemble of 10 critics and averages them; an ``ActionValue``
 agent averages its own critics); each corruption draws its own rows from its own seed (the

@@ -94,7 +94,7 @@ def build(
         obs_space, action_space = env.single_observation_space, env.single_action_space
         check_her(algorithm.name, plan, settings, obs_space)  # first: names her= as the cause
         check_spaces(algorithm, settings.env.id, obs_space, action_space, plan, settings)
-        dataset = load_dataset(plan, settings)  # a download, too, before any write
+        dataset = load_dataset(plan, settings, obs_space)  # a download, too, before any write
         if dataset is not None:
             try:
                 dataset.check_env(obs_space, action_space)
@@ -270,11 +270,13 @@ def eval_video(
 # ----------------------------------------------------------------------------- data
 
 
-def load_dataset(plan: RunPlan, settings: RunSettings) -> Any:
+def load_dataset(plan: RunPlan, settings: RunSettings, obs_space: gym.Space | None = None) -> Any:
     """The offline dataset the run trains on or mixes in (None when it needs none), its
     observations stacked as the env shows them; loaded (downloaded, for a Minari id not
     on disk) before the run writes anything. One not available here raises
-    FileNotFoundError (a missing input), a malformed one ConfigError."""
+    FileNotFoundError (a missing input), a malformed one ConfigError. A corrupted dataset
+    of dict observations is laid out in ``obs_space``'s part order first: the attacked
+    critic reads its columns in that order."""
     from rlcore.offline.datasets import DatasetError, DatasetNotAvailableError
     from rlcore.offline.datasets import load_dataset as load
 
@@ -284,6 +286,11 @@ def load_dataset(plan: RunPlan, settings: RunSettings) -> Any:
     try:
         dataset = load(source, gamma=plan.gamma, env_id=settings.env.id)
         if settings.corruption.kind is not None:  # RIQL's protocol, before any stacking
+            if isinstance(obs_space, gym.spaces.Dict) and dataset.obs_layout is not None:
+                try:
+                    dataset.arrange_parts(ObsSpec.from_space(obs_space))
+                except ValueError as error:
+                    raise ConfigError(f"dataset={source}: {error}") from None
             corrupt_dataset(dataset, settings.corruption)
         dataset.stack_observations(plan.env.obs_history)  # as the env shows
     except DatasetNotAvailableError as error:

@@ -149,3 +149,21 @@ def test_a_policy_cloned_from_dict_demonstrations_is_fine_tuned_on_them(minari_r
         "eval_every=320", *FAST,
     ), tmp_path / "dppo")  # fmt: skip
     assert result["run/step"] == 320 and 0.0 <= result["eval/success_rate"] <= 1.0
+
+
+def test_a_corrupted_dict_dataset_is_attacked_in_the_agents_column_order(minari_root, monkeypatch):
+    """The recorded layout is alphabetical; the critic an adversarial corruption attacks
+    reads the agent's order, so the parts are arranged before the corruption."""
+    from omegaconf import OmegaConf
+
+    import rlcore.build as build
+    from rlcore.algos.iql import IQLConfig
+    from rlcore.settings import settle
+
+    seen = []
+    monkeypatch.setattr(build, "corrupt_dataset", lambda data, _: seen.append(data.obs_layout))
+    cfg = make_config("algo=iql", "env=PandaReach", f"dataset={REACH}", "corruption.kind=obs",
+                      "corruption.mode=adversarial", "corruption.critic=a_run")  # fmt: skip
+    run = settle(OmegaConf.to_container(cfg, resolve=True), IQLConfig)
+    dataset = build.load_dataset(run.algo.plan(), run.settings, _reach_spaces()[0])
+    assert seen == [AGENT_ORDER] and dataset.obs_layout == AGENT_ORDER

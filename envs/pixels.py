@@ -5,8 +5,8 @@ gymnasium's sync and async back ends.
 
     make_vec_env("Hopper-v5", 4, obs="pixels", image_size=84, frame_stack=3)
 
-``PixelObservation`` renders each step with its own ``mujoco.Renderer`` at ``image_size``
-square, from ``camera`` (a camera name of the model; default: ``track`` where the model
+``PixelObservation`` renders each step in its own OpenGL context (freed under that context,
+as ``mujoco.Renderer`` frees its own) at ``image_size`` square, from ``camera`` (a camera name of the model; default: ``track`` where the model
 has it, as gymnasium's locomotion bodies do, else MuJoCo's free camera), channel-first
 uint8 ``(3, H, W)``. ``FrameStack`` stacks the last ``frame_stack`` images along the
 channels, oldest first, ``(3 S, H, W)``; a new episode repeats its first image (DrQ-v2's

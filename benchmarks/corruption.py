@@ -7,6 +7,7 @@ of every (algorithm, corruption) and its drop from the algorithm's clean score.
         steps=100000 sample=true dataset_id=local/hopper/medium-mb-v0     # the dataset first
     python -m rlcore.benchmarks.corruption --steps 10000 --seeds 0 1 2 --jobs 2
     python -m rlcore.benchmarks.corruption --settings clean random_reward --algos riql iql
+    python -m rlcore.benchmarks.corruption --algos cql --merge benchmarks/results/corruption.json
 
 The corruptions follow RIQL's protocol (``rlcore.offline.corruption``): a ``--rate``
 fraction of the rows (0.3), ``--scale`` 1 (the paper's defaults), drawn from
@@ -23,12 +24,16 @@ recorded in each cell of the JSON.
 
 Every run is a run directory under ``--run-dir`` (``<algo>_<setting>_seed<seed>``;
 resumed when interrupted, read back when finished). Prints the table, writes JSON
-(``--out``), then the report of the runs (``rlcore.report``) beside it.
+(``--out``), then the report of the runs (``rlcore.report``) beside it. ``--merge FILE``
+adds this grid's cells to FILE's table (a grid of the same data, budget and corruptions
+run apart, e.g. another algorithm's column on another machine) and writes the merged
+table to ``--out``, the drops recomputed from the merged clean row.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,8 @@ from rlcore.benchmarks.runs import (
 
 KINDS = ("obs", "action", "reward", "dynamics")
 SETTINGS = ("clean", *(f"{mode}_{kind}" for mode in ("random", "adversarial") for kind in KINDS))
+# the settings whose corruption attacks a critic trained on the clean data
+ADVERSARIAL_ATTACKS = ("adversarial_obs", "adversarial_action", "adversarial_dynamics")
 ALGOS = ("riql", "iql", "td3_bc", "cql")
 BASELINE_EXPERIMENT = {"iql": "iql_hopper_medium", "td3_bc": "td3_bc_hopper_medium",
                        "cql": "cql_hopper_medium"}  # fmt: skip
@@ -154,31 +161,76 @@ def table_rows(
 
 
 def mean_drops(rows: list[dict[str, Any]], algos: list[str]) -> dict[str, float]:
-    """Each algorithm's drop from clean averaged over the corrupted settings (RIQL's claim:
-    the smallest)."""
-    corrupted = [row for row in rows if row["setting"] != "clean"]
-    return {
-        algo: float(np.mean([row[algo]["drop"] for row in corrupted]))
+    """Each algorithm's drop from clean averaged over the corrupted settings it ran (RIQL's
+    claim: the smallest)."""
+    drops = {
+        algo: [row[algo]["drop"] for row in rows if row["setting"] != "clean"
+               and algo in row and row[algo]["drop"] is not None]
         for algo in algos
-        if corrupted and corrupted[0][algo]["drop"] is not None
-    }
+    }  # fmt: skip
+    return {algo: float(np.mean(values)) for algo, values in drops.items() if values}
 
 
-def print_table(rows: list[dict[str, Any]], algos: list[str], drops: dict[str, float]) -> None:
-    """The markdown table: mean +- std (drop from clean) per cell."""
+MERGE_MATCH = ("dataset", "steps", "eval_every", "seeds", "rate", "scale", "corruption_seed")
+
+
+def check_mergeable(path: Path, old: dict[str, Any], args: argparse.Namespace) -> None:
+    """Stop, before any training, unless this grid and ``old`` (the result JSON at
+    ``path``) agree on the data, the budget and the corruptions (``MERGE_MATCH``; the
+    critic, when this grid attacks one)."""
+    differ = [k for k in MERGE_MATCH if old["args"].get(k) != getattr(args, k)]
+    critic = str(args.critic or args.run_dir / f"iql_clean_seed{args.seeds[0]}")
+    attacks = any(setting in ADVERSARIAL_ATTACKS for setting in args.settings)
+    if attacks and old.get("critic") != critic:
+        differ.append(f"critic ({old.get('critic')} there, {critic} here)")
+    if differ:
+        raise SystemExit(f"--merge {path}: the grids differ in {', '.join(differ)}")
+
+
+def merge_rows(
+    old: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """This grid's cells added to ``old``'s table (``check_mergeable`` passed) setting by
+    setting, the drops recomputed from the merged clean row; the rows and algorithms."""
+    before = old["args"]
+    merged = {row["setting"]: dict(row) for row in old["rows"]}
+    for row in rows:
+        merged.setdefault(row["setting"], {"setting": row["setting"]}).update(row)
+    algos = list(dict.fromkeys([*before["algos"], *args.algos]))
+    clean = merged.get("clean", {})
+    for row in merged.values():
+        for algo in algos:
+            if algo in row:
+                base = clean.get(algo)
+                row[algo]["drop"] = None if base is None else base["mean"] - row[algo]["mean"]
+    order = [s for s in SETTINGS if s in merged]
+    return [merged[s] for s in order], algos
+
+
+def print_table(
+    rows: list[dict[str, Any]], algos: list[str], drops: dict[str, float],
+    common: dict[str, float] | None = None,
+) -> None:  # fmt: skip
+    """The markdown table: mean +- std (drop from clean) per cell; the mean drops, and
+    (a merged table) the mean drops over the settings every algorithm ran."""
     print("| setting | " + " | ".join(algos) + " |")
     print("|---|" + "---|" * len(algos))
     for row in rows:
         cells = []
         for algo in algos:
+            if algo not in row:  # a merged table: not run on this setting
+                cells.append("-")
+                continue
             cell = row[algo]
             drop = "" if cell["drop"] is None or row["setting"] == "clean" else (
                 f" ({-cell['drop']:+.1f})")  # fmt: skip
             cells.append(f"{cell['mean']:.1f} +- {cell['std']:.1f}{drop}")
         print(f"| {row['setting']} | " + " | ".join(cells) + " |")
-    if drops:
-        print("| mean drop from clean | " + " | ".join(
-            f"{drops[a]:.1f}" if a in drops else "-" for a in algos) + " |")  # fmt: skip
+    lines = [("mean drop from clean", drops), ("mean drop, settings all ran", common or {})]
+    for label, values in lines:
+        if values:
+            print(f"| {label} | " + " | ".join(
+                f"{values[a]:.1f}" if a in values else "-" for a in algos) + " |")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -197,6 +249,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "adversarial attacks use (default: this grid's clean IQL run of the first seed)",
     )  # fmt: skip
     parser.add_argument(
+        "--merge", type=Path, default=None, help="a result JSON of this benchmark (same "
+        "dataset, budget and corruptions) whose table this grid's cells join; the merged "
+        "table goes to --out, this grid's report to <out stem>_<algos>_report",
+    )  # fmt: skip
+    parser.add_argument(
         "--set",
         nargs="*",
         default=[],
@@ -207,8 +264,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # "iql" too: the attacked critic is an IQL run even when IQL is not tabled
     extra = overrides_by_name(args.set, ALGOS, [*args.algos, "iql"], "ALGO")
 
-    adversarial = [s for s in args.settings if s.startswith("adversarial_")
-                   and not s.endswith("_reward")]  # fmt: skip
+    if args.merge is not None:  # read before anything is written (--out may be that file)
+        old = json.loads(args.merge.read_text())
+        check_mergeable(args.merge, old, args)
+    adversarial = [s for s in args.settings if s in ADVERSARIAL_ATTACKS]
     critic_job = ("iql", "clean", args.seeds[0])
     critic = args.critic or (args.run_dir / f"iql_clean_seed{args.seeds[0]}")
     jobs = [(a, s, seed) for s in args.settings for a in args.algos for seed in args.seeds]
@@ -237,14 +296,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for row in rows:
         for algo in args.algos:
             row[algo]["overrides"] = extra[algo]
-    drops = mean_drops(rows, args.algos)
-    print_table(rows, args.algos, drops)
+    algos, merged_from = args.algos, None
+    if args.merge is not None:
+        rows, algos = merge_rows(old, rows, args)
+        merged_from = {"file": str(args.merge), "args": old["args"], "report": old.get("report")}
+    drops = mean_drops(rows, algos)
+    common = None
+    if args.merge is not None:
+        common = mean_drops([row for row in rows if all(a in row for a in algos)], algos)
+    print_table(rows, algos, drops, common)
     report = None if args.no_figures else report_dir(args.out)
+    if report is not None and args.merge is not None:  # the merged file's report stays
+        report = report.with_name(f"{args.out.stem}_{'_'.join(args.algos)}_report")
     write_result(args, {"rows": rows, "mean_drop": drops, "critic": str(critic),
-                        "cpu": cpu_info(), "report": None if report is None else str(report)})  # fmt: skip
+                        "cpu": cpu_info(), "report": None if report is None else str(report),
+                        "mean_drop_common": common, "merged_from": merged_from})  # fmt: skip
     if report is not None:
         write_figures(sorted(Path(results[job]["run_dir"]) for job in jobs), report)
-    return {"rows": rows, "mean_drop": drops}
+    return {"rows": rows, "mean_drop": drops, "mean_drop_common": common}
 
 
 if __name__ == "__main__":

@@ -796,6 +796,26 @@ def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     written = json.loads((tmp_path / "c.json").read_text())
     assert written["rows"] == result["rows"] and "model" in written["cpu"]
 
+    # --merge: another algorithm's column, run apart, joins the table setting by setting
+    merge = ["--steps", "20", "--eval-every", "20", "--seeds", "0", "1", "--algos", "td3_bc",
+             "--settings", "clean", "random_obs", "--dataset", "t/hopper/rand-v0", "--run-dir",
+             str(runs), "--no-figures", "--merge", str(tmp_path / "c.json")]  # fmt: skip
+    merged = corruption_main([*merge, "--out", str(tmp_path / "m.json")])
+    capsys.readouterr()
+    table = {row["setting"]: row for row in merged["rows"]}
+    assert list(table) == ["clean", "random_obs", "adversarial_action"]
+    assert all(table[s]["riql"]["scores"] == rows[s]["scores"] for s in table)
+    td3 = {s: table[s]["td3_bc"] for s in ("clean", "random_obs")}
+    assert "td3_bc" not in table["adversarial_action"]
+    assert td3["random_obs"]["drop"] == pytest.approx(td3["clean"]["mean"] - td3["random_obs"]["mean"])
+    assert merged["mean_drop"] == pytest.approx(
+        {"riql": result["mean_drop"]["riql"], "td3_bc": td3["random_obs"]["drop"]})
+    assert merged["mean_drop_common"] == pytest.approx(
+        {"riql": rows["random_obs"]["drop"], "td3_bc": td3["random_obs"]["drop"]})
+    with pytest.raises(SystemExit, match="differ in steps"):  # before any training
+        corruption_main([*merge[2:], "--steps", "30", "--out", str(tmp_path / "x.json")])
+    assert read_csv(runs / "td3_bc_clean_seed0" / "eval.csv")[-1]["step"] == 20  # untouched
+
 
 def test_neorl2_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     """benchmarks/neorl2.py on a tiny DMSD dataset: the data's score from its returns and

@@ -1,7 +1,8 @@
 """What rendered observations cost: env steps/s of a MuJoCo task observed through its camera
 (``env.obs=pixels``, envs/pixels.py) against the same task's state observations, measured
 in the same run, per OpenGL back end (``MUJOCO_GL``: egl, osmesa) and with MuJoCo's
-shadows and reflections on (mujoco.Renderer's defaults) or off (rlcore's).
+shadows and reflections on (mujoco.Renderer's defaults) or off (rlcore's), and on the native
+back end (``BatchPixels``, shadows off).
 
     python -m rlcore.benchmarks.render_speed [--env Hopper-v5] [--size 84] [--steps 300]
 
@@ -40,8 +41,8 @@ def measure(env_id: str, size: int, steps: int) -> dict[str, float]:
             layer = env.unwrapped.envs[0]
             while not isinstance(layer, PixelObservation):
                 layer = layer.env
-            layer.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows
-            layer.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = shadows
+            layer.view.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadows
+            layer.view.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = shadows
         env.reset(seed=0)
         actions = np.random.default_rng(0).uniform(
             -1, 1, (steps, 1, *env.single_action_space.shape)
@@ -53,8 +54,10 @@ def measure(env_id: str, size: int, steps: int) -> dict[str, float]:
 
     state = make_vec_env(env_id, 1, seed=0, backend="sync")
     pixels = make_vec_env(env_id, 1, seed=0, obs="pixels", image_size=size, frame_stack=3)
+    native = make_vec_env(env_id, 1, seed=0, obs="pixels", image_size=size, frame_stack=3,
+                          backend="native", num_threads=1)  # fmt: skip
     return {"state": rate(state), "pixels": rate(pixels, False),
-            "pixels_shadows": rate(pixels, True)}  # fmt: skip
+            "pixels_shadows": rate(pixels, True), "pixels_native": rate(native)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -82,13 +85,14 @@ def main(argv: list[str] | None = None) -> dict:
         rates["pixels_vs_state"] = rates["pixels"] / rates["state"]
         rows[gl] = rates
     print(f"{args.env}, {args.size} x {args.size} camera, 1 env, env steps/s")
-    print(f"{'MUJOCO_GL':10s} {'state':>8s} {'pixels':>8s} {'+shadows':>9s} {'pixels/state':>13s}")
+    print(f"{'MUJOCO_GL':10s} {'state':>8s} {'pixels':>8s} {'+shadows':>9s} {'pixels/state':>13s}"
+          f" {'native pixels':>14s}")  # fmt: skip
     for gl, row in rows.items():
         if "error" in row:
             print(f"{gl:10s} failed: {row['error']}")
             continue
         print(f"{gl:10s} {row['state']:8,.0f} {row['pixels']:8,.0f} {row['pixels_shadows']:9,.0f} "
-              f"{row['pixels_vs_state']:13.3f}")  # fmt: skip
+              f"{row['pixels_vs_state']:13.3f} {row['pixels_native']:14,.0f}")  # fmt: skip
     result = {"env": args.env, "size": args.size, "steps": args.steps, "rows": rows,
               "cpu": cpu_info()}  # fmt: skip
     write_result(args, result)

@@ -736,7 +736,7 @@ def make_vec_env(
     whole games and raw scores, where training ends an episode at each lost life and
     clips rewards). ``obs`` ``pixels`` or ``state+pixels`` renders a MuJoCo task's
     ``camera`` at ``image_size`` square, ``frame_stack`` frames stacked (``envs/pixels.py``;
-    sync and async back ends), and the back end declares ``frame_stack``
+    sync, async and native back ends; ``auto`` picks sync), and the back end declares ``frame_stack``
     (``rlcore.observations.StackedFrames``).
     """
     if backend not in BACKENDS:
@@ -761,10 +761,15 @@ def make_vec_env(
         backend = _auto_backend(env_id)  # Atari: ale-py's vector env is its one back end
     if obs not in pixels.OBS_MODES:
         raise ValueError(f"env.obs={obs}: one of {', '.join(pixels.OBS_MODES)}")
-    if obs != pixels.STATE and backend not in ("sync", "async"):
+    if obs != pixels.STATE and backend not in ("sync", "async", "native"):
         raise ValueError(
-            f"env.obs={obs} renders on gymnasium's sync / async back ends, not '{backend}' "
-            "(set env.backend=sync)"
+            f"env.obs={obs} renders on the sync, async and native back ends, not "
+            f"'{backend}' (set env.backend=sync or native)"
+        )
+    if obs != pixels.STATE and backend == "native" and base_wrappers:
+        raise ValueError(
+            f"env.obs={obs}: snapshot resets restore the native back end's simulators under "
+            "its rendered images; use env.backend=sync"
         )
     if (backend == "ale") != atari.is_atari(env_id):
         raise ValueError(
@@ -826,7 +831,9 @@ def make_vec_env(
             [make_one for _ in range(num_envs)], autoreset_mode=AutoresetMode.SAME_STEP
         )
     if obs != pixels.STATE:
-        env.frame_stack = int(frame_stack)  # rlcore.observations.StackedFrames
+        if backend == "native":  # gymnasium's sub-envs render themselves (make_one)
+            env = pixels.BatchPixels(env, obs, camera, image_size, frame_stack)
+        env.unwrapped.frame_stack = int(frame_stack)  # rlcore.observations.StackedFrames
     for wrap in base_wrappers:
         env = wrap(env)
     if obs_history > 1:

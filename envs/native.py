@@ -70,7 +70,8 @@ humanoid}_v5.py`` and ``mujoco_env.py``):
 
 Departures: ``info`` holds only ``final_obs`` / ``_final_obs`` (no per-env reward terms
 and no ``final_info``); ``mj_rnePostConstraint`` is run only for tasks that read
-``cfrc_ext`` (its ``cacc`` / ``cfrc_int`` are not exposed); ``render`` is not supported.
+``cfrc_ext`` (its ``cacc`` / ``cfrc_int`` are not exposed); ``render`` is not supported
+(rendered observations: ``envs/pixels.py``'s ``BatchPixels`` wraps this back end).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ import copy
 import dataclasses
 import inspect
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -356,6 +357,9 @@ class NativeVectorEnv(VectorEnv):
         self.spec = None
         self.render_mode = None
 
+        # called with the ids of the envs whose episodes ended, on their final states,
+        # before they reset (envs/pixels.py's BatchPixels renders them there)
+        self.on_episode_end: Callable[[np.ndarray], None] | None = None
         self.elapsed = np.zeros(num_envs, np.int64)
         self.rngs: list[np.random.Generator | None] = [None] * num_envs
         self.x_position = np.zeros(num_envs)  # x of the last call, the next step's "before"
@@ -524,6 +528,8 @@ class NativeVectorEnv(VectorEnv):
                 final_obs[i] = obs[i].copy()
             info["final_obs"] = final_obs
             info["_final_obs"] = terminated | truncated
+            if self.on_episode_end is not None:
+                self.on_episode_end(done)
             self._reset_envs(done)
             obs[done] = self._obs(done)
         return obs, reward.astype(np.float64), terminated, truncated, info

@@ -1,7 +1,8 @@
 """Rendered observations for MuJoCo tasks: ``env.obs=pixels`` (a camera image) or
 ``env.obs=state+pixels`` (``{"state": the task's vector, "pixels": the image}``; a goal
 task's dict keeps its parts and gains ``pixels``: the robot case), frame-stacked, on
-gymnasium's sync and async back ends.
+gymnasium's sync and async back ends (``PixelObservation``, ``FrameStack`` in each sub-env)
+and on the native back ends (``BatchPixels`` over the batch).
 
     make_vec_env("Hopper-v5", 4, obs="pixels", image_size=84, frame_stack=3)
 
@@ -19,8 +20,8 @@ them, 148 without shadows, 325 without reflections too (``mujoco.Renderer``, one
 2-core AMD EPYC; ``python -m rlcore.benchmarks.render_speed`` measures the env steps/s).
 The OpenGL context is made here, of the back end ``MUJOCO_GL`` names (``egl`` when unset,
 or ``osmesa``), since ``mujoco.Renderer`` reads ``MUJOCO_GL`` only when ``mujoco`` is first
-imported. The native and MJX back ends do not render: refused, naming
-``env.backend=sync`` (``auto`` picks sync for rendered observations).
+imported. The MJX back end does not render: refused, naming ``env.backend=sync`` (``auto``
+picks sync for rendered observations).
 """
 
 from __future__ import annotations
@@ -51,24 +52,17 @@ def gl_context(size: int) -> Any:
     return GLContext(size, size)
 
 
-class PixelObservation(gym.ObservationWrapper):
-    """A MuJoCo env observed through a camera (see the module docstring)."""
+class Camera:
+    """One camera of a MuJoCo model rendered offscreen at ``size`` square: its own OpenGL
+    context, scene (shadows and reflections off) and framebuffers. ``camera``: a camera
+    name of the model; None: ``track`` where the model has it, else MuJoCo's free camera.
+    Used by ``PixelObservation`` (one env) and ``BatchPixels`` (the native back ends)."""
 
-    def __init__(
-        self, env: gym.Env, mode: str = "pixels", camera: str | None = None, image_size: int = 84
-    ) -> None:
-        self.context: Any = None  # until made (``__del__`` reads it)
-        super().__init__(env)
+    def __init__(self, model: Any, camera: str | None, size: int) -> None:
         import mujoco
-        from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 
-        if mode not in OBS_MODES[1:]:
-            raise ValueError(f"obs={mode!r}: one of {OBS_MODES}")
-        base = env.unwrapped
-        if not isinstance(base, MujocoEnv):  # gymnasium's MuJoCo tasks and rlcore's robots
-            raise ValueError(f"obs={mode} renders MuJoCo tasks; {type(base).__name__} is not one")
-        model = base.model
-        self.mode, self.size = mode, int(image_size)
+        self.context: Any = None  # until made (``__del__`` reads it)
+        self.size = int(size)
         names = [model.camera(i).name for i in range(model.ncam)]
         if camera is not None and camera not in names:
             raise ValueError(f"camera {camera!r} is not in the model (it has {names})")
@@ -89,46 +83,23 @@ class PixelObservation(gym.ObservationWrapper):
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
         self.rect = mujoco.MjrRect(0, 0, self.size, self.size)
         self.pixels = np.zeros((self.size, self.size, 3), np.uint8)
-        image = gym.spaces.Box(0, 255, (3, self.size, self.size), np.uint8)
-        if mode == PIXELS:
-            self.observation_space = image
-        elif isinstance(env.observation_space, gym.spaces.Dict):  # a goal task: its parts too
-            self.observation_space = gym.spaces.Dict(
-                {**env.observation_space.spaces, PIXELS: image}
-            )
-        else:
-            state = gym.spaces.Box(-np.inf, np.inf, env.observation_space.shape, np.float32)
-            self.observation_space = gym.spaces.Dict({STATE: state, PIXELS: image})
 
-    def render_image(self) -> np.ndarray:
-        """The camera's view now, (3, H, W) uint8."""
+    def render(self, model: Any, data: Any) -> np.ndarray:
+        """The camera's view of ``data`` (its derived positions as they are), (3, H, W) uint8."""
         import mujoco
 
-        base = self.unwrapped
         self.context.make_current()
-        mujoco.mjv_updateScene(base.model, base.data, self.options, None, self.camera,
+        mujoco.mjv_updateScene(model, data, self.options, None, self.camera,
                                mujoco.mjtCatBit.mjCAT_ALL, self.scene)  # fmt: skip
         mujoco.mjr_render(self.rect, self.scene, self.mjr)
         mujoco.mjr_readPixels(self.pixels, None, self.rect, self.mjr)
         return np.ascontiguousarray(self.pixels[::-1].transpose(2, 0, 1))  # bottom row first
 
-    def observation(self, observation: Any) -> Any:
-        image = self.render_image()
-        if self.mode == PIXELS:
-            return image
-        if isinstance(observation, dict):
-            return {**observation, PIXELS: image}
-        return {STATE: np.asarray(observation, np.float32), PIXELS: image}
-
-    def close(self) -> None:
-        self.free_gl()
-        super().close()
-
-    def free_gl(self) -> None:
-        """Free the framebuffers and the context with this env's own context current:
-        MuJoCo frees them in whichever context is current, and freed under another env's,
-        they would blank that env's images (two pixel envs in one process, e.g. training
-        and evaluation, one closed or dropped first)."""
+    def free(self) -> None:
+        """Free the framebuffers and the context with this camera's own context current:
+        MuJoCo frees them in whichever context is current, and freed under another
+        camera's, they would blank that camera's images (two pixel envs in one process,
+        e.g. training and evaluation, one closed or dropped first)."""
         if self.context is None:
             return
         context, self.context = self.context, None
@@ -136,10 +107,69 @@ class PixelObservation(gym.ObservationWrapper):
         self.mjr.free()
         context.free()
 
-    def __del__(self) -> None:  # dropped without close(): free as close() does
+    def __del__(self) -> None:  # dropped without free(): free as free() does
         # at exit, MuJoCo's atexit hook may have ended the GL display first: nothing to free
         with contextlib.suppress(Exception):
-            self.free_gl()
+            self.free()
+
+
+def image_space(size: int, frames: int = 1) -> gym.spaces.Box:
+    """A (3 frames, size, size) uint8 image Box."""
+    return gym.spaces.Box(0, 255, (3 * frames, size, size), np.uint8)
+
+
+def observed_space(state: gym.Space, mode: str, image: gym.spaces.Box) -> gym.Space:
+    """The observation space of a task whose state observations are ``state``, observed
+    as ``mode`` with images ``image``: the image; a goal task's dict plus ``pixels``; or
+    ``{"state": float32 vector, "pixels": image}``."""
+    if mode == PIXELS:
+        return image
+    if isinstance(state, gym.spaces.Dict):  # a goal task: its parts too
+        return gym.spaces.Dict({**state.spaces, PIXELS: image})
+    return gym.spaces.Dict(
+        {STATE: gym.spaces.Box(-np.inf, np.inf, state.shape, np.float32), PIXELS: image}
+    )
+
+
+def observed(observation: Any, mode: str, image: np.ndarray) -> Any:
+    """``observation`` (a task's state observation) with ``image``, as ``observed_space``
+    lays it out."""
+    if mode == PIXELS:
+        return image
+    if isinstance(observation, dict):
+        return {**observation, PIXELS: image}
+    return {STATE: np.asarray(observation, np.float32), PIXELS: image}
+
+
+class PixelObservation(gym.ObservationWrapper):
+    """A MuJoCo env observed through a camera (see the module docstring)."""
+
+    def __init__(
+        self, env: gym.Env, mode: str = "pixels", camera: str | None = None, image_size: int = 84
+    ) -> None:
+        super().__init__(env)
+        from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+        if mode not in OBS_MODES[1:]:
+            raise ValueError(f"obs={mode!r}: one of {OBS_MODES}")
+        base = env.unwrapped
+        if not isinstance(base, MujocoEnv):  # gymnasium's MuJoCo tasks and rlcore's robots
+            raise ValueError(f"obs={mode} renders MuJoCo tasks; {type(base).__name__} is not one")
+        self.mode, self.size = mode, int(image_size)
+        self.view = Camera(base.model, camera, self.size)
+        self.observation_space = observed_space(env.observation_space, mode, image_space(self.size))
+
+    def render_image(self) -> np.ndarray:
+        """The camera's view now, (3, H, W) uint8."""
+        base = self.unwrapped
+        return self.view.render(base.model, base.data)
+
+    def observation(self, observation: Any) -> Any:
+        return observed(observation, self.mode, self.render_image())
+
+    def close(self) -> None:
+        self.view.free()
+        super().close()
 
 
 class FrameStack(gym.Wrapper):
@@ -181,6 +211,108 @@ class FrameStack(gym.Wrapper):
         observation, reward, terminated, truncated, info = self.env.step(action)
         self.images.append(self._image(observation))
         return self._stacked(observation), reward, terminated, truncated, info
+
+
+# the derived fields a scene of bodies, geoms, sites, cameras and lights reads
+# (mjv_updateScene); spatial tendons' paths too, where a model has tendons
+RENDER_FIELDS = ("xpos", "xmat", "xquat", "xipos", "ximat", "subtree_com", "geom_xpos",
+                 "geom_xmat", "site_xpos", "site_xmat", "cam_xpos", "cam_xmat", "light_xpos",
+                 "light_xdir")  # fmt: skip
+TENDON_FIELDS = ("ten_wrapadr", "ten_wrapnum", "ten_length", "wrap_obj", "wrap_xpos")
+
+
+class BatchPixels(gym.vector.VectorWrapper):
+    """A native back end's envs (``NativeVectorEnv``, ``RobotVectorEnv``) observed through
+    a camera, ``frame_stack`` images stacked, as ``PixelObservation`` + ``FrameStack`` do
+    for one gymnasium env.
+
+    Each env's image is rendered from one scratch MjData holding its integration state
+    (``batch.state``) and the derived positions the scene reads (``RENDER_FIELDS``, bound
+    from the batch, which copies out what its last call left, as gymnasium's MjData holds
+    them after ``mj_step``), so the images equal gymnasium's bit for bit
+    (tests/test_rendered.py). Envs whose episodes end are rendered on their final states (the back end's
+    ``on_episode_end``, before it resets them) for ``info["final_obs"]``. The stacks are
+    this wrapper's ``state_dict`` (checkpoints and exact resume)."""
+
+    def __init__(
+        self, env: Any, mode: str, camera: str | None, image_size: int, frame_stack: int
+    ) -> None:
+        super().__init__(env)
+        import mujoco
+
+        if mode not in OBS_MODES[1:]:
+            raise ValueError(f"obs={mode!r}: one of {OBS_MODES}")
+        if frame_stack < 1:
+            raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
+        base = env.unwrapped
+        self.mode, self.frames = mode, int(frame_stack)
+        self.view = Camera(base.model, camera, image_size)
+        self.scratch = mujoco.MjData(base.model)
+        fields = RENDER_FIELDS + (TENDON_FIELDS if base.model.ntendon else ())
+        self.derived = {name: base.batch.bind(name) for name in fields}  # filled from the reset
+        size = self.view.size
+        self.stacks = np.zeros((self.num_envs, 3 * self.frames, size, size), np.uint8)
+        self.finals: dict[int, np.ndarray] = {}
+        base.on_episode_end = self._render_finals
+        self.single_observation_space = observed_space(
+            env.single_observation_space, mode, image_space(size, self.frames)
+        )
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, self.num_envs
+        )
+
+    def _render(self, i: int) -> np.ndarray:
+        import mujoco
+
+        base = self.env.unwrapped
+        mujoco.mj_setState(base.model, self.scratch, base.batch.state[i],
+                           mujoco.mjtState.mjSTATE_INTEGRATION)  # fmt: skip
+        for name, values in self.derived.items():
+            getattr(self.scratch, name)[:] = values[i]
+        return self.view.render(base.model, self.scratch)
+
+    def _render_finals(self, ids: np.ndarray) -> None:
+        self.finals = {int(i): self._render(int(i)) for i in ids}
+
+    def _push(self, i: int, image: np.ndarray) -> None:
+        """The newest image last, the oldest dropped."""
+        self.stacks[i, :-3] = self.stacks[i, 3:]
+        self.stacks[i, -3:] = image
+
+    def _observe(self, obs: Any) -> Any:
+        return observed(obs, self.mode, self.stacks.copy())
+
+    def reset(self, *, seed: Any = None, options: dict | None = None) -> tuple[Any, dict]:
+        """Reset as the back end does; a reset env's stack repeats its first image."""
+        obs, info = self.env.reset(seed=seed, options=options)
+        mask = (options or {}).get("reset_mask")
+        for i in range(self.num_envs) if mask is None else np.flatnonzero(mask):
+            self.stacks[i] = np.tile(self._render(int(i)), (self.frames, 1, 1))
+        return self._observe(obs), info
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
+        self.finals = {}
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        for i in range(self.num_envs):
+            if i in self.finals:  # its episode ended: the final stack, then a new episode
+                self._push(i, self.finals[i])
+                info["final_obs"][i] = observed(info["final_obs"][i], self.mode,
+                                                self.stacks[i].copy())  # fmt: skip
+                self.stacks[i] = np.tile(self._render(i), (self.frames, 1, 1))
+            else:
+                self._push(i, self._render(i))
+        return self._observe(obs), reward, terminated, truncated, info
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"stacks": self.stacks.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.stacks[:] = state["stacks"]
+
+    def close(self, **kwargs: Any) -> None:
+        self.view.free()
+        self.env.unwrapped.on_episode_end = None
+        super().close(**kwargs)
 
 
 def pixel_env(

@@ -77,7 +77,7 @@ class EnvSettings:
     flatten_obs: bool = option(False, "flatten Dict/Tuple observations (goal-conditioned "
                                "tasks) into one vector")  # fmt: skip
     obs: str = option("state", "state | pixels | state+pixels: a MuJoCo task's camera image "
-                      "(envs/pixels.py; sync / async back ends)",
+                      "(envs/pixels.py; sync / async / native back ends)",
                       (lambda v: v in ("state", "pixels", "state+pixels"),
                        "state, pixels or state+pixels"))  # fmt: skip
     camera: str | None = option(None, "obs=pixels: the model's camera (null: track, or the "

@@ -112,9 +112,54 @@ def test_a_restored_env_continues_with_the_same_images() -> None:
         np.testing.assert_array_equal(other.step(action)[0], want)
 
 
+@pytest.mark.parametrize(("task", "mode"), [("Hopper-v5", "state+pixels"),
+                                            ("PandaPush", "state+pixels"), ("PandaLift", "pixels")])
+def test_the_native_back_end_renders_what_gymnasiums_does(task: str, mode: str) -> None:
+    """Images, stacks, state parts, rewards and the final observations of ended episodes
+    (4-step episodes: two ends in 9 steps) equal the sync back end's bit for bit."""
+    options = {"obs": mode, "image_size": 24, "frame_stack": 2, "max_episode_steps": 4}
+    native = make_vec_env(task, 2, seed=5, backend="native", **options)
+    sync = make_vec_env(task, 2, seed=5, backend="sync", **options)
+    assert native.single_observation_space == sync.single_observation_space
+    assert frame_stack_of(native) == 2
+    ours, theirs = roll(native, 9, 5), roll(sync, 9, 5)
+    ends = 0
+    for ours_step, theirs_step in zip(ours, theirs):
+        for mine, want in zip(ours_step, theirs_step):
+            if isinstance(want, dict):
+                assert set(mine) == set(want)
+                for name in want:
+                    np.testing.assert_array_equal(mine[name], want[name])
+            else:
+                np.testing.assert_array_equal(mine, want)
+        ends += int(ours_step[5].sum())
+    assert ends == 4
+    pixels = ours[-1][0] if mode == "pixels" else ours[-1][0]["pixels"]
+    assert pixels.std() > 10 and not np.array_equal(pixels, ours[0][0] if mode == "pixels"
+                                                    else ours[0][0]["pixels"])  # fmt: skip
+
+
+def test_a_restored_native_env_continues_with_the_same_images() -> None:
+    """The stacks travel with the simulators (the wrapper's state_dict)."""
+    options = {"obs": "pixels", "image_size": 24, "frame_stack": 3, "backend": "native"}
+    env = make_vec_env("Hopper-v5", 2, seed=4, **options)
+    roll(env, 3, 4)
+    state = get_vec_env_state(env)
+    action = np.full((2, 3), 0.5, np.float32)
+    expected = [env.step(action)[0] for _ in range(3)]
+    other = make_vec_env("Hopper-v5", 2, seed=9, **options)
+    other.reset(seed=9)
+    set_vec_env_state(other, state)
+    for want in expected:
+        np.testing.assert_array_equal(other.step(action)[0], want)
+
+
 def test_rendering_refusals_name_the_fix() -> None:
-    with pytest.raises(ValueError, match="set env.backend=sync"):
-        make_vec_env("Hopper-v5", 1, obs="pixels", backend="native")
+    with pytest.raises(ValueError, match="set env.backend=sync or native"):
+        make_vec_env("Hopper-v5", 1, obs="pixels", backend="mjx")
+    with pytest.raises(ValueError, match="snapshot resets .* use env.backend=sync"):
+        make_vec_env("Hopper-v5", 1, obs="pixels", backend="native",
+                     base_wrappers=[lambda env: env])  # fmt: skip
     with pytest.raises(ValueError, match="camera 'top' is not in the model"):
         make_vec_env("Hopper-v5", 1, obs="pixels", camera="top")
     with pytest.raises(ValueError, match="renders MuJoCo tasks; CartPoleEnv is not one"):

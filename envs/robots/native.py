@@ -18,7 +18,7 @@ whose episode ended, its last step's); SAME_STEP autoreset with ``info["final_ob
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mujoco
@@ -69,6 +69,9 @@ class RobotVectorEnv(VectorEnv):
         self.metadata = {"autoreset_mode": AutoresetMode.SAME_STEP}
         self.spec = None
         self.render_mode = None
+        # called with the ids of the envs whose episodes ended, on their final states,
+        # before they reset (envs/pixels.py's BatchPixels renders them there)
+        self.on_episode_end: Callable[[np.ndarray], None] | None = None
         self.elapsed = np.zeros(num_envs, np.int64)
         self.rngs: list[np.random.Generator | None] = [None] * num_envs
         probe.close()
@@ -132,6 +135,8 @@ class RobotVectorEnv(VectorEnv):
                     else obs[i].copy()
                 )  # fmt: skip
             info["final_obs"], info["_final_obs"] = final_obs, truncated.copy()
+            if self.on_episode_end is not None:
+                self.on_episode_end(done)
             self._reset_envs(done)
             fresh = self._obs(done)
             if isinstance(obs, dict):

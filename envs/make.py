@@ -757,6 +757,8 @@ def make_vec_env(
 
     if backend == "auto" and obs != pixels.STATE:
         backend = "sync"  # rendered observations: gymnasium's envs render
+    if backend == "auto" and flatten_obs and robots.native_task(env_id):
+        backend = "sync"  # the native robot back end keeps a goal task's dict as it is
     if backend == "auto" or (backend == "sync" and atari.is_atari(env_id)):
         backend = _auto_backend(env_id)  # Atari: ale-py's vector env is its one back end
     if obs not in pixels.OBS_MODES:

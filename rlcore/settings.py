@@ -60,7 +60,8 @@ class EnvSettings:
     name: str = option(help="the run folder's name for the env (lower case)")
     id: str = option(help="the gymnasium id")
     num_envs: int = option(1, "parallel sub-environments", AT_LEAST_1)
-    backend: str = option("auto", "auto: native where available, else sync | native | sync | "
+    backend: str = option("auto", "auto: native where available (sync for rendered, or "
+                          "flattened robot-task, observations), else sync | native | sync | "
                           "async | mjx (JAX; device=cuda for GPUs)",
                           (lambda v: v in BACKENDS, f"one of {', '.join(BACKENDS)}"))  # fmt: skip
     mjx_impl: str = option("jax", "backend=mjx: jax | warp (MuJoCo Warp; rlcore[warp])",

@@ -98,3 +98,6 @@ def test_partial_reset_and_errors() -> None:
         env.set_states([{"native_state": np.zeros(5), "elapsed_steps": 0}], [0])
     with pytest.raises(ValueError, match="does not flatten"):
         make_vec_env("PandaPush", 1, backend="native", flatten_obs=True)
+    flat = make_vec_env("PandaPush", 1, flatten_obs=True)  # auto: the sync back end flattens
+    assert flat.single_observation_space.shape == (25,)
+    assert type(flat.unwrapped).__name__ == "SyncBackend"

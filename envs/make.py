@@ -736,8 +736,8 @@ def make_vec_env(
     whole games and raw scores, where training ends an episode at each lost life and
     clips rewards). ``obs`` ``pixels`` or ``state+pixels`` renders a MuJoCo task's
     ``camera`` at ``image_size`` square, ``frame_stack`` frames stacked (``envs/pixels.py``;
-    sync, async and native back ends; ``auto`` picks sync), and the back end declares ``frame_stack``
-    (``rlcore.observations.StackedFrames``).
+    sync, async and native back ends; ``auto`` picks sync), and the back end declares
+    ``frame_stack`` (``rlcore.observations.StackedFrames``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown env backend '{backend}', choose from {BACKENDS}")

@@ -6,9 +6,10 @@ and on the native back ends (``BatchPixels`` over the batch).
 
     make_vec_env("Hopper-v5", 4, obs="pixels", image_size=84, frame_stack=3)
 
-``PixelObservation`` renders each step in its own OpenGL context (freed under that context,
-as ``mujoco.Renderer`` frees its own) at ``image_size`` square, from ``camera`` (a camera name of the model; default: ``track`` where the model
-has it, as gymnasium's locomotion bodies do, else MuJoCo's free camera), channel-first
+``PixelObservation`` renders each step through a ``Camera`` (its own OpenGL context, freed
+under that context as ``mujoco.Renderer`` frees its own) at ``image_size`` square, from
+``camera`` (a camera name of the model; default: ``track`` where the model has it, as
+gymnasium's locomotion bodies do, else MuJoCo's free camera), channel-first
 uint8 ``(3, H, W)``. ``FrameStack`` stacks the last ``frame_stack`` images along the
 channels, oldest first, ``(3 S, H, W)``; a new episode repeats its first image (DrQ-v2's
 ``FrameStackWrapper``). The vector env then declares ``frame_stack``
@@ -230,9 +231,9 @@ class BatchPixels(gym.vector.VectorWrapper):
     (``batch.state``) and the derived positions the scene reads (``RENDER_FIELDS``, bound
     from the batch, which copies out what its last call left, as gymnasium's MjData holds
     them after ``mj_step``), so the images equal gymnasium's bit for bit
-    (tests/test_rendered.py). Envs whose episodes end are rendered on their final states (the back end's
-    ``on_episode_end``, before it resets them) for ``info["final_obs"]``. The stacks are
-    this wrapper's ``state_dict`` (checkpoints and exact resume)."""
+    (tests/test_rendered.py). Envs whose episodes end are rendered on their final states
+    (the back end's ``on_episode_end``, before it resets them) for ``info["final_obs"]``.
+    The stacks are this wrapper's ``state_dict`` (checkpoints and exact resume)."""
 
     def __init__(
         self, env: Any, mode: str, camera: str | None, image_size: int, frame_stack: int

@@ -192,11 +192,11 @@ def merge_rows(
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """This grid's cells added to ``old``'s table (``check_mergeable`` passed) setting by
     setting, the drops recomputed from the merged clean row; the rows and algorithms."""
-    before = old["args"]
     merged = {row["setting"]: dict(row) for row in old["rows"]}
     for row in rows:
         merged.setdefault(row["setting"], {"setting": row["setting"]}).update(row)
-    algos = list(dict.fromkeys([*before["algos"], *args.algos]))
+    # every algorithm of either table (a merged file's args name only its last grid's)
+    algos = [algo for algo in ALGOS if any(algo in row for row in merged.values())]
     clean = merged.get("clean", {})
     for row in merged.values():
         for algo in algos:

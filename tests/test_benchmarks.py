@@ -812,6 +812,12 @@ def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
         {"riql": result["mean_drop"]["riql"], "td3_bc": td3["random_obs"]["drop"]})
     assert merged["mean_drop_common"] == pytest.approx(
         {"riql": rows["random_obs"]["drop"], "td3_bc": td3["random_obs"]["drop"]})
+    again = corruption_main([*merge[:-1], str(tmp_path / "m.json"), "--out",
+                             str(tmp_path / "m2.json")])  # a merged file merges again  # fmt: skip
+    capsys.readouterr()
+    assert set(again["mean_drop"]) == {"riql", "td3_bc"}
+    assert [{a: row[a]["scores"] for a in ("riql", "td3_bc") if a in row} for row in again["rows"]] \
+        == [{a: row[a]["scores"] for a in ("riql", "td3_bc") if a in row} for row in merged["rows"]]
     with pytest.raises(SystemExit, match="differ in steps"):  # before any training
         corruption_main([*merge[2:], "--steps", "30", "--out", str(tmp_path / "x.json")])
     assert read_csv(runs / "td3_bc_clean_seed0" / "eval.csv")[-1]["step"] == 20  # untouched

@@ -1,7 +1,17 @@
-"""SAC + HER: rlcore next to Stable-Baselines3 on a robot task, and plain SAC beside them.
+"""SAC + HER (or DQN + HER): rlcore next to Stable-Baselines3 on a goal task, and the same
+algorithm without relabelling beside them.
 
     python -m rlcore.benchmarks.her --env PandaReach --steps 10000 --eval-every 1000 \\
         --seeds 0 1 2 --methods rlcore_her sb3_her rlcore_sac --run-dir runs/her_bench
+    python -m rlcore.benchmarks.her --algo dqn --env BitFlipping --n-bits 10 --steps 10000 \\
+        --seeds 0 1 2 --methods rlcore_her sb3_her rlcore_dqn
+
+``--algo dqn`` runs the HER paper's own comparison on its bit-flipping task (discrete
+actions, envs/bitflip.py): DQN with and without relabelling, and SB3's DQN with its
+``HerReplayBuffer``, all with ``DQN_SETTING`` (one 256-wide layer, lr 2.5e-4, gamma 0.98,
+batch 128, one update per env step after 1,000 random steps, a hard target copy every 250,
+epsilon from 1 to 0.05 over the first 20% of the run, Huber loss, gradients clipped at
+norm 10, no double-Q: SB3's DQN update, which rlcore's DQN takes with these options).
 
 Methods: ``rlcore_her`` (``algo=sac her=future her.k=4``), ``sb3_her`` (SB3's SAC with its
 ``HerReplayBuffer``, future, 4 goals), ``rlcore_sac`` (no relabelling: the sparse reward
@@ -37,14 +47,29 @@ from typing import Any
 from rlcore.benchmarks.runs import cpu_info
 
 EVAL_EPISODES = 20
-SB3_ALGO = "sb3_sac_her"
+SB3_ALGO = {"sac": "sb3_sac_her", "dqn": "sb3_dqn_her"}
 LR, GAMMA, TAU = 1e-3, 0.95, 0.05
+# DQN + HER on bit flipping (module doc), rlcore's names; SB3's arguments in run_sb3
+DQN_SETTING = {"lr": 2.5e-4, "gamma": 0.98, "hidden": [256], "batch_size": 128,
+               "target_update_interval": 250, "exploration_fraction": 0.2, "start_e": 1.0,
+               "end_e": 0.05, "loss": "huber", "max_grad_norm": 10.0, "double_q": False}  # fmt: skip
 
 
 def rlcore_overrides(
     env: str, steps: int, her: bool, seed: int, args: argparse.Namespace
 ) -> list[str]:
-    """rlcore's SAC with SB3's defaults (module doc), with or without HER."""
+    """rlcore's SAC with SB3's defaults, or its DQN with ``DQN_SETTING`` (module doc), with
+    or without HER."""
+    if args.algo == "dqn":
+        return [
+            "algo=dqn", f"env={env}", f"env.kwargs.n_bits={args.n_bits}", f"seed={seed}",
+            f"total_steps={steps}", f"her={'future' if her else 'none'}", "her.k=4",
+            *(f"algo.{key}={value}".replace(" ", "") for key, value in DQN_SETTING.items()),
+            f"algo.buffer_size={steps}", f"algo.learning_starts={args.learning_starts}",
+            "algo.updates_per_step=1", f"eval_every={args.eval_every}",
+            f"eval_episodes={EVAL_EPISODES}", "eval_envs=5", "logger=quiet", "threads=1",
+            f"checkpoint_every={steps}", "keep_agent_snapshots=false",
+        ]  # fmt: skip
     return [
         "algo=sac", f"env={env}", f"seed={seed}", f"total_steps={steps}",
         f"her={'future' if her else 'none'}", "her.k=4",
@@ -78,34 +103,60 @@ def run_sb3(env: str, seed: int, run_dir: Path, args: argparse.Namespace) -> lis
     import stable_baselines3
     import torch
     from stable_baselines3 import SAC, HerReplayBuffer
+    from stable_baselines3.common.callbacks import BaseCallback
 
     from rlcore.envs.make import make_vec_env, resolve_env_id
     from rlcore.evaluation import evaluate
 
     torch.set_num_threads(1)
     env_id = resolve_env_id(env)
-    train_freq = round(1 / args.updates_per_step)  # SB3 spaces its updates by env steps
-    model = SAC(
-        "MultiInputPolicy", gym.make(env_id), learning_rate=LR, buffer_size=args.steps,
-        learning_starts=args.learning_starts, batch_size=256, tau=TAU, gamma=GAMMA,
-        train_freq=train_freq, gradient_steps=1, ent_coef="auto", target_entropy="auto",
-        replay_buffer_class=HerReplayBuffer,
-        replay_buffer_kwargs={"n_sampled_goal": 4, "goal_selection_strategy": "future"},
-        policy_kwargs={"net_arch": [256, 256]}, seed=seed, device="cpu", verbose=0,
-    )  # fmt: skip
+    her = {"replay_buffer_class": HerReplayBuffer,
+           "replay_buffer_kwargs": {"n_sampled_goal": 4, "goal_selection_strategy": "future"},
+           "seed": seed, "device": "cpu", "verbose": 0, "buffer_size": args.steps,
+           "learning_starts": args.learning_starts}  # fmt: skip
+    if args.algo == "dqn":
+        from stable_baselines3 import DQN
+
+        hp = DQN_SETTING
+        env_kwargs = {"n_bits": args.n_bits}
+        model = DQN(
+            "MultiInputPolicy", gym.make(env_id, **env_kwargs), learning_rate=hp["lr"],
+            batch_size=hp["batch_size"], gamma=hp["gamma"], train_freq=1, gradient_steps=1,
+            target_update_interval=hp["target_update_interval"],
+            exploration_fraction=hp["exploration_fraction"],
+            exploration_initial_eps=hp["start_e"], exploration_final_eps=hp["end_e"],
+            max_grad_norm=hp["max_grad_norm"], policy_kwargs={"net_arch": hp["hidden"]}, **her,
+        )  # fmt: skip
+    else:
+        env_kwargs = {}
+        train_freq = round(1 / args.updates_per_step)  # SB3 spaces its updates by env steps
+        model = SAC(
+            "MultiInputPolicy", gym.make(env_id), learning_rate=LR, batch_size=256, tau=TAU,
+            gamma=GAMMA, train_freq=train_freq, gradient_steps=1, ent_coef="auto",
+            target_entropy="auto", policy_kwargs={"net_arch": [256, 256]}, **her,
+        )  # fmt: skip
     evals = []
-    eval_env = make_vec_env(env_id, 5, seed=seed + 1)
-    for done in range(args.eval_every, args.steps + 1, args.eval_every):
-        model.learn(total_timesteps=args.eval_every, reset_num_timesteps=False)
-        result = evaluate(lambda obs: model.predict(obs, deterministic=True)[0], eval_env,
-                          EVAL_EPISODES, seed=seed + 1_000_003)  # fmt: skip
-        evals.append((done, result["success_rate"]))
+    eval_env = make_vec_env(env_id, 5, seed=seed + 1, env_kwargs=env_kwargs)
+
+    class Evaluations(BaseCallback):
+        """The greedy policy's success every ``--eval-every`` env steps, inside one
+        ``learn`` call (so SB3's schedules, epsilon among them, span the whole run)."""
+
+        def _on_step(self) -> bool:
+            if self.num_timesteps % args.eval_every == 0:
+                result = evaluate(lambda obs: model.predict(obs, deterministic=True)[0],
+                                  eval_env, EVAL_EPISODES, seed=seed + 1_000_003)  # fmt: skip
+                evals.append((self.num_timesteps, result["success_rate"]))
+            return True
+
+    model.learn(total_timesteps=args.steps, callback=Evaluations())
     eval_env.close()
     from omegaconf import OmegaConf
 
     run_dir.mkdir(parents=True, exist_ok=True)
     OmegaConf.save(OmegaConf.create({
-        "algo": {"name": SB3_ALGO, "library": f"stable-baselines3 {stable_baselines3.__version__}",
+        "algo": {"name": SB3_ALGO[args.algo],
+                 "library": f"stable-baselines3 {stable_baselines3.__version__}",
                  "learning_starts": args.learning_starts},
         "env": {"id": env_id}, "seed": seed, "total_steps": args.steps,
     }), run_dir / "config.yaml")  # fmt: skip
@@ -118,12 +169,15 @@ def run_sb3(env: str, seed: int, run_dir: Path, args: argparse.Namespace) -> lis
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algo", default="sac", choices=["sac", "dqn"])
     parser.add_argument("--env", default="PandaReach")
+    parser.add_argument("--n-bits", type=int, default=10, help="BitFlipping's bits (--algo dqn)")
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--learning-starts", type=int, default=1000)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--methods", nargs="+", default=["rlcore_her", "sb3_her", "rlcore_sac"])
+    parser.add_argument("--methods", nargs="+", default=None,
+                        help="rlcore_her, sb3_her and rlcore_<algo> (no relabelling); default all")  # fmt: skip
     parser.add_argument("--run-dir", default="runs/her_bench")
     parser.add_argument("--out", default=None, help="JSON (default: <run dir>/her_bench.json)")
     parser.add_argument(
@@ -144,6 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--compile", default="false", choices=["true", "false", "auto"])
     args = parser.parse_args(argv)
+    known = ["rlcore_her", "sb3_her", f"rlcore_{args.algo}"]
+    args.methods = args.methods or known
+    if set(args.methods) - set(known):
+        parser.error(f"--methods with --algo {args.algo}: choose from {known}")
+    if args.algo == "dqn" and (args.clip_return or args.normalize_obs or args.updates_per_step != 1):
+        parser.error("--clip-return, --normalize-obs and --updates-per-step are SAC's options")
     if args.clip_return and "sb3_her" in args.methods:
         parser.error("--clip-return has no SB3 counterpart; drop sb3_her")
     if args.normalize_obs and "sb3_her" in args.methods:
@@ -157,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out) if args.out else root / "her_bench.json"
     record: dict[str, Any] = json.loads(out.read_text()) if out.is_file() else {"runs": {}}
     record |= {"lscpu": cpu_info(), "cpu_count": os.cpu_count(), "env": args.env,
+               "algo": args.algo, **({"n_bits": args.n_bits} if args.algo == "dqn" else {}),
                "steps": args.steps, "eval_episodes": EVAL_EPISODES,
                "updates_per_step": args.updates_per_step, "normalize_obs": args.normalize_obs,
                "learning_starts": args.learning_starts}  # fmt: skip

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import antmaze, atari, neorl2, pixels, robots, safety, third_party  # noqa: F401  (register ids)
+from rlcore.envs import antmaze, atari, bitflip, neorl2, pixels, robots, safety, third_party  # noqa: F401  (register ids)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -45,6 +45,7 @@ SHORT_NAMES: dict[str, str] = {
     "reacher": "Reacher-v5",
     "pusher": "Pusher-v5",
     "cartpole": "CartPole-v1",  # discrete actions (algo=ppo or algo=dqn)
+    "bitflipping": bitflip.ENV_ID,  # the HER paper's goal task, discrete actions (algo=dqn)
     "antgoal": antmaze.ANT_GOAL_ID,  # the Ant walking to goal points (AntMaze data)
     **{f"antmaze{maze}eval": env_id for maze, env_id in antmaze.EVAL_IDS.items()},
     **{name.lower(): env_id for name, env_id in robots.ROBOT_IDS.items()},  # PandaPush...

@@ -735,6 +735,28 @@ def test_her_benchmark_end_to_end(tmp_path, capsys):
         assert (tmp_path / "pandareach" / f"{method}_seed0" / "eval.csv").is_file()
 
 
+def test_her_benchmark_runs_dqn_on_bit_flipping(tmp_path, capsys):
+    """--algo dqn: rlcore's DQN with and without HER and SB3's DQN + HER on BitFlipping,
+    SB3 evaluated inside one learn call (its epsilon schedule spans the run)."""
+    import yaml
+
+    from rlcore.benchmarks.her import main
+
+    main(["--algo", "dqn", "--env", "BitFlipping", "--n-bits", "4", "--steps", "120",
+          "--eval-every", "60", "--learning-starts", "40", "--seeds", "0",
+          "--run-dir", str(tmp_path)])  # fmt: skip
+    record = json.loads((tmp_path / "her_bench.json").read_text())
+    assert record["algo"] == "dqn" and record["n_bits"] == 4
+    for method in ("rlcore_her", "sb3_her", "rlcore_dqn"):
+        assert [step for step, _ in record["runs"][f"{method}/seed0"]["evals"]] == [60, 120]
+    config = yaml.safe_load((tmp_path / "bitflipping" / "rlcore_her_seed0" / "config.yaml").read_text())
+    assert config["algo"]["loss"] == "huber" and config["env"]["kwargs"]["n_bits"] == 4
+    sb3 = yaml.safe_load((tmp_path / "bitflipping" / "sb3_her_seed0" / "config.yaml").read_text())
+    assert sb3["algo"]["name"] == "sb3_dqn_her"
+    with pytest.raises(SystemExit):
+        main(["--algo", "dqn", "--methods", "rlcore_sac", "--run-dir", str(tmp_path)])
+
+
 def test_dynamics_speed_times_our_fit_on_its_data(tmp_path) -> None:
     """The benchmark's data and our side run (the reference needs its side environment)."""
     import numpy as np

@@ -6,13 +6,14 @@ state and the goal are n bits, an action flips one of them, the reward is -1 unt
 equal the goal and 0 there. A random walk almost never meets a goal of n >= 10 bits, so DQN
 learns nothing from the reward alone and DQN + HER solves it (the paper's Figure 1).
 
-As Stable-Baselines3's ``BitFlippingEnv`` (its HER tests' task, ``discrete_obs_space=False``):
-a dict observation of ``observation`` (the bits), ``achieved_goal`` (the bits) and
-``desired_goal`` (float32 vectors of 0 and 1); state and goal drawn uniformly at reset
-(they may be equal there: every step flips a bit, so only a step can succeed); the episode
-ends when a step reaches the goal (terminated, reward 0, ``is_success``) or after n steps
-(truncated). ``compute_reward`` is vectorised over leading
-axes, as HER calls it.
+A dict observation of ``observation`` (the bits), ``achieved_goal`` (the bits) and
+``desired_goal`` (float32 vectors of 0 and 1); state and goal drawn uniformly at every reset,
+as the paper draws them (they may be equal there: every step flips a bit, so only a step
+can succeed). The episode ends as in Stable-Baselines3's ``BitFlippingEnv`` (its HER tests'
+task): terminated when a step reaches the goal (reward 0, ``is_success``), truncated after n
+steps. Departures from that env: its goal is fixed (all ones), here drawn per episode (the
+paper's task); a success on the n-th step is terminated only (SB3 flags it truncated too).
+``compute_reward`` is vectorised over leading axes, as HER calls it.
 
     python -m rlcore.train algo=dqn env=BitFlipping her=future env.kwargs.n_bits=10
 """

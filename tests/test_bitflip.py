@@ -75,3 +75,68 @@ def test_dqn_with_hindsight_relabelling_runs_from_the_command_line(tmp_path) -> 
         "eval_every=120", "eval_episodes=2", "logger=quiet", "threads=1",
     ), tmp_path / "run")  # fmt: skip
     assert result["run/step"] == 120 and 0.0 <= result["eval/success_rate"] <= 1.0
+
+
+class FixedBatch:
+    """A stand-in replay buffer that gives SB3's ``train`` one fixed batch."""
+
+    def __init__(self, samples: object) -> None:
+        self.samples = samples
+
+    def sample(self, batch_size: int, env: object = None) -> object:
+        return self.samples
+
+
+def test_dqn_updates_equal_sb3s_on_dict_observations() -> None:
+    """rlcore's DQN as the bit-flipping benchmark sets it (Huber loss, gradient-norm clip,
+    no double-Q) and SB3's ``DQN.train`` (MultiInputPolicy) on the same weights and the
+    same six batches of dict observations: the same Q-network after each update (a large
+    learning rate and a tight clip, so the clip acts and the greedy next actions of the
+    online and target networks part). SB3 concatenates the dict's parts in sorted-key
+    order, rlcore in its spec order: the first layer's columns are permuted to match."""
+    import torch
+    from stable_baselines3 import DQN as SB3DQN
+    from stable_baselines3.common.logger import configure
+    from stable_baselines3.common.type_aliases import DictReplayBufferSamples
+
+    from rlcore.algos.dqn import DQN, DQNConfig
+    from rlcore.benchmarks.her import DQN_SETTING
+    from rlcore.types import Batch
+
+    torch.manual_seed(0)
+    env = BitFlippingEnv(6)
+    hp = {**DQN_SETTING, "lr": 3e-2, "max_grad_norm": 0.5}
+    theirs = SB3DQN("MultiInputPolicy", env, learning_rate=hp["lr"], gamma=hp["gamma"],
+                    max_grad_norm=hp["max_grad_norm"], policy_kwargs={"net_arch": [32]},
+                    device="cpu")  # fmt: skip
+    theirs.set_logger(configure(None, []))
+    ours = DQN(env.observation_space, env.action_space, DQNConfig(
+        lr=hp["lr"], gamma=hp["gamma"], hidden=(32,), loss="huber", double_q=False,
+        max_grad_norm=hp["max_grad_norm"], target_update_interval=10**9))  # fmt: skip
+    sorted_columns = torch.cat([torch.arange(12, 18), torch.arange(0, 12)])  # ours -> theirs
+    mine = [m for m in ours.q_network.modules() if isinstance(m, torch.nn.Linear)]
+    reference = [m for m in theirs.q_net.q_net if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for k, (a, b) in enumerate(zip(mine, reference)):
+            a.weight.copy_(b.weight[:, sorted_columns] if k == 0 else b.weight)
+            a.bias.copy_(b.bias)
+        ours.target_network.load_state_dict(ours.q_network.state_dict())
+    rng = np.random.default_rng(0)
+    names = ("observation", "achieved_goal", "desired_goal")
+    for _ in range(6):
+        obs, next_obs = ({k: torch.as_tensor(rng.integers(0, 2, (16, 6)), dtype=torch.float32)
+                          for k in names} for _ in range(2))  # fmt: skip
+        action = torch.as_tensor(rng.integers(0, 6, 16))
+        reward = -torch.as_tensor(rng.integers(0, 2, 16), dtype=torch.float32)
+        done = (reward == 0).float()
+        samples = DictReplayBufferSamples(obs, action[:, None], next_obs, done[:, None],
+                                          reward[:, None])  # fmt: skip
+        theirs.replay_buffer = FixedBatch(samples)
+        theirs.train(gradient_steps=1, batch_size=16)
+        flat = [torch.cat([parts[k] for k in names], 1) for parts in (obs, next_obs)]
+        ours.update(Batch(obs=flat[0], action=action, reward=reward, next_obs=flat[1],
+                          terminated=done, truncated=torch.zeros(16)))  # fmt: skip
+        for k, (a, b) in enumerate(zip(mine, reference)):
+            want = b.weight[:, sorted_columns] if k == 0 else b.weight
+            torch.testing.assert_close(a.weight, want, atol=1e-6, rtol=0)
+            torch.testing.assert_close(a.bias, b.bias, atol=1e-6, rtol=0)

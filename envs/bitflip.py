@@ -13,7 +13,8 @@ can succeed). The episode ends as in Stable-Baselines3's ``BitFlippingEnv`` (its
 task): terminated when a step reaches the goal (reward 0, ``is_success``), truncated after n
 steps. Departures from that env: its goal is fixed (all ones), here drawn per episode (the
 paper's task); a success on the n-th step is terminated only (SB3 flags it truncated too).
-``compute_reward`` is vectorised over leading axes, as HER calls it.
+``compute_reward`` is vectorised over leading axes, as HER calls it. ``render_mode=
+"rgb_array"`` draws the bits above the goal (``rlcore.evaluate run video=true``).
 
     python -m rlcore.train algo=dqn env=BitFlipping her=future env.kwargs.n_bits=10
 """
@@ -31,12 +32,16 @@ ENV_ID = "BitFlipping-v0"
 class BitFlippingEnv(gym.Env):
     """n bits to flip to a goal (see the module docstring)."""
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+    CELL = 16  # pixels per bit in a rendered frame
 
-    def __init__(self, n_bits: int = 10) -> None:
+    def __init__(self, n_bits: int = 10, render_mode: str | None = None) -> None:
         if n_bits < 1:
             raise ValueError(f"n_bits={n_bits}: at least one bit")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode={render_mode!r}: None or 'rgb_array'")
         self.n_bits = int(n_bits)
+        self.render_mode = render_mode
         bits = gym.spaces.Box(0.0, 1.0, (self.n_bits,), np.float32)
         self.observation_space = gym.spaces.Dict(
             {"observation": bits, "achieved_goal": bits, "desired_goal": bits}
@@ -75,6 +80,15 @@ class BitFlippingEnv(gym.Env):
         success = reward == 0.0
         truncated = not success and self.state["steps"] >= self.n_bits
         return self._obs(), reward, success, truncated, {"is_success": success}
+
+    def render(self) -> np.ndarray | None:
+        """``rgb_array``: the bits (top row) above the goal (bottom row), white for 1 and
+        black for 0, a grey band between them; ``CELL`` pixels a bit."""
+        if self.render_mode is None:
+            return None
+        rows = np.stack([self.state["bits"], np.full(self.n_bits, 0.5), self.state["goal"]])
+        grey = (rows * 255).astype(np.uint8).repeat(self.CELL, 0).repeat(self.CELL, 1)
+        return np.repeat(grey[:, :, None], 3, axis=2)
 
     def compute_reward(self, achieved_goal: Any, desired_goal: Any, info: Any) -> np.ndarray:
         """0 where the bits equal the goal, else -1 (over the last axis)."""

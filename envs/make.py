@@ -866,6 +866,26 @@ def _in_worker(make_env: Callable[[], gym.Env], parent_pid: int) -> gym.Env:
     return make_env()
 
 
+def check_renders(name: str) -> None:
+    """Refuse a video of a task that cannot draw frames before a run spends its time on it
+    (a training run records its first video at an evaluation, maybe hours in): the class
+    gymnasium builds for ``name`` must list ``rgb_array`` among its ``render_modes``. A task
+    made by a function is not known until made, and passes."""
+    env_id = resolve_env_id(name)
+    spec = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id)
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = gym.envs.registration.load_env_creator(creator)
+    if not (isinstance(creator, type) and issubclass(creator, gym.Env)):
+        return
+    modes = list(creator.metadata.get("render_modes") or [])
+    if "rgb_array" not in modes:
+        raise ValueError(
+            f"{spec.id} cannot render frames for a video (its render modes: "
+            f"{', '.join(modes) or 'none'}); drop the video option for this task"
+        )
+
+
 def _auto_backend(env_id: str) -> str:
     """``native`` for the tasks it implements when MuJoCo has ``mujoco.batch``, else ``sync``."""
     from rlcore.envs import native

@@ -38,7 +38,7 @@ from rlcore.checks import (
 )
 from rlcore.config import ConfigError
 from rlcore.distributed import ActorRecipe, RayActors, RayRollouts
-from rlcore.envs.make import UnknownEnvError, make_vec_env, resolve_env_id
+from rlcore.envs.make import UnknownEnvError, check_renders, make_vec_env, resolve_env_id
 from rlcore.evaluation import EvalVideo
 from rlcore.her import HerOptions, HindsightSampler, task_reward_function
 from rlcore.logging import Logger
@@ -252,6 +252,7 @@ def eval_video(
     rendering copy of the eval env (MP4 in ``<run dir>/videos``, GIF in TensorBoard)."""
     if settings.eval_video_every == 0:
         return None
+    check_renders(settings.env.id)
     os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; read at the first render
     shared = env_recipe(settings, plan)
     shared["env_kwargs"] = {**shared["env_kwargs"], "render_mode": "rgb_array"}

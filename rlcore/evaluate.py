@@ -83,7 +83,7 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
 
     from rlcore import catalog
     from rlcore.checkpoint import load_checkpoint
-    from rlcore.envs.make import make_vec_env
+    from rlcore.envs.make import check_renders, make_vec_env
     from rlcore.policies import load_policy
     from rlcore.settings import recorded_env
 
@@ -94,6 +94,10 @@ def evaluate_saved_run(path: str | Path, options: dict[str, Any]) -> dict[str, A
     config = catalog.get(state["algo"]).config_from_dict(state["config"]["algo"])
     video = bool(options["video"])
     if video:
+        try:
+            check_renders(env_settings.id or env_settings.name)
+        except ValueError as error:
+            raise EvaluateError(f"video=true: {error}") from error
         os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering; read at first render
     kwargs = dict(env_settings.kwargs) | ({"render_mode": "rgb_array"} if video else {})
     # the run's CPU back end; rendering, and MJX runs (torch tensors), step the task on sync

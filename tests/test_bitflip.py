@@ -140,3 +140,44 @@ def test_dqn_updates_equal_sb3s_on_dict_observations() -> None:
             want = b.weight[:, sorted_columns] if k == 0 else b.weight
             torch.testing.assert_close(a.weight, want, atol=1e-6, rtol=0)
             torch.testing.assert_close(a.bias, b.bias, atol=1e-6, rtol=0)
+
+
+def test_a_rendered_frame_shows_the_bits_above_the_goal() -> None:
+    """``rgb_array``: one 16-pixel cell a bit, the bits' row white for 1 and black for 0, a
+    grey band, then the goal's row; the frame follows a flip."""
+    env = BitFlippingEnv(n_bits=3, render_mode="rgb_array")
+    env.reset(seed=0)
+    env.state["bits"][:] = [1, 0, 1]
+    env.state["goal"][:] = [0, 0, 1]
+    frame = env.render()
+    assert frame.shape == (48, 48, 3) and frame.dtype == np.uint8
+    assert [frame[0, 0, 0], frame[15, 16, 1], frame[8, 40, 2]] == [255, 0, 255]
+    assert (frame[16:32] == 127).all()
+    assert [frame[32, 0, 0], frame[47, 31, 0], frame[40, 47, 0]] == [0, 0, 255]
+    env.step(1)
+    assert (env.render()[:16, 16:32] == 255).all()
+    assert BitFlippingEnv(n_bits=3).render() is None
+    with pytest.raises(ValueError, match="render_mode='human': None or 'rgb_array'"):
+        BitFlippingEnv(render_mode="human")
+
+
+def test_a_dqn_run_is_evaluated_with_a_video(tmp_path) -> None:
+    """A DQN + HER run on bit flipping: ``rlcore.evaluate video=true`` writes one MP4 an
+    episode of the rendered bits."""
+    imageio = pytest.importorskip("imageio.v2", reason="pip install 'rlcore[video]'")
+    pytest.importorskip("imageio_ffmpeg", reason="pip install 'rlcore[video]'")
+    from rlcore.evaluate import main
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    run = tmp_path / "run"
+    train(make_config(
+        "algo=dqn", "env=BitFlipping", "her=future", "env.kwargs.n_bits=4",
+        "algo.learning_starts=50", "algo.batch_size=16", "algo.hidden=[16]", "total_steps=100",
+        "eval_every=100", "eval_episodes=1", "logger=quiet", "threads=1",
+    ), run)  # fmt: skip
+    assert main([str(run), "episodes=2", "video=true"]) == 0
+    videos = sorted((run / "videos").glob("*.mp4"))
+    assert [v.name for v in videos] == ["episode_1_seed0.mp4", "episode_2_seed0.mp4"]
+    frames = imageio.mimread(videos[0], memtest=False)
+    assert len(frames) >= 1 and np.asarray(frames[0]).shape[:2] == (48, 64)

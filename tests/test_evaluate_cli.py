@@ -143,3 +143,25 @@ def test_training_records_an_evaluation_video_every_k_evaluations(
         return [{k: v for k, v in r.items() if k != "eval/train_seconds"} for r in rows]
 
     assert numbers("video") == numbers("plain")
+
+
+def test_a_video_of_a_task_that_cannot_render_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task without an ``rgb_array`` render mode (NeoRL-2's DMSD): training with
+    ``eval_video_every`` stops before its first step, and ``rlcore.evaluate video=true``
+    with a one-line error (exit 2), not a traceback from the env's constructor."""
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    args = ["algo=sac", "env=DMSD", "total_steps=60", "algo.learning_starts=20",
+            "algo.batch_size=8", "algo.hidden=[8]", "eval_every=60", "eval_episodes=1",
+            "threads=1", "logger=quiet"]  # fmt: skip
+    with pytest.raises(ValueError, match="cannot render frames for a video"):
+        train(make_config(*args, "eval_video_every=1"), tmp_path / "video")
+    assert not (tmp_path / "video" / "train.csv").exists()
+    train(make_config(*args), tmp_path / "run")
+    assert main([str(tmp_path / "run"), "episodes=1", "video=true"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: video=true: neorl2/DMSD-v0 cannot render frames for a video")
+    assert err.count("\n") == 1

@@ -139,6 +139,11 @@ CASES["rlpd_her_dict"] = ["algo=rlpd", "env=PandaReach", "dataset=local/pandarea
                           "her=future", "total_steps=600", "algo.learning_starts=100",
                           "algo.utd_ratio=2", "algo.batch_size=32", "algo.hidden=[32,32]",
                           "checkpoint_every=100", "eval_every=200", "log_every=50"]  # fmt: skip
+# DQN on the HER paper's bit flipping: discrete actions, a dict observation, goals relabelled
+CASES["dqn_her"] = ["algo=dqn", "env=BitFlipping", "env.kwargs.n_bits=6", "her=future",
+                    "total_steps=600", "algo.learning_starts=100", "algo.batch_size=32",
+                    "algo.hidden=[32]", "checkpoint_every=100", "eval_every=200",
+                    "log_every=50", "env.num_envs=2"]  # fmt: skip
 # offline-to-online: IQL fine-tuning (offline 400 gradient steps, then 1,600 env steps)
 CASES["iql_o2o"] = [*CASES["iql"][:2], "total_steps=400", "algo.online_steps=1600",
                     *CASES["iql"][3:]]  # fmt: skip
@@ -371,6 +376,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
         "iql": "train/q_loss",
         "iql_o2o": "train/q_loss",
         "fisor": "train/cost_critic_loss",
+        "dqn_her": "train/q_loss",
     }.get(algo, "train/value_loss" if algo in on_policy else "train/critic_loss")
     pairs = [("eval.csv", "eval/return"), ("train.csv", loss)]
     if algo not in ("iql", "fisor"):  # offline runs have no training episodes

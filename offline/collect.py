@@ -20,7 +20,9 @@ one vector; without it the parts are kept), ``obs`` (``state``; ``pixels`` or
 ``state+pixels``: camera images, uint8, as ``env.obs`` makes them, with ``image_size``,
 ``frame_stack`` and ``camera``; a scripted expert reads the state part), ``max_episode_steps``, ``ref_min_score`` and ``ref_max_score`` (stored only when given,
 both together), ``threads`` (torch threads, as in ``rlcore.train``: ``auto`` = 1, N, or
-``null``). The dataset is written with ``minari.create_dataset_from_buffers`` under
+``null``), ``kwargs.<name>=<value>`` (the task's constructor arguments, as a run's
+``env.kwargs.<name>``; a run's policy recorded on its own task uses the run's by default).
+The dataset is written with ``minari.create_dataset_from_buffers`` under
 ``$MINARI_DATASETS_PATH`` (default ``~/.minari/datasets``); the last episode, cut by the
 step budget, is stored as truncated. The recording itself is ``offline/recording.py``; this
 module is the command line, on top of it and of the recipes it dispatches to.
@@ -31,6 +33,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+import yaml
 
 from rlcore.commands import print_help_if_asked
 from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
@@ -44,7 +48,7 @@ USAGE = (
     "steps=<n> dataset_id=<namespace/name-vN> [seed=0] [sample=false] [noise=0.0] "
     "[slowness=1.0] [flatten_obs=false] [obs=state|pixels|state+pixels image_size=84 "
     "frame_stack=1 camera=<name>] [max_episode_steps=<n>] "
-    "[ref_min_score=<x> ref_max_score=<y>] [threads=auto]\n"
+    "[ref_min_score=<x> ref_max_score=<y>] [kwargs.<name>=<value> ...] [threads=auto]\n"
     "       python -m rlcore.offline.collect recipe env=<env> [...]   (see offline/recipe.py)"
 )
 KEYS = {
@@ -91,6 +95,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
 
         return recipe_main(argv[1:])
     try:
+        env_kwargs = {}  # kwargs.<name>=<value>: the task's constructor arguments
+        for token in [t for t in argv if t.startswith("kwargs.")]:
+            name, sep, value = token.removeprefix("kwargs.").partition("=")
+            if not (sep and name.isidentifier()):
+                raise UsageError(f"expected kwargs.<name>=<value>, got '{token}'")
+            env_kwargs[name] = yaml.safe_load(value)  # as Hydra reads env.kwargs.<name>
+        argv = [t for t in argv if not t.startswith("kwargs.")]
         args = parse_args(argv, KEYS, required=("policy", "dataset_id"))
         try:
             apply_threads(args.get("threads", AUTO))
@@ -110,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             slowness=number_arg(args, "slowness", float, 1.0),
             flatten_obs=bool_arg(args, "flatten_obs", False),
             rendering=rendering_arg(args),
+            env_kwargs=env_kwargs,
         )
     except UsageError as error:
         print(f"error: {error}\n{USAGE}", file=sys.stderr)

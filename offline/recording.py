@@ -53,23 +53,35 @@ def rollout(
     """Run ``policy`` (None: uniform random actions) for exactly ``steps`` env steps.
 
     Gaussian ``noise`` (std = noise x half the action range) is added to policy actions;
-    actions are clipped to the action box and stored as executed.
+    actions are clipped to the action box and stored as executed. A ``Discrete`` task's
+    actions are stored as int64 indices (random: uniform over them; no noise).
     """
     rng = np.random.default_rng(seed)
-    low, high = env.action_space.low, env.action_space.high
+    space = env.action_space
+    discrete = isinstance(space, gym.spaces.Discrete)
+    if discrete and noise > 0:
+        raise UsageError(f"noise={noise}: Gaussian action noise needs continuous actions, "
+                         f"and {env.spec.id if env.spec else 'the task'} has {space}")  # fmt: skip
+    if not discrete and not isinstance(space, gym.spaces.Box):
+        raise UsageError(f"recording needs Box or Discrete actions, the task has {space}")
+    low, high = (None, None) if discrete else (space.low, space.high)
     env.action_space.seed(seed)
     episodes: list[Episode] = []
     obs, _ = env.reset(seed=seed)
     empty = {"act": [], "rew": [], "term": [], "trunc": [], "cost": [], "success": []}
     trace: dict[str, list] = {"obs": [obs], **empty}
     for step in range(steps):
-        if policy is None:
-            action = rng.uniform(low, high)
+        if discrete:
+            index = rng.integers(space.n) if policy is None else np.asarray(policy(obs)).item()
+            action = np.int64(space.start + index if policy is None else index)
         else:
-            action = np.asarray(policy(obs), dtype=np.float64)
-            if noise > 0:
-                action = action + rng.normal(0.0, noise * (high - low) / 2.0)
-        action = np.clip(action, low, high).astype(np.float32)
+            if policy is None:
+                action = rng.uniform(low, high)
+            else:
+                action = np.asarray(policy(obs), dtype=np.float64)
+                if noise > 0:
+                    action = action + rng.normal(0.0, noise * (high - low) / 2.0)
+            action = np.clip(action, low, high).astype(np.float32)
         obs, reward, terminated, truncated, info = env.step(action)
         last = step == steps - 1
         if "cost" in info:
@@ -89,7 +101,7 @@ def rollout(
             episodes.append(
                 Episode(
                     _stacked(trace["obs"]),
-                    np.asarray(trace["act"], dtype=np.float32),
+                    np.asarray(trace["act"], dtype=np.int64 if discrete else np.float32),
                     np.asarray(trace["rew"], dtype=np.float64),
                     np.asarray(trace["term"]),
                     np.asarray(trace["trunc"]),
@@ -383,8 +395,11 @@ def collect(
     slowness: float = 1.0,
     flatten_obs: bool = False,
     rendering: Rendering = Rendering(),
+    env_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Record (or export) one Minari dataset; returns the summary it prints.
+    ``env_kwargs``: the task's constructor arguments (a run's policy on its own task
+    records with the run's ``env.kwargs`` unless given);
     ``policy="expert"``: a robot task's scripted expert (rlcore.envs.robots.experts), moving
     at ``slowness`` of its speed; ``flatten_obs`` records a dict observation flattened into
     one vector (for runs with ``env.flatten_obs=true``; without it the dataset keeps the
@@ -409,6 +424,8 @@ def collect(
             )
         if steps is not None and steps < 1:
             raise UsageError("steps=<n> (n >= 1) for replay: exports the run's first n env steps")
+        if env_kwargs:
+            raise UsageError("kwargs.<name>= does not apply to replay: (it exports the run's task)")
         state = load_checkpoint(run)
         run_env = resolve_env_id(state["config"]["env"]["id"])
         if env is not None and resolve_env_id(env) != run_env:
@@ -429,6 +446,11 @@ def collect(
         if noise < 0:
             raise UsageError("noise must be >= 0")
         env_id = resolve_env_id(env)
+        if policy not in ("random", "expert"):  # a run: its task's arguments by default
+            run_env = load_checkpoint(policy)["config"]["env"]
+            if resolve_env_id(run_env["id"]) == env_id:
+                make_kwargs.update(run_env.get("kwargs") or {})
+        make_kwargs.update(env_kwargs or {})
         if max_episode_steps is not None:
             make_kwargs["max_episode_steps"] = max_episode_steps
         if policy == "random" and sample:

@@ -452,6 +452,41 @@ def test_replay_export_splits_envs_and_unwraps_the_ring():
         replay_episodes(state)
 
 
+def test_collect_records_discrete_actions_and_the_tasks_arguments(tmp_path, capsys):
+    """A Discrete task (bit flipping, 4 bits through ``kwargs.n_bits=4``): random indices as
+    int64, drawn from the seed's generator; a DQN run's policy is recorded on its own task's
+    arguments (the run's ``env.kwargs``) without repeating them; Gaussian noise is refused."""
+    collect_main(["env=BitFlipping", "kwargs.n_bits=4", "policy=random", "steps=12",
+                  "dataset_id=local/bits/random-v0"])  # fmt: skip
+    episodes = list(minari.load_dataset("local/bits/random-v0").iterate_episodes())
+    actions = np.concatenate([ep.actions for ep in episodes])
+    assert actions.dtype == np.int64
+    assert actions.tolist() == np.random.default_rng(0).integers(4, size=12).tolist()
+    assert episodes[0].observations["observation"].shape[1] == 4
+
+    run = tmp_path / "dqn"
+    train(make_config(
+        "algo=dqn", "env=BitFlipping", "env.kwargs.n_bits=4", "algo.learning_starts=20",
+        "algo.batch_size=8", "algo.hidden=[8]", "total_steps=40", "eval_every=40",
+        "eval_episodes=1", "logger=quiet", "threads=1",
+    ), run)  # fmt: skip
+    collect_main([f"policy={run}", "env=BitFlipping", "steps=20", "dataset_id=local/bits/dqn-v0"])
+    policy = load_policy(run)
+    for ep in minari.load_dataset("local/bits/dqn-v0").iterate_episodes():
+        obs = {name: part[:-1] for name, part in ep.observations.items()}
+        assert obs["observation"].shape[1] == 4  # the run's n_bits, not the task's default
+        assert ep.actions.tolist() == np.asarray(policy(obs)).tolist()
+    capsys.readouterr()
+    for argv, message in [
+        ([f"policy={run}", "noise=0.1"], "Gaussian action noise needs continuous actions"),
+        (["policy=random", "kwargs.n bits=4"], "expected kwargs.<name>=<value>"),
+        ([f"policy=replay:{run}", "kwargs.n_bits=4"], "does not apply to replay"),
+    ]:
+        with pytest.raises(SystemExit) as stop:
+            collect_main(["env=BitFlipping", "steps=5", "dataset_id=local/bits/x-v0", *argv])
+        assert stop.value.code == 2 and message in capsys.readouterr().err, argv
+
+
 def test_collect_usage_errors(capsys, sac_run):
     cases = [
         (["policy=random", "dataset_id=local/x/y-v0"], "env=<env> is required"),

@@ -271,8 +271,12 @@ def task_spec(env_id: str, backend: str = "native", **overrides: Any) -> TaskSpe
     (``backend`` only names the back end in error messages).
     """
     if env_id not in TASKS:
+        from rlcore.envs.robots import ROBOT_IDS
+
         raise ValueError(
-            f"backend '{backend}' does not support '{env_id}'; supported: {', '.join(TASKS)}"
+            f"backend '{backend}' does not support '{env_id}'; supported: {', '.join(TASKS)}, "
+            f"the Safety<Task>Velocity tasks and the robot tasks "
+            f"{', '.join(ROBOT_IDS.values())} (env.backend=sync runs any gymnasium task)"
         )
     spec = TASKS[env_id]
     # include_<block>_in_observation, for the blocks the task's observation has

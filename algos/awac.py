@@ -36,7 +36,7 @@ import gymnasium as gym
 import torch
 
 from rlcore.agent_state import Plumbing, numpy_act
-from rlcore.capabilities import StateStatistics
+from rlcore.capabilities import ActionValue, StateStatistics
 from rlcore.losses import ensemble_mse, weight_diagnostics
 from rlcore.nets import GaussianActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, RunPlan, Schedule
@@ -82,7 +82,7 @@ class AWACConfig:
 class AWAC:
     """AWAC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
 
-    CAPABILITIES = (StateStatistics,)
+    CAPABILITIES = (StateStatistics, ActionValue)
 
     def __init__(
         self,
@@ -125,6 +125,16 @@ class AWAC:
         if deterministic:
             return torch.clamp(self.actor.distribution(obs).mean, self.low, self.high)
         return self._sample(obs)
+
+    def action_value(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Mean of the critics' Q(s, a) for raw observations (B,), differentiable in both
+        (an adversarial dataset corruption attacks it: rlcore.offline.corruption)."""
+        return self.critic(self.obs_normalizer(obs), action).mean(0)
+
+    def policy_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The greedy action for raw observations, differentiable in them."""
+        mean = self.actor.distribution(self.obs_normalizer(obs)).mean
+        return torch.clamp(mean, self.low, self.high)
 
     def update(self, batch: Batch) -> dict[str, float]:
         cfg = self.config

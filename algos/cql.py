@@ -81,7 +81,7 @@ import torch
 
 from rlcore.agent_state import Plumbing, numpy_act
 from rlcore.algos.sac import subset_min
-from rlcore.capabilities import StateStatistics
+from rlcore.capabilities import ActionValue, StateStatistics
 from rlcore.compiled import CompiledUpdate, EagerSteps, Steps, detached_call
 from rlcore.losses import ensemble_mse
 from rlcore.nets import (
@@ -212,7 +212,7 @@ class CQL:
     switches it.
     """
 
-    CAPABILITIES = (StateStatistics,)
+    CAPABILITIES = (StateStatistics, ActionValue)
 
     def __init__(
         self,
@@ -322,6 +322,16 @@ class CQL:
         action, _ = self.actor(
             self.obs_normalizer(obs), deterministic=deterministic, with_log_prob=False
         )
+        return torch.clamp(action, self.low, self.high)
+
+    def action_value(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Mean of the critics' Q(s, a) for raw observations (B,), differentiable in both
+        (an adversarial dataset corruption attacks it: rlcore.offline.corruption)."""
+        return self.critic(self.obs_normalizer(obs), action).mean(0)
+
+    def policy_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The greedy action for raw observations, differentiable in them."""
+        action, _ = self.actor(self.obs_normalizer(obs), deterministic=True, with_log_prob=False)
         return torch.clamp(action, self.low, self.high)
 
     def update(self, batch: Batch) -> dict[str, float]:

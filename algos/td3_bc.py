@@ -23,7 +23,7 @@ import gymnasium as gym
 import torch
 
 from rlcore.agent_state import Plumbing, numpy_act
-from rlcore.capabilities import StateStatistics
+from rlcore.capabilities import ActionValue, StateStatistics
 from rlcore.nets import DeterministicActor, ObsNormalizer, QEnsemble, polyak_update
 from rlcore.plan import DataRecipe, RunPlan, Schedule
 from rlcore.speed import resolve_speed_modes
@@ -71,7 +71,7 @@ class TD3BCConfig:
 class TD3BC:
     """TD3+BC agent: ``act``, ``update(batch)``, ``state_dict`` / ``load_state_dict``."""
 
-    CAPABILITIES = (StateStatistics,)
+    CAPABILITIES = (StateStatistics, ActionValue)
 
     def __init__(
         self,
@@ -108,6 +108,15 @@ class TD3BC:
     def act(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
         """Policy action for raw observation(s). The policy is deterministic (no
         exploration noise offline), so ``deterministic`` is ignored."""
+        return self.actor(self.obs_normalizer(obs))
+
+    def action_value(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """Mean of the critics' Q(s, a) for raw observations (B,), differentiable in both
+        (an adversarial dataset corruption attacks it: rlcore.offline.corruption)."""
+        return self.critic(self.obs_normalizer(obs), action).mean(0)
+
+    def policy_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """The greedy action for raw observations, differentiable in them."""
         return self.actor(self.obs_normalizer(obs))
 
     def update(self, batch: Batch) -> dict[str, float]:

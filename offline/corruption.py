@@ -16,8 +16,8 @@ github.com/YangRui2015/RIQL @ cc07d81 (``attack.py`` unchanged since 4af90a3): `
 * random, ``reward``: replaced by U(-scale, scale) * 30 (``corrupt_rew``);
 * adversarial, ``reward``: r * -scale;
 * adversarial, ``obs`` / ``action`` / ``dynamics``: a gradient attack on a critic trained
-  on the clean data (``critic``: an agent implementing ``rlcore.capabilities.ActionValue``,
-  e.g. an IQL run): the perturbation p starts at 2 scale std (u - 1/2), u ~ U(0, 1)
+  on the clean data (``critic``: an agent implementing ``rlcore.capabilities.ActionValue``:
+  an IQL, RIQL, CQL, Cal-QL, TD3+BC, ReBRAC or AWAC run): the perturbation p starts at 2 scale std (u - 1/2), u ~ U(0, 1)
   (``torch.Generator`` seeded with ``seed``), then 100 times a fresh Adam step of lr 0.01
   scale lowers the mean Q of (s + p std, a) (actions: (s, a + p std); dynamics: (s' + p
   std, pi(s' + p std))), clamping p to [-scale, scale]; the row gets x + p std. The rows

@@ -159,3 +159,36 @@ def test_corrupted_runs_from_the_command_line_say_what_they_trained_on(tmp_path)
         with pytest.raises(ConfigError, match="corruption.critic"):
             train(make_config(*common, "corruption.kind=action", "corruption.mode=adversarial"),
                   tmp_path / "none")  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["iql", "riql", "cql", "cal_ql", "td3_bc", "rebrac", "awac"])
+def test_every_offline_critic_can_be_attacked_with(name: str) -> None:
+    """The offline algorithms with a Q critic implement ActionValue: the greedy action is
+    the one ``act(deterministic=True)`` takes, differentiable in the observation, and an
+    adversarial action attack against the agent lowers its own mean Q on the rows."""
+    from rlcore.capabilities import ActionValue
+    from tests.test_algos_contract import ACT, AGENTS, OBS
+
+    torch.manual_seed(0)
+    agent = AGENTS[name]()
+    assert isinstance(agent, ActionValue)
+    obs = torch.randn(16, OBS.shape[0], requires_grad=True)
+    greedy = agent.policy_action(obs)
+    want = agent.act(obs.detach().numpy(), deterministic=True)
+    np.testing.assert_allclose(greedy.detach().numpy(), want, atol=1e-6)
+    greedy.sum().backward()
+    assert obs.grad is not None and obs.grad.abs().sum() > 0
+
+    low, high = torch.as_tensor(ACT.low), torch.as_tensor(ACT.high)
+    data = OfflineDataset(
+        obs=obs.detach(), action=low + (high - low) * torch.rand(16, 3),
+        reward=torch.zeros(16), next_obs=obs.detach(), terminated=torch.zeros(16),
+        truncated=torch.zeros(16), episode_id=torch.zeros(16, dtype=torch.int64),
+        mc_return=torch.zeros(16), episode_return=torch.tensor([0.0], dtype=torch.float64),
+        source="hand",
+    )  # fmt: skip
+    with torch.no_grad():
+        before = agent.action_value(data.obs, data.action).mean()
+    corrupt(data, Corruption("action", "adversarial", rate=1.0, scale=1.0, seed=0), critic=agent)
+    with torch.no_grad():
+        assert agent.action_value(data.obs, data.action).mean() < before

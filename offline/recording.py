@@ -8,6 +8,7 @@ which documents the keys) and the dataset recipes (``offline/recipe.py``,
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import warnings
 from collections.abc import Callable, Sequence
@@ -330,6 +331,7 @@ def write_dataset(
     if ref_min_score is not None:
         refs = {"ref_min_score": float(ref_min_score), "ref_max_score": float(ref_max_score)}
     target = check_new_dataset_id(dataset_id)
+    _name_the_entry_point(env)
     try:
         with warnings.catch_warnings():  # minari warns about every optional metadata field
             warnings.simplefilter("ignore", UserWarning)
@@ -342,15 +344,38 @@ def write_dataset(
                 description=description,
                 **refs,
             )
-    except OSError as error:
+    except BaseException as error:
         # a half-written dataset must not look like a finished one: remove it
         shutil.rmtree(target, ignore_errors=True)
+        if not isinstance(error, OSError):
+            raise
         raise DatasetError(
             f"could not write dataset {dataset_id} to {target}: {error.strerror or error}; "
             "removed the partial dataset (other datasets are untouched). Free disk space "
             "and record it again."
         ) from error
     return Path(dataset.storage.data_path).parent
+
+
+def _name_the_entry_point(env: gym.Env) -> None:
+    """Minari stores the task's spec as JSON, which holds no callable: a task registered with
+    a class or function (``gym.register(id, entry_point=MyEnv)``) gets the ``module:name``
+    string that loads the same object (Minari's ``recover_environment`` imports it)."""
+    spec = env.unwrapped.spec
+    if spec is None or isinstance(spec.entry_point, str) or spec.entry_point is None:
+        return
+    creator = spec.entry_point
+    name = f"{creator.__module__}:{creator.__qualname__}"
+    try:
+        same = gym.envs.registration.load_env_creator(name) is creator
+    except (ImportError, AttributeError):
+        same = False
+    if not same:
+        raise DatasetError(
+            f"{spec.id} was registered with entry point {creator!r}, which Minari cannot store "
+            "and no module:name loads; register it with a 'module:Class' string"
+        )
+    env.unwrapped.spec = dataclasses.replace(spec, entry_point=name)
 
 
 def _infos(episode: Episode) -> dict[str, np.ndarray] | None:

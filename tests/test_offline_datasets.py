@@ -487,6 +487,29 @@ def test_collect_records_discrete_actions_and_the_tasks_arguments(tmp_path, caps
         assert stop.value.code == 2 and message in capsys.readouterr().err, argv
 
 
+def test_collect_records_a_task_registered_with_a_class(capsys, monkeypatch):
+    """A user's task registered with a class entry point (tests.goal_env): Minari stores
+    specs as JSON, so the dataset names the class as ``module:name`` and recovers the task
+    from it; a failure while Minari writes removes the partial dataset."""
+    collect_main(["env=tests.goal_env:RlcoreGoalPoint-v0", "policy=random", "steps=30",
+                  "dataset_id=local/goal/random-v0"])  # fmt: skip
+    dataset = minari.load_dataset("local/goal/random-v0")
+    assert dataset.spec.env_spec.entry_point == "tests.goal_env:GoalPointEnv"
+    env = dataset.recover_environment()
+    assert set(env.reset(seed=0)[0]) == {"observation", "achieved_goal", "desired_goal"}
+    assert gym.spec("RlcoreGoalPoint-v0").entry_point.__name__ == "GoalPointEnv"  # unchanged
+
+    def half_written(dataset_id, *args, **kwargs):
+        (minari.storage.get_dataset_path(dataset_id) / "data").mkdir(parents=True)
+        raise RuntimeError("interrupted")
+
+    monkeypatch.setattr(minari, "create_dataset_from_buffers", half_written)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        collect_main(["env=InvertedPendulum", "policy=random", "steps=5",
+                      "dataset_id=local/ip/cut-v0"])  # fmt: skip
+    assert not minari.storage.get_dataset_path("local/ip/cut-v0").exists()
+
+
 def test_collect_usage_errors(capsys, sac_run):
     cases = [
         (["policy=random", "dataset_id=local/x/y-v0"], "env=<env> is required"),

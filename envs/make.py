@@ -764,6 +764,12 @@ def make_vec_env(
         backend = _auto_backend(env_id)  # Atari: ale-py's vector env is its one back end
     if obs not in pixels.OBS_MODES:
         raise ValueError(f"env.obs={obs}: one of {', '.join(pixels.OBS_MODES)}")
+    if obs != pixels.STATE and flatten_obs:
+        raise ValueError(
+            f"env.obs={obs} with env.flatten_obs=true would flatten the images into one float "
+            "vector: drop env.flatten_obs (the image part goes to algo.encoder, the state "
+            "parts beside it)"
+        )
     if obs != pixels.STATE and backend not in ("sync", "async", "native"):
         raise ValueError(
             f"env.obs={obs} renders on the sync, async and native back ends, not "

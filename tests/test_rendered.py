@@ -166,6 +166,9 @@ def test_rendering_refusals_name_the_fix() -> None:
         make_vec_env("CartPole-v1", 1, obs="pixels")
     with pytest.raises(ValueError, match="env.obs=depth: one of state, pixels"):
         make_vec_env("Hopper-v5", 1, obs="depth")
+    for obs in ("pixels", "state+pixels"):  # an image flattened into an MLP's float input
+        with pytest.raises(ValueError, match="would flatten the images .* drop env.flatten_obs"):
+            make_vec_env("PandaReach-v1", 1, obs=obs, flatten_obs=True)
 
 
 def test_ppo_learns_from_rendered_hopper_from_the_command_line(tmp_path) -> None:

@@ -93,8 +93,12 @@ def corrupt(dataset: Any, corruption: Corruption, critic: Any = None) -> torch.T
     """Corrupt ``dataset`` (an ``rlcore.offline.datasets.OfflineDataset``) in place as
     ``corruption`` says; returns the indices of the rows changed. ``critic``: an agent
     implementing ``ActionValue`` (adversarial attacks on obs / action / dynamics)."""
-    if dataset.image_parts:
-        raise ValueError(f"{dataset.source} observes images: corruption changes vectors only")
+    if dataset.image_parts and (corruption.kind in ("obs", "dynamics") or corruption.needs_critic):
+        raise ValueError(
+            f"{dataset.source} observes images ({', '.join(dataset.image_parts)}): a "
+            f"{corruption.mode} {corruption.kind} corruption changes vector observations or "
+            "attacks a vector critic; on images, corrupt rewards or random actions"
+        )
     if corruption.needs_critic:
         if critic is None:
             raise ValueError(

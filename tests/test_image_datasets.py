@@ -157,6 +157,25 @@ def test_mismatches_and_unsupported_uses_are_refused(datasets: Path) -> None:
         camera.stack_observations(2)
 
 
+def test_an_image_dataset_takes_reward_and_random_action_corruptions(datasets: Path) -> None:
+    """Rewards and random actions are vectors on any dataset; observations, next
+    observations and gradient attacks (a vector critic) are refused on images, untouched."""
+    from rlcore.offline.corruption import Corruption, corrupt
+
+    camera = load_dataset(CAMERA)
+    reward, action, frames = camera.reward.clone(), camera.action.clone(), camera.frames["pixels"]
+    rows = corrupt(camera, Corruption("reward", "adversarial", rate=0.5, scale=2.0))
+    assert 0 < len(rows) < len(camera)
+    torch.testing.assert_close(camera.reward[rows], reward[rows] * -2.0)
+    rows = corrupt(camera, Corruption("action", rate=0.5, seed=1))
+    assert not torch.equal(camera.action[rows], action[rows])
+    assert [r["kind"] for r in camera.corruption] == ["reward", "action"]
+    for kind, mode in (("obs", "random"), ("dynamics", "random"), ("action", "adversarial")):
+        with pytest.raises(ValueError, match=f"observes images .pixels.: a {mode} {kind} corr"):
+            corrupt(camera, Corruption(kind, mode))
+    assert len(camera.corruption) == 2 and camera.frames["pixels"] is frames
+
+
 def _pixel_rlpd(tmp_path: Path, *extra: str) -> dict:
     from rlcore.train import train
 

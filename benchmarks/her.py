@@ -170,8 +170,10 @@ def run_sb3(env: str, seed: int, run_dir: Path, args: argparse.Namespace) -> lis
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", default="sac", choices=["sac", "dqn"])
-    parser.add_argument("--env", default="PandaReach")
-    parser.add_argument("--n-bits", type=int, default=10, help="BitFlipping's bits (--algo dqn)")
+    parser.add_argument("--env", default=None,
+                        help="the goal task (default: PandaReach; BitFlipping with --algo dqn)")  # fmt: skip
+    parser.add_argument("--n-bits", type=int, default=None,
+                        help="BitFlipping's bits (--algo dqn; default 10)")  # fmt: skip
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--eval-every", type=int, default=1000)
     parser.add_argument("--learning-starts", type=int, default=1000)
@@ -198,6 +200,23 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--compile", default="false", choices=["true", "false", "auto"])
     args = parser.parse_args(argv)
+    args.env = args.env or ("BitFlipping" if args.algo == "dqn" else "PandaReach")
+    if args.algo == "dqn":
+        from rlcore.envs.bitflip import ENV_ID
+        from rlcore.envs.make import resolve_env_id
+
+        if resolve_env_id(args.env) != ENV_ID:
+            parser.error(f"--algo dqn runs on BitFlipping (discrete actions), not {args.env}")
+        args.n_bits = 10 if args.n_bits is None else args.n_bits
+        if args.n_bits < 1:
+            parser.error(f"--n-bits {args.n_bits}: at least 1")
+    elif args.n_bits is not None:
+        parser.error("--n-bits is BitFlipping's option (--algo dqn)")
+    if args.steps <= args.learning_starts:
+        parser.error(f"--steps {args.steps} <= --learning-starts {args.learning_starts}: "
+                     "no update would happen")  # fmt: skip
+    if args.eval_every < 1 or args.eval_every > args.steps:
+        parser.error(f"--eval-every {args.eval_every}: between 1 and --steps")
     known = ["rlcore_her", "sb3_her", f"rlcore_{args.algo}"]
     args.methods = args.methods or known
     if set(args.methods) - set(known):

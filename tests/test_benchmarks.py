@@ -753,8 +753,17 @@ def test_her_benchmark_runs_dqn_on_bit_flipping(tmp_path, capsys):
     assert config["algo"]["loss"] == "huber" and config["env"]["kwargs"]["n_bits"] == 4
     sb3 = yaml.safe_load((tmp_path / "bitflipping" / "sb3_her_seed0" / "config.yaml").read_text())
     assert sb3["algo"]["name"] == "sb3_dqn_her"
-    with pytest.raises(SystemExit):
-        main(["--algo", "dqn", "--methods", "rlcore_sac", "--run-dir", str(tmp_path)])
+    capsys.readouterr()
+    for argv, message in [
+        (["--algo", "dqn", "--methods", "rlcore_sac"], "choose from"),
+        (["--algo", "dqn", "--env", "PandaReach"], "runs on BitFlipping"),
+        (["--algo", "sac", "--n-bits", "4"], "BitFlipping's option"),
+        (["--algo", "dqn", "--steps", "500"], "no update would happen"),
+    ]:  # each refused before any run, with the reason
+        with pytest.raises(SystemExit) as stop:
+            main([*argv, "--run-dir", str(tmp_path / "refused")])
+        assert stop.value.code == 2 and message in capsys.readouterr().err, argv
+    assert not (tmp_path / "refused").exists()
 
 
 def test_dynamics_speed_times_our_fit_on_its_data(tmp_path) -> None:

@@ -233,6 +233,28 @@ def print_table(
                 f"{values[a]:.1f}" if a in values else "-" for a in algos) + " |")  # fmt: skip
 
 
+def check_inputs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What would fail a run hours into the grid fails the command line instead: the
+    corruption's numbers, the dataset, the named critic."""
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.offline.corruption import Corruption
+    from rlcore.offline.datasets import DatasetError, load_dataset
+
+    try:
+        Corruption("obs", rate=args.rate, scale=args.scale, seed=args.corruption_seed)
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        load_dataset(args.dataset)
+    except (FileNotFoundError, DatasetError) as error:
+        parser.error(f"--dataset {args.dataset}: {error}")
+    if args.critic is not None and any(s in ADVERSARIAL_ATTACKS for s in args.settings):
+        try:
+            load_checkpoint(args.critic)
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(f"--critic {args.critic}: {error}")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     """Run the grid, print the table, write the JSON and the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -261,6 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="an override for one algorithm's runs (the JSON records it)",
     )
     args = parser.parse_args(argv)
+    check_inputs(parser, args)
     # "iql" too: the attacked critic is an IQL run even when IQL is not tabled
     extra = overrides_by_name(args.set, ALGOS, [*args.algos, "iql"], "ALGO")
 

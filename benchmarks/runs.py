@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -227,17 +227,31 @@ def write_result(args: argparse.Namespace, payload: dict[str, Any]) -> None:
 NORMALIZED = "eval/normalized_score"
 
 
+def count(least: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``least`` (a bad value is a usage error
+    before any training, not a failure in the first run, or the last)."""
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value}: at least {least}")
+        return value
+
+    parse.__name__ = "integer"  # argparse's "invalid integer value: ..."
+    return parse
+
+
 def add_grid_arguments(parser: argparse.ArgumentParser, name: str, steps: int) -> None:
     """The options of a benchmark that trains a grid of runs: ``--steps`` gradient steps,
     ``--eval-every``, ``--seeds``, ``--jobs`` trainings at a time of ``--threads`` torch
     threads, ``--run-dir`` (default runs/bench/<name>), ``--out`` (default
     benchmarks/results/<name>.json), ``--no-figures``."""
     results = Path(__file__).resolve().parent / "results"
-    parser.add_argument("--steps", type=int, default=steps, help="gradient steps per run")
-    parser.add_argument("--eval-every", type=int, default=5_000)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--jobs", type=int, default=1, help="trainings run at a time")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per training")
+    parser.add_argument("--steps", type=count(1), default=steps, help="gradient steps per run")
+    parser.add_argument("--eval-every", type=count(1), default=5_000)
+    parser.add_argument("--seeds", type=count(0), nargs="+", default=[0, 1, 2])
+    parser.add_argument("--jobs", type=count(1), default=1, help="trainings run at a time")
+    parser.add_argument("--threads", type=count(1), default=1, help="torch threads per training")
     parser.add_argument("--run-dir", type=Path, default=Path("runs/bench") / name)
     parser.add_argument("--out", type=Path, default=results / f"{name}.json")
     parser.add_argument("--no-figures", action="store_true", help="skip the rlcore.report")

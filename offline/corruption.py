@@ -79,6 +79,8 @@ class Corruption:
             raise ValueError(f"corruption rate {self.rate} must be in [0, 1]")
         if self.scale < 0:
             raise ValueError(f"corruption scale {self.scale} must be >= 0")
+        if self.seed < 0:
+            raise ValueError(f"corruption seed {self.seed} must be >= 0")
 
     @property
     def needs_critic(self) -> bool:

@@ -780,6 +780,36 @@ def test_dynamics_speed_times_our_fit_on_its_data(tmp_path) -> None:
     assert time_ours(path, epochs=1, threads=1) > 0
 
 
+def test_grid_benchmarks_refuse_bad_inputs_before_any_run(tmp_path, monkeypatch, capsys):
+    """A bad corruption, a missing dataset or critic, or a count below its least stops the
+    command line (exit 2, the reason) before a run starts; the other grid benchmarks take
+    the same counts."""
+    from rlcore.benchmarks.corruption import main as corruption_main
+    from rlcore.benchmarks.neorl2 import main as neorl2_main
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    collect_main(["env=Hopper", "policy=random", "steps=50", "dataset_id=t/hopper/tiny-v0"])
+    capsys.readouterr()
+    runs = tmp_path / "runs"
+    common = ["--dataset", "t/hopper/tiny-v0", "--run-dir", str(runs), "--no-figures"]
+    for argv, message in [
+        (["--rate", "1.5"], "corruption rate 1.5 must be in [0, 1]"),
+        (["--scale", "-1"], "corruption scale -1.0 must be >= 0"),
+        (["--corruption-seed", "-2"], "corruption seed -2 must be >= 0"),
+        (["--dataset", "t/none/x-v0"], "is not available offline"),
+        (["--critic", str(tmp_path / "none"), "--settings", "adversarial_obs"], "does not exist"),
+        (["--jobs", "0"], "--jobs: 0: at least 1"),
+        (["--seeds", "-1"], "--seeds: -1: at least 0"),
+    ]:
+        with pytest.raises(SystemExit) as stop:
+            corruption_main([*common, *argv])
+        assert stop.value.code == 2 and message in capsys.readouterr().err, argv
+    with pytest.raises(SystemExit) as stop:
+        neorl2_main(["--steps", "0", "--run-dir", str(runs)])
+    assert stop.value.code == 2 and "--steps: 0: at least 1" in capsys.readouterr().err
+    assert not runs.exists()
+
+
 def test_corruption_benchmark_end_to_end(tmp_path, monkeypatch, capsys):
     """benchmarks/corruption.py on a tiny random Hopper dataset: each cell is its seeds'
     final scores, the drop is the clean mean minus the corrupted one, RIQL runs with the

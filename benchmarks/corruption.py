@@ -42,6 +42,7 @@ import numpy as np
 from rlcore.benchmarks.runs import (
     NORMALIZED,
     add_grid_arguments,
+    check_configs,
     cpu_info,
     overrides_by_name,
     report_dir,
@@ -294,6 +295,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     critic_job = ("iql", "clean", args.seeds[0])
     critic = args.critic or (args.run_dir / f"iql_clean_seed{args.seeds[0]}")
     jobs = [(a, s, seed) for s in args.settings for a in args.algos for seed in args.seeds]
+    check_configs(parser, {f"{algo}_{setting}": job_overrides(algo, setting, args, critic,
+                                                               extra[algo])
+                           for algo, setting, _ in [*jobs, critic_job]})  # fmt: skip
     first = [job for job in jobs if job[1] not in adversarial]
     later = [job for job in jobs if job[1] in adversarial]
     if adversarial and args.critic is None and critic_job not in first:

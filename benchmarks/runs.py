@@ -103,6 +103,29 @@ def write_agent_snapshot(
     return out
 
 
+def check_configs(parser: argparse.ArgumentParser, runs: dict[str, list[str]]) -> None:
+    """Compose and settle every run's config (``{label: overrides}``) before the grid trains
+    any: an unknown key or a bad value in one ``--set`` stops the command line, not that
+    run hours in (the dataset, env and files are checked when each run starts)."""
+    from hydra import compose, initialize_config_module
+    from hydra.errors import HydraException
+    from omegaconf import OmegaConf
+
+    from rlcore import catalog
+    from rlcore.overrides import normalize_overrides
+    from rlcore.settings import algorithm_name, settle
+
+    with initialize_config_module(config_module="rlcore.configs", version_base="1.3"):
+        for label, overrides in runs.items():
+            try:
+                cfg = compose("config", overrides=normalize_overrides(list(overrides)))
+                cfg_dict = OmegaConf.to_container(cfg, resolve=True)
+                algorithm = catalog.get(algorithm_name(cfg_dict))
+                settle(cfg_dict, algorithm.config_class, algorithm.pretrained_head)
+            except (HydraException, ValueError) as error:
+                parser.error(f"{label}: {str(error).splitlines()[0]}")
+
+
 def overrides_by_name(
     items: Sequence[str], known: Sequence[str], selected: Sequence[str], what: str
 ) -> dict[str, list[str]]:

@@ -217,10 +217,15 @@ _NONNEGATIVE_NAMES = {
 _NONNEGATIVE_SUFFIXES = ("_coef", "_noise")
 
 
+PRECISIONS = ("float32", "bf16")  # an algorithm's ``precision`` (rlcore.utils.mixed_precision)
+
+
 def check_value(key: str, value: Any) -> Any:
     """``value`` itself when it is in the range ``key``'s name implies, else ``ValueError``."""
     if isinstance(value, bool) or value is None:
         return value
+    if key == "precision" and value not in PRECISIONS:
+        raise ValueError(f"choose from {', '.join(PRECISIONS)}")
     if key in ("hidden", "critic_hidden") and isinstance(value, tuple):
         if any(width <= 0 for width in value):  # [] is a linear head (DQN after an encoder)
             raise ValueError("layer widths must be positive integers, e.g. [256,256]")

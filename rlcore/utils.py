@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlcore.config import PRECISIONS
+
 
 class NonFiniteLossError(RuntimeError):
     """An algorithm produced a NaN/inf loss; raised *before* it touched the parameters."""
@@ -105,9 +107,6 @@ def adam(
     """Adam, with the fused single-kernel step when requested (same maths as foreach)."""
     kwargs = {"fused": True} if fused else {"foreach": True}
     return torch.optim.Adam(params, lr=lr, eps=eps, weight_decay=weight_decay, **kwargs)
-
-
-PRECISIONS = ("float32", "bf16")
 
 
 def check_precision(precision: str) -> str:

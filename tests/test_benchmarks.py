@@ -800,6 +800,8 @@ def test_grid_benchmarks_refuse_bad_inputs_before_any_run(tmp_path, monkeypatch,
         (["--critic", str(tmp_path / "none"), "--settings", "adversarial_obs"], "does not exist"),
         (["--jobs", "0"], "--jobs: 0: at least 1"),
         (["--seeds", "-1"], "--seeds: -1: at least 0"),
+        (["--set", "iql:algo.nonexistent=1"], "iql_clean: Could not override 'algo.nonexistent'"),
+        (["--set", "iql:algo.precision=bf17"], "iql_clean: algo.precision='bf17': choose from"),
     ]:
         with pytest.raises(SystemExit) as stop:
             corruption_main([*common, *argv])

@@ -125,6 +125,18 @@ def test_unknown_precision_is_a_clear_error():
         SAC(OBS, ACT, SACConfig(precision="fp8"))
 
 
+def test_an_unknown_precision_stops_the_config_before_any_agent(tmp_path):
+    """Settling the config names the choices: a benchmark grid checks its runs' configs
+    this way before it trains any (benchmarks/runs.py check_configs)."""
+    from rlcore.config import ConfigError
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    with pytest.raises(ConfigError, match="algo.precision='bf17': choose from float32, bf16"):
+        train(make_config("algo=cql", "env=Hopper", "algo.precision=bf17"), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 OFFLINE_BF16 = [
     ("iql", IQL, IQLConfig),
     ("td3_bc", TD3BC, TD3BCConfig),

@@ -37,6 +37,7 @@ from typing import Any
 from rlcore.benchmarks.neorl2 import data_score
 from rlcore.benchmarks.runs import (
     add_grid_arguments,
+    check_configs,
     datasets_for,
     final_scores,
     finish_score_grid,
@@ -129,6 +130,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     first = [(a, t, s) for a in args.algos if a != "morec" or "mopo" not in args.algos
              for t in args.tasks for s in args.seeds]  # fmt: skip
+    check_configs(parser, {f"{name(a, t)}_seed{s}": overrides(a, t, s)
+                           for a in args.algos for t in args.tasks for s in args.seeds})  # fmt: skip
     with worker_pool(args.jobs) as pool:
         futures = {job: submit(pool, *job) for job in first}
         if "morec" in args.algos and "mopo" in args.algos:  # each after its MOPO run

@@ -22,6 +22,7 @@ from typing import Any
 
 from rlcore.benchmarks.runs import (
     add_grid_arguments,
+    check_configs,
     datasets_for,
     final_scores,
     finish_score_grid,
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"checkpoint_every={min(args.eval_every, args.steps)}",
                 f"eval_episodes={args.eval_episodes}", *extra[algo]]  # fmt: skip
 
+    check_configs(parser, {f"{a}_{t.lower()}": overrides(a, t) for a, t, _ in jobs})
     with worker_pool(args.jobs) as pool:
         futures = {
             (a, t, s): pool.submit(

@@ -809,6 +809,14 @@ def test_grid_benchmarks_refuse_bad_inputs_before_any_run(tmp_path, monkeypatch,
     with pytest.raises(SystemExit) as stop:
         neorl2_main(["--steps", "0", "--run-dir", str(runs)])
     assert stop.value.code == 2 and "--steps: 0: at least 1" in capsys.readouterr().err
+    from rlcore.benchmarks.model_based import main as model_based_main
+
+    for grid_main, argv in ((neorl2_main, ["--algos", "iql"]), (model_based_main, ["--algos", "mopo"])):
+        with pytest.raises(SystemExit) as stop:
+            grid_main([*argv, "--set", f"{argv[1]}:algo.nonexistent=1", "--run-dir", str(runs)])
+        assert stop.value.code == 2 and "Could not override 'algo.nonexistent'" in (
+            capsys.readouterr().err
+        )
     assert not runs.exists()
 
 

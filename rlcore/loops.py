@@ -848,7 +848,12 @@ class _PhaseRun:
         if evaluate_first and counters["step"] == 0:
             self.evaluate(0)
         reached = out_of_time = False
-        while counters["phase"] < len(phases):
+        # resumed after its last evaluation met stop_at_return / stop_at_success: no step
+        if counters["step"] > 0 and self.settings.reached_target(
+            record.last_eval, record.last_eval_success
+        ):
+            reached = counters["phase"] < len(phases)
+        while counters["phase"] < len(phases) and not reached:
             if self.settings.out_of_time(record.train_seconds):  # resumed with no time left
                 out_of_time = True
                 break

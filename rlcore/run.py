@@ -210,17 +210,21 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     """The lines that end a run: why it stopped, the final and best evaluation, where the
     run and its checkpoint are, and the commands that continue or evaluate it."""
     step = int(result["run/step"])
+    more = "total_steps=<more>"  # what a resume changes to continue
     if result["run/reached_stop_at_return"]:
         success = result.get("eval/success_rate", math.nan)
         if settings.stop_at_success is not None and success >= settings.stop_at_success:
             why = f"stop_at_success={settings.stop_at_success:g} reached at step {step:,}"
+            more = "stop_at_success=<higher or null>"
         else:
             why = f"stop_at_return={settings.stop_at_return:g} reached at step {step:,}"
+            more = "stop_at_return=<higher or null>"
     elif result.get("run/out_of_time"):
         why = (
             f"stop_after_s={settings.stop_after_s:g} reached at step {step:,} "
             f"({result['run/train_seconds']:,.0f} s of training)"
         )
+        more = "stop_after_s=<more or null>"
     else:
         why = f"all {step:,} steps done"
     final, best = result["eval/return"], result["eval/best_return"]
@@ -237,7 +241,7 @@ def closing_summary(result: dict[str, float], settings: LoopSettings, run_dir: P
     return [
         f"finished: {why}; {evaluation}",
         f"run dir {run_dir}; checkpoint {checkpoint}",
-        f"continue: python -m rlcore.train resume={run_dir} total_steps=<more>",
+        f"continue: python -m rlcore.train resume={run_dir} {more}",
         f"evaluate: python -m rlcore.evaluate {run_dir} [episodes=N] [video=true]; "
         f"in Python: rlcore.load_policy('{run_dir}')(obs)",
     ]

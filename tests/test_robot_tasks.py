@@ -282,7 +282,18 @@ def test_stop_at_success_stops_at_the_first_evaluation_that_reaches_it(tmp_path)
                 "algo.batch_size=16", "algo.hidden=[16,16]", "logger=quiet", "threads=1")  # fmt: skip
         result = train(make_config(*args, "stop_at_success=0.9"), tmp_path / "run")
         assert result["run/step"] == 100 and result["eval/success_rate"] == 1.0
-        assert "stop_at_success=0.9 reached at step 100" in (tmp_path / "run" / "train.log").read_text()
+        log = (tmp_path / "run" / "train.log").read_text()
+        assert "stop_at_success=0.9 reached at step 100" in log
+        assert f"resume={tmp_path / 'run'} stop_at_success=<higher or null>" in log
+        # resumed with its target met: no step taken, the checkpoint unchanged
+        before = (tmp_path / "run" / "checkpoints" / "latest.pt").read_bytes()
+        again = train(make_config(*args, "stop_at_success=0.9", f"resume={tmp_path / 'run'}"),
+                      tmp_path / "run")  # fmt: skip
+        assert again["run/step"] == 100 and again["run/reached_stop_at_return"] == 1.0
+        assert (tmp_path / "run" / "checkpoints" / "latest.pt").read_bytes() == before
+        higher = train(make_config(*args, "stop_at_success=null", f"resume={tmp_path / 'run'}"),
+                       tmp_path / "run")  # fmt: skip
+        assert higher["run/step"] == 400
         assert train(make_config(*args), tmp_path / "all")["run/step"] == 400
     finally:
         gym.registry.pop("rlcore-test/Solved-v0")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import inspect
 import os
 import pickle
 import warnings
@@ -57,6 +58,8 @@ SHORT_NAMES: dict[str, str] = {
     "rocketrecovery": neorl2.ROCKET_ID,
 }
 BACKENDS = ("sync", "async", "native", "mjx", "ale", "auto")
+# what gym.make itself takes beside the task's constructor arguments
+GYM_MAKE_KWARGS = frozenset({"max_episode_steps", "disable_env_checker", "render_mode"})
 EPISODE_KEYS = ("episode_return", "episode_length")  # info's raw episode statistics
 
 
@@ -746,6 +749,8 @@ def make_vec_env(
         raise ValueError(f"num_envs must be >= 1, got {num_envs}")
     env_id = resolve_env_id(name)
     kwargs = dict(env_kwargs or {})
+    if not atari.is_atari(env_id):  # ale-py's vector env takes its own options
+        check_env_kwargs(env_id, kwargs)
     if max_episode_steps is not None:
         kwargs["max_episode_steps"] = max_episode_steps
 
@@ -872,16 +877,63 @@ def _in_worker(make_env: Callable[[], gym.Env], parent_pid: int) -> gym.Env:
     return make_env()
 
 
+def _creator(env_id: str) -> tuple[gym.envs.registration.EnvSpec, Any]:
+    """The registered spec of a resolved id and the callable gymnasium makes it with."""
+    spec = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id)
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = gym.envs.registration.load_env_creator(creator)
+    return spec, creator
+
+
+def _parameter_names(creator: Any) -> set[str] | None:
+    """The keyword names ``creator`` takes; None when any name may be right. A class whose
+    ``__init__`` takes ``**kwargs`` hands them to its bases' (gymnasium's MuJoCo tasks to
+    ``MujocoEnv``): their names join until a base takes no ``**kwargs``."""
+    chain = (
+        [c for c in creator.__mro__ if "__init__" in vars(c)]
+        if isinstance(creator, type)
+        else [creator]
+    )
+    names: set[str] = set()
+    for init in chain:
+        try:
+            parameters = inspect.signature(init).parameters
+        except (TypeError, ValueError):  # a builtin or C callable: nothing to read
+            return None
+        names |= {
+            n for n, p in parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        }
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return names
+    return None
+
+
+def check_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Refuse an ``env.kwargs`` name the task's constructor does not take, naming the ones
+    it does (gymnasium's own TypeError surfaces deep in a back end, as a traceback). A
+    constructor with ``**kwargs`` takes any name and passes."""
+    spec, creator = _creator(env_id)
+    if creator is None:
+        return
+    taken = _parameter_names(creator)
+    if taken is None:
+        return
+    unknown = sorted(set(kwargs) - taken - set(spec.kwargs) - GYM_MAKE_KWARGS)
+    if unknown:
+        offered = sorted(taken - set(spec.kwargs) - {"self"})
+        raise ValueError(
+            f"env.kwargs: {spec.id} takes no {', '.join(map(repr, unknown))}; its options: "
+            f"{', '.join(offered) or 'none'}"
+        )
+
+
 def check_renders(name: str) -> None:
     """Refuse a video of a task that cannot draw frames before a run spends its time on it
     (a training run records its first video at an evaluation, maybe hours in): the class
     gymnasium builds for ``name`` must list ``rgb_array`` among its ``render_modes``. A task
     made by a function is not known until made, and passes."""
-    env_id = resolve_env_id(name)
-    spec = gym.spec(env_id.partition(":")[2] if ":" in env_id else env_id)
-    creator = spec.entry_point
-    if isinstance(creator, str):
-        creator = gym.envs.registration.load_env_creator(creator)
+    spec, creator = _creator(resolve_env_id(name))
     if not (isinstance(creator, type) and issubclass(creator, gym.Env)):
         return
     modes = list(creator.metadata.get("render_modes") or [])

@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from rlcore.envs.make import resolve_env_id
+from rlcore.envs.make import check_env_kwargs, resolve_env_id
 from rlcore.offline.cli import UsageError
 from rlcore.offline.datasets import DatasetError
 
@@ -476,6 +476,10 @@ def collect(
             if resolve_env_id(run_env["id"]) == env_id:
                 make_kwargs.update(run_env.get("kwargs") or {})
         make_kwargs.update(env_kwargs or {})
+        try:
+            check_env_kwargs(env_id, make_kwargs)
+        except ValueError as error:  # collect's spelling of the option
+            raise UsageError(str(error).replace("env.kwargs:", "kwargs.<name>:", 1)) from None
         if max_episode_steps is not None:
             make_kwargs["max_episode_steps"] = max_episode_steps
         if policy == "random" and sample:

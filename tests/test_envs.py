@@ -80,6 +80,31 @@ def test_unknown_env_lists_choices():
         resolve_env_id("Hoppr")
 
 
+def test_an_env_kwarg_the_task_does_not_take_is_refused_with_its_options():
+    """Checked against the task's constructor before any back end builds it: its own
+    names (PandaPush), the names its ``**kwargs`` reach in its bases (Hopper's
+    ``MujocoEnv``); a constructor that takes any name lets every name through."""
+    from rlcore.envs.make import make_vec_env
+
+    cases = [("PandaPush", "sync"), ("PandaPush", "native"), ("Hopper", "sync"),
+             ("Hopper", "native"), ("BitFlipping", "sync")]  # fmt: skip
+    for name, backend in cases:
+        with pytest.raises(ValueError, match=r"env.kwargs: \S+ takes no 'colour'; its options: "):
+            make_vec_env(name, 1, backend=backend, env_kwargs={"colour": 1})
+    with pytest.raises(ValueError, match="its options: .*reward_type"):
+        make_vec_env("PandaPush", 1, env_kwargs={"rewards": "dense"})
+    with pytest.raises(ValueError, match="its options: .*forward_reward_weight.*xml_file"):
+        make_vec_env("Hopper", 1, backend="sync", env_kwargs={"forward_weight": 2.0})
+    hopper = make_vec_env("Hopper", 1, backend="sync", env_kwargs={"forward_reward_weight": 2.0})
+    assert hopper.unwrapped.envs[0].unwrapped._forward_reward_weight == 2.0
+    hopper.close()
+    gym.register(id="rlcore-test/AnyKwargs-v0", entry_point=lambda **kw: gym.make("CartPole-v1"))
+    try:
+        make_vec_env("rlcore-test/AnyKwargs-v0", 1, env_kwargs={"colour": 1}).close()
+    finally:
+        gym.registry.pop("rlcore-test/AnyKwargs-v0")
+
+
 def test_same_step_autoreset_gives_final_obs_and_episode_stats():
     env = make_vec_env("InvertedPendulum", num_envs=2, seed=0)
     obs, _ = env.reset(seed=0)

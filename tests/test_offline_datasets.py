@@ -480,6 +480,7 @@ def test_collect_records_discrete_actions_and_the_tasks_arguments(tmp_path, caps
     for argv, message in [
         ([f"policy={run}", "noise=0.1"], "Gaussian action noise needs continuous actions"),
         (["policy=random", "kwargs.n bits=4"], "expected kwargs.<name>=<value>"),
+        (["policy=random", "kwargs.bits=4"], "BitFlipping-v0 takes no 'bits'; its options: n_bits"),
         ([f"policy=replay:{run}", "kwargs.n_bits=4"], "does not apply to replay"),
     ]:
         with pytest.raises(SystemExit) as stop:

@@ -491,8 +491,12 @@ class SnapshotReset(VectorWrapper):
         if not cut.any():
             return info
         final_obs = info.get("final_obs", np.full(self.num_envs, None, dtype=object)).copy()
-        for i in np.flatnonzero(cut):
-            final_obs[i] = obs[i].copy()
+        for i in np.flatnonzero(cut):  # a dict observation (goal task): one dict per env
+            final_obs[i] = (
+                {name: part[i].copy() for name, part in obs.items()}
+                if isinstance(obs, dict)
+                else obs[i].copy()
+            )
         info["final_obs"] = final_obs
         info["_final_obs"] = info.get("_final_obs", np.zeros(self.num_envs, bool)) | cut
         return info

@@ -488,3 +488,32 @@ def test_dict_observation_snapshots_label_as_the_agent_sees_them_and_restart(tmp
         np.testing.assert_array_equal(restarted[name][0], obs[name][0])  # not restarted
         np.testing.assert_array_equal(restarted[name][1], snaps.obs[name][3])
     env.close()
+
+
+@pytest.mark.parametrize("backend", ["sync", "native"])
+def test_a_cut_goal_episode_hands_over_its_final_dict_observation(backend):
+    """A snapshot episode of a goal task cut ``truncate_after`` steps in: its final
+    observation is one dict per env (as the back ends' own episode ends), holding the goal
+    it started from, and the env restarts from a snapshot (a KeyError before)."""
+    from rlcore.observations import GOAL_PARTS
+
+    if backend == "native" and not batch_available():
+        pytest.skip("MuJoCo without mujoco.batch")
+    snaps = collect_snapshots("PandaReach", lambda obs: np.zeros((len(obs["observation"]), 3)),
+                              episodes=1, every=10, value_fn=lambda obs: np.zeros(5))  # fmt: skip
+    settings = SnapshotSettings(selection="uniform", truncate_after=4, switch_after=10_000)
+    env = make_vec_env("PandaReach", 2, seed=0, backend=backend,
+                       base_wrappers=[lambda e: SnapshotReset(e, snaps, settings)])  # fmt: skip
+    obs, info = env.reset(seed=0)
+    goals = obs["desired_goal"].copy()
+    assert info["snapshot_start"].all()
+    for _ in range(4):
+        obs, _, terminated, truncated, info = env.step(np.zeros((2, 3), np.float32))
+    cut = truncated & ~terminated
+    assert cut.all(), "both episodes began at a snapshot 4 steps ago"
+    for i in range(2):
+        final = info["final_obs"][i]
+        assert set(final) == set(GOAL_PARTS)
+        np.testing.assert_array_equal(final["desired_goal"], goals[i])
+        assert any(np.array_equal(obs["desired_goal"][i], row) for row in snaps.obs["desired_goal"])
+    env.close()

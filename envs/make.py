@@ -780,10 +780,10 @@ def make_vec_env(
             f"env.obs={obs} renders on the sync, async and native back ends, not "
             f"'{backend}' (set env.backend=sync or native)"
         )
-    if obs != pixels.STATE and backend == "native" and base_wrappers:
+    if obs != pixels.STATE and base_wrappers:
         raise ValueError(
-            f"env.obs={obs}: snapshot resets restore the native back end's simulators under "
-            "its rendered images; use env.backend=sync"
+            f"env.obs={obs}: snapshot resets restart episodes with the teacher's state "
+            "observations, not rendered images (not supported yet); use env.obs=state"
         )
     if (backend == "ale") != atari.is_atari(env_id):
         raise ValueError(

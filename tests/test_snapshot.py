@@ -242,6 +242,10 @@ def test_cli_refuses_bad_snapshot_settings(tmp_path):
     with pytest.raises(ConfigError, match="snapshot reset needs an online phase"):
         train(make_config("algo=iql", "env=Hopper", "total_steps=10", "dataset=x",
                           f"snapshot.teacher={TEACHER}", *FAST), tmp_path / "d")  # fmt: skip
+    with pytest.raises(ConfigError, match="env.obs=pixels: snapshot resets restart .* state"):
+        train(make_config(*base, "env=Hopper", f"snapshot.teacher={TEACHER}", "env.obs=pixels",
+                          "algo.encoder=drq"), tmp_path / "e")  # fmt: skip
+    assert not (tmp_path / "e").exists()  # refused before the teacher's rollouts
 
 
 @pytest.mark.parametrize(("selection", "share"), [("kmeans", 0.5), ("uniform", 1 / 20)])

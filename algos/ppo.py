@@ -127,7 +127,9 @@ class PPO:
         self.config = config = resolve_speed_modes(config or PPOConfig(), self.device)
         self.discrete = action_kind(action_space) == DISCRETE
         self.encoder = observation_encoder(io.obs, config.encoder)  # None: vectors
-        if self.encoder is not None and config.normalize_obs:
+        if self.encoder is not None and config.normalize_obs and not io.obs.keyed:
+            # beside proprioception (a dict) the env-side normaliser takes the vector parts
+            # only; an image alone would be all it standardises
             raise ValueError("images are never standardised: set algo.normalize_obs=false")
         features = io.obs_dim if self.encoder is None else self.encoder.out_dim
         if self.discrete:
@@ -199,8 +201,9 @@ class PPO:
         return action, dist.log_prob(action).sum(-1), self.critic(features).squeeze(-1)
 
     @torch.no_grad()
-    def value(self, obs: torch.Tensor) -> torch.Tensor:
-        return self.critic(self._features(obs.float())).squeeze(-1)
+    def value(self, obs: torch.Tensor | dict[str, torch.Tensor]) -> torch.Tensor:
+        """V(obs): a float tensor, or a dict of parts (images beside vectors) as is."""
+        return self.critic(self._features(obs if isinstance(obs, dict) else obs.float())).squeeze(-1)
 
     def update(self, batch: RolloutBatch, progress: float = 0.0) -> dict[str, float]:
         """``update_epochs`` passes of clipped-surrogate minibatch SGD over one rollout.

@@ -265,12 +265,27 @@ class DeployedImagePolicy(DeployedPolicy):
     ``spec`` in its order, images uint8 ``(B, S * C, H, W)``, vectors float32, and hands
     them to the agent's networks as its plumbing does (one tensor for an image alone, a
     dict of parts otherwise); images are never standardised (the encoder scales them).
-    The run's env-side normalisation does not apply (an image run has none)."""
+    The run's env-side statistics (PPO beside images: ``obs_normalizer`` ``{"parts":
+    ...}``) standardise the vector parts, as ``load_policy`` does."""
 
-    def __init__(self, agent: Any, action_space: gym.Space, spec: ObsSpec, noise: str = "input"):
+    def __init__(
+        self,
+        agent: Any,
+        action_space: gym.Space,
+        spec: ObsSpec,
+        noise: str = "input",
+        obs_normalizer: dict[str, Any] | None = None,
+        clip_obs: float = EnvSettings.clip_obs,
+    ):
         super().__init__(agent, action_space, None, noise=noise)
         self.spec = spec
         self.input_names = spec.names
+        self.part_normalizer: PartNormalizer | None = None
+        if obs_normalizer is not None:
+            if not spec.keyed:
+                raise ExportError("an image observation alone is never standardised")
+            self.part_normalizer = PartNormalizer(spec, clip_obs)
+            self.part_normalizer.load_state_dict(obs_normalizer["parts"])
 
     def example_inputs(self, batch: int, obs_shape: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
         """Zero observations to trace with: one (batch, *shape) tensor per part, images
@@ -282,7 +297,10 @@ class DeployedImagePolicy(DeployedPolicy):
     def features(self, *obs: torch.Tensor) -> Any:  # type: ignore[override]
         if not self.spec.keyed:
             return obs[0]
-        return dict(zip(self.spec.names, obs))
+        parts = dict(zip(self.spec.names, obs))
+        if self.part_normalizer is not None:
+            parts = self.part_normalizer.normalize(parts)
+        return parts
 
     def forward(self, *inputs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         parts = len(self.spec.parts)
@@ -317,7 +335,9 @@ def policy_from_checkpoint(
     action_space = action_space_from(state["spaces"])
     obs_shape: list[int] | dict[str, list[int]]
     if spec.images:  # uint8 inputs, the agent's encoder inside the graph
-        policy: DeployedPolicy = DeployedImagePolicy(agent, action_space, spec, noise)
+        policy: DeployedPolicy = DeployedImagePolicy(
+            agent, action_space, spec, noise, state.get("obs_normalizer"), env_settings.clip_obs
+        )
         obs_shape = {part.name: list(part.shape) for part in spec.parts}
         if not spec.keyed:
             obs_shape = list(spec.parts[0].shape)

@@ -66,7 +66,7 @@ def test_an_update_on_uint8_rollouts_trains_the_shared_encoder() -> None:
 
 
 def test_images_are_never_standardised() -> None:
-    with pytest.raises(ValueError, match="set algo.normalize_obs=false"):
+    with pytest.raises(ValueError, match="set algo.normalize_obs=false"):  # an image alone
         PPO(ATARI, gym.spaces.Discrete(4), PPOConfig(encoder="nature"))
     with pytest.raises(ValueError, match="set algo.encoder to one of"):
         PPO(ATARI, gym.spaces.Discrete(4), PPOConfig(normalize_obs=False))
@@ -93,3 +93,41 @@ def test_a_pixel_ppo_run_from_the_command_line(tmp_path) -> None:
     assert "encoder" in state["agent"]
     action = rlcore.load_policy(tmp_path / "run")(np.zeros((4, 84, 84), np.uint8))
     assert 0 <= int(action) < 4
+
+
+def test_ppo_beside_proprioception_standardises_the_vectors_only(tmp_path) -> None:
+    """PPO on PandaReach's state + camera (a dict with an image part) with its default
+    env-side standardisation: the statistics cover the vector parts (the goals share
+    achieved_goal's), the image passes as uint8; the value of a dict rollout bootstraps
+    (it raised before); the exported graph standardises as load_policy does."""
+    from rlcore.checkpoint import load_checkpoint
+    from rlcore.export import export_policy, policy_from_checkpoint
+    from rlcore.policies import load_policy
+    from rlcore.train import train
+    from tests.conftest import FAST, make_config
+
+    config = make_config(
+        "algo=ppo", "env=PandaReach", "env.obs=state+pixels", "env.image_size=16",
+        "algo.encoder=drq", "env.num_envs=2", "algo.rollout_steps=16", "algo.num_minibatches=2",
+        "algo.hidden=[16]", "total_steps=64", "eval_every=64", "eval_episodes=1", *FAST,
+    )  # fmt: skip
+    assert config.algo.normalize_obs
+    train(config, tmp_path / "run")
+    state = load_checkpoint(tmp_path / "run")
+    assert set(state["obs_normalizer"]["parts"]) == {"observation", "achieved_goal"}
+    assert state["loop"]["counters"]["step"] == 64
+    rng = np.random.default_rng(0)
+    obs = {"observation": rng.normal(size=(3, 6)).astype(np.float32),
+           "achieved_goal": rng.normal(size=(3, 3)).astype(np.float32),
+           "desired_goal": rng.normal(size=(3, 3)).astype(np.float32),
+           "pixels": rng.integers(0, 256, (3, 3, 16, 16)).astype(np.uint8)}  # fmt: skip
+    expected = load_policy(tmp_path / "run")(obs)
+    policy, info = policy_from_checkpoint(tmp_path / "run")
+    export_policy(policy, tmp_path / "policy.ts", "torchscript", info["obs_shape"], info=info)
+    graph = torch.jit.load(str(tmp_path / "policy.ts"))
+    got = graph(*(torch.as_tensor(obs[name]) for name in policy.input_names)).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    from rlcore.policies import load_agent
+
+    raw = load_agent(tmp_path / "run").act(obs, deterministic=True)  # the statistics matter
+    assert np.abs(np.asarray(raw) - expected).max() > 1e-3

@@ -169,6 +169,14 @@ CASES["dppo"] = ["algo=dppo", "algo.pretrained={ddpm}", "algo.denoising_steps=5"
                  "algo.critic_hidden=[32,32]", *_FINETUNE]  # fmt: skip
 # DPPO on images: the BC run's encoder fine-tuned with the actor, the critic's own, the
 # rollout's images shifted once per update (rendered PandaLift, state + camera)
+# PPO on a state + camera dict: the vector parts standardised env-side, the image not,
+# frame stacks and the normaliser's statistics restored with the rollout
+CASES["ppo_pixels_dict"] = ["algo=ppo", "env=PandaReach", "env.obs=state+pixels",
+                            "env.image_size=16", "env.frame_stack=2", "algo.encoder=drq",
+                            "env.num_envs=2", "algo.rollout_steps=16", "algo.num_minibatches=2",
+                            "algo.hidden=[16]", "total_steps=160", "checkpoint_every=32",
+                            "eval_every=96", "eval_episodes=1", "log_every=32",
+                            "env.max_episode_steps=20"]  # fmt: skip
 CASES["dppo_pixels"] = ["algo=dppo", "algo.pretrained={ddpm_pixels}", "env=PandaLift",
                         "env.obs=state+pixels", "env.image_size=16", "env.frame_stack=2",
                         "env.num_envs=2", "algo.rollout_steps=10", "algo.finetune_steps=3",
@@ -371,7 +379,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
     _assert_same_agent(_params(tmp_path / "full"), _params(killed))
     full_state, resumed_state = load_checkpoint(tmp_path / "full"), load_checkpoint(killed)
     assert full_state["loop"]["counters"] == resumed_state["loop"]["counters"]
-    on_policy = {"ppo", "ppo_dict", "dppo", "dppo_pixels", "reinflow", "resip", "ppo_lag", "cpo"}
+    on_policy = {"ppo", "ppo_dict", "ppo_pixels_dict", "dppo", "dppo_pixels", "reinflow", "resip", "ppo_lag", "cpo"}
     loss = {
         "iql": "train/q_loss",
         "iql_o2o": "train/q_loss",

@@ -251,6 +251,23 @@ def check_run_dir_overrides(args: list[str]) -> None:
             _fail(str(error), EXIT_CONFIG)
 
 
+def _with_the_resumed_groups(args: list[str], multirun: bool) -> list[str]:
+    """``resume=<run>`` without ``algo=`` / ``env=``: the run's own, so that the options
+    the command line changes (``env.kwargs.n_bits=``) are checked against its config
+    groups, not the defaults' (sac on Hopper)."""
+    values = dict(arg.split("=", 1) for arg in args if "=" in arg and not arg.startswith("-"))
+    resume = values.get("resume")
+    if multirun or resume in (None, "", "null", "None") or not Path(resume).exists():
+        return args
+    try:
+        saved = _saved_config(resume)
+        groups = {"algo": saved["algo"]["name"], "env": saved["env"]["id"]}
+    except (FileNotFoundError, KeyError, TypeError, ValueError):
+        return args  # the resume itself reports what is wrong with the run
+    named = {arg.split("=", 1)[0] for arg in args}
+    return [*(f"{key}={value}" for key, value in groups.items() if key not in named), *args]
+
+
 def cli(argv: list[str] | None = None) -> None:
     """``python -m rlcore.train`` / ``rlcore-train``: Hydra CLI with friendly names."""
     import hydra
@@ -261,7 +278,7 @@ def cli(argv: list[str] | None = None) -> None:
         raise SystemExit(0)
     multirun = "-m" in args or "--multirun" in args
     try:
-        args = normalize_overrides(args)
+        args = normalize_overrides(_with_the_resumed_groups(args, multirun))
         check_overrides(args, multirun)
     except (catalog.UnknownAlgorithmError, UnknownEnvError, ConfigError) as error:
         _fail(str(error))

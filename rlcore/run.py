@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,8 +46,8 @@ from rlcore.run_dir import (
     write_run_metadata,
 )
 from rlcore.run_lock import RunLock
-from rlcore.settings import RunSettings, algorithm_name, settle
-from rlcore.spaces import describe_action_space
+from rlcore.settings import ResumeMismatchError, RunSettings, algorithm_name, settle
+from rlcore.spaces import action_space_from, describe_action_space
 from rlcore.threads import apply_threads
 from rlcore.utils import seed_everything
 
@@ -78,6 +79,10 @@ def train(
         raise ConfigError("device=cuda was requested but CUDA is not available: use device=cpu")
     built = build(algorithm, run, run_dir, device, resuming=resume_state is not None)
     try:
+        if resume_state is not None and "spaces" in resume_state:
+            env = built.env
+            check_resumed_spaces(resume_state["spaces"], env.single_observation_space,
+                                 env.single_action_space, run_dir)  # fmt: skip
         lock = RunLock(run_dir)
         lock.acquire()  # the first write: the run is valid
         try:
@@ -90,6 +95,30 @@ def train(
             lock.release()
     finally:
         built.close()
+
+
+def check_resumed_spaces(
+    saved: dict[str, Any], obs_space: Any, action_space: Any, run_dir: Path
+) -> None:
+    """Refuse a resume whose env observes or acts otherwise than the checkpoint's agent
+    was built for (an ``env.kwargs`` that changes a shape: ``n_bits``, a camera size),
+    before anything in the run dir changes: a later resume still finds the run as it was."""
+    want, got = ObsSpec.from_record(saved), ObsSpec.from_space(obs_space)
+    action = describe_action_space(action_space)
+    same_action = saved.keys() >= action.keys() and all(
+        np.array_equal(np.asarray(saved[key]), np.asarray(value)) for key, value in action.items()
+    )
+    if want != got or not same_action:
+
+        def parts(spec: ObsSpec) -> str:
+            return ", ".join(f"{part.name} {tuple(part.shape)}" for part in spec.parts)
+
+        raise ResumeMismatchError(
+            f"cannot resume {run_dir}: its agent reads {parts(want)} and acts in "
+            f"{action_space_from(saved)}; this config's env gives {parts(got)} and "
+            f"{action_space} (an env option changed a shape): drop that override, or "
+            "start a new run"
+        )
 
 
 def _run(

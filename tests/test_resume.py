@@ -402,6 +402,28 @@ def test_killed_and_resumed_run_equals_uninterrupted(algo, tmp_path):
         assert _metric_rows(tmp_path / "full", file, key) == _metric_rows(killed, file, key)
 
 
+def test_a_resume_whose_env_changes_a_shape_is_refused_leaving_the_run_intact(tmp_path, capsys):
+    """``resume=<run> env.kwargs.n_bits=5`` on a 4-bit run (named without algo= / env=, the
+    run's groups are found): refused before anything is written, naming both shapes; the
+    run resumes plainly afterwards (the refused config did not replace its own)."""
+    from rlcore.cli import cli
+
+    run = tmp_path / "run"
+    args = ["algo=dqn", "env=BitFlipping", "env.kwargs.n_bits=4", "total_steps=300",
+            "algo.learning_starts=100", "algo.batch_size=16", "algo.hidden=[16]",
+            "eval_every=300", "eval_episodes=1", *FAST]  # fmt: skip
+    train(make_config(*args), run)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    with pytest.raises(SystemExit) as stop:
+        cli([f"resume={run}", "env.kwargs.n_bits=5", "total_steps=400"])
+    assert stop.value.code == 2
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+    err = capsys.readouterr().err
+    assert "its agent reads observation (4,)" in err and "gives observation (5,)" in err
+    train(make_config(*args, "total_steps=400", f"resume={run}"), run)
+    assert load_checkpoint(run)["loop"]["counters"]["step"] == 400
+
+
 def test_resume_finished_run_with_more_steps_extends_it(tmp_path):
     args = [*CASES["sac"], *FAST, "total_steps=600"]
     train(make_config(*args), tmp_path)

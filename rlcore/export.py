@@ -219,6 +219,18 @@ class DeployedPolicy(nn.Module):
         return count
 
 
+def _part_normalizer(
+    spec: ObsSpec, obs_normalizer: dict[str, Any] | None, clip_obs: float
+) -> PartNormalizer | None:
+    """The run's env-side statistics of a dict observation (``{"parts": ...}``) as the
+    standardisation a deployed graph applies, part by part; None when it had none."""
+    if obs_normalizer is None:
+        return None
+    normalizer = PartNormalizer(spec, clip_obs)
+    normalizer.load_state_dict(obs_normalizer["parts"])
+    return normalizer
+
+
 class DeployedDictPolicy(DeployedPolicy):
     """A ``DeployedPolicy`` of dict observations of vectors: ``forward(*parts[, noise])``
     takes one (B, *shape) input per part of ``spec``, in its order, and concatenates them
@@ -239,10 +251,7 @@ class DeployedDictPolicy(DeployedPolicy):
             raise ExportError(_IMAGES_NOT_EXPORTABLE)
         self.spec = spec
         self.input_names = spec.names
-        self.part_normalizer: PartNormalizer | None = None
-        if obs_normalizer is not None:
-            self.part_normalizer = PartNormalizer(spec, clip_obs)
-            self.part_normalizer.load_state_dict(obs_normalizer["parts"])
+        self.part_normalizer = _part_normalizer(spec, obs_normalizer, clip_obs)
 
     def example_inputs(self, batch: int, obs_shape: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
         """Zero observations to trace with: one (batch, *shape) tensor per part."""
@@ -278,14 +287,11 @@ class DeployedImagePolicy(DeployedPolicy):
         clip_obs: float = EnvSettings.clip_obs,
     ):
         super().__init__(agent, action_space, None, noise=noise)
+        if obs_normalizer is not None and not spec.keyed:
+            raise ExportError("an image observation alone is never standardised")
         self.spec = spec
         self.input_names = spec.names
-        self.part_normalizer: PartNormalizer | None = None
-        if obs_normalizer is not None:
-            if not spec.keyed:
-                raise ExportError("an image observation alone is never standardised")
-            self.part_normalizer = PartNormalizer(spec, clip_obs)
-            self.part_normalizer.load_state_dict(obs_normalizer["parts"])
+        self.part_normalizer = _part_normalizer(spec, obs_normalizer, clip_obs)
 
     def example_inputs(self, batch: int, obs_shape: Sequence[int] = ()) -> tuple[torch.Tensor, ...]:
         """Zero observations to trace with: one (batch, *shape) tensor per part, images

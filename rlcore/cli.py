@@ -265,7 +265,12 @@ def _with_the_resumed_groups(args: list[str], multirun: bool) -> list[str]:
     except (FileNotFoundError, KeyError, TypeError, ValueError):
         return args  # the resume itself reports what is wrong with the run
     named = {arg.split("=", 1)[0] for arg in args}
-    return [*(f"{key}={value}" for key, value in groups.items() if key not in named), *args]
+    extra = [f"{key}={value}" for key, value in groups.items() if value and key not in named]
+    try:
+        normalize_overrides(extra)
+    except (catalog.UnknownAlgorithmError, UnknownEnvError, ConfigError, ImportError):
+        return args  # composed as before: the resume checks the run's own config
+    return [*extra, *args]
 
 
 def cli(argv: list[str] | None = None) -> None:

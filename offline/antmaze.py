@@ -439,7 +439,7 @@ KEYS = {
 def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
     """Command line: record one AntMaze dataset and print its summary."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if print_help_if_asked(argv, __doc__ or USAGE):
+    if print_help_if_asked(argv, f"{__doc__}\n{USAGE}"):
         return None
     try:
         if any(arg.startswith("trial=") for arg in argv):

@@ -502,6 +502,10 @@ def load_runs(paths: Sequence[str | Path]) -> list[Run]:
     return [load_run(d) for d in dirs]
 
 
+DEFAULT_METRIC = "eval/return"
+SUCCESS_METRIC = "eval/success_rate"  # goal tasks log it beside the return
+
+
 def split_by_metric(runs: Sequence[Run], metric: str) -> tuple[list[Run], list[Run]]:
     """(runs that logged ``metric``, runs that did not); an error when none did."""
     kept = [r for r in runs if r.has_metric(metric)]
@@ -1398,7 +1402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("dirs", nargs="+", help="run dirs or sweep dirs (searched recursively)")
     parser.add_argument(
-        "--metric", default="eval/return", help="column of eval.csv (or group/name)"
+        "--metric", default=DEFAULT_METRIC, help="column of eval.csv (or group/name)"
     )
     parser.add_argument("--out", default=None, help="output folder (default <first dir>/report)")
     parser.add_argument("--last-k", type=int, default=1, help="final = mean of the last k evals")
@@ -1433,6 +1437,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(crashed or still starting): " + ", ".join(str(r.path) for r in skipped)
             )
             print(f"note: {notes[-1]}", file=sys.stderr)
+        if args.metric == DEFAULT_METRIC and all(r.has_metric(SUCCESS_METRIC) for r in runs):
+            print(
+                f"note: these runs log {SUCCESS_METRIC} (goal tasks): --metric "
+                f"{SUCCESS_METRIC} reports success rates instead of returns",
+                file=sys.stderr,
+            )
         runs, left_out = apply_incomplete_policy(runs, args.incomplete)
         if left_out:
             notes.append(left_out)

@@ -404,6 +404,24 @@ def test_cli_skips_runs_without_the_metric_with_a_note(tmp_path, capsys):
     assert "| sac InvertedPendulum-v5 | 0,1 | 2 | 3.00 [2.00, 4.00] |" in captured.out
 
 
+def test_cli_points_goal_runs_to_their_success_rate(tmp_path, capsys):
+    for seed in (0, 1):
+        run = write_run(tmp_path / f"r{seed}", "sac", seed, [-50.0, -20.0], env_id="PandaReach-v1")
+        rows = (run / "eval.csv").read_text().splitlines()
+        rates = ["eval/success_rate", "0.0", "0.5"]
+        (run / "eval.csv").write_text("\n".join(f"{r},{x}" for r, x in zip(rows, rates)) + "\n")
+    assert report.main([str(tmp_path), "--reps", "50"]) == 0
+    err = capsys.readouterr().err
+    assert "--metric eval/success_rate reports success rates" in err
+    assert report.main([str(tmp_path), "--reps", "50", "--metric", "eval/success_rate"]) == 0
+    captured = capsys.readouterr()
+    assert "success rates" not in captured.err
+    assert "| sac PandaReach-v1 | 0,1 | 2 | 0.50 [0.50, 0.50] |" in captured.out
+    write_run(tmp_path / "r2", "sac", 2, [-50.0, -20.0], env_id="PandaReach-v1")  # no rate
+    assert report.main([str(tmp_path), "--reps", "50"]) == 0
+    assert "success rates" not in capsys.readouterr().err
+
+
 def test_resumed_run_is_read_with_its_last_config(tmp_path):
     run = write_run(tmp_path / "a", "sac", 0, [1.0, 2.0], total_steps=3000)
     config = OmegaConf.load(run / "config.yaml")

@@ -67,7 +67,7 @@ from rlcore.envs.antmaze import (
     symmetric_view,
     world_turned,
 )
-from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args, seed_arg
 from rlcore.offline.datasets import DatasetError
 from rlcore.threads import AUTO, apply_threads
 
@@ -449,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
                 args["trial"],
                 args["policy"],
                 number_arg(args, "episodes", int),
-                seed=number_arg(args, "seed", int, 0),
+                seed=seed_arg(args),
                 sample=bool_arg(args, "sample", False),
                 max_turn=number_arg(args, "max_turn", float, 1.0),
                 runner_frame=args.get("frame", "symmetric"),
@@ -464,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             args["policy"],
             number_arg(args, "steps", int),
             args["dataset_id"],
-            seed=number_arg(args, "seed", int, 0),
+            seed=seed_arg(args),
             noise=number_arg(args, "noise", float, 0.0),
             sample=bool_arg(args, "sample", False),
             max_turn=number_arg(args, "max_turn", float, 1.0),

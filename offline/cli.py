@@ -40,6 +40,14 @@ def number_arg(args: dict[str, str], key: str, kind: type, default: Any = None) 
         raise UsageError(f"{key} must be a{'n integer' if kind is int else ' number'}") from None
 
 
+def seed_arg(args: dict[str, str]) -> int:
+    """``seed=`` (default 0): an integer >= 0, as numpy's and gymnasium's seeding take."""
+    seed = number_arg(args, "seed", int, 0)
+    if seed < 0:
+        raise UsageError(f"seed={seed}: must be >= 0")
+    return seed
+
+
 def bool_arg(args: dict[str, str], key: str, default: bool) -> bool:
     """``true/false`` (also 1/0, yes/no) -> bool; anything else is a UsageError."""
     if key not in args:

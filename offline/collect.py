@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from rlcore.commands import print_help_if_asked
-from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args, seed_arg
 from rlcore.offline.datasets import DatasetError
 from rlcore.offline.recording import Rendering, collect
 from rlcore.threads import AUTO, apply_threads
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             policy=args["policy"],
             dataset_id=args["dataset_id"],
             steps=number_arg(args, "steps", int),
-            seed=number_arg(args, "seed", int, 0),
+            seed=seed_arg(args),
             noise=number_arg(args, "noise", float, 0.0),
             sample=bool_arg(args, "sample", False),
             max_episode_steps=number_arg(args, "max_episode_steps", int),

@@ -50,7 +50,7 @@ import numpy as np
 
 from rlcore.commands import print_help_if_asked
 from rlcore.envs.make import resolve_env_id
-from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args, seed_arg
 from rlcore.offline.datasets import KINDS, dataset_ids  # noqa: F401 - re-exported
 from rlcore.offline.recording import (
     check_new_dataset_id,
@@ -269,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             expert_steps=number_arg(args, "expert_steps", int, 1_000_000),
             dataset_steps=number_arg(args, "dataset_steps", int, 1_000_000),
             eval_every=number_arg(args, "eval_every", int, 10_000),
-            seed=number_arg(args, "seed", int, 0),
+            seed=seed_arg(args),
             namespace=args.get("namespace", "local"),
             version=number_arg(args, "version", int, 0),
             runs_dir=args.get("runs_dir"),

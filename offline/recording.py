@@ -438,6 +438,8 @@ def collect(
     check_new_dataset_id(dataset_id)
     if (ref_min_score is None) != (ref_max_score is None):
         raise UsageError("give ref_min_score and ref_max_score together (or neither)")
+    if seed < 0:
+        raise UsageError(f"seed={seed}: must be >= 0")
     make_kwargs: dict[str, Any] = {}
     if policy.startswith("replay:"):
         run = policy.removeprefix("replay:")

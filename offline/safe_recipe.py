@@ -34,7 +34,7 @@ import numpy as np
 
 from rlcore.commands import print_help_if_asked
 from rlcore.envs.make import resolve_env_id
-from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args
+from rlcore.offline.cli import UsageError, bool_arg, number_arg, parse_args, seed_arg
 from rlcore.offline.datasets import DatasetError
 from rlcore.offline.recording import (
     Episode,
@@ -149,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any] | None:
             dataset_id=args["dataset_id"],
             sources=parse_sources(args["sources"]),
             cost_limit=number_arg(args, "cost_limit", float, 25.0),
-            seed=number_arg(args, "seed", int, 0),
+            seed=seed_arg(args),
             sample=bool_arg(args, "sample", True),
         )
     except UsageError as error:

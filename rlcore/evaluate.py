@@ -73,6 +73,8 @@ def parse_options(args: Sequence[str]) -> tuple[str, dict[str, Any]]:
             options[key] = value
     if options["episodes"] < 1:
         raise EvaluateError(f"episodes={options['episodes']}: evaluate at least 1 episode")
+    if options["seed"] < 0:
+        raise EvaluateError(f"seed={options['seed']}: must be >= 0")
     return paths[0], options
 
 

@@ -65,7 +65,7 @@ def test_errors_are_one_line_with_exit_codes(
     assert capsys.readouterr().err.startswith(f"error: no checkpoint found in {tmp_path / 'empty'}")
     run = sac_run(tmp_path)
     for bad, words in [("episode=3", "unknown option 'episode'"), ("video=yes", "video=true"),
-                       ("episodes=0", "at least 1")]:  # fmt: skip
+                       ("episodes=0", "at least 1"), ("seed=-1", "seed=-1: must be >= 0")]:  # fmt: skip
         assert main([str(run), bad]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: ") and words in err and err.count("\n") == 1

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import socket
 import sys
 import threading
@@ -519,6 +520,7 @@ def test_collect_usage_errors(capsys, sac_run):
         (["env=Hopper", "colour=red", "policy=random", "dataset_id=ns/b-v0"], "unknown key"),
         (["env=Hopper", "policy=random", "steps=x", "dataset_id=ns/b-v0"], "steps must be"),
         (["env=Hopper", "policy=random", "steps=5", "dataset_id=no version"], "not of the form"),
+        (["env=Hopper", "policy=random", "steps=5", "seed=-1", "dataset_id=ns/b-v0"], "seed=-1"),
         (
             ["env=Hopper", "policy=random", "steps=5", "dataset_id=ns/b-v0", "ref_min_score=1"],
             "together",
@@ -535,6 +537,23 @@ def test_collect_usage_errors(capsys, sac_run):
     with pytest.raises(SystemExit):
         collect_main(["env=InvertedPendulum", "policy=random", "steps=5", "dataset_id=ns/b-v0"])
     assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("module", "argv"),
+    [
+        ("antmaze", ["variant=umaze", "policy=x.pt", "steps=10", "dataset_id=ns/a-v0"]),
+        ("recipe", ["env=InvertedPendulum"]),
+        ("safe_recipe", ["env=x", "dataset_id=ns/s-v0", "sources=random:10"]),
+    ],
+)
+def test_dataset_commands_refuse_a_negative_seed_before_any_work(module, argv, tmp_path, capsys):
+    """numpy's and gymnasium's seeding take seeds >= 0: one line, before anything runs."""
+    main = importlib.import_module(f"rlcore.offline.{module}").main
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "seed=-1"])
+    assert stop.value.code == 2
+    assert "seed=-1: must be >= 0" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------------------------- recipe

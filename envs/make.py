@@ -72,7 +72,13 @@ def resolve_env_id(name: str) -> str:
     ``module:Id`` (a user's env, registered when its module is imported) stays whole."""
     if ":" in name:  # gymnasium's "module:Id": the module registers Id when imported
         module, _, env_id = name.partition(":")
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError as error:  # the module, or something it imports, is missing
+            raise UnknownEnvError(
+                f"env {name}: importing its module '{module}' failed ({error}); install it or "
+                "put it on PYTHONPATH (module:Id registers Id when the module is imported)"
+            ) from None
         if env_id in gym.registry:
             return name  # kept whole: every process that makes it imports the module
     if atari.is_atari(name):  # ALE/<Game>-v5: registered by ale-py, checked there

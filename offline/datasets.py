@@ -111,6 +111,9 @@ class OfflineDataset:
     # the corruptions applied (rlcore.offline.corruption.corrupt): kind, mode, rate,
     # scale, seed and rows changed of each, in order
     corruption: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # the env id the dataset's own metadata names (``env_id`` may be the caller's override:
+    # a run's env); None for a D4RL file or a dataset without an env spec
+    recorded_env_id: str | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[0]
@@ -854,6 +857,7 @@ def load_minari_folder(
         metadata.get("ref_max_score"),
     )
     dataset.obs_layout = _layout(obs_space)
+    dataset.recorded_env_id = metadata.get("env_id")
     if images:  # every episode's T + 1 frames one after the other
         lengths = torch.bincount(dataset.episode_id)
         starts = torch.cumsum(lengths + 1, 0) - (lengths + 1)

@@ -307,6 +307,21 @@ def load_dataset(plan: RunPlan, settings: RunSettings, obs_space: gym.Space | No
     return dataset
 
 
+def other_task_note(recorded: str | None, env_id: str) -> str | None:
+    """Words for a dataset recorded on another task than the run's (same shapes, or the
+    run would have been refused): deliberate for an evaluation variant of the task (D4RL's
+    AntMaze goals), a mistake otherwise, so the run says it. None when they agree."""
+    if not recorded:
+        return None
+    try:
+        same = resolve_env_id(recorded) == resolve_env_id(env_id)
+    except UnknownEnvError:  # a task this install cannot build: compare the names
+        same = recorded == env_id
+    if same:
+        return None
+    return f"was recorded on {recorded}; this run trains and evaluates on {env_id}"
+
+
 def corrupt_dataset(dataset: Any, options: CorruptionSettings) -> None:
     """``corruption.*``: corrupt the loaded dataset in place (rlcore.offline.corruption);
     an adversarial attack loads ``corruption.critic``'s agent and attacks its critic."""
@@ -394,6 +409,8 @@ def prepare_offline(
     except ScoreReferenceError as error:
         logger.progress(f"note: no normalised score for this run ({error})", force=True)
         score = None
+    if note := other_task_note(dataset.recorded_env_id, env_id):
+        logger.progress(f"note: dataset {dataset.source} {note}", force=True)
     returns = dataset.episode_returns()
     logger.progress(
         f"dataset {dataset.source}: {len(dataset):,} transitions, {len(returns)} episodes, "

@@ -80,6 +80,11 @@ def test_unknown_env_lists_choices():
         resolve_env_id("Hoppr")
 
 
+def test_a_module_id_whose_module_does_not_import_is_one_error():
+    with pytest.raises(UnknownEnvError, match="importing its module 'no_such.tasks' failed"):
+        resolve_env_id("no_such.tasks:Arm-v0")
+
+
 def test_an_env_kwarg_the_task_does_not_take_is_refused_with_its_options():
     """Checked against the task's constructor before any back end builds it: its own
     names (PandaPush), the names its ``**kwargs`` reach in its bases (Hopper's

@@ -655,6 +655,22 @@ def test_normalized_score_minari_reference_fallback_and_clear_error(minari_root)
         normalized_score(1.0, "Reacher-v5")
 
 
+def test_a_dataset_of_another_task_is_named_in_the_run(minari_root):
+    from rlcore.build import other_task_note
+
+    make_minari("local/pendulum/task-v0", [3], ["term"])
+    data = load_dataset("local/pendulum/task-v0", env_id="Hopper-v5")
+    assert (data.env_id, data.recorded_env_id) == ("Hopper-v5", "InvertedPendulum-v5")
+    assert other_task_note(data.recorded_env_id, "Hopper-v5") == (
+        "was recorded on InvertedPendulum-v5; this run trains and evaluates on Hopper-v5"
+    )
+    assert other_task_note("InvertedPendulum-v5", "InvertedPendulum") is None  # short name
+    assert other_task_note(None, "Hopper-v5") is None  # a D4RL file names no task
+    assert other_task_note("my.tasks:Arm", "my.tasks:Arm") is None  # not buildable here
+    assert "recorded on my.tasks:Arm;" in other_task_note("my.tasks:Arm", "my.tasks:Hand")
+    assert load_dataset(write_d4rl(minari_root / "d.hdf5")).recorded_env_id is None
+
+
 # ----------------------------------------------------------------------------- remote ids
 
 HELP = ("is not available offline", "python -m rlcore.offline.collect", "MINARI_DATASETS_PATH")

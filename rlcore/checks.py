@@ -217,7 +217,8 @@ def check_her(name: str, plan: RunPlan, settings: RunSettings, obs_space: gym.Sp
 
 
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:
-    """Refuse a run that lacks the dataset or the pre-trained policy its plan needs."""
+    """Refuse a run that lacks the dataset or the pre-trained policy its plan needs, or
+    (model-based) a termination rule for its task's model rollouts."""
     init_from = bool(settings.init_from)
     if settings.dataset:
         from rlcore.offline.datasets import check_dataset_source
@@ -228,6 +229,13 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
             f"algo={name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
+    if plan.model is not None:  # model rollouts end where the task's own rule says
+        from rlcore.model_based import termination_rule
+
+        try:
+            termination_rule(settings.env.id)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
     if plan.needs_pretrained and not plan.pretrained and not resuming and not init_from:
         raise ConfigError(
             f"algo={name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "

@@ -150,6 +150,7 @@ _NEVER_TERMINATE = {
     "reacher": "Reacher",
     "pusher": "Pusher",
     "humanoidstandup": "HumanoidStandup",
+    "pendulum": "Pendulum",  # gymnasium's classic-control Pendulum-v1: never terminated
     "dmsd": "DMSD",
     "pipeline": "Pipeline",
     "safetyhalfcheetah": "SafetyHalfCheetah",

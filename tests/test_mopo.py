@@ -301,6 +301,22 @@ def test_termination_rules_are_gymnasiums_read_from_the_observation() -> None:
     assert reacher(rows, rows, rows).tolist() == [False, False, False, True]
     with pytest.raises(ValueError, match="no termination rule for env 'PandaPush'"):
         termination_rule("PandaPush")
+    pendulum = termination_rule("Pendulum-v1")  # gymnasium's Pendulum never terminates
+    assert pendulum(rows, rows, rows).tolist() == [False, False, False, True]
+
+
+@pytest.mark.parametrize("algo", ["mopo", "morec"])
+def test_a_task_without_a_termination_rule_is_refused_before_the_run_writes(tmp_path, algo):
+    from rlcore.config import ConfigError
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    data = tmp_path / "d.hdf5"
+    data.touch()  # never read: the refusal comes first
+    config = make_config(f"algo={algo}", "env=MountainCarContinuous-v0", f"dataset={data}")
+    with pytest.raises(ConfigError, match="no termination rule for env 'MountainCarContinuous"):
+        train(config, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_add_rows_writes_any_count_and_wraps() -> None:

@@ -1,7 +1,7 @@
 """The library-use page's loops run as written (with shorter run lengths): the SAC
-off-policy loop and the PPO on-policy loop of docs/library.md, and the README's quick-start
-SAC loop, which is also run at its own length (a slow test: it prints its progress lines
-and learns)."""
+off-policy loop and the PPO on-policy loop of docs/library.md, the offline page's RIQL (on
+a corrupted dataset) and MOPO loops, and the README's quick-start SAC loop, which is also
+run at its own length (a slow test: it prints its progress lines and learns)."""
 
 import math
 import re
@@ -12,6 +12,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 LIBRARY_PAGE = REPO / "docs" / "library.md"
+OFFLINE_PAGE = REPO / "docs" / "offline.md"
 SECTION = "## Use an algorithm in your own code"
 # the line ending in "# run length..." holds every loop length of an example
 # (PPO: 2 x 128 steps per env pass Pendulum's 200-step time limit, so the truncation
@@ -22,6 +23,7 @@ SHORT = {
     "num_envs": 2,
     "num_steps": 128,
     "iterations": 2,
+    "fit_epochs": 2,
 }
 
 
@@ -133,3 +135,28 @@ def test_readme_example_as_written_prints_progress_and_learns(capsys):
             total, done = total + reward, terminated or truncated
         returns.append(total)
     assert np.mean(returns) > -600, returns
+
+
+def test_offline_page_loops_run(tmp_path, monkeypatch):
+    """docs/offline.md's RIQL loop on a corrupted dataset and its MOPO loop (shortened) on
+    the random Hopper dataset their text records: the corruption is recorded, RIQL's
+    statistics come from the data, the ensemble is fitted once and rolled out in."""
+    import torch
+
+    from rlcore.offline.recording import collect
+
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    collect("Hopper", "random", "local/hopper/random-v0", steps=1000, seed=0)
+    riql, mopo = training_blocks(OFFLINE_PAGE.read_text())
+    namespace = run_example(riql, "docs/offline.md RIQL example")
+    data, agent = namespace["data"], namespace["agent"]
+    assert data.corruption[0]["kind"] == "obs" and data.corruption[0]["rows"] > 200
+    both = torch.cat([data.obs, data.next_obs])
+    torch.testing.assert_close(agent.obs_normalizer.mean, both.mean(0), rtol=1e-5, atol=1e-5)
+    assert agent.updates == SHORT["total_steps"]
+    assert all(math.isfinite(v) for v in namespace["metrics"].values())
+    namespace = run_example(mopo, "docs/offline.md MOPO example")
+    rollouts, metrics = namespace["rollouts"], namespace["metrics"]
+    assert rollouts.fit_result is not None and rollouts.fit_result.epochs <= SHORT["fit_epochs"]
+    assert rollouts.last_rollout["rollout_transitions"] > 0
+    assert "critic_loss" in metrics and all(math.isfinite(v) for v in metrics.values())

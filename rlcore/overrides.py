@@ -120,9 +120,21 @@ def _algo_of(tokens: list[str]) -> str:
     return "sac"
 
 
+# dict options whose keys are the user's (a task's constructor arguments, Ray resources):
+# Hydra adds a key one does not list with a leading +
+OPEN_DICTS = ("env.kwargs", "distributed.resources")
+
+
 def _unknown_key_message(key: str, value: str, tokens: list[str]) -> str:
     """One line for an override of a key the config does not have."""
     algo = _algo_of(tokens)
+    parent = key.rpartition(".")[0]
+    if parent in OPEN_DICTS:
+        return (
+            f"{key}={value}: {parent} lists no '{key.rpartition('.')[2]}' for this run; add it "
+            f"with a leading +: +{key}={value} (Hydra's way to add a key a config does not "
+            "list; the name is then checked against the task)"
+        )
     rest = [t for t in tokens if t.split("=", 1)[0] in ("algo", "env")]
     try:
         known = _keys(OmegaConf.to_container(_compose(rest)))  # type: ignore[arg-type]

@@ -61,6 +61,8 @@ def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
         ("seed=0,1", "seed=0,1: a comma-separated value is a sweep: add -m"),
         ("algo.hidden=[64,64", "malformed override 'algo.hidden=[64,64'"),
         ("hydra.run.dirr=x", "(did you mean hydra.run.dir?)"),
+        ("env.kwargs.frame_skip=2", "env.kwargs lists no 'frame_skip' for this run; add it "
+                                    "with a leading +: +env.kwargs.frame_skip=2"),
     ],
 )  # fmt: skip
 def test_every_bad_override_is_one_line_and_exit_2(override, needle, tmp_path, monkeypatch,

@@ -6,6 +6,7 @@ algorithm on a task without costs, distributed options actors cannot run, an
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -19,7 +20,7 @@ from rlcore.distributed import require_ray
 from rlcore.loops import NO_COST
 from rlcore.observations import ObsSpec
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
-from rlcore.settings import RunSettings
+from rlcore.settings import CorruptionSettings, RunSettings
 from rlcore.spaces import check_action_space
 
 
@@ -216,6 +217,9 @@ def check_her(name: str, plan: RunPlan, settings: RunSettings, obs_space: gym.Sp
         )
 
 
+DEFAULT_CORRUPTION = dataclasses.asdict(CorruptionSettings())
+
+
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:
     """Refuse a run that lacks the dataset or the pre-trained policy its plan needs, or
     (model-based) a termination rule for its task's model rollouts."""
@@ -224,11 +228,18 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
         from rlcore.offline.datasets import check_dataset_source
 
         check_dataset_source(settings.dataset)  # a missing file: before anything is written
+    if settings.dataset and not init_from and not plan.needs_dataset(init_from):
+        raise ConfigError(
+            f"dataset={settings.dataset}: algo={name}, as configured, trains online only and "
+            "would not read it; an offline algorithm (iql, cql, td3_bc ...) trains on it, an offline-to-online "
+            "one (rlpd, wsrl, cal_ql, iql with algo.online_steps) mixes it in"
+        )
     if plan.needs_dataset(init_from) and not settings.dataset:
         raise ConfigError(
             f"algo={name} trains on offline data: pass dataset=<Minari id | D4RL .hdf5 "
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
+    check_corruption(name, plan, settings, init_from)
     if plan.model is not None:  # model rollouts end where the task's own rule says
         from rlcore.model_based import termination_rule
 
@@ -241,6 +252,33 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
             f"algo={name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
             "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
             "dataset=... trains one)"
+        )
+
+
+def check_corruption(name: str, plan: RunPlan, settings: RunSettings, init_from: bool) -> None:
+    """Refuse ``corruption.*`` options that would change nothing: set without a kind, on a
+    run that reads no offline dataset, or a critic no random corruption attacks."""
+    options = settings.corruption
+    chosen = {key: value for key, value in dataclasses.asdict(options).items()
+              if value != DEFAULT_CORRUPTION[key]}  # fmt: skip
+    if options.kind is None:
+        if chosen:
+            listed = " ".join(f"corruption.{key}={value}" for key, value in chosen.items())
+            raise ConfigError(
+                f"{listed} without corruption.kind corrupts nothing: set corruption.kind="
+                "obs|action|reward|dynamics (or drop the option)"
+            )
+        return
+    if plan.schedule.on_policy or not plan.needs_dataset(init_from):
+        raise ConfigError(
+            f"corruption.kind={options.kind}: corrupts an offline dataset, and algo={name} "
+            "reads none in this run (an offline or offline-to-online algorithm with "
+            "dataset=... does)"
+        )
+    if options.critic is not None and (options.mode == "random" or options.kind == "reward"):
+        raise ConfigError(
+            f"corruption.critic={options.critic}: only adversarial obs / action / dynamics "
+            f"corruptions attack a critic, and this one is {options.mode} {options.kind}"
         )
 
 

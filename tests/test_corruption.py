@@ -159,6 +159,17 @@ def test_corrupted_runs_from_the_command_line_say_what_they_trained_on(tmp_path)
         with pytest.raises(ConfigError, match="corruption.critic"):
             train(make_config(*common, "corruption.kind=action", "corruption.mode=adversarial"),
                   tmp_path / "none")  # fmt: skip
+        refused = [  # options that would change nothing: before anything is written
+            (["corruption.rate=0.5"], "corruption.rate=0.5 without corruption.kind"),
+            (["corruption.kind=reward", f"corruption.critic={tmp_path / 'random'}"],
+             "only adversarial obs / action / dynamics corruptions attack a critic"),
+            (["corruption.kind=reward", "corruption.mode=adversarial",
+              f"corruption.critic={tmp_path / 'random'}"], "this one is adversarial reward"),
+        ]  # fmt: skip
+        for extra, words in refused:
+            with pytest.raises(ConfigError, match=words):
+                train(make_config(*common, *extra), tmp_path / "refused")
+            assert not (tmp_path / "refused").exists()
 
 
 @pytest.mark.parametrize("name", ["iql", "riql", "cql", "cal_ql", "td3_bc", "rebrac", "awac"])

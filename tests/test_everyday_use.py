@@ -63,6 +63,12 @@ def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
         ("hydra.run.dirr=x", "(did you mean hydra.run.dir?)"),
         ("env.kwargs.frame_skip=2", "env.kwargs lists no 'frame_skip' for this run; add it "
                                     "with a leading +: +env.kwargs.frame_skip=2"),
+        ("dataset=local/hopper/medium-v0", "algo=sac, as configured, trains online only and "
+                                           "would not read it"),
+        ("corruption.kind=obs", "corruption.kind=obs: corrupts an offline dataset, and algo=sac "
+                                "reads none in this run"),
+        ("corruption.mode=adversarial", "corruption.mode=adversarial without corruption.kind "
+                                        "corrupts nothing"),
     ],
 )  # fmt: skip
 def test_every_bad_override_is_one_line_and_exit_2(override, needle, tmp_path, monkeypatch,

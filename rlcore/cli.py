@@ -155,7 +155,8 @@ def sweep_label(job_overrides: list[str]) -> str:
     keys are unknown (a launcher that drops the environment)."""
     swept = os.environ.get(SWEPT_KEYS_ENV)
     keys = set(swept.split(",")) if swept is not None else {"seed"}
-    values = [o for o in job_overrides if o.split("=", 1)[0] in keys - {"algo", "env"}]
+    values = [o.lstrip("+") for o in job_overrides
+              if o.split("=", 1)[0].lstrip("+") in keys - {"algo", "env"}]  # fmt: skip
     return " ".join(values)
 
 

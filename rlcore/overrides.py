@@ -121,20 +121,19 @@ def _algo_of(tokens: list[str]) -> str:
 
 
 # dict options whose keys are the user's (a task's constructor arguments, Ray resources):
-# Hydra adds a key one does not list with a leading +
+# ``env.kwargs.frame_skip=2`` and ``distributed.resources={robot: 1}`` are passed to Hydra
+# as ``++...`` (add or override), as a name the env's config does not list needs
 OPEN_DICTS = ("env.kwargs", "distributed.resources")
+
+
+def _in_open_dict(key: str) -> bool:
+    """``key`` (no leading +) is an open dict or one of its entries."""
+    return any(key == name or key.startswith(name + ".") for name in OPEN_DICTS)
 
 
 def _unknown_key_message(key: str, value: str, tokens: list[str]) -> str:
     """One line for an override of a key the config does not have."""
     algo = _algo_of(tokens)
-    parent = key.rpartition(".")[0]
-    if parent in OPEN_DICTS:
-        return (
-            f"{key}={value}: {parent} lists no '{key.rpartition('.')[2]}' for this run; add it "
-            f"with a leading +: +{key}={value} (Hydra's way to add a key a config does not "
-            "list; the name is then checked against the task)"
-        )
     rest = [t for t in tokens if t.split("=", 1)[0] in ("algo", "env")]
     try:
         known = _keys(OmegaConf.to_container(_compose(rest)))  # type: ignore[arg-type]
@@ -293,6 +292,8 @@ def normalize_overrides(args: list[str]) -> list[str]:
             recipes = [a for v in value.split(",") if (a := experiment_algorithm(v))]
             algorithms = recipes + (algorithms if "algo" in seen else [])
             out.append(arg)
+        elif sep and _in_open_dict(key.lstrip("+")):  # listed in the config or not
+            out.append(f"++{key.lstrip('+')}={value}")
         elif sep and key == "hydra.run.dir":  # rlcore places the run dir itself
             out.append(f"run_dir={value}")
         elif sep and key == "env":

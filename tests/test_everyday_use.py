@@ -61,8 +61,6 @@ def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
         ("seed=0,1", "seed=0,1: a comma-separated value is a sweep: add -m"),
         ("algo.hidden=[64,64", "malformed override 'algo.hidden=[64,64'"),
         ("hydra.run.dirr=x", "(did you mean hydra.run.dir?)"),
-        ("env.kwargs.frame_skip=2", "env.kwargs lists no 'frame_skip' for this run; add it "
-                                    "with a leading +: +env.kwargs.frame_skip=2"),
         ("dataset=local/hopper/medium-v0", "algo=sac, as configured, trains online only and "
                                            "would not read it"),
         ("corruption.kind=obs", "corruption.kind=obs: corrupts an offline dataset, and algo=sac "
@@ -79,6 +77,21 @@ def test_every_bad_override_is_one_line_and_exit_2(override, needle, tmp_path, m
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert needle in err, err
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_open_dict_options_take_names_their_config_does_not_list():
+    """A task's constructor arguments and Ray resources are the user's names: given plainly
+    (no +), they compose; Hydra alone refused them (its struct config)."""
+    from rlcore.overrides import _compose_registering, normalize_overrides
+
+    args = normalize_overrides(["algo=sac", "env=Hopper", "env.kwargs.frame_skip=2",
+                                "distributed.resources={robot: 1}", "algo.tau=0.01"])  # fmt: skip
+    assert "++env.kwargs.frame_skip=2" in args and "algo.tau=0.01" in args
+    config = _compose_registering(args)
+    assert dict(config.env.kwargs) == {"frame_skip": 2}
+    assert dict(config.distributed.resources) == {"robot": 1}
+    listed = normalize_overrides(["algo=dqn", "env=BitFlipping", "+env.kwargs.n_bits=5"])
+    assert _compose_registering(listed).env.kwargs.n_bits == 5  # Hydra: "already there"
 
 
 def test_a_sweep_checks_its_first_job(tmp_path, monkeypatch, capsys):

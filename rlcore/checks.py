@@ -20,7 +20,7 @@ from rlcore.distributed import require_ray
 from rlcore.loops import NO_COST
 from rlcore.observations import ObsSpec
 from rlcore.plan import OFFLINE_DATA_MODES, RunPlan
-from rlcore.settings import CorruptionSettings, RunSettings
+from rlcore.settings import CorruptionSettings, RunSettings, SnapshotOptions
 from rlcore.spaces import check_action_space
 
 
@@ -218,6 +218,7 @@ def check_her(name: str, plan: RunPlan, settings: RunSettings, obs_space: gym.Sp
 
 
 DEFAULT_CORRUPTION = dataclasses.asdict(CorruptionSettings())
+DEFAULT_SNAPSHOT = dataclasses.asdict(SnapshotOptions())
 
 
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:
@@ -240,6 +241,14 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
     check_corruption(name, plan, settings, init_from)
+    snapshot = dataclasses.asdict(settings.snapshot)
+    if settings.snapshot.teacher is None and snapshot != DEFAULT_SNAPSHOT:
+        listed = " ".join(f"snapshot.{key}={value}" for key, value in snapshot.items()
+                          if value != DEFAULT_SNAPSHOT[key])  # fmt: skip
+        raise ConfigError(
+            f"{listed} without snapshot.teacher resets nothing: set snapshot.teacher=<run dir, "
+            "checkpoint or snapshots .npz> (S3RL snapshot resets), or drop the option"
+        )
     if plan.model is not None:  # model rollouts end where the task's own rule says
         from rlcore.model_based import termination_rule
 

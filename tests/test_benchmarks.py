@@ -474,12 +474,13 @@ def test_snapshot_benchmark_end_to_end(tmp_path, capsys):
     from rlcore.logging import read_csv
 
     small = ["algo.hidden=[16,16]", "algo.batch_size=16", "env.max_episode_steps=40",
-             "algo.learning_starts=50", "snapshot.episodes=1", "log_every=20"]  # fmt: skip
+             "algo.learning_starts=50", "log_every=20"]  # fmt: skip
     argv = ["--steps", "120", "--marks", "60", "120", "--eval-every", "60",
             "--eval-episodes", "1", "--seeds", "0", "1", "--switch-after", "80",
             "--variants", "sac", "sac_s3rl", "--run-dir", str(tmp_path / "runs"),
             "--out", str(tmp_path / "s.json"),
-            "--set", *[f"{v}:{o}" for v in ("sac", "sac_s3rl") for o in small]]  # fmt: skip
+            "--set", *[f"{v}:{o}" for v in ("sac", "sac_s3rl") for o in small],
+            "sac_s3rl:snapshot.episodes=1"]  # fmt: skip
     payload = snapshot_main(argv)
     table = payload["table"]
     assert set(table) == {"sac", "sac_s3rl"}

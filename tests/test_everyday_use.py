@@ -67,6 +67,7 @@ def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
                                 "reads none in this run"),
         ("corruption.mode=adversarial", "corruption.mode=adversarial without corruption.kind "
                                         "corrupts nothing"),
+        ("snapshot.episodes=5", "snapshot.episodes=5 without snapshot.teacher resets nothing"),
     ],
 )  # fmt: skip
 def test_every_bad_override_is_one_line_and_exit_2(override, needle, tmp_path, monkeypatch,

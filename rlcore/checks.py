@@ -223,17 +223,19 @@ DEFAULT_SNAPSHOT = dataclasses.asdict(SnapshotOptions())
 
 def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool) -> None:
     """Refuse a run that lacks the dataset or the pre-trained policy its plan needs, or
-    (model-based) a termination rule for its task's model rollouts."""
+    (model-based) a termination rule for its task's model rollouts; and options that would
+    change nothing (a dataset an online run would not read, ``corruption.*`` /
+    ``snapshot.*`` without what they act on)."""
     init_from = bool(settings.init_from)
     if settings.dataset:
         from rlcore.offline.datasets import check_dataset_source
 
         check_dataset_source(settings.dataset)  # a missing file: before anything is written
-    if settings.dataset and not init_from and not plan.needs_dataset(init_from):
+    if settings.dataset and not init_from and not plan.needs_dataset(False):
         raise ConfigError(
             f"dataset={settings.dataset}: algo={name}, as configured, trains online only and "
-            "would not read it; an offline algorithm (iql, cql, td3_bc ...) trains on it, an offline-to-online "
-            "one (rlpd, wsrl, cal_ql, iql with algo.online_steps) mixes it in"
+            "would not read it; an offline algorithm (iql, cql, td3_bc ...) trains on it, an "
+            "offline-to-online one (rlpd, wsrl, cal_ql, iql with algo.online_steps) mixes it in"
         )
     if plan.needs_dataset(init_from) and not settings.dataset:
         raise ConfigError(
@@ -241,14 +243,7 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
             "file | Minari dataset folder> (python -m rlcore.offline.collect records one)"
         )
     check_corruption(name, plan, settings, init_from)
-    snapshot = dataclasses.asdict(settings.snapshot)
-    if settings.snapshot.teacher is None and snapshot != DEFAULT_SNAPSHOT:
-        listed = " ".join(f"snapshot.{key}={value}" for key, value in snapshot.items()
-                          if value != DEFAULT_SNAPSHOT[key])  # fmt: skip
-        raise ConfigError(
-            f"{listed} without snapshot.teacher resets nothing: set snapshot.teacher=<run dir, "
-            "checkpoint or snapshots .npz> (S3RL snapshot resets), or drop the option"
-        )
+    check_snapshot_options(settings)
     if plan.model is not None:  # model rollouts end where the task's own rule says
         from rlcore.model_based import termination_rule
 
@@ -261,6 +256,18 @@ def check_inputs(name: str, plan: RunPlan, settings: RunSettings, resuming: bool
             f"algo={name} fine-tunes a pre-trained policy: pass algo.pretrained=<run dir "
             "or .pt of a diffusion_bc / flow_bc run> (python -m rlcore.train algo=diffusion_bc "
             "dataset=... trains one)"
+        )
+
+
+def check_snapshot_options(settings: RunSettings) -> None:
+    """Refuse ``snapshot.*`` options set without ``snapshot.teacher`` (they reset nothing)."""
+    snapshot = dataclasses.asdict(settings.snapshot)
+    if settings.snapshot.teacher is None and snapshot != DEFAULT_SNAPSHOT:
+        listed = " ".join(f"snapshot.{key}={value}" for key, value in snapshot.items()
+                          if value != DEFAULT_SNAPSHOT[key])  # fmt: skip
+        raise ConfigError(
+            f"{listed} without snapshot.teacher resets nothing: set snapshot.teacher=<run dir, "
+            "checkpoint or snapshots .npz> (S3RL snapshot resets), or drop the option"
         )
 
 

@@ -18,7 +18,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("recipe", "rlcore.offline.recipe", "D4RL-like datasets: train an expert, record levels"),
     ("safe_recipe", "rlcore.offline.safe_recipe", "a constrained-task dataset from policies"),
     ("antmaze", "rlcore.offline.antmaze", "D4RL-style AntMaze datasets from a waypoint runner"),
-    ("neorl2_recipe", "rlcore.offline.neorl2_recipe", "NeoRL-2's datasets, built as its authors did"),
+    ("neorl2_recipe", "rlcore.offline.neorl2_recipe", "NeoRL-2's datasets, as its authors built"),
     ("benchmarks", "rlcore.benchmarks.throughput", "speed side by side (more: benchmarks/)"),
 )
 

@@ -96,6 +96,12 @@ def build(
         check_spaces(algorithm, settings.env.id, obs_space, action_space, plan, settings)
         dataset = load_dataset(plan, settings, obs_space)  # a download, too, before any write
         if dataset is not None:
+            if plan.env.cost and dataset.cost is None:  # a cost critic learns from the data
+                raise ConfigError(
+                    f"dataset={settings.dataset}: algo={algorithm.name} learns costs from the "
+                    "data, and this dataset has none: record a cost-labelled one (python -m "
+                    "rlcore.offline.safe_recipe) or load a D4RL-format file with a 'costs' key"
+                )
             try:
                 dataset.check_env(obs_space, action_space)
                 if isinstance(obs_space, gym.spaces.Dict):  # as the agent flattens them
@@ -411,6 +417,9 @@ def prepare_offline(
         score = None
     if note := other_task_note(dataset.recorded_env_id, env_id):
         logger.progress(f"note: dataset {dataset.source} {note}", force=True)
+    if plan.env.cost and dataset.cost is not None and not bool((dataset.cost > 0).any()):
+        logger.progress(f"note: dataset {dataset.source} holds no step with a cost: its cost "
+                        "critic learns that every state is safe", force=True)  # fmt: skip
     returns = dataset.episode_returns()
     logger.progress(
         f"dataset {dataset.source}: {len(dataset):,} transitions, {len(returns)} episodes, "

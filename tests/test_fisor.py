@@ -279,6 +279,12 @@ def test_fisor_refuses_a_dataset_without_costs(tmp_path):
             f[key] = value
     with pytest.raises(DatasetError, match="has no costs.*safe_recipe"):
         small_agent().prepare_dataset(load_d4rl_hdf5(path))
+    from rlcore.config import ConfigError  # the command line: before the run writes
+
+    cfg = make_config("algo=fisor", "env=SafetyHopperVelocity", f"dataset={path}", *FAST)
+    with pytest.raises(ConfigError, match="algo=fisor learns costs from the data, and this "):
+        train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
 
 
 def test_dsrl_normalisation_and_source_parsing():

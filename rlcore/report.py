@@ -1444,6 +1444,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
         runs, left_out = apply_incomplete_policy(runs, args.incomplete)
+        if short := [r for r in runs if len(r.series(args.metric, args.x)[1]) < args.last_k]:
+            fewest = min(len(r.series(args.metric, args.x)[1]) for r in short)
+            print(
+                f"warning: {len(short)} run(s) logged fewer than --last-k={args.last_k} "
+                f"evaluations of {args.metric} (fewest: {fewest}); their final score is the "
+                "mean of those they have",
+                file=sys.stderr,
+            )
         if left_out:
             notes.append(left_out)
             print(f"note: {left_out}", file=sys.stderr)

@@ -422,6 +422,18 @@ def test_cli_points_goal_runs_to_their_success_rate(tmp_path, capsys):
     assert "success rates" not in capsys.readouterr().err
 
 
+def test_cli_warns_when_runs_have_fewer_evaluations_than_last_k(tmp_path, capsys):
+    write_run(tmp_path / "a", "sac", 0, [1.0, 2.0, 3.0])
+    write_run(tmp_path / "b", "sac", 1, [5.0, 7.0])
+    assert report.main([str(tmp_path), "--reps", "50", "--last-k", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "warning: 1 run(s) logged fewer than --last-k=3 evaluations" in captured.err
+    assert "(fewest: 2)" in captured.err
+    assert "| 6.00 [6.00, 6.00] |" in captured.out  # b: the mean of its two, 5 and 7
+    assert report.main([str(tmp_path), "--reps", "50", "--last-k", "2"]) == 0
+    assert "fewer than --last-k" not in capsys.readouterr().err
+
+
 def test_resumed_run_is_read_with_its_last_config(tmp_path):
     run = write_run(tmp_path / "a", "sac", 0, [1.0, 2.0], total_steps=3000)
     config = OmegaConf.load(run / "config.yaml")

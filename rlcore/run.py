@@ -77,6 +77,15 @@ def train(
     device = torch.device(settings.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda was requested but CUDA is not available: use device=cpu")
+    if device.type != "cpu":  # mps on a torch built without it, cuda:3 on one GPU, ...
+        try:
+            torch.empty(0, device=device)
+        except (RuntimeError, AssertionError):
+            raise ConfigError(
+                f"device={settings.device}: this PyTorch ({torch.__version__}) cannot place "
+                "a tensor there (a build without that back end, or no such device index); "
+                "use device=cpu"
+            ) from None
     built = build(algorithm, run, run_dir, device, resuming=resume_state is not None)
     try:
         if resume_state is not None and "spaces" in resume_state:

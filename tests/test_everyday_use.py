@@ -107,11 +107,12 @@ def test_a_sweep_checks_its_first_job(tmp_path, monkeypatch, capsys):
     ("args", "needle"),
     [
         (["device=gpu"], "device='gpu': must be a torch device: cpu, cuda, cuda:N"),
+        (["device=mps"], "device=mps: this PyTorch"),  # Linux wheels have no MPS back end
         (["env.backend=foo"], "env.backend='foo': must be one of sync, async, native, mjx"),
         (["algo=fast_td3", "algo.v_min=5", "algo.v_max=5"],
          "algo=fast_td3: v_min=5.0 must be below v_max=5.0"),
     ],
-    ids=["device", "backend", "fast_td3-support"],
+    ids=["device", "device-unavailable", "backend", "fast_td3-support"],
 )  # fmt: skip
 def test_values_the_run_refuses_are_exit_2(args, needle, tmp_path):
     out = _cli(["env=InvertedPendulum", "total_steps=300", *FAST, *args], tmp_path)

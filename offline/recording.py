@@ -484,10 +484,14 @@ def collect(
             raise UsageError(str(error).replace("env.kwargs:", "kwargs.<name>:", 1)) from None
         if max_episode_steps is not None:
             make_kwargs["max_episode_steps"] = max_episode_steps
-        if policy == "random" and sample:
-            raise UsageError("sample=true needs a trained policy, not policy=random")
+        if policy in ("random", "expert") and sample:
+            raise UsageError(f"sample=true needs a trained policy, not policy={policy} (the "
+                             "scripted expert has no distribution to sample; noise= adds one)")
         if not 0 < slowness <= 1:
             raise UsageError(f"slowness={slowness}: in (0, 1] (1: the expert's own speed)")
+        if slowness != 1 and policy != "expert":
+            raise UsageError(f"slowness={slowness} slows the scripted expert (policy=expert), "
+                             f"not policy={policy}")
         if rendering.obs != "state" and flatten_obs:
             raise UsageError(f"obs={rendering.obs}: images are not flattened (flatten_obs=false)")
         if policy == "expert":

@@ -521,6 +521,10 @@ def test_collect_usage_errors(capsys, sac_run):
         (["env=Hopper", "policy=random", "steps=x", "dataset_id=ns/b-v0"], "steps must be"),
         (["env=Hopper", "policy=random", "steps=5", "dataset_id=no version"], "not of the form"),
         (["env=Hopper", "policy=random", "steps=5", "seed=-1", "dataset_id=ns/b-v0"], "seed=-1"),
+        (["env=PandaReach", "policy=expert", "steps=5", "sample=true", "dataset_id=ns/b-v0"],
+         "not policy=expert"),
+        (["env=Hopper", "policy=random", "steps=5", "slowness=0.5", "dataset_id=ns/b-v0"],
+         "slows the scripted expert"),
         (
             ["env=Hopper", "policy=random", "steps=5", "dataset_id=ns/b-v0", "ref_min_score=1"],
             "together",

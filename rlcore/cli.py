@@ -244,6 +244,14 @@ def check_run_dir_overrides(args: list[str]) -> None:
                 "created); pass the directory of an earlier run",
                 EXIT_MISSING,
             )
+        own = resume_run_dir(resume)
+        if "run_dir" in values and Path(values["run_dir"]).resolve() != own.resolve():
+            _fail(
+                f"run_dir={values['run_dir']} with resume={resume}: a resumed run continues in "
+                f"its own directory ({own}); to branch it, copy that directory and resume the "
+                "copy",
+                EXIT_CONFIG,
+            )
         return
     if "run_dir" in values:  # hydra.run.dir= was mapped onto it (normalize_overrides)
         try:

@@ -113,6 +113,10 @@ def test_resume_with_different_network_refuses_naming_field(tmp_path):
     out = run_cli(["algo=sac", "env=Hopper", *TINY, f"resume={run_dir}"], tmp_path)
     assert out.returncode == 2 and "trained on InvertedPendulum-v5; drop env=" in out.stderr
     assert not (run_dir / ".hydra_resumed").exists()  # refused: nothing written
+    other = tmp_path / "branch"  # a resumed run continues in its own directory, not there
+    out = run_cli([f"resume={run_dir}", f"run_dir={other}"], tmp_path)
+    assert out.returncode == 2 and f"continues in its own directory ({run_dir})" in out.stderr
+    assert not other.exists()
 
 
 def test_nan_loss_stops_with_message_and_good_checkpoint(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -82,10 +83,12 @@ def restart_on_host(
     obs: np.ndarray,
     table: Sequence[State] | None = None,
     rows: np.ndarray | None = None,
+    restored_obs: Callable[[np.ndarray], list[Any]] | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """``SimulatorBackend.restart`` for a numpy back end: ``set_states`` of the chosen
-    rows (their observations from the states' ``"obs"``) or a masked gymnasium reset.
-    Dict observations are replaced part by part."""
+    rows (their observations from the states' ``"obs"``, or, given ``restored_obs``, what
+    it returns for the restarted env ids) or a masked gymnasium reset. Dict observations
+    are replaced part by part."""
     mask = np.asarray(mask, bool)
     ids = np.flatnonzero(mask)
     if not ids.size:
@@ -102,11 +105,19 @@ def restart_on_host(
     if any("obs" not in state for state in states):
         raise ValueError("restart from states needs each state's observation ('obs')")
     backend.set_states(states, ids)
+    restored = [state["obs"] for state in states] if restored_obs is None else restored_obs(ids)
     for name in obs if keyed else [None]:
         target = obs[name] if keyed else obs
-        values = [state["obs"][name] if keyed else state["obs"] for state in states]
+        values = [value[name] if keyed else value for value in restored]
         target[ids] = np.stack([np.asarray(value) for value in values]).astype(target.dtype)
     return obs, {}
+
+
+def _gymnasium_restored_obs(env: gym.vector.VectorEnv, ids: np.ndarray) -> list[Any]:
+    """The observations sub-envs ``ids`` hold after a restore (``SimulatorState.last_obs``:
+    the state's own, or with the camera's view of it where the env renders)."""
+    held = env.get_attr("last_obs")
+    return [held[int(i)] for i in ids]
 
 
 def _gymnasium_get_states(env: gym.vector.VectorEnv, env_ids: Sequence[int] | None) -> list[State]:
@@ -142,7 +153,8 @@ class SyncBackend(gym.vector.SyncVectorEnv):
     def restart(
         self, mask: Any, obs: Any, table: Any = None, rows: Any = None
     ) -> tuple[Any, dict[str, Any]]:
-        return restart_on_host(self, mask, obs, table, rows)
+        return restart_on_host(self, mask, obs, table, rows,
+                               partial(_gymnasium_restored_obs, self))  # fmt: skip
 
 
 # What the async back end's fork server imports once, before it forks any worker: the
@@ -194,11 +206,19 @@ class AsyncBackend(gym.vector.AsyncVectorEnv):
     def restart(
         self, mask: Any, obs: Any, table: Any = None, rows: Any = None
     ) -> tuple[Any, dict[str, Any]]:
-        return restart_on_host(self, mask, obs, table, rows)
+        return restart_on_host(self, mask, obs, table, rows,
+                               partial(_gymnasium_restored_obs, self))  # fmt: skip
 
 
 def backend_of(env: gym.vector.VectorEnv) -> SimulatorBackend:
-    """The back end under ``env``'s wrappers, checked against the interface."""
+    """The back end under ``env``'s wrappers: the outermost layer that implements the
+    interface (a wrapper that changes what a restart observes does: the native back
+    ends' ``envs.pixels.BatchPixels``), else the unwrapped env, checked."""
+    layer = env
+    while isinstance(layer, gym.vector.VectorWrapper):
+        if isinstance(layer, SimulatorBackend):
+            return layer
+        layer = layer.env
     base = env.unwrapped
     if not isinstance(base, SimulatorBackend):
         raise TypeError(

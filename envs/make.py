@@ -121,7 +121,9 @@ class SimulatorState(gym.Wrapper):
     read), restored with ``mj_copyData``. Other envs fall back to a deep copy of their
     ``state`` attribute (the convention of gymnasium's classic-control tasks). Every
     state also holds the env's current observation (``"obs"``), which a restart from
-    that state hands out.
+    that state hands out (``last_obs``); a rendering env restored from a portable state
+    (an S3RL snapshot: the teacher's state observation) hands out that observation with
+    the camera's view of the restored state, a new frame stack.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -190,6 +192,10 @@ class SimulatorState(gym.Wrapper):
             # xipos) are those the teacher's last substep left, not a function of the state
             base.data.xpos[:] = state["xpos"]
             base.data.xipos[:] = state["xipos"]
+            from rlcore.envs.robots.env import PandaEnv
+
+            if isinstance(base, PandaEnv):  # its steps end with mj_forward (the sensors its
+                mujoco.mj_forward(base.model, base.data)  # next action reads), as here
         elif "state" in state:
             base.state = copy.deepcopy(state["state"])
         stack = self._wrapper(pixels.FrameStack)
@@ -198,6 +204,14 @@ class SimulatorState(gym.Wrapper):
             stack.images.extend(image.copy() for image in state["frames"])
         if "obs" in state:
             self.last_obs = copy.deepcopy(state["obs"])
+        if stack is not None and "integration" in state:
+            # a snapshot (the teacher's state observation, if any): a rendering env starts
+            # a new stack from the camera's view of the restored state
+            camera = self._wrapper(pixels.PixelObservation)
+            image = camera.render_restored(state["integration"])
+            stack.start_from(image)
+            if "obs" in state:
+                self.last_obs = stack.stacked(pixels.observed(state["obs"], camera.mode, image))
 
     @property
     def rlcore_restore(self) -> None:
@@ -785,11 +799,6 @@ def make_vec_env(
         raise ValueError(
             f"env.obs={obs} renders on the sync, async and native back ends, not "
             f"'{backend}' (set env.backend=sync or native)"
-        )
-    if obs != pixels.STATE and base_wrappers:
-        raise ValueError(
-            f"env.obs={obs}: snapshot resets restart episodes with the teacher's state "
-            "observations, not rendered images (not supported yet); use env.obs=state"
         )
     if (backend == "ale") != atari.is_atari(env_id):
         raise ValueError(

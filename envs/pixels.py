@@ -96,6 +96,16 @@ class Camera:
         mujoco.mjr_readPixels(self.pixels, None, self.rect, self.mjr)
         return np.ascontiguousarray(self.pixels[::-1].transpose(2, 0, 1))  # bottom row first
 
+    def render_state(self, model: Any, scratch: Any, integration: np.ndarray) -> np.ndarray:
+        """The camera's view of an integration state (``mjSTATE_INTEGRATION``) restored
+        into ``scratch`` (an MjData of ``model``), its derived positions computed from it
+        (``mj_forward``): how a restored S3RL snapshot looks, on every back end alike."""
+        import mujoco
+
+        mujoco.mj_setState(model, scratch, integration, mujoco.mjtState.mjSTATE_INTEGRATION)
+        mujoco.mj_forward(model, scratch)
+        return self.render(model, scratch)
+
     def free(self) -> None:
         """Free the framebuffers and the context with this camera's own context current:
         MuJoCo frees them in whichever context is current, and freed under another
@@ -158,6 +168,7 @@ class PixelObservation(gym.ObservationWrapper):
             raise ValueError(f"obs={mode} renders MuJoCo tasks; {type(base).__name__} is not one")
         self.mode, self.size = mode, int(image_size)
         self.view = Camera(base.model, camera, self.size)
+        self.scratch: Any = None  # an MjData to render restored states in (made on first use)
         self.observation_space = observed_space(env.observation_space, mode, image_space(self.size))
 
     def render_image(self) -> np.ndarray:
@@ -167,6 +178,16 @@ class PixelObservation(gym.ObservationWrapper):
 
     def observation(self, observation: Any) -> Any:
         return observed(observation, self.mode, self.render_image())
+
+    def render_restored(self, integration: np.ndarray) -> np.ndarray:
+        """The camera's view of a restored snapshot's ``integration`` state
+        (``Camera.render_state``), (3, H, W) uint8."""
+        import mujoco
+
+        base = self.unwrapped
+        if self.scratch is None:
+            self.scratch = mujoco.MjData(base.model)
+        return self.view.render_state(base.model, self.scratch, integration)
 
     def close(self) -> None:
         self.view.free()
@@ -192,7 +213,8 @@ class FrameStack(gym.Wrapper):
         else:
             self.observation_space = stacked
 
-    def _stacked(self, observation: Any) -> Any:
+    def stacked(self, observation: Any) -> Any:
+        """``observation`` with its image part replaced by the stack."""
         images = np.concatenate(list(self.images), axis=0)
         if isinstance(observation, dict):
             return {**observation, PIXELS: images}
@@ -201,17 +223,20 @@ class FrameStack(gym.Wrapper):
     def _image(self, observation: Any) -> np.ndarray:
         return observation[PIXELS] if isinstance(observation, dict) else observation
 
+    def start_from(self, image: np.ndarray) -> None:
+        """A new stack: ``image`` in every slot (a new episode, a restored snapshot)."""
+        self.images.clear()
+        self.images.extend([image] * self.frames)
+
     def reset(self, **kwargs: Any):
         observation, info = self.env.reset(**kwargs)
-        first = self._image(observation)
-        self.images.clear()
-        self.images.extend([first] * self.frames)
-        return self._stacked(observation), info
+        self.start_from(self._image(observation))
+        return self.stacked(observation), info
 
     def step(self, action: Any):
         observation, reward, terminated, truncated, info = self.env.step(action)
         self.images.append(self._image(observation))
-        return self._stacked(observation), reward, terminated, truncated, info
+        return self.stacked(observation), reward, terminated, truncated, info
 
 
 # the derived fields a scene of bodies, geoms, sites, cameras and lights reads
@@ -233,7 +258,15 @@ class BatchPixels(gym.vector.VectorWrapper):
     them after ``mj_step``), so the images equal gymnasium's bit for bit
     (tests/test_rendered.py). Envs whose episodes end are rendered on their final states
     (the back end's ``on_episode_end``, before it resets them) for ``info["final_obs"]``.
-    The stacks are this wrapper's ``state_dict`` (checkpoints and exact resume)."""
+    The stacks are this wrapper's ``state_dict`` (checkpoints and exact resume).
+
+    It is the ``SimulatorBackend`` S3RL snapshot resets drive (``backend_of`` finds it
+    first): states and tables are the back end's, and a ``restart`` from a table starts
+    the restarted envs' stacks from the camera's view of the restored states
+    (``Camera.render_state``, as gymnasium's sub-envs do), beside the teacher's state
+    observations the back end hands out."""
+
+    device = None  # numpy arrays on the host
 
     def __init__(
         self, env: Any, mode: str, camera: str | None, image_size: int, frame_stack: int
@@ -254,6 +287,7 @@ class BatchPixels(gym.vector.VectorWrapper):
         size = self.view.size
         self.stacks = np.zeros((self.num_envs, 3 * self.frames, size, size), np.uint8)
         self.finals: dict[int, np.ndarray] = {}
+        self.inner_obs: Any = None  # the back end's own observations of the last call
         base.on_episode_end = self._render_finals
         self.single_observation_space = observed_space(
             env.single_observation_space, mode, image_space(size, self.frames)
@@ -285,8 +319,9 @@ class BatchPixels(gym.vector.VectorWrapper):
 
     def reset(self, *, seed: Any = None, options: dict | None = None) -> tuple[Any, dict]:
         """Reset as the back end does; a reset env's stack repeats its first image."""
+        mask = (options or {}).get("reset_mask")  # read first: gymnasium pops it
         obs, info = self.env.reset(seed=seed, options=options)
-        mask = (options or {}).get("reset_mask")
+        self.inner_obs = obs
         for i in range(self.num_envs) if mask is None else np.flatnonzero(mask):
             self.stacks[i] = np.tile(self._render(int(i)), (self.frames, 1, 1))
         return self._observe(obs), info
@@ -294,6 +329,7 @@ class BatchPixels(gym.vector.VectorWrapper):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         self.finals = {}
         obs, reward, terminated, truncated, info = self.env.step(actions)
+        self.inner_obs = obs
         for i in range(self.num_envs):
             if i in self.finals:  # its episode ended: the final stack, then a new episode
                 self._push(i, self.finals[i])
@@ -303,6 +339,54 @@ class BatchPixels(gym.vector.VectorWrapper):
             else:
                 self._push(i, self._render(i))
         return self._observe(obs), reward, terminated, truncated, info
+
+    def get_states(self, env_ids: Any = None) -> list[dict[str, Any]]:
+        """The back end's states (the stacks are ``state_dict``'s)."""
+        return self.env.get_states(env_ids)
+
+    def set_states(self, states: Any, env_ids: Any = None) -> None:
+        """The back end's ``set_states``. An env given a portable state (an S3RL snapshot,
+        ``portable_state``) starts a new stack from its camera view, as gymnasium's
+        sub-envs do; the back end's own states (checkpoints) leave the stacks to
+        ``load_state_dict``."""
+        self.env.set_states(states, env_ids)
+        ids = range(self.num_envs) if env_ids is None else env_ids
+        self._start_restored([int(i) for i, state in zip(ids, states) if "integration" in state])
+
+    def _start_restored(self, ids: Any) -> None:
+        """New stacks of envs ``ids`` from the camera's view of their restored states."""
+        base = self.env.unwrapped
+        for i in ids:
+            image = self.view.render_state(base.model, self.scratch, base.batch.state[i])
+            self.stacks[i] = np.tile(image, (self.frames, 1, 1))
+
+    def state_table(self, states: Any) -> Any:
+        return self.env.state_table(states)
+
+    def restart(
+        self, mask: Any, obs: Any, table: Any = None, rows: Any = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """The back end's restart of the envs where ``mask``, their stacks started anew:
+        from the restored states (``table``) or the fresh resets. ``obs`` (as this
+        wrapper observes) keeps its other rows."""
+        ids = np.flatnonzero(np.asarray(mask, bool))
+        if not ids.size:
+            return obs, {}
+        self.inner_obs, info = self.env.restart(mask, self.inner_obs, table, rows)
+        if table is None:  # fresh resets: their derived positions are the batch's
+            for i in ids:
+                self.stacks[i] = np.tile(self._render(int(i)), (self.frames, 1, 1))
+        else:
+            self._start_restored(ids)
+        fresh = self._observe(self.inner_obs)
+        if not isinstance(obs, dict):
+            out = obs.copy()
+            out[ids] = fresh[ids]
+            return out, info
+        out = {name: part.copy() for name, part in obs.items()}
+        for name, part in out.items():
+            part[ids] = fresh[name][ids]
+        return out, info
 
     def state_dict(self) -> dict[str, Any]:
         return {"stacks": self.stacks.copy()}

@@ -26,7 +26,9 @@ wrapper that any online rlcore algorithm trains through by configuration alone:
 3. ``SnapshotReset``: every reset picks a cluster uniformly, then a snapshot uniformly in
    it, and restarts that sub-env from it through the back-end interface
    (``rlcore.envs.backend.SimulatorBackend.restart``: every back end, each sub-env its
-   own snapshot, exact).
+   own snapshot, exact). On rendered observations (``env.obs=pixels``; the reference is
+   state-only) the restarted env's new frame stack is the camera's view of the restored
+   state, beside the teacher's state observation (``envs/pixels.py``).
 4. An episode started from a snapshot is truncated (not terminated) ``truncate_after``
    steps later; ``None`` switches truncation off (ablation). The time limit counts from
    the restore (the snapshot is restored with 0 elapsed steps), so a snapshot taken 950

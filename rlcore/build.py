@@ -198,12 +198,6 @@ def build_envs(
                 f"snapshot.teacher: algo={name} does not step the env here; snapshot "
                 "reset needs an online phase"
             )
-        if settings.env.obs != "state":  # before the teacher's rollouts
-            raise ConfigError(
-                f"snapshot.teacher with env.obs={settings.env.obs}: snapshot resets restart "
-                "episodes with the teacher's state observations, not rendered images (not "
-                "supported yet); use env.obs=state"
-            )
         base_wrappers.append(snapshot_reset(settings, name, shared, run_dir))
     env = make_vec_env(
         seed=seed,

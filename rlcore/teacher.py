@@ -138,6 +138,12 @@ def load_or_collect(
             torch.manual_seed(seed)
             policy, value_fn, teacher_env = teacher_from_checkpoint(path)
             teacher_id = resolve_env_id(str(teacher_env.get("name", env_name)))
+            if teacher_env.get("obs", "state") != "state":
+                raise SnapshotMismatchError(
+                    f"the teacher {teacher} observed env.obs={teacher_env['obs']}: snapshots "
+                    "are rolled out by a teacher of state observations (a student may observe "
+                    "pixels: it renders its own images of each restored state)"
+                )
             if teacher_id != resolve_env_id(env_name):
                 raise SnapshotMismatchError(
                     f"the teacher {teacher} trained on {teacher_id}, this run is on "

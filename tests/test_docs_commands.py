@@ -96,6 +96,11 @@ COMMANDS: dict[str, Case] = {
     "python -m rlcore.train algo=ppo env=ALE/Breakout-v5": COMPOSE,
     "python -m rlcore.train algo=ppo env=Hopper env.obs=pixels env.frame_stack=3 "
     "algo.encoder=drq algo.normalize_obs=false": COMPOSE,
+    "python -m rlcore.train algo=sac env=Hopper env.obs=state+pixels algo.encoder=drq "
+    "snapshot.teacher=benchmarks/assets/hopper_sac_expert.pt": run(
+        "300 steps, 32 x 32 images, one teacher episode",
+        extra=(*TINY_ONLINE, "env.image_size=32", "snapshot.episodes=1"),
+    ),
     "python -m rlcore.train algo=drqv2 env=InvertedPendulum env.obs=pixels env.frame_stack=3": (
         COMPOSE
     ),

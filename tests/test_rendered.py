@@ -8,7 +8,14 @@ import pytest
 import torch
 
 from rlcore.buffers import ReplayBuffer
-from rlcore.envs.make import final_next_obs, get_vec_env_state, make_vec_env, set_vec_env_state
+from rlcore.envs.make import (
+    final_next_obs,
+    get_vec_env_state,
+    make_vec_env,
+    set_states,
+    set_vec_env_state,
+)
+from rlcore.envs.native import batch_available
 from rlcore.observations import ObsSpec, frame_stack_of
 
 
@@ -22,6 +29,30 @@ def roll(env, steps: int, seed: int) -> list[tuple]:
         out.append((obs, action, reward, final_next_obs(next_obs, info), terminated, truncated))
         obs = next_obs
     return out
+
+
+def roll_on(env, steps: int, seed: int) -> list[tuple]:
+    """``steps`` seeded random steps from where ``env`` is."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(steps):
+        action = rng.uniform(-1, 1, env.action_space.shape).astype(np.float32)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        out.append((next_obs, reward, final_next_obs(next_obs, info), terminated, truncated,
+                    truncated))  # fmt: skip
+    return out
+
+
+def assert_same(ours: list[tuple], theirs: list[tuple]) -> None:
+    assert len(ours) == len(theirs)
+    for ours_step, theirs_step in zip(ours, theirs):
+        for mine, want in zip(ours_step, theirs_step):
+            if isinstance(want, dict):
+                assert set(mine) == set(want)
+                for name in want:
+                    np.testing.assert_array_equal(mine[name], want[name])
+            else:
+                np.testing.assert_array_equal(mine, want)
 
 
 def test_pixels_are_stacked_camera_images() -> None:
@@ -123,17 +154,8 @@ def test_the_native_back_end_renders_what_gymnasiums_does(task: str, mode: str) 
     assert native.single_observation_space == sync.single_observation_space
     assert frame_stack_of(native) == 2
     ours, theirs = roll(native, 9, 5), roll(sync, 9, 5)
-    ends = 0
-    for ours_step, theirs_step in zip(ours, theirs):
-        for mine, want in zip(ours_step, theirs_step):
-            if isinstance(want, dict):
-                assert set(mine) == set(want)
-                for name in want:
-                    np.testing.assert_array_equal(mine[name], want[name])
-            else:
-                np.testing.assert_array_equal(mine, want)
-        ends += int(ours_step[5].sum())
-    assert ends == 4
+    assert_same(ours, theirs)
+    assert sum(int(step[5].sum()) for step in ours) == 4
     pixels = ours[-1][0] if mode == "pixels" else ours[-1][0]["pixels"]
     assert pixels.std() > 10 and not np.array_equal(pixels, ours[0][0] if mode == "pixels"
                                                     else ours[0][0]["pixels"])  # fmt: skip
@@ -154,13 +176,110 @@ def test_a_restored_native_env_continues_with_the_same_images() -> None:
         np.testing.assert_array_equal(other.step(action)[0], want)
 
 
+def random_snapshots(task: str, every: int, episodes: int = 2):
+    """S3RL snapshots of a seeded random teacher (state observations, as teachers act)."""
+    from rlcore.envs.snapshot import collect_snapshots
+
+    probe = make_vec_env(task, 1)
+    space = probe.single_action_space
+    probe.close()
+    rng = np.random.default_rng(0)
+    return collect_snapshots(task, lambda obs: rng.uniform(space.low, space.high, (1, *space.shape)),
+                             episodes=episodes, every=every, seed=0, max_episode_steps=30)  # fmt: skip
+
+
+def snapshot_env(task: str, backend: str, snaps, mode: str, truncate_after: int = 3):
+    from rlcore.envs.snapshot import SnapshotReset, SnapshotSettings
+
+    settings = SnapshotSettings(selection="uniform", truncate_after=truncate_after,
+                                switch_after=10_000, seed=3)  # fmt: skip
+    return make_vec_env(task, 2, seed=5, backend=backend, obs=mode, image_size=24,
+                        frame_stack=2, max_episode_steps=30,
+                        base_wrappers=[lambda env: SnapshotReset(env, snaps, settings)])  # fmt: skip
+
+
+def image_of(obs, mode: str) -> np.ndarray:
+    return obs if mode == "pixels" else obs["pixels"]
+
+
+@pytest.mark.parametrize("backend", ["sync", "async", "native"])
+@pytest.mark.parametrize(("task", "mode"), [("Hopper-v5", "state+pixels"), ("PandaPush", "pixels")])
+def test_a_snapshot_restart_renders_the_restored_state(task: str, mode: str, backend: str) -> None:
+    """An S3RL restart on rendered observations hands out a new stack of the camera's view
+    of the restored state beside the teacher's state observation: from the teacher's
+    first reset state (seed 0), the very images a fresh pixel env shows after reset(seed=0)
+    (not the envs' own seed-5 resets), again after each cut 3 steps later; the cut
+    episode's final observation keeps its own last images."""
+    snaps = random_snapshots(task, every=1000).subset(np.array([0]))  # the reset state
+    reference = make_vec_env(task, 1, obs=mode, image_size=24, frame_stack=2, max_episode_steps=30)
+    want, _ = reference.reset(seed=0)
+    own = make_vec_env(task, 1, obs=mode, image_size=24, frame_stack=2, max_episode_steps=30)
+    seed5, _ = own.reset(seed=5)
+    assert not np.array_equal(image_of(seed5, mode)[0], image_of(want, mode)[0])
+    env = snapshot_env(task, backend, snaps, mode)
+    obs, info = env.reset(seed=5)
+    assert info["snapshot_start"].all()
+    for i in range(2):
+        np.testing.assert_array_equal(image_of(obs, mode)[i], image_of(want, mode)[0])
+        if mode == "state+pixels":
+            np.testing.assert_array_equal(obs["state"][i], snaps.obs[0].astype(np.float32))
+    action = np.full((2, *env.single_action_space.shape), 0.5, np.float32)
+    for _ in range(2):
+        last = image_of(env.step(action)[0], mode).copy()
+    obs, _, terminated, truncated, info = env.step(action)
+    assert (truncated & ~terminated).all() and info["snapshot_start"].all()
+    for i in range(2):
+        np.testing.assert_array_equal(image_of(obs, mode)[i], image_of(want, mode)[0])
+        final = image_of(info["final_obs"][i], mode)
+        np.testing.assert_array_equal(final[:3], last[i][3:])  # its stack moved on a frame
+        assert not np.array_equal(final, image_of(want, mode)[0])
+    for made in (env, reference, own):
+        made.close()
+
+
+@pytest.mark.parametrize(("task", "mode"), [("Hopper-v5", "state+pixels"), ("PandaPush", "pixels")])
+def test_native_snapshot_resets_render_as_gymnasiums_and_resume_exactly(task: str, mode: str) -> None:
+    """Through snapshot restarts from states along a teacher's episodes (every 5 steps),
+    cuts and a snapshot set by hand (``set_states``), the native back end's images, state
+    parts, rewards and ends equal the sync back end's bit for bit; a state saved mid-run
+    continues with the same images."""
+    if not batch_available():
+        pytest.skip("MuJoCo without mujoco.batch")
+    snaps = random_snapshots(task, every=5)
+    runs = {}
+    for backend in ("sync", "native"):
+        env = snapshot_env(task, backend, snaps, mode, truncate_after=4)
+        steps = roll(env, 14, 1)
+        saved = get_vec_env_state(env)
+        after = roll_on(env, 6, 2)
+        set_states(env, [snaps.state(3)], [1])  # a snapshot set by hand: a new stack too
+        after += roll_on(env, 2, 4)
+        again = snapshot_env(task, backend, snaps, mode, truncate_after=4)
+        again.reset(seed=9)
+        set_vec_env_state(again, saved)
+        assert_same(roll_on(again, 6, 2), after[:6])
+        runs[backend] = steps + after
+        assert sum(int(step[5].sum()) for step in runs[backend]) >= 6  # cut and restarted
+        env.close()
+        again.close()
+    assert_same(runs["native"], runs["sync"])
+
+
+def test_a_teacher_that_observed_pixels_is_refused(monkeypatch) -> None:
+    """Snapshots are rolled out on state observations: a teacher trained on images is
+    refused before its rollouts (its policy cannot read them)."""
+    from rlcore import teacher
+    from rlcore.envs.snapshot import SnapshotMismatchError
+
+    monkeypatch.setattr(teacher, "teacher_from_checkpoint",
+                        lambda path: (None, None, {"name": "Hopper", "obs": "pixels"}))  # fmt: skip
+    with pytest.raises(SnapshotMismatchError, match="observed env.obs=pixels: snapshots are"):
+        teacher.load_or_collect("run", "Hopper", {}, None, 1, 10, 0)
+
+
 def test_rendering_refusals_name_the_fix() -> None:
     with pytest.raises(ValueError, match="set env.backend=sync or native"):
         make_vec_env("Hopper-v5", 1, obs="pixels", backend="mjx")
-    for backend in ("native", "sync"):  # a restart would hand out the teacher's state
-        with pytest.raises(ValueError, match="snapshot resets .* not rendered images"):
-            make_vec_env("Hopper-v5", 1, obs="pixels", backend=backend,
-                         base_wrappers=[lambda env: env])  # fmt: skip
     with pytest.raises(ValueError, match="camera 'top' is not in the model"):
         make_vec_env("Hopper-v5", 1, obs="pixels", camera="top")
     with pytest.raises(ValueError, match="renders MuJoCo tasks; CartPoleEnv is not one"):

@@ -21,7 +21,8 @@ them, 148 without shadows, 325 without reflections too (``mujoco.Renderer``, one
 2-core AMD EPYC; ``python -m rlcore.benchmarks.render_speed`` measures the env steps/s).
 The OpenGL context is made here, of the back end ``MUJOCO_GL`` names (``egl`` when unset,
 or ``osmesa``), since ``mujoco.Renderer`` reads ``MUJOCO_GL`` only when ``mujoco`` is first
-imported. The MJX back end does not render: refused, naming ``env.backend=sync`` (``auto``
+imported. Beside a goal vector (``state+pixels``), rlcore's robot tasks' cameras leave
+their goal markers out (``GoalMarkers``). The MJX back end does not render: refused, naming ``env.backend=sync`` (``auto``
 picks sync for rendered observations).
 """
 
@@ -30,13 +31,32 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import deque
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
 OBS_MODES = ("state", "pixels", "state+pixels")
 STATE, PIXELS = "state", "pixels"  # the parts of a state+pixels observation
+
+
+@runtime_checkable
+class GoalMarkers(Protocol):
+    """A task that draws its desired goal in the scene, as markers in one geom group
+    (rlcore's robot tasks). A camera beside the goal vector (``state+pixels``) leaves them
+    out: the goal is a part of that observation, and HER's relabelled ``desired_goal``
+    must be the only goal it holds (a marker in the image would still show the episode's
+    own). A camera alone (``pixels``) keeps them: they are its only sight of the goal."""
+
+    goal_marker_group: int
+
+
+def hidden_groups(task: Any, mode: str) -> tuple[int, ...]:
+    """The geom groups an observation camera of ``task`` (an unwrapped env) leaves out
+    when it observes as ``mode``: a ``GoalMarkers`` task's markers beside the state."""
+    if mode == "state+pixels" and isinstance(task, GoalMarkers):
+        return (task.goal_marker_group,)
+    return ()
 
 
 def gl_context(size: int) -> Any:
@@ -57,9 +77,12 @@ class Camera:
     """One camera of a MuJoCo model rendered offscreen at ``size`` square: its own OpenGL
     context, scene (shadows and reflections off) and framebuffers. ``camera``: a camera
     name of the model; None: ``track`` where the model has it, else MuJoCo's free camera.
-    Used by ``PixelObservation`` (one env) and ``BatchPixels`` (the native back ends)."""
+    ``hidden``: geom groups it does not draw (``hidden_groups``). Used by
+    ``PixelObservation`` (one env) and ``BatchPixels`` (the native back ends)."""
 
-    def __init__(self, model: Any, camera: str | None, size: int) -> None:
+    def __init__(
+        self, model: Any, camera: str | None, size: int, hidden: tuple[int, ...] = ()
+    ) -> None:
         import mujoco
 
         self.context: Any = None  # until made (``__del__`` reads it)
@@ -80,6 +103,8 @@ class Camera:
         self.scene.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = False
         self.scene.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = False
         self.options = mujoco.MjvOption()
+        for group in hidden:
+            self.options.geomgroup[group] = 0
         self.mjr = mujoco.MjrContext(model, mujoco.mjtFontScale.mjFONTSCALE_150)
         mujoco.mjr_setBuffer(mujoco.mjtFramebuffer.mjFB_OFFSCREEN, self.mjr)
         self.rect = mujoco.MjrRect(0, 0, self.size, self.size)
@@ -167,7 +192,7 @@ class PixelObservation(gym.ObservationWrapper):
         if not isinstance(base, MujocoEnv):  # gymnasium's MuJoCo tasks and rlcore's robots
             raise ValueError(f"obs={mode} renders MuJoCo tasks; {type(base).__name__} is not one")
         self.mode, self.size = mode, int(image_size)
-        self.view = Camera(base.model, camera, self.size)
+        self.view = Camera(base.model, camera, self.size, hidden_groups(base, mode))
         self.scratch: Any = None  # an MjData to render restored states in (made on first use)
         self.observation_space = observed_space(env.observation_space, mode, image_space(self.size))
 
@@ -280,7 +305,7 @@ class BatchPixels(gym.vector.VectorWrapper):
             raise ValueError(f"frame_stack must be >= 1, got {frame_stack}")
         base = env.unwrapped
         self.mode, self.frames = mode, int(frame_stack)
-        self.view = Camera(base.model, camera, image_size)
+        self.view = Camera(base.model, camera, image_size, hidden_groups(base, mode))
         self.scratch = mujoco.MjData(base.model)
         fields = RENDER_FIELDS + (TENDON_FIELDS if base.model.ntendon else ())
         self.derived = {name: base.batch.bind(name) for name in fields}  # filled from the reset

@@ -432,6 +432,7 @@ def settle(
     names the config files' values in a bad value's message (rlcore.config)."""
     from rlcore.config import config_from_dict, sized_for
     from rlcore.envs.make import resolve_env_id
+    from rlcore.envs.robots import native_task
     from rlcore.generative import resolve_head
     from rlcore.speed import settle_compile
 
@@ -444,13 +445,13 @@ def settle(
     if pretrained_head is not None:  # the head the run records is the checkpoint's
         algo = resolve_head(pretrained_head, config_class, algo)
     algo, notes = sized_for(config_class, name, algo, settings.device)
-    if settings.her.strategy != "none" and settings.env.obs != "state":
-        notes = [
+    env_id = resolve_env_id(settings.env.id)
+    if settings.her.strategy != "none" and settings.env.obs != "state" and not native_task(env_id):
+        notes = [  # rlcore's robot tasks leave their goal markers out (envs/pixels.py)
             *notes,
             f"her={settings.her.strategy} with env.obs={settings.env.obs}: relabelling "
-            "changes desired_goal, not the image, which shows the episode's own goal marker",
+            "changes desired_goal, not the image, which may show the episode's own goal",
         ]
-    env_id = resolve_env_id(settings.env.id)
     record["algo"], record["env"]["id"] = algo, env_id
     settings = dataclasses.replace(
         settings, algo=algo, env=dataclasses.replace(settings.env, id=env_id)

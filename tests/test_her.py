@@ -272,16 +272,22 @@ def test_her_refusals_name_the_fix(overrides: tuple[str, ...], message: str) -> 
 
 
 def test_relabelling_a_camera_task_says_the_image_keeps_its_goal() -> None:
-    """HER changes desired_goal, not the rendered image (which shows the goal marker):
-    the settled run's notes say so, and a state-only run's do not."""
+    """HER changes desired_goal, not the rendered image, which may show the goal: a
+    third-party goal task's settled run notes say so; a state-only run's do not, nor do
+    rlcore's robot tasks', whose cameras beside the goal vector leave the goal markers
+    out (tests/test_rendered.py)."""
     from omegaconf import OmegaConf
 
     from rlcore.algos.sac import SACConfig
     from rlcore.settings import settle
 
     def notes(*overrides: str) -> tuple[str, ...]:
-        cfg = make_config("algo=sac", "env=PandaReach", "her=future", *overrides)
+        cfg = make_config("algo=sac", "her=future", *overrides)
         return settle(OmegaConf.to_container(cfg, resolve=True), SACConfig).notes
 
-    assert any("not the image" in note for note in notes("env.obs=state+pixels"))
-    assert not any("not the image" in note for note in notes())
+    maze = "env=PointMaze_UMaze-v3"
+    assert any("not the image" in note for note in notes(maze, "env.obs=state+pixels"))
+    assert not any("not the image" in note for note in notes(maze))
+    assert not any(
+        "not the image" in note for note in notes("env=PandaReach", "env.obs=state+pixels")
+    )

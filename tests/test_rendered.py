@@ -96,6 +96,35 @@ def test_robot_tasks_render_and_a_goal_task_keeps_its_parts() -> None:
         np.testing.assert_array_equal(parts[name], goals[name])
 
 
+@pytest.mark.parametrize("backend", ["sync", "native"])
+def test_goal_markers_show_in_an_image_alone_not_beside_the_goal_vector(backend: str) -> None:
+    """PandaReach's reset draws only the goal, so two envs reset from seeds 0 and 1 differ
+    by their goal alone: beside the goal vector (state+pixels) their images are equal (the
+    markers are left out; HER's relabelled desired_goal is then the only goal the
+    observation holds), alone (pixels) they differ by the marker, and so do the
+    evaluation videos (``render``)."""
+    if backend == "native" and not batch_available():
+        pytest.skip("mujoco.batch is not available")
+    options = {"image_size": 48, "frame_stack": 1, "backend": backend}
+    beside, _ = make_vec_env("PandaReach", 2, obs="state+pixels", **options).reset(seed=0)
+    alone, _ = make_vec_env("PandaReach", 2, obs="pixels", **options).reset(seed=0)
+    assert not np.array_equal(*beside["desired_goal"])
+    np.testing.assert_array_equal(beside["pixels"][0], beside["pixels"][1])
+    for i in range(2):  # each alone image is the beside one but for its marker's pixels
+        differs = (alone[i] != beside["pixels"][i]).any(axis=0)
+        assert 0 < differs.sum() < 0.01 * differs.size
+    assert not np.array_equal(alone[0], alone[1])
+    from rlcore.envs.robots.env import PandaEnv
+
+    frames = []
+    for seed in range(2):
+        video = PandaEnv("PandaReach", render_mode="rgb_array", width=96, height=96)
+        video.reset(seed=seed)
+        frames.append(video.render())
+        video.close()
+    assert not np.array_equal(*frames)
+
+
 @pytest.mark.parametrize("ending", ["close", "drop"])
 def test_ending_one_pixel_env_leaves_the_others_images(ending: str) -> None:
     """Two rendering envs in one process (training and evaluation): closing or dropping

@@ -17,7 +17,13 @@ import mujoco
 import numpy as np
 from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
 
-from rlcore.envs.robots.scene import FINGER_MAX, NEUTRAL_QPOS, SUBSTEPS, scene_xml
+from rlcore.envs.robots.scene import (
+    FINGER_MAX,
+    GOAL_MARKER_GROUP,
+    NEUTRAL_QPOS,
+    SUBSTEPS,
+    scene_xml,
+)
 from rlcore.envs.robots.tasks import TASKS, Layout, PandaTask, SimArrays
 
 REWARD_TYPES = ("sparse", "dense")
@@ -99,6 +105,7 @@ class PandaEnv(MujocoEnv):
     end effector, default) or joints (deltas of the seven joint targets)."""
 
     metadata = {"render_modes": ["human", "rgb_array", "depth_array"], "render_fps": 25}
+    goal_marker_group = GOAL_MARKER_GROUP  # envs/pixels.py's GoalMarkers
 
     def __init__(
         self,

@@ -29,7 +29,7 @@ from gymnasium.vector.utils import batch_space
 from rlcore.envs.backend import checked_ids, restart_on_host
 from rlcore.envs.native import require_batch, reseed
 from rlcore.envs.robots.env import PandaEnv, build_model, layout_of, reset_state
-from rlcore.envs.robots.scene import SUBSTEPS
+from rlcore.envs.robots.scene import GOAL_MARKER_GROUP, SUBSTEPS
 from rlcore.envs.robots.tasks import TASKS, SimArrays
 
 _INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION
@@ -37,6 +37,8 @@ _INTEGRATION = mujoco.mjtState.mjSTATE_INTEGRATION
 
 class RobotVectorEnv(VectorEnv):
     """``num_envs`` copies of robot task ``task`` (``PandaPush`` ...) in one MuJoCo batch."""
+
+    goal_marker_group = GOAL_MARKER_GROUP  # envs/pixels.py's GoalMarkers
 
     def __init__(
         self,

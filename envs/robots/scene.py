@@ -34,6 +34,10 @@ FINGER_MAX = 0.04  # each finger's travel (m)
 OBJECT_SIZE = 0.04  # the cubes' edge (panda-gym)
 ARM_KP = (4500.0, 4500.0, 3500.0, 3500.0, 2000.0, 2000.0, 2000.0)  # joint control gains
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
+# the geom group of the goal markers, and of nothing else: visible in MuJoCo's default
+# view (videos, the viewer), left out of an observation camera that sits beside the goal
+# vector (``env.obs=state+pixels``, envs/pixels.py's ``GoalMarkers``)
+GOAL_MARKER_GROUP = 2
 
 _FREE = '<freejoint name="{name}"/>'
 
@@ -152,13 +156,16 @@ def scene_xml(
 ) -> str:
     """The MJCF of a task's scene: the arm on its table, ``objects`` (free bodies),
     ``goals`` goal markers (mocap bodies ``goal0``, ``goal1``... that hold the desired
-    goal), fixed ``extra_bodies`` (e.g. a hole), position sensors on ``site_sensors``, and the controllers of ``control``
-    ("ee": the mocap weld; "joints": position actuators on the joints, weld off)."""
+    goal; their spheres in geom group ``GOAL_MARKER_GROUP``), fixed ``extra_bodies``
+    (e.g. a hole), position sensors on ``site_sensors``, and the controllers of
+    ``control`` ("ee": the mocap weld; "joints": position actuators on the joints, weld
+    off)."""
     if control not in ("ee", "joints"):
         raise ValueError(f"control='{control}': choose ee (end-effector) or joints")
     goal_bodies = "".join(
         f'\n    <body name="goal{i}" mocap="true" pos="0 0 0.1"><geom type="sphere" '
-        f'size="0.02" rgba="0.9 0.2 0.2 0.35" contype="0" conaffinity="0"/></body>'
+        f'size="0.02" rgba="0.9 0.2 0.2 0.35" contype="0" conaffinity="0" '
+        f'group="{GOAL_MARKER_GROUP}"/></body>'
         for i in range(goals)
     )
     arm_actuators = (

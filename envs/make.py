@@ -29,7 +29,17 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode, VectorEnv, VectorWrapper
 
-from rlcore.envs import antmaze, atari, bitflip, neorl2, pixels, robots, safety, third_party  # noqa: F401  (register ids)
+from rlcore.envs import (  # noqa: F401  (register ids)
+    antmaze,
+    atari,
+    bitflip,
+    env_state,
+    neorl2,
+    pixels,
+    robots,
+    safety,
+    third_party,
+)
 from rlcore.envs.backend import AsyncBackend, SyncBackend, backend_of
 from rlcore.envs.chunks import ChunkQueue
 
@@ -116,10 +126,11 @@ class SimulatorState(gym.Wrapper):
     (and ``rlcore_restore``, the same restore as a settable attribute, which gymnasium's
     public ``set_attr`` reaches in every sync or async worker: ``rlcore.envs.backend``).
 
-    MuJoCo envs are captured exactly: the whole ``MjData`` (integration state *and* the
-    derived quantities, e.g. body positions of the previous step that reward terms
-    read), restored with ``mj_copyData``. Other envs fall back to a deep copy of their
-    ``state`` attribute (the convention of gymnasium's classic-control tasks). Every
+    The unwrapped env is captured by ``rlcore.envs.env_state``: the whole ``MjData`` of
+    every MuJoCo simulation it steps (integration state *and* the derived quantities, e.g.
+    body positions of the previous step that reward terms read; restored with
+    ``mj_copyData``) with the model's placements, and the plain data the env holds (a
+    goal, a classic-control task's ``state``). Every
     state also holds the env's current observation (``"obs"``), which a restart from
     that state hands out (``last_obs``); a rendering env restored from a portable state
     (an S3RL snapshot: the teacher's state observation) hands out that observation with
@@ -152,17 +163,12 @@ class SimulatorState(gym.Wrapper):
         return None
 
     def rlcore_get_state(self) -> dict[str, Any]:
-        from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
-
         base = self.env.unwrapped
         state: dict[str, Any] = {"rng": copy.deepcopy(base.np_random.bit_generator.state)}
         limit = self._time_limit()
         if limit is not None:
             state["elapsed_steps"] = limit._elapsed_steps
-        if isinstance(base, MujocoEnv):
-            state["mujoco_data"] = pickle.dumps(base.data)
-        elif "state" in vars(base):
-            state["state"] = copy.deepcopy(base.state)
+        state["env"] = env_state.capture(base)
         stack = self._wrapper(pixels.FrameStack)  # rendered observations: the stacked images
         if stack is not None:
             state["frames"] = [image.copy() for image in stack.images]
@@ -178,7 +184,9 @@ class SimulatorState(gym.Wrapper):
         limit = self._time_limit()
         if limit is not None and "elapsed_steps" in state:
             limit._elapsed_steps = state["elapsed_steps"]
-        if "mujoco_data" in state:
+        if "env" in state:
+            env_state.restore(base, state["env"])
+        elif "mujoco_data" in state:  # an earlier checkpoint: the MjData alone
             import mujoco
 
             mujoco.mj_copyData(base.data, base.model, pickle.loads(state["mujoco_data"]))

@@ -133,6 +133,12 @@ CASES["sac_goal"] = ["algo=sac", "env=tests.goal_env:RlcoreGoalPoint-v0", "total
                      "algo.learning_starts=100", "algo.batch_size=32", "algo.hidden=[32,32]",
                      "checkpoint_every=100", "eval_every=200", "log_every=50",
                      "env.num_envs=2"]  # fmt: skip
+# a third-party goal task whose goal lives in Python, outside MjData (gymnasium-robotics'
+# Fetch): the env state holds it (rlcore.envs.env_state), so HER's episodes continue
+CASES["sac_her_fetch"] = ["algo=sac", "env=FetchReach-v4", "her=future", "total_steps=600",
+                          "algo.learning_starts=100", "algo.batch_size=32",
+                          "algo.hidden=[32,32]", "checkpoint_every=100", "eval_every=200",
+                          "log_every=50", "env.num_envs=2", "env.max_episode_steps=30"]  # fmt: skip
 # RLPD on a goal task: expert demonstrations of dict observations mixed into every batch
 # with online rows whose goals HER relabels (the sampler's generator, the episode records)
 CASES["rlpd_her_dict"] = ["algo=rlpd", "env=PandaReach", "dataset=local/pandareach/expert-v0",

@@ -184,22 +184,25 @@ class PixelObservation(gym.ObservationWrapper):
         self, env: gym.Env, mode: str = "pixels", camera: str | None = None, image_size: int = 84
     ) -> None:
         super().__init__(env)
-        from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+        from rlcore.envs.env_state import simulations
 
         if mode not in OBS_MODES[1:]:
             raise ValueError(f"obs={mode!r}: one of {OBS_MODES}")
         base = env.unwrapped
-        if not isinstance(base, MujocoEnv):  # gymnasium's MuJoCo tasks and rlcore's robots
+        # the simulation it steps: its own (gymnasium's MuJoCo tasks, rlcore's robots,
+        # Fetch, Adroit) or a held env's (the mazes' point / ant env, Kitchen's robot)
+        sims = simulations(base)
+        if not sims:
             raise ValueError(f"obs={mode} renders MuJoCo tasks; {type(base).__name__} is not one")
+        self.sim = sims.get("", next(iter(sims.values())))
         self.mode, self.size = mode, int(image_size)
-        self.view = Camera(base.model, camera, self.size, hidden_groups(base, mode))
+        self.view = Camera(self.sim.model, camera, self.size, hidden_groups(base, mode))
         self.scratch: Any = None  # an MjData to render restored states in (made on first use)
         self.observation_space = observed_space(env.observation_space, mode, image_space(self.size))
 
     def render_image(self) -> np.ndarray:
         """The camera's view now, (3, H, W) uint8."""
-        base = self.unwrapped
-        return self.view.render(base.model, base.data)
+        return self.view.render(self.sim.model, self.sim.data)
 
     def observation(self, observation: Any) -> Any:
         return observed(observation, self.mode, self.render_image())
@@ -209,10 +212,9 @@ class PixelObservation(gym.ObservationWrapper):
         (``Camera.render_state``), (3, H, W) uint8."""
         import mujoco
 
-        base = self.unwrapped
         if self.scratch is None:
-            self.scratch = mujoco.MjData(base.model)
-        return self.view.render_state(base.model, self.scratch, integration)
+            self.scratch = mujoco.MjData(self.sim.model)
+        return self.view.render_state(self.sim.model, self.scratch, integration)
 
     def close(self) -> None:
         self.view.free()

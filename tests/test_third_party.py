@@ -126,3 +126,43 @@ def test_a_restored_suite_task_continues_exactly(name: str) -> None:
                 )
         ends += int(ours[3][0])
     assert ends >= 1  # the comparison crossed a reset
+
+
+@pytest.mark.parametrize(
+    ("name", "mode", "camera"),
+    [("FetchReach-v4", "state+pixels", "external_camera_0"), ("PointMaze_UMaze-v3", "pixels", None),
+     ("AntMaze_UMaze-v5", "state+pixels", None)],
+)  # fmt: skip
+def test_suite_tasks_render_through_a_camera_and_resume_with_their_images(
+    name: str, mode: str, camera: str | None
+) -> None:
+    """Fetch keeps its simulation itself, the mazes in a held env (``point_env``,
+    ``ant_env``): each renders from the one it steps, the images move with it, a goal
+    task keeps its parts beside ``pixels``, and a restored env continues with the same
+    images (its simulation and frame stack restored together)."""
+    from rlcore.envs.make import get_vec_env_state, set_vec_env_state
+
+    options = {"backend": "sync", "obs": mode, "image_size": 32, "frame_stack": 2,
+               "camera": camera}  # fmt: skip
+    env = make_vec_env(resolve_env_id(name), 1, **options)
+    obs, _ = env.reset(seed=0)
+    first = obs if mode == "pixels" else obs["pixels"]
+    assert first.shape == (1, 6, 32, 32) and first.dtype == np.uint8 and first.std() > 5
+    if mode != "pixels":
+        assert {"observation", "desired_goal", "pixels"} <= set(obs)
+    rng = np.random.default_rng(0)
+    shape = env.action_space.shape
+    for _ in range(5):
+        obs, *_ = env.step(rng.uniform(-1, 1, shape).astype(np.float32))
+    images = obs if mode == "pixels" else obs["pixels"]
+    assert not np.array_equal(images, first)  # the scene moved
+    other = make_vec_env(resolve_env_id(name), 1, **options)
+    other.reset(seed=3)
+    set_vec_env_state(other, get_vec_env_state(env))
+    for _ in range(4):
+        action = rng.uniform(-1, 1, shape).astype(np.float32)
+        ours, theirs = env.step(action)[0], other.step(action)[0]
+        for part in ours if isinstance(ours, dict) else [None]:
+            np.testing.assert_array_equal(
+                ours[part] if part else ours, theirs[part] if part else theirs
+            )

@@ -201,7 +201,8 @@ class AtariVectorBackend(VectorEnv):
     # --- rlcore.envs.backend.SimulatorBackend: no emulator states to save or restore
     def get_states(self, env_ids: Sequence[int] | None = None) -> list[dict[str, Any]]:
         ids = range(self.num_envs) if env_ids is None else env_ids
-        return [{"atari": self.env_id, "restorable": False} for _ in ids]
+        why = "ale-py's vector env exposes no emulator states"
+        return [{"atari": self.env_id, "restorable": False, "why": why} for _ in ids]
 
     def set_states(self, states: Sequence[Any], env_ids: Sequence[int] | None = None) -> None:
         raise NotImplementedError(

@@ -6,34 +6,51 @@ steps 0.2-14 off):
 
 * the mazes (PointMaze, AntMaze) step an inner MuJoCo env (``point_env`` / ``ant_env``)
   and keep the episode's ``goal`` and ``reset_pos`` in Python; Franka Kitchen steps
-  ``robot_env`` and keeps its goal and the tasks still to complete in Python; Fetch keeps
-  its ``goal`` in Python;
-* Adroit's tasks move bodies and sites of the *model* at each reset (the door's frame,
-  the hammer's nail board, the relocation target), and the mazes move their goal site.
+  ``robot_env`` and keeps its goal and the tasks still to complete in Python, and its
+  robot draws observation noise from its own generator; Fetch keeps its ``goal`` in
+  Python;
+* tasks change their *model* between episodes: Adroit moves bodies and sites (the door's
+  frame, the hammer's nail board, the relocation target), the mazes their goal site,
+  NeoRL2's RandomFrictionHopper the friction.
 
 So ``capture`` takes, of every MuJoCo simulation the env steps (``simulations``: its own
-``model`` / ``data``, and those of the envs it holds), the whole ``MjData`` and the
-model's placements (``MODEL_FIELDS``), and of the env and each simulating env the plain
-data they hold (and a held env's random generator) (``plain``: numbers, strings, arrays that own their memory, and lists,
-tuples and dicts of them; a classic-control task's ``state`` is one). ``restore`` puts it
-all back into an env made with the same arguments. What lives in other objects (a Box2D
-world) is not seen: such a task resumes with its plain parts only.
+``model`` / ``data``, and those of the envs it holds), the whole ``MjData``, the model's
+arrays of up to ``MODEL_FIELD_BYTES`` each (every parameter a task randomises: 9 KB for
+Hopper, 124 KB for Fetch; meshes and textures are larger and left out) and its options
+(``opt``: gravity, timestep ...); and of the env and each simulating env the plain data
+they hold (``plain``: numbers, strings, dates, numpy arrays and random generators, and
+lists, tuples and dicts of them; a classic-control task's ``state`` is one), the held
+envs' gymnasium generators too. ``restore`` puts it all back into an env made with the
+same arguments. What lives in other objects is not seen (a Box2D world, an ODE solver's
+work arrays: NeoRL2's RocketRecovery and Simglucose): rlcore's own such tasks declare it
+(``UnsavedState``), and a resumed run starts new episodes for them; another such task
+continues from its plain parts only.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import pickle
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
-# the model's placements that tasks change between episodes (Adroit: body_pos, site_pos;
-# the mazes: site_pos of the goal), saved with every MjData
-MODEL_FIELDS = ("body_pos", "body_quat", "site_pos", "site_quat", "geom_pos", "geom_quat",
-                "geom_size")  # fmt: skip
-_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic)
+MODEL_FIELD_BYTES = 65_536  # model arrays up to this size are saved with every MjData
+_SCALARS = (bool, int, float, complex, str, bytes, type(None), np.generic, datetime.date,
+            datetime.time, datetime.timedelta)  # fmt: skip
+_GENERATORS = (np.random.Generator, np.random.RandomState)
+
+
+@runtime_checkable
+class UnsavedState(Protocol):
+    """A task whose state lives in objects rlcore cannot copy (NeoRL2's RocketRecovery: a
+    Box2D world; Simglucose: scipy's ODE solver). Its envs' checkpointed states say so
+    (``{"restorable": False, "why": unsaved_state}``), and a resumed run starts new
+    episodes and notes why, instead of continuing from half a state."""
+
+    unsaved_state: str  # why, for the resumed run's note
 
 
 def _holds_simulation(env: Any) -> bool:
@@ -55,14 +72,22 @@ def simulations(env: gym.Env) -> dict[str, Any]:
     return found
 
 
+def _numpy_memory(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is numpy's (its own, or another array's it views), not
+    MuJoCo's (``data.qpos`` is a view of the MjData, which restores it)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array.base is None
+
+
 def plain(value: Any, depth: int = 0) -> bool:
-    """Whether ``value`` is plain data a copy restores: a number, string or None, a numeric
-    array owning its memory (a view belongs to what it views), or a list, tuple or dict
+    """Whether ``value`` is plain data a copy restores: a number, string, date or None, a
+    numeric array in numpy's memory, a numpy random generator, or a list, tuple or dict
     of plain values (dict keys plain scalars), at most 4 levels deep."""
-    if isinstance(value, _SCALARS):
+    if isinstance(value, _SCALARS + _GENERATORS):
         return True
     if isinstance(value, np.ndarray):
-        return value.base is None and value.dtype != object
+        return value.dtype != object and _numpy_memory(value)
     if depth >= 4:
         return False
     if isinstance(value, list | tuple):
@@ -79,6 +104,42 @@ def _plain_attributes(owner: Any) -> dict[str, Any]:
     return copy.deepcopy({name: value for name, value in vars(owner).items() if plain(value)})
 
 
+def _model_arrays(model: Any) -> dict[str, np.ndarray]:
+    """The model's writable arrays (views of its memory) of up to MODEL_FIELD_BYTES."""
+    arrays = {}
+    for name in dir(model):
+        if name.startswith("_"):
+            continue
+        value = getattr(model, name)
+        if (isinstance(value, np.ndarray) and value.base is not None and value.flags.writeable
+                and value.nbytes <= MODEL_FIELD_BYTES):  # fmt: skip
+            arrays[name] = value
+    return arrays
+
+
+def model_fields(model: Any) -> dict[str, Any]:
+    """Copies of ``model``'s arrays of up to MODEL_FIELD_BYTES and of its options' values."""
+    options = {
+        name: copy.copy(getattr(model.opt, name))
+        for name in dir(model.opt)
+        if not name.startswith("_") and isinstance(getattr(model.opt, name), int | float | np.ndarray)
+    }
+    return {"arrays": {name: array.copy() for name, array in _model_arrays(model).items()},
+            "opt": options}  # fmt: skip
+
+
+def set_model_fields(model: Any, fields: dict[str, Any]) -> None:
+    """Write ``model_fields``' copies back into ``model`` (one made as theirs was)."""
+    arrays = _model_arrays(model)
+    for name, values in fields.get("arrays", {}).items():
+        arrays[name][...] = values
+    for name, value in fields.get("opt", {}).items():
+        if isinstance(value, np.ndarray):
+            getattr(model.opt, name)[...] = value
+        else:
+            setattr(model.opt, name, value)
+
+
 def capture(env: gym.Env) -> dict[str, Any]:
     """``env``'s state (an unwrapped env): its plain attributes and, per simulation, the
     pickled ``MjData``, the model's placements and the simulating env's plain attributes."""
@@ -89,10 +150,9 @@ def capture(env: gym.Env) -> dict[str, Any]:
         seen.append(sim.data)
         sims[name] = {  # a pickled MjData holds its model too: saved once
             "data": None if shared else pickle.dumps(sim.data),
-            "model": {} if shared else {f: getattr(sim.model, f).copy() for f in MODEL_FIELDS},
+            "model": {} if shared else model_fields(sim.model),
+            # a held env's own (its generator too: Kitchen's robot draws observation noise)
             "attributes": _plain_attributes(sim) if name else {},
-            # a held env draws from its own generator (Kitchen's robot: observation noise)
-            "rng": copy.deepcopy(sim.np_random.bit_generator.state) if name else None,
         }
     return {"attributes": _plain_attributes(env), "simulations": sims}
 
@@ -110,13 +170,10 @@ def restore(env: gym.Env, state: dict[str, Any]) -> None:
         )
     for name, saved in state["simulations"].items():
         sim = sims[name]
-        for field, values in saved["model"].items():
-            getattr(sim.model, field)[:] = values
+        set_model_fields(sim.model, saved["model"])
         if saved["data"] is not None:
             mujoco.mj_copyData(sim.data, sim.model, pickle.loads(saved["data"]))
         _set_attributes(sim, saved["attributes"])
-        if saved["rng"] is not None:
-            sim.np_random.bit_generator.state = saved["rng"]
     _set_attributes(env, state["attributes"])
 
 

@@ -164,6 +164,8 @@ class SimulatorState(gym.Wrapper):
 
     def rlcore_get_state(self) -> dict[str, Any]:
         base = self.env.unwrapped
+        if isinstance(base, env_state.UnsavedState):  # a resume starts new episodes
+            return {"restorable": False, "why": base.unsaved_state}
         state: dict[str, Any] = {"rng": copy.deepcopy(base.np_random.bit_generator.state)}
         limit = self._time_limit()
         if limit is not None:

@@ -111,6 +111,8 @@ class RocketRecoveryEnv(gym.Env):
     """NeoRL-2's rocket landing in a crosswind (module docstring)."""
 
     metadata = {"render_modes": []}
+    # rlcore.envs.env_state.UnsavedState
+    unsaved_state = "its Box2D world (bodies, contacts, solver warm starts) cannot be saved"
 
     def __init__(self, mode: str = "train", render_mode: str | None = None) -> None:
         if mode not in ("train", "val"):

@@ -298,6 +298,8 @@ class SimglucoseEnv(gym.Env):
     """NeoRL-2's Simglucose (module docstring): one day of basal insulin control."""
 
     metadata: dict[str, Any] = {"render_modes": []}
+    # rlcore.envs.env_state.UnsavedState
+    unsaved_state = "the patient's ODE solver (scipy's dopri5) cannot be saved"
 
     def __init__(self, mode: str = "train") -> None:
         if mode not in ("train", "val"):

@@ -821,10 +821,12 @@ class _PhaseRun:
                 self.obs, _ = self.env.reset(seed=self.settings.seed + step)
                 if self.buffer is not None:
                     self.buffer.cut_episodes()
+                why = sorted({sub["why"] for sub in state["env"]["envs"] if "why" in sub})
                 self.run.logger.note(
-                    f"resumed at step {step:,} with new episodes: this back end keeps no "
-                    "simulator states (the interrupted episodes end there, cut as truncated; "
-                    "agent, replay buffer, optimisers and counters continue)"
+                    f"resumed at step {step:,} with new episodes: "
+                    f"{'; '.join(why) or 'no simulator states were saved'} (the interrupted "
+                    "episodes end there, cut as truncated; agent, replay buffer, optimisers "
+                    "and counters continue)"
                 )
         set_rng_state(state["rng"])
 

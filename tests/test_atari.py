@@ -93,7 +93,8 @@ def test_same_step_autoreset_hands_the_final_observation() -> None:
 def test_checkpoints_cannot_restore_atari_games() -> None:
     env = make_vec_env("ALE/Pong-v5", 1, seed=0)
     states = env.unwrapped.get_states()
-    assert states == [{"atari": "ALE/Pong-v5", "restorable": False}]
+    why = "ale-py's vector env exposes no emulator states"
+    assert states == [{"atari": "ALE/Pong-v5", "restorable": False, "why": why}]
     with pytest.raises(NotImplementedError, match="cannot continue its games"):
         env.unwrapped.set_states(states)
     with pytest.raises(ValueError, match="no reset_mask"):
@@ -116,7 +117,9 @@ def test_a_resumed_atari_run_continues_with_new_games(tmp_path) -> None:
     train(make_config(*args, "total_steps=600", f"resume={run}"), run)
     after = load_checkpoint(run)
     assert after["loop"]["counters"]["step"] == 600
-    assert "new episodes" in (run / "train.log").read_text()
+    assert "new episodes: ale-py's vector env exposes no emulator states" in (
+        run / "train.log"
+    ).read_text()
     # the first run's 300 rows come first (the resumed buffer is larger, in step order);
     # its newest row of each env was cut, no other row of it changed
     first, resumed = before["loop"]["stateful"]["buffer"], after["loop"]["stateful"]["buffer"]

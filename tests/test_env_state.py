@@ -46,6 +46,8 @@ class Outer(gym.Env):
         self.inner.reset(seed=seed)
         self.model.body_pos[1] = self.np_random.uniform(-1, 1, 3)
         self.model.site_pos[0] = self.np_random.uniform(-1, 1, 3)
+        self.model.geom_friction[0, 0] = self.np_random.uniform(0.5, 1.5)  # randomised
+        self.model.opt.gravity[2] = -self.np_random.uniform(5, 15)  # physics
         self.goal = self.np_random.uniform(-1, 1, 3)
         self.data.qpos[:] = self.np_random.uniform(-1, 1, 1)
         self.inner.data.qvel[:] = self.inner.np_random.uniform(-1, 1, 1)
@@ -63,7 +65,10 @@ def test_plain_data_by_hand() -> None:
     owner = np.arange(6.0)
     assert env_state.plain(owner) and env_state.plain(3) and env_state.plain(None)
     assert env_state.plain(np.float32(1.5)) and env_state.plain("kettle")
-    assert not env_state.plain(owner[:3])  # a view: its owner is what is saved
+    assert env_state.plain(owner[:3].reshape(3, 1))  # a view of numpy's memory: copied
+    data = mujoco.MjData(mujoco.MjModel.from_xml_string(XML))
+    assert not env_state.plain(data.qpos)  # MuJoCo's memory: the MjData restores it
+    assert env_state.plain(np.random.default_rng(0)) and env_state.plain(np.random.RandomState(0))
     assert not env_state.plain(np.array([object()]))
     assert env_state.plain({"a": [1, (2.0, "b")], 3: np.zeros(2)})
     assert not env_state.plain({"a": [1, object()]})
@@ -91,6 +96,8 @@ def test_a_restored_env_holds_every_part_of_the_state() -> None:
     assert target.data.time == source.data.time > 0
     np.testing.assert_array_equal(target.model.body_pos, source.model.body_pos)
     np.testing.assert_array_equal(target.model.site_pos, source.model.site_pos)
+    np.testing.assert_array_equal(target.model.geom_friction, source.model.geom_friction)
+    np.testing.assert_array_equal(target.model.opt.gravity, source.model.opt.gravity)
     np.testing.assert_array_equal(target.goal, source.goal)
     assert target.tasks == ["microwave"] and target.done == {"kettle": 1.5}
     assert target.log is target.tasks  # still one object
@@ -110,3 +117,68 @@ def test_a_state_of_another_layout_is_refused() -> None:
     outer.reset(seed=0)
     with pytest.raises(ValueError, match="not the same task"):
         env_state.restore(Inner(), env_state.capture(outer))
+
+
+def test_a_task_whose_state_cannot_be_saved_says_so_and_resumes_with_new_episodes(
+    tmp_path,
+) -> None:
+    """Simglucose's patient lives in scipy's ODE solver: its env states are marked not
+    restorable with the reason, restoring them reports new episodes, and a resumed run
+    starts them (seeded by the step) and notes why in train.log."""
+    from rlcore.envs.make import get_vec_env_state, make_vec_env, set_vec_env_state
+    from rlcore.envs.neorl2 import SIMGLUCOSE_ID
+    from rlcore.envs.simglucose import SimglucoseEnv
+    from rlcore.train import train
+    from tests.conftest import make_config
+
+    assert isinstance(SimglucoseEnv(), env_state.UnsavedState)
+    env = make_vec_env(SIMGLUCOSE_ID, 2, backend="sync")
+    env.reset(seed=0)
+    state = get_vec_env_state(env)
+    why = SimglucoseEnv.unsaved_state
+    assert state["envs"] == [{"restorable": False, "why": why}] * 2
+    assert set_vec_env_state(env, state) is False
+    args = ["algo=sac", f"env={SIMGLUCOSE_ID}", "algo.learning_starts=50",
+            "algo.batch_size=16", "algo.hidden=[16]", "eval_every=0", "threads=1",
+            "logger=quiet"]  # fmt: skip
+    run = tmp_path / "run"
+    train(make_config(*args, "total_steps=100"), run)
+    train(make_config(*args, "total_steps=150", f"resume={run}"), run)
+    assert f"resumed at step 100 with new episodes: {why}" in (run / "train.log").read_text()
+
+
+def assert_continues(env_id: str, **options) -> None:
+    """``env_id`` restored after 20 steps into an env reset from another seed continues
+    as the source does for 40 steps (25-step episodes: through a reset), bit for bit."""
+    from rlcore.envs.make import get_vec_env_state, make_vec_env, set_vec_env_state
+
+    options = {"backend": "sync", "max_episode_steps": 25, **options}
+    source, target = make_vec_env(env_id, 1, **options), make_vec_env(env_id, 1, **options)
+    source.reset(seed=0)
+    target.reset(seed=7)
+    source.single_action_space.seed(0)
+
+    def actions(n: int) -> list[np.ndarray]:
+        return [np.stack([source.single_action_space.sample()]) for _ in range(n)]
+
+    for action in actions(20):
+        source.step(action)
+    set_vec_env_state(target, get_vec_env_state(source))
+    ends = 0
+    for action in actions(40):
+        ours, theirs = source.step(action), target.step(action)
+        for mine, want in zip(ours[:4], theirs[:4], strict=True):
+            for part in mine if isinstance(mine, dict) else [None]:
+                np.testing.assert_array_equal(
+                    mine[part] if part else mine, want[part] if part else want
+                )
+        ends += int(ours[2][0] or ours[3][0])
+    assert ends >= 1  # the comparison crossed a reset
+
+
+@pytest.mark.parametrize("name", ["DMSD", "RandomFrictionHopper"])
+def test_rlcore_tasks_with_state_outside_mjdata_continue_exactly(name: str) -> None:
+    """NeoRL2's DMSD keeps a legacy numpy generator and its target track (a view) in
+    Python; RandomFrictionHopper draws the model's friction at each reset. Before
+    env_state saved them, both went off within 30 steps (3.5 and 0.25)."""
+    assert_continues(f"neorl2/{name}-v0")

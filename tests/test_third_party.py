@@ -99,33 +99,9 @@ def test_a_restored_suite_task_continues_exactly(name: str) -> None:
     placements moved at reset, an inner env's data and generator): restored into an env
     reset from another seed, 40 steps (through an episode's end and the next reset) equal
     the source's. Before rlcore.envs.env_state they went 0.2-14 off in 5 steps."""
-    from rlcore.envs.make import get_vec_env_state, set_vec_env_state
+    from tests.test_env_state import assert_continues
 
-    options = {"backend": "sync", "max_episode_steps": 25,
-               "flatten_obs": name == "FrankaKitchen-v1"}  # fmt: skip
-    source = make_vec_env(resolve_env_id(name), 1, **options)
-    target = make_vec_env(resolve_env_id(name), 1, **options)
-    source.reset(seed=0)
-    target.reset(seed=7)
-    rng = np.random.default_rng(0)
-    shape = source.action_space.shape
-
-    def actions(n: int) -> list[np.ndarray]:
-        return [rng.uniform(-1, 1, shape).astype(source.action_space.dtype) for _ in range(n)]
-
-    for action in actions(20):
-        source.step(action)
-    set_vec_env_state(target, get_vec_env_state(source))
-    ends = 0
-    for action in actions(40):
-        ours, theirs = source.step(action), target.step(action)
-        for mine, want in zip(ours[:4], theirs[:4], strict=True):
-            for part in mine if isinstance(mine, dict) else [None]:
-                np.testing.assert_array_equal(
-                    mine[part] if part else mine, want[part] if part else want
-                )
-        ends += int(ours[3][0])
-    assert ends >= 1  # the comparison crossed a reset
+    assert_continues(resolve_env_id(name), flatten_obs=name == "FrankaKitchen-v1")
 
 
 @pytest.mark.parametrize(

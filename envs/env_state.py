@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import hashlib
 import pickle
 from typing import Any, Protocol, runtime_checkable
 
@@ -138,6 +139,20 @@ def set_model_fields(model: Any, fields: dict[str, Any]) -> None:
             getattr(model.opt, name)[...] = value
         else:
             setattr(model.opt, name, value)
+
+
+def model_digest(env: gym.Env) -> str:
+    """A digest of the ``model_fields`` of every simulation ``env`` steps: equal digests,
+    equal models (S3RL snapshots check that their task keeps one model)."""
+    digest = hashlib.sha1()
+    for name, sim in sorted(simulations(env).items()):
+        fields = model_fields(sim.model)
+        digest.update(name.encode())
+        for field, values in sorted(fields["arrays"].items()):
+            digest.update(field.encode() + np.ascontiguousarray(values).tobytes())
+        options = sorted((key, np.asarray(value).tolist()) for key, value in fields["opt"].items())
+        digest.update(repr(options).encode())
+    return digest.hexdigest()
 
 
 def capture(env: gym.Env) -> dict[str, Any]:

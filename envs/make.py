@@ -129,8 +129,9 @@ class SimulatorState(gym.Wrapper):
     The unwrapped env is captured by ``rlcore.envs.env_state``: the whole ``MjData`` of
     every MuJoCo simulation it steps (integration state *and* the derived quantities, e.g.
     body positions of the previous step that reward terms read; restored with
-    ``mj_copyData``) with the model's placements, and the plain data the env holds (a
-    goal, a classic-control task's ``state``). Every
+    ``mj_copyData``) with the model's parameters, and the plain data the env holds (a
+    goal, a classic-control task's ``state``); a task that declares its state unsaved
+    (``env_state.UnsavedState``) is marked not restorable. Every
     state also holds the env's current observation (``"obs"``), which a restart from
     that state hands out (``last_obs``); a rendering env restored from a portable state
     (an S3RL snapshot: the teacher's state observation) hands out that observation with
@@ -244,6 +245,11 @@ class SimulatorState(gym.Wrapper):
         limit = self._time_limit()
         elapsed = limit._elapsed_steps if limit is not None else 0
         return portable_state(self.env.unwrapped, elapsed)
+
+    def rlcore_model_digest(self) -> str:
+        """``env_state.model_digest`` of this env (snapshots refuse a task whose model
+        changes between episodes: they do not carry the model)."""
+        return env_state.model_digest(self.env.unwrapped)
 
 
 def portable_state(mujoco_env: Any, elapsed_steps: int) -> dict[str, Any]:

@@ -236,7 +236,7 @@ def collect_snapshots(
     env_kwargs = dict(env_kwargs or {})
     env = make_vec_env(env_name, 1, seed, "sync", max_episode_steps=max_episode_steps,
                        env_kwargs=env_kwargs)  # fmt: skip
-    rows: dict[str, list] = {k: [] for k in ("state", "obs", "episode")}
+    rows: dict[str, list] = {k: [] for k in ("state", "obs", "episode", "model")}
     returns = []
     obs, _ = env.reset(seed=seed)
     try:  # gymnasium's sync env (public ``call``): sub-env 0's MuJoCo state
@@ -249,6 +249,7 @@ def collect_snapshots(
         while True:
             if step % every == 0:
                 rows["state"].append(env.unwrapped.call("rlcore_portable_state")[0])
+                rows["model"].append(env.unwrapped.call("rlcore_model_digest")[0])
                 rows["obs"].append(
                     {name: part[0].copy() for name, part in obs.items()}
                     if isinstance(obs, dict)
@@ -262,6 +263,12 @@ def collect_snapshots(
                 returns.append(total)
                 break
     env.close()
+    if len(set(rows["model"])) > 1:
+        raise ValueError(
+            f"{env_name} changes its MuJoCo model between episodes (Adroit moves its door, "
+            "a randomised friction ...): a snapshot keeps the simulation's state, not the "
+            "model, and would restore into another one; snapshot resets are refused for it"
+        )
     observations: np.ndarray | dict[str, np.ndarray]
     if isinstance(rows["obs"][0], dict):
         observations = {name: np.stack([o[name] for o in rows["obs"]]) for name in rows["obs"][0]}

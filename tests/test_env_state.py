@@ -182,3 +182,12 @@ def test_rlcore_tasks_with_state_outside_mjdata_continue_exactly(name: str) -> N
     Python; RandomFrictionHopper draws the model's friction at each reset. Before
     env_state saved them, both went off within 30 steps (3.5 and 0.25)."""
     assert_continues(f"neorl2/{name}-v0")
+
+
+def test_the_model_digest_tells_models_apart() -> None:
+    """Equal after the same reset, different after another (the door moved)."""
+    envs = [Outer(), Outer(), Outer()]
+    for env, seed in zip(envs, (0, 0, 1), strict=True):
+        env.reset(seed=seed)
+    digests = [env_state.model_digest(env) for env in envs]
+    assert digests[0] == digests[1] != digests[2]

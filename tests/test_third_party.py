@@ -142,3 +142,16 @@ def test_suite_tasks_render_through_a_camera_and_resume_with_their_images(
             np.testing.assert_array_equal(
                 ours[part] if part else ours, theirs[part] if part else theirs
             )
+
+
+def test_snapshots_of_a_task_that_changes_its_model_are_refused() -> None:
+    """Adroit's door moves in the model at each reset; a snapshot keeps the simulation's
+    state, not the model, so collecting them across episodes is refused."""
+    from rlcore.envs.snapshot import collect_snapshots
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        return np.zeros((1, 28))
+
+    with pytest.raises(ValueError, match="changes its MuJoCo model between episodes"):
+        collect_snapshots("AdroitHandDoor-v1", policy, episodes=2, every=2,
+                          max_episode_steps=4)  # fmt: skip

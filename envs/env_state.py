@@ -118,15 +118,16 @@ def _model_arrays(model: Any) -> dict[str, np.ndarray]:
     return arrays
 
 
+def _options(model: Any) -> dict[str, Any]:
+    """The model options' numbers and arrays (gravity, timestep ...), as they are."""
+    values = {name: getattr(model.opt, name) for name in dir(model.opt) if not name.startswith("_")}
+    return {name: value for name, value in values.items() if isinstance(value, int | float | np.ndarray)}
+
+
 def model_fields(model: Any) -> dict[str, Any]:
     """Copies of ``model``'s arrays of up to MODEL_FIELD_BYTES and of its options' values."""
-    options = {
-        name: copy.copy(getattr(model.opt, name))
-        for name in dir(model.opt)
-        if not name.startswith("_") and isinstance(getattr(model.opt, name), int | float | np.ndarray)
-    }
     return {"arrays": {name: array.copy() for name, array in _model_arrays(model).items()},
-            "opt": options}  # fmt: skip
+            "opt": {name: copy.copy(value) for name, value in _options(model).items()}}  # fmt: skip
 
 
 def set_model_fields(model: Any, fields: dict[str, Any]) -> None:
@@ -145,19 +146,19 @@ def model_digest(env: gym.Env) -> str:
     """A digest of the ``model_fields`` of every simulation ``env`` steps: equal digests,
     equal models (S3RL snapshots check that their task keeps one model)."""
     digest = hashlib.sha1()
-    for name, sim in sorted(simulations(env).items()):
-        fields = model_fields(sim.model)
+    for name, sim in sorted(simulations(env).items()):  # the arrays as they are, no copies
         digest.update(name.encode())
-        for field, values in sorted(fields["arrays"].items()):
+        for field, values in sorted(_model_arrays(sim.model).items()):
             digest.update(field.encode() + np.ascontiguousarray(values).tobytes())
-        options = sorted((key, np.asarray(value).tolist()) for key, value in fields["opt"].items())
+        options = sorted((key, np.asarray(value).tolist()) for key, value in _options(sim.model).items())
         digest.update(repr(options).encode())
     return digest.hexdigest()
 
 
 def capture(env: gym.Env) -> dict[str, Any]:
     """``env``'s state (an unwrapped env): its plain attributes and, per simulation, the
-    pickled ``MjData``, the model's placements and the simulating env's plain attributes."""
+    pickled ``MjData``, the model's parameters (``model_fields``) and the simulating env's
+    plain attributes."""
     sims: dict[str, Any] = {}
     seen: list[Any] = []
     for name, sim in simulations(env).items():

@@ -14,7 +14,8 @@ steps 0.2-14 off):
   NeoRL2's RandomFrictionHopper the friction.
 
 So ``capture`` takes, of every MuJoCo simulation the env steps (``simulations``: its own
-``model`` / ``data``, and those of the envs it holds), the whole ``MjData``, the model's
+``model`` / ``data``, and those of the envs it holds), the whole ``MjData`` (``data_state``:
+without the model a pickled one carries, compressed), the model's
 arrays of up to ``MODEL_FIELD_BYTES`` each (every parameter a task randomises: 9 KB for
 Hopper, 124 KB for Fetch; meshes and textures are larger and left out) and its options
 (``opt``: gravity, timestep ...); and of the env and each simulating env the plain data
@@ -33,6 +34,7 @@ import copy
 import datetime
 import hashlib
 import pickle
+import zlib
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -155,17 +157,47 @@ def model_digest(env: gym.Env) -> str:
     return digest.hexdigest()
 
 
+def data_state(data: Any, model: Any) -> dict[str, bytes]:
+    """Everything ``data`` holds (integration state, derived quantities, contacts, solver
+    arena), for ``load_data``. A pickled ``MjData`` carries a copy of its model (58 MB for
+    Franka Kitchen, whose meshes are most of it, against 0.5 MB of data); the env that
+    restores has that model, so the model's bytes are cut out of the pickle (``"before"``:
+    what precedes them, ``"after"``: the data, zlib-compressed: 33 KB for Kitchen, 5 KB for
+    Hopper). Where the pickle does not hold the model's own pickled bytes (another MuJoCo's
+    layout), the whole pickle is kept (``"pickle"``)."""
+    whole, own = data.__getstate__(), model.__getstate__()
+    start = whole.find(own[:64])
+    if start < 0 or whole[start : start + len(own)] != own:
+        return {"pickle": pickle.dumps(data)}
+    return {"before": whole[:start], "after": zlib.compress(whole[start + len(own) :], 1)}
+
+
+def load_data(saved: dict[str, bytes] | bytes, model: Any) -> Any:
+    """The ``MjData`` ``data_state`` saved (``saved``), rebuilt around ``model``'s pickled
+    bytes (the restoring env's model: the same task's, its small arrays already restored);
+    ``bytes``: a whole pickled ``MjData`` (checkpoints made before ``data_state``)."""
+    import mujoco
+
+    if isinstance(saved, bytes):
+        return pickle.loads(saved)
+    if "pickle" in saved:
+        return pickle.loads(saved["pickle"])
+    data = mujoco.MjData.__new__(mujoco.MjData)
+    data.__setstate__(saved["before"] + model.__getstate__() + zlib.decompress(saved["after"]))
+    return data
+
+
 def capture(env: gym.Env) -> dict[str, Any]:
     """``env``'s state (an unwrapped env): its plain attributes and, per simulation, the
-    pickled ``MjData``, the model's parameters (``model_fields``) and the simulating env's
+    ``MjData`` (``data_state``), the model's parameters (``model_fields``) and the simulating env's
     plain attributes."""
     sims: dict[str, Any] = {}
     seen: list[Any] = []
     for name, sim in simulations(env).items():
         shared = any(sim.data is data for data in seen)  # Kitchen's own are its robot's
         seen.append(sim.data)
-        sims[name] = {  # a pickled MjData holds its model too: saved once
-            "data": None if shared else pickle.dumps(sim.data),
+        sims[name] = {
+            "data": None if shared else data_state(sim.data, sim.model),
             "model": {} if shared else model_fields(sim.model),
             # a held env's own (its generator too: Kitchen's robot draws observation noise)
             "attributes": _plain_attributes(sim) if name else {},
@@ -188,7 +220,7 @@ def restore(env: gym.Env, state: dict[str, Any]) -> None:
         sim = sims[name]
         set_model_fields(sim.model, saved["model"])
         if saved["data"] is not None:
-            mujoco.mj_copyData(sim.data, sim.model, pickle.loads(saved["data"]))
+            mujoco.mj_copyData(sim.data, sim.model, load_data(saved["data"], sim.model))
         _set_attributes(sim, saved["attributes"])
     _set_attributes(env, state["attributes"])
 

@@ -213,7 +213,8 @@ class RunSettings:
                                        "first after at most 60 s; 0: by steps only); "
                                        "Ctrl-C/SIGTERM save too",
                                        (lambda v: v >= 0, ">= 0 (0: by steps only)"))  # fmt: skip
-    keep_agent_snapshots: bool = option(True, "also keep a small agent-only file per checkpoint")
+    keep_agent_snapshots: bool = option(True, "also keep an agent-only file (no optimiser "
+                                        "states) per checkpoint")  # fmt: skip
     log_every: int = option(1_000, "env steps between train-metric rows (episode returns: "
                             "every episode)", POSITIVE)  # fmt: skip
     stop_at_return: float | None = option(None, "stop once an evaluation's mean return "

@@ -175,6 +175,36 @@ def test_checkpoints_by_time_as_well_as_steps(tmp_path):
     )
     snapshots = list((tmp_path / "end_only" / "checkpoints").glob("agent_step_*.pt"))
     assert [p.name for p in snapshots] == ["agent_step_300.pt"]
+    # the agent-only file: the networks of the run's last checkpoint, no optimiser states;
+    # it acts as the whole agent does, and init_from names what it lacks
+    snapshot = load_checkpoint(snapshots[0])
+    whole = load_checkpoint(tmp_path / "end_only")
+    assert set(whole["agent"]) - set(snapshot["agent"]) == {
+        "actor_optimizer", "critic_optimizer", "alpha_optimizer"}  # fmt: skip
+    for part in ("actor", "critic", "target_critic"):
+        for key, value in whole["agent"][part].items():
+            assert torch.equal(value, snapshot["agent"][part][key]), (part, key)
+    from rlcore.policies import load_policy
+
+    obs = np.linspace(-1, 1, 4)  # InvertedPendulum
+    np.testing.assert_array_equal(load_policy(snapshots[0])(obs), load_policy(tmp_path / "end_only")(obs))
+    with pytest.raises(ConfigError, match="is an agent-only snapshot"):
+        train(make_config(*SAC_TINY, f"init_from={snapshots[0]}"), tmp_path / "continued")
+
+
+def test_agent_only_files_leave_out_optimiser_states_at_any_depth() -> None:
+    from rlcore.run_dir import without_optimizers
+
+    weights = {"w": torch.ones(2)}
+    adam = {"state": {0: {"exp_avg": torch.zeros(2)}}, "param_groups": [{"lr": 1e-3}]}
+    state = {"actor": weights, "actor_optimizer": adam, "updates": 7,
+             "sub": {"net": weights, "opt": adam, "rates": {"state": 1, "other": 2}}}  # fmt: skip
+    kept = without_optimizers(state)
+    assert kept == {"actor": weights, "updates": 7,
+                    "sub": {"net": weights, "rates": {"state": 1, "other": 2}}}  # fmt: skip
+    assert kept["actor"] is weights and kept["sub"]["rates"] is state["sub"]["rates"]
+    assert without_optimizers({"actor": weights}) == {"actor": weights}
+    assert state["actor_optimizer"] is adam and "opt" in state["sub"]  # the input unchanged
 
 
 def test_eta_follows_recent_speed_not_the_warmup(tmp_path, monkeypatch):
